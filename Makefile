@@ -1,0 +1,80 @@
+# lenet-bench. `make` builds ./bench with every backend this machine can
+# build; `make test` runs the test suite; `make run` installs what is missing,
+# builds and runs the benchmark. Dependencies are detected by compiling a
+# one-line probe, not by asking the package manager.
+
+BUILD ?= build
+BENCH ?= bench
+CC ?= cc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+NVCC ?= nvcc
+CUDA_HOME ?= /usr/local/cuda
+
+OPT ?= -O3 -march=native
+WARN := -Wall -Wextra -Werror
+CFLAGS := -std=c11 $(OPT) -g $(WARN) -D_GNU_SOURCE -I. -MMD -MP $(EXTRA_CFLAGS)
+LDFLAGS := $(EXTRA_LDFLAGS)
+LDLIBS := -lm
+
+# probe NAME: 1 when `printf CODE | cc -x c - FLAGS` links.
+probe = $(shell printf '$(1)' | $(CC) -x c - -o /dev/null $(2) >/dev/null 2>&1 && echo 1)
+
+HAVE_ZLIB := $(call probe,\#include <zlib.h>\nint main(void){return zlibVersion()==0;}\n,-lz)
+ifeq ($(HAVE_ZLIB),1)
+CFLAGS += -DHAVE_ZLIB
+LDLIBS += -lz
+endif
+
+HAVE_CMOCKA := $(call probe,\#include <stdarg.h>\n\#include <stddef.h>\n\#include <stdint.h>\n\#include <setjmp.h>\n\#include <cmocka.h>\nint main(void){return 0;}\n,-lcmocka)
+
+# Sources of the program, less main.c (tests link these too).
+LIB_SRCS := $(wildcard workloads/*.c) backends/registry.c $(wildcard backends/common/*.c) \
+            $(wildcard backends/naive/*.c) $(filter-out harness/main.c,$(wildcard harness/*.c))
+CU_SRCS :=
+TESTS :=
+SKIPPED :=
+
+# Optional parts add their sources, flags and tests here.
+include $(sort $(wildcard backends/*/module.mk parallel/module.mk harness/module.mk))
+
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
+TEST_BINS := $(TESTS:%=$(BUILD)/tests/%)
+
+.PHONY: all test run clean deps info
+all: $(BENCH) info
+
+info:
+	@for s in $(SKIPPED); do echo "note: skipped $$s" | tr '_' ' '; done
+
+$(BENCH): $(LIB_OBJS) $(BUILD)/harness/main.o
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJS) $(LDLIBS) -lcmocka
+
+ifeq ($(HAVE_CMOCKA),1)
+test: $(BENCH) $(TEST_BINS)
+	@BENCH=./$(BENCH) BUILD=$(BUILD) scripts/run-tests $(TEST_BINS)
+else
+test:
+	@echo "error: cmocka not found; install it with: apt-get install libcmocka-dev" >&2; exit 2
+endif
+
+deps:
+	@scripts/install-deps
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	./$(BENCH) --backend all --epochs 10 $(ARGS)
+
+clean:
+	rm -rf $(BUILD) $(BENCH)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,131 @@
+/* The engine contract: how the harness drives a backend.
+ *
+ * Coarse on purpose, so a backend may fuse layers, keep data resident on a
+ * device and replay CUDA graphs. Every backend sees the same flat parameter
+ * layout (workloads/workload.h), the same initial parameters and the same
+ * batch order, so any two can be compared step by step.
+ *
+ * Conventions: functions returning int give 0 on success and non-zero on
+ * failure, with a one-line message available from error(). An engine never
+ * reads files, parses flags or prints. */
+#ifndef LB_ENGINE_H
+#define LB_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "workloads/workload.h"
+
+/* Images as uint8 pixels (scaled to [0,1] by the engine: x = p / 255),
+ * row-major count x rows x cols, and labels 0..classes-1. */
+typedef struct dataset {
+    int count, rows, cols;
+    const uint8_t *images;
+    const uint8_t *labels;
+} dataset;
+
+typedef enum optimizer_kind { OPT_SGD, OPT_NESTEROV, OPT_ADAM } optimizer_kind;
+
+/* Update rules (PyTorch's conventions), g = dL/dw + weight_decay * w for
+ * weights, g = dL/db for biases:
+ *   sgd:      w -= lr * g
+ *   nesterov: v = momentum * v + g;  w -= lr * (g + momentum * v)
+ *   adam:     m = b1 m + (1-b1) g;  s = b2 s + (1-b2) g^2;
+ *             w -= lr * (m / (1-b1^t)) / (sqrt(s / (1-b2^t)) + eps)
+ * The per-element code is in backends/common/elementwise.h. */
+typedef struct optimizer_config {
+    optimizer_kind kind;
+    float lr, momentum, weight_decay;
+    float beta1, beta2, eps;
+} optimizer_config;
+
+typedef enum precision { PREC_FP32, PREC_TF32, PREC_BF16, PREC_FP16 } precision;
+
+typedef struct engine_config {
+    int batch_size;  /* largest batch a step will be given */
+    optimizer_config opt;
+    int threads;     /* CPU engines: 0 means every core */
+    int device;      /* GPU engines: device index */
+    precision precision;
+    int cuda_graph;      /* GPU: capture the step as a graph and replay it */
+    int data_on_device;  /* GPU: training set resident on the device */
+} engine_config;
+
+/* Evaluation result: confusion[true * classes + predicted] counts. */
+typedef struct eval_counts {
+    int classes;
+    long count;
+    double loss_sum; /* sum over images of the cross-entropy */
+    long confusion[WORKLOAD_MAX_CLASSES * WORKLOAD_MAX_CLASSES];
+} eval_counts;
+
+/* Per-layer timing for --profile-layers, milliseconds per batch. */
+typedef struct layer_times {
+    int n_layers;
+    double forward_ms[WORKLOAD_MAX_LAYERS];
+    double backward_ms[WORKLOAD_MAX_LAYERS];
+    double loss_ms, update_ms;
+} layer_times;
+
+/* Which flat buffers a data-parallel coordinator may reach. */
+typedef enum engine_buffer {
+    BUF_PARAMS,    /* param_count floats */
+    BUF_GRADS,     /* param_count floats, written by compute_gradients */
+    BUF_OPT_STATE, /* optimiser state: 0 (sgd), 1 (nesterov) or 2 (adam) x param_count */
+} engine_buffer;
+
+typedef enum memory_space { MEM_HOST, MEM_DEVICE } memory_space;
+
+typedef struct engine engine; /* each backend defines its own */
+
+typedef struct backend {
+    const char *name;
+    const char *summary; /* one line for --list */
+    int built;           /* 0: compiled out; not_built_reason says why */
+    const char *not_built_reason;
+
+    /* 1 if the backend can run here; else 0 with the reason in why. */
+    int (*probe)(char *why, size_t why_len);
+    engine *(*create)(const workload *w, const engine_config *cfg, char *err,
+                      size_t err_len);
+    void (*destroy)(engine *e);
+    const char *(*error)(engine *e);
+
+    int (*set_params)(engine *e, const float *params);
+    int (*get_params)(engine *e, float *params);
+    int (*bind_dataset)(engine *e, const dataset *train, const dataset *test);
+
+    /* Runs `steps` training steps of `batch` images each; indices holds
+     * steps * batch training-set indices. losses (may be NULL) receives each
+     * step's mean cross-entropy, written when the call returns. */
+    int (*train_steps)(engine *e, const int32_t *indices, int batch, int steps,
+                       float *losses);
+    /* Scores the first `limit` test images (all when limit <= 0). */
+    int (*evaluate)(engine *e, int limit, eval_counts *out);
+
+    /* Optional (NULL when not offered) --------------------------------- */
+
+    /* Data parallelism: gradients of the mean loss over `batch` images into
+     * BUF_GRADS without updating; then apply_update(scale) multiplies the
+     * gradients by `scale` and applies one optimiser step. */
+    int (*compute_gradients)(engine *e, const int32_t *indices, int batch, float *loss);
+    int (*apply_update)(engine *e, float grad_scale);
+    float *(*buffer)(engine *e, engine_buffer which, size_t *count);
+    memory_space buffer_space;
+
+    /* Free text for the CSV: precision, math mode, algorithms chosen. */
+    void (*describe)(engine *e, char *buf, size_t len);
+    /* Peak device memory in bytes (GPU engines). */
+    size_t (*peak_memory)(engine *e);
+    /* Times each layer's forward and backward over `reps` steps. */
+    int (*profile_layers)(engine *e, const int32_t *indices, int batch, int reps,
+                          layer_times *out);
+} backend;
+
+/* The registry (backends/registry.c): every backend known to this build,
+ * built or not, in a fixed order. */
+int backend_count(void);
+const backend *backend_at(int i);
+const backend *backend_find(const char *name);
+
+#endif

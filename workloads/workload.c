@@ -1,0 +1,182 @@
+#include "workloads/workload.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* A layer as written in a definition: kind, name, and its own sizes. */
+typedef struct layer_spec {
+    enum layer_kind kind;
+    const char *name;
+    int kernel, stride, units;
+} layer_spec;
+
+typedef struct workload_spec {
+    const char *name;
+    const char *description;
+    shape3 input;
+    int classes;
+    const layer_spec *layers;
+    int n_layers;
+    int batch_size, epochs;
+    double lr, momentum, weight_decay;
+    unsigned long long seed;
+} workload_spec;
+
+/* LeNet as in the DL4J and Caffe MNIST examples (no activation after the
+ * convolutions). 431,080 parameters. */
+static const layer_spec lenet_layers[] = {
+    {LAYER_CONV, "conv1", 5, 1, 20},
+    {LAYER_MAXPOOL, "pool1", 2, 2, 0},
+    {LAYER_CONV, "conv2", 5, 1, 50},
+    {LAYER_MAXPOOL, "pool2", 2, 2, 0},
+    {LAYER_DENSE, "fc1", 0, 0, 500},
+    {LAYER_RELU, "relu1", 0, 0, 0},
+    {LAYER_DENSE, "fc2", 0, 0, 10},
+};
+
+/* The MLP of the PyTorch and TensorFlow MNIST tutorials. 79,510 parameters. */
+static const layer_spec mlp_layers[] = {
+    {LAYER_DENSE, "fc1", 0, 0, 100},
+    {LAYER_RELU, "relu1", 0, 0, 0},
+    {LAYER_DENSE, "fc2", 0, 0, 10},
+};
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const workload_spec specs[] = {
+    {"lenet", "LeNet-5 (conv20-pool-conv50-pool-fc500-relu-fc10)", {1, 28, 28}, 10,
+     lenet_layers, COUNT(lenet_layers), 128, 10, 0.01, 0.9, 5e-4, 123},
+    {"mlp", "MLP (784-100 relu-10)", {1, 28, 28}, 10, mlp_layers, COUNT(mlp_layers), 128,
+     10, 0.01, 0.9, 5e-4, 123},
+};
+
+const char *workload_names(void) { return "lenet, mlp"; }
+
+static void resolve(const workload_spec *s, workload *w)
+{
+    memset(w, 0, sizeof *w);
+    w->name = s->name;
+    w->description = s->description;
+    w->input = s->input;
+    w->classes = s->classes;
+    w->n_layers = s->n_layers;
+    w->default_batch_size = s->batch_size;
+    w->default_epochs = s->epochs;
+    w->default_lr = s->lr;
+    w->default_momentum = s->momentum;
+    w->default_weight_decay = s->weight_decay;
+    w->default_seed = s->seed;
+
+    shape3 cur = s->input;
+    size_t offset = 0;
+    int first_param_layer = 1;
+    for (int i = 0; i < s->n_layers; i++) {
+        const layer_spec *ls = &s->layers[i];
+        layer *l = &w->layers[i];
+        l->kind = ls->kind;
+        l->name = ls->name;
+        l->kernel = ls->kernel;
+        l->stride = ls->stride;
+        l->units = ls->units;
+        l->in = cur;
+        double fwd = 0;
+        switch (ls->kind) {
+        case LAYER_CONV:
+            l->out = (shape3){ls->units, (cur.h - ls->kernel) / ls->stride + 1,
+                              (cur.w - ls->kernel) / ls->stride + 1};
+            l->weight_count = (size_t)ls->units * cur.c * ls->kernel * ls->kernel;
+            l->bias_count = (size_t)ls->units;
+            fwd = 2.0 * l->out.c * l->out.h * l->out.w * cur.c * ls->kernel * ls->kernel;
+            break;
+        case LAYER_MAXPOOL:
+            l->out = (shape3){cur.c, (cur.h - ls->kernel) / ls->stride + 1,
+                              (cur.w - ls->kernel) / ls->stride + 1};
+            break;
+        case LAYER_DENSE:
+            l->out = (shape3){ls->units, 1, 1};
+            l->weight_count = (size_t)ls->units * shape3_size(cur);
+            l->bias_count = (size_t)ls->units;
+            fwd = 2.0 * ls->units * shape3_size(cur);
+            break;
+        case LAYER_RELU:
+            l->out = cur;
+            break;
+        }
+        if (l->weight_count) {
+            l->weight_offset = offset;
+            offset += l->weight_count;
+            l->bias_offset = offset;
+            offset += l->bias_count;
+            w->forward_flops_per_image += fwd;
+            /* backward to weights always; backward to data except first */
+            w->train_flops_per_image += fwd * (first_param_layer ? 2 : 3);
+            first_param_layer = 0;
+        }
+        cur = l->out;
+    }
+    w->param_count = offset;
+}
+
+int workload_get(const char *name, workload *out)
+{
+    for (int i = 0; i < COUNT(specs); i++) {
+        if (strcmp(specs[i].name, name) == 0) {
+            resolve(&specs[i], out);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int workload_max_activation(const workload *w)
+{
+    int m = shape3_size(w->input);
+    for (int i = 0; i < w->n_layers; i++) {
+        int s = shape3_size(w->layers[i].out);
+        if (s > m)
+            m = s;
+    }
+    return m;
+}
+
+int workload_tensor_count(const workload *w)
+{
+    int n = 0;
+    for (int i = 0; i < w->n_layers; i++)
+        if (w->layers[i].weight_count)
+            n += 2;
+    return n;
+}
+
+void workload_tensor_info(const workload *w, int index, char *name, size_t name_len,
+                          size_t *offset, size_t *count, int dims[4], int *ndims)
+{
+    int n = 0;
+    for (int i = 0; i < w->n_layers; i++) {
+        const layer *l = &w->layers[i];
+        if (!l->weight_count)
+            continue;
+        if (n == index || n + 1 == index) {
+            int is_bias = (n + 1 == index);
+            snprintf(name, name_len, "%s.%s", l->name, is_bias ? "bias" : "weight");
+            *offset = is_bias ? l->bias_offset : l->weight_offset;
+            *count = is_bias ? l->bias_count : l->weight_count;
+            if (is_bias) {
+                dims[0] = l->units;
+                *ndims = 1;
+            } else if (l->kind == LAYER_CONV) {
+                dims[0] = l->units;
+                dims[1] = l->in.c;
+                dims[2] = l->kernel;
+                dims[3] = l->kernel;
+                *ndims = 4;
+            } else {
+                dims[0] = l->units;
+                dims[1] = shape3_size(l->in);
+                *ndims = 2;
+            }
+            return;
+        }
+        n += 2;
+    }
+}

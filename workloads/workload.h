@@ -1,0 +1,75 @@
+/* What is trained: a workload is a list of layers with shapes, a flat
+ * parameter layout and default hyper-parameters. Pure data and shape
+ * arithmetic; the maths lives in backends/. */
+#ifndef LB_WORKLOAD_H
+#define LB_WORKLOAD_H
+
+#include <stddef.h>
+
+#define WORKLOAD_MAX_LAYERS 16
+#define WORKLOAD_MAX_CLASSES 16
+
+enum layer_kind {
+    LAYER_CONV,    /* valid convolution, square kernel, no padding */
+    LAYER_MAXPOOL, /* square window */
+    LAYER_DENSE,   /* fully connected; input is flattened C,H,W */
+    LAYER_RELU,
+};
+
+typedef struct shape3 {
+    int c, h, w;
+} shape3;
+
+static inline int shape3_size(shape3 s) { return s.c * s.h * s.w; }
+
+typedef struct layer {
+    enum layer_kind kind;
+    const char *name;   /* "conv1", "pool1", ... */
+    int kernel, stride; /* conv and max-pool */
+    int units;          /* conv: output channels; dense: output units */
+    shape3 in, out;     /* resolved by workload_get */
+    /* Parameter tensors inside the flat parameter vector (conv and dense
+     * only). Conv weights are [out_c][in_c][k][k]; dense weights are
+     * [out][in] (the PyTorch and cuDNN layouts). Biases follow weights. */
+    size_t weight_offset, weight_count;
+    size_t bias_offset, bias_count;
+} layer;
+
+typedef struct workload {
+    const char *name;
+    const char *description;
+    shape3 input;
+    int classes;
+    int n_layers;
+    layer layers[WORKLOAD_MAX_LAYERS];
+    size_t param_count;
+    /* Multiply-adds count as two FLOPs. Training = forward + backward to
+     * weights + backward to data (not needed for the first layer). */
+    double forward_flops_per_image;
+    double train_flops_per_image;
+    /* Defaults (the DL4J LeNet example). */
+    int default_batch_size;
+    int default_epochs;
+    double default_lr;
+    double default_momentum;
+    double default_weight_decay;
+    unsigned long long default_seed;
+} workload;
+
+/* Fills *out and returns 0, or returns -1 for an unknown name. */
+int workload_get(const char *name, workload *out);
+
+/* "lenet, mlp": for usage messages. */
+const char *workload_names(void);
+
+/* Largest activation (floats per image) over the inputs and outputs of all
+ * layers: lets backends size their scratch buffers once. */
+int workload_max_activation(const workload *w);
+
+/* Number of parameter tensors (weights and biases) and their names, e.g.
+ * "conv1.weight": the order of the flat parameter vector. */
+int workload_tensor_count(const workload *w);
+void workload_tensor_info(const workload *w, int index, char *name, size_t name_len,
+                          size_t *offset, size_t *count, int dims[4], int *ndims);
+
+#endif
