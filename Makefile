@@ -3,6 +3,7 @@
 # builds and runs the benchmark. Dependencies are detected by compiling a
 # one-line probe, not by asking the package manager.
 
+.DEFAULT_GOAL := all
 BUILD ?= build
 BENCH ?= bench
 CC ?= cc
@@ -19,15 +20,16 @@ LDFLAGS := $(EXTRA_LDFLAGS)
 LDLIBS := -lm
 
 # probe NAME: 1 when `printf CODE | cc -x c - FLAGS` links.
+H := \#
 probe = $(shell printf '$(1)' | $(CC) -x c - -o /dev/null $(2) >/dev/null 2>&1 && echo 1)
 
-HAVE_ZLIB := $(call probe,\#include <zlib.h>\nint main(void){return zlibVersion()==0;}\n,-lz)
+HAVE_ZLIB := $(call probe,$(H)include <zlib.h>\nint main(void){return zlibVersion()==0;}\n,-lz)
 ifeq ($(HAVE_ZLIB),1)
 CFLAGS += -DHAVE_ZLIB
 LDLIBS += -lz
 endif
 
-HAVE_CMOCKA := $(call probe,\#include <stdarg.h>\n\#include <stddef.h>\n\#include <stdint.h>\n\#include <setjmp.h>\n\#include <cmocka.h>\nint main(void){return 0;}\n,-lcmocka)
+HAVE_CMOCKA := $(call probe,$(H)include <stdarg.h>\n$(H)include <stddef.h>\n$(H)include <stdint.h>\n$(H)include <setjmp.h>\n$(H)include <cmocka.h>\nint main(void){return 0;}\n,-lcmocka)
 
 # Sources of the program, less main.c (tests link these too).
 LIB_SRCS := $(wildcard workloads/*.c) backends/registry.c $(wildcard backends/common/*.c) \
@@ -41,6 +43,12 @@ include $(sort $(wildcard backends/*/module.mk parallel/module.mk harness/module
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
 TEST_BINS := $(TESTS:%=$(BUILD)/tests/%)
+
+# The commit recorded with every run; sysinfo.o is rebuilt when it changes.
+GIT_COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+$(shell mkdir -p $(BUILD) && (test "$$(cat $(BUILD)/git-commit 2>/dev/null)" = "$(GIT_COMMIT)" || echo "$(GIT_COMMIT)" > $(BUILD)/git-commit))
+$(BUILD)/harness/sysinfo.o: $(BUILD)/git-commit
+$(BUILD)/harness/sysinfo.o: CFLAGS += -DGIT_COMMIT='"$(GIT_COMMIT)"'
 
 .PHONY: all test run clean deps info
 all: $(BENCH) info

@@ -83,6 +83,7 @@ typedef struct backend {
     const char *summary; /* one line for --list */
     int built;           /* 0: compiled out; not_built_reason says why */
     const char *not_built_reason;
+    unsigned precisions; /* bit (1u << precision) per supported one; 0: fp32 only */
 
     /* 1 if the backend can run here; else 0 with the reason in why. */
     int (*probe)(char *why, size_t why_len);
@@ -113,10 +114,14 @@ typedef struct backend {
     float *(*buffer)(engine *e, engine_buffer which, size_t *count);
     memory_space buffer_space;
 
+    /* Where it runs: CPU threads, GPUs and replicas used (NULL: 1, 0, 1). */
+    void (*placement)(engine *e, int *threads, int *devices, int *replicas);
     /* Free text for the CSV: precision, math mode, algorithms chosen. */
     void (*describe)(engine *e, char *buf, size_t len);
     /* Peak device memory in bytes (GPU engines). */
     size_t (*peak_memory)(engine *e);
+    /* Libraries and versions for the system record, e.g. "OpenBLAS 0.3.21". */
+    void (*library_info)(char *buf, size_t len);
     /* Times each layer's forward and backward over `reps` steps. */
     int (*profile_layers)(engine *e, const int32_t *indices, int batch, int reps,
                           layer_times *out);

@@ -1,0 +1,332 @@
+#include "harness/config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
+
+static const char *precision_names[] = {"fp32", "tf32", "bf16", "fp16"};
+static const char *optimizer_names[] = {"sgd", "nesterov", "adam"};
+
+const char *precision_name(precision p) { return precision_names[p]; }
+const char *optimizer_name(optimizer_kind k) { return optimizer_names[k]; }
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: ./bench [options]           train and time each backend\n"
+        "       ./bench --list              list backends and whether they run here\n"
+        "\n"
+        "  --backend LIST       comma list of backends, or 'all' (default: all)\n"
+        "  --workload W         lenet (default) or mlp\n"
+        "  --epochs N           epochs per backend (default 10)\n"
+        "  --batch-size B       images per step (default 128)\n"
+        "  --limit N            train on the first N training images only\n"
+        "  --test-limit N       evaluate on the first N test images only\n"
+        "  --data DIR           directory with the four MNIST-format files\n"
+        "                       (default " DEFAULT_DATA_DIR ")\n"
+        "  --optimizer O        nesterov (default), sgd or adam\n"
+        "  --lr X               learning rate (default 0.01; adam 0.001)\n"
+        "  --momentum X         Nesterov momentum (default 0.9)\n"
+        "  --weight-decay X     L2 decay on weights, not biases (default 5e-4)\n"
+        "  --seed S             seed for initial parameters and order (default 123)\n"
+        "  --no-shuffle         train in file order\n"
+        "  --init-params FILE   start from these parameters instead of the seed\n"
+        "  --save-params FILE   write the trained parameters (FILE.<backend> when\n"
+        "                       several backends run)\n"
+        "  --out DIR            results directory (default results/<date>-<time>-<host>)\n"
+        "  --threads N          CPU threads for the blas backend (default: all cores)\n"
+        "  --device N           GPU index (default 0)\n"
+        "  --precision P        fp32 (default), tf32, bf16 or fp16 (GPU backends)\n"
+        "  --cuda-graph on|off  replay the training step as a CUDA graph (default on)\n"
+        "  --data-on-device on|off  keep the training set on the GPU (default on)\n"
+        "  --repeat N           train each backend N times (statistics over runs)\n"
+        "  --profile-layers     time each layer's forward and backward\n"
+        "  --target-accuracy X  report the time to reach test accuracy X (0..1)\n"
+        "  --format md|csv|json summary printed at the end (default md)\n"
+        "  --list               list backends: built or not, runnable here or not\n"
+        "  --help               this text\n");
+}
+
+static void list_backends(void)
+{
+    for (int i = 0; i < backend_count(); i++) {
+        const backend *b = backend_at(i);
+        char why[512] = "";
+        if (!b->built)
+            printf("%-10s not built: %s\n", b->name, b->not_built_reason);
+        else if (b->probe && !b->probe(why, sizeof why))
+            printf("%-10s built, not runnable here: %s\n", b->name, why);
+        else
+            printf("%-10s built, runnable: %s\n", b->name, b->summary);
+    }
+}
+
+static int usage_error(const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "bench: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\n(see ./bench --help)\n");
+    return 2;
+}
+
+/* Whole string must be an integer in [lo, hi]. */
+static int parse_int(const char *flag, const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        char range[64];
+        snprintf(range, sizeof range, "%ld..%ld", lo, hi);
+        fprintf(stderr, "bench: %s expects a whole number in %s, got '%s'\n", flag, range, s);
+        return 2;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_double(const char *flag, const char *s, double lo, double hi, int open_lo,
+                        double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo) || v > hi || (open_lo && v == lo)) {
+        fprintf(stderr, "bench: %s expects a number %s %g and <= %g, got '%s'\n", flag,
+                open_lo ? ">" : ">=", lo, hi, s);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_on_off(const char *flag, const char *s, int *out)
+{
+    if (strcmp(s, "on") == 0)
+        *out = 1;
+    else if (strcmp(s, "off") == 0)
+        *out = 0;
+    else
+        return usage_error("%s expects on or off, got '%s'", flag, s);
+    return 0;
+}
+
+static int pick(const char *flag, const char *s, const char *const *names, int n,
+                const char *choices, int *out)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    fprintf(stderr, "bench: unknown %s '%s'; choose one of: %s\n", flag, s, choices);
+    return 2;
+}
+
+static void backend_choices(char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "all");
+    for (int i = 0; i < backend_count() && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, ", %s", backend_at(i)->name);
+}
+
+static int parse_backends(const char *list, run_config *cfg)
+{
+    char choices[256];
+    backend_choices(choices, sizeof choices);
+    cfg->n_backends = 0;
+    cfg->all_backends = 0;
+    char buf[1024];
+    if (strlen(list) >= sizeof buf)
+        return usage_error("--backend list is too long%s%s", "", "");
+    strcpy(buf, list);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (strcmp(tok, "all") == 0) {
+            cfg->all_backends = 1;
+            cfg->n_backends = 0;
+            for (int i = 0; i < backend_count() && i < MAX_RUN_BACKENDS; i++)
+                cfg->backends[cfg->n_backends++] = backend_at(i);
+            return 0;
+        }
+        const backend *b = backend_find(tok);
+        if (!b) {
+            fprintf(stderr, "bench: unknown backend '%s'; choose from: %s\n", tok, choices);
+            return 2;
+        }
+        for (int i = 0; i < cfg->n_backends; i++)
+            if (cfg->backends[i] == b)
+                return usage_error("backend '%s' is listed twice%s", tok, "");
+        if (cfg->n_backends == MAX_RUN_BACKENDS)
+            return usage_error("too many backends%s%s", "", "");
+        cfg->backends[cfg->n_backends++] = b;
+    }
+    if (cfg->n_backends == 0) {
+        fprintf(stderr, "bench: --backend needs at least one name; choose from: %s\n", choices);
+        return 2;
+    }
+    return 0;
+}
+
+static int copy_path(const char *flag, const char *s, char *dst)
+{
+    if (!*s || strlen(s) >= PATH_LEN)
+        return usage_error("%s needs a path (got '%s')", flag, s);
+    strcpy(dst, s);
+    return 0;
+}
+
+enum {
+    O_BACKEND = 256, O_WORKLOAD, O_EPOCHS, O_BATCH, O_LIMIT, O_TEST_LIMIT, O_DATA,
+    O_OPTIMIZER, O_LR, O_MOMENTUM, O_DECAY, O_SEED, O_NO_SHUFFLE, O_INIT, O_SAVE, O_OUT,
+    O_THREADS, O_DEVICE, O_PRECISION, O_GRAPH, O_RESIDENT, O_REPEAT, O_PROFILE, O_TARGET,
+    O_FORMAT, O_LIST, O_HELP,
+};
+
+static const struct option options[] = {
+    {"backend", required_argument, 0, O_BACKEND},
+    {"workload", required_argument, 0, O_WORKLOAD},
+    {"epochs", required_argument, 0, O_EPOCHS},
+    {"batch-size", required_argument, 0, O_BATCH},
+    {"limit", required_argument, 0, O_LIMIT},
+    {"test-limit", required_argument, 0, O_TEST_LIMIT},
+    {"data", required_argument, 0, O_DATA},
+    {"optimizer", required_argument, 0, O_OPTIMIZER},
+    {"lr", required_argument, 0, O_LR},
+    {"momentum", required_argument, 0, O_MOMENTUM},
+    {"weight-decay", required_argument, 0, O_DECAY},
+    {"seed", required_argument, 0, O_SEED},
+    {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},
+    {"init-params", required_argument, 0, O_INIT},
+    {"save-params", required_argument, 0, O_SAVE},
+    {"out", required_argument, 0, O_OUT},
+    {"threads", required_argument, 0, O_THREADS},
+    {"device", required_argument, 0, O_DEVICE},
+    {"precision", required_argument, 0, O_PRECISION},
+    {"cuda-graph", required_argument, 0, O_GRAPH},
+    {"data-on-device", required_argument, 0, O_RESIDENT},
+    {"repeat", required_argument, 0, O_REPEAT},
+    {"profile-layers", no_argument, 0, O_PROFILE},
+    {"target-accuracy", required_argument, 0, O_TARGET},
+    {"format", required_argument, 0, O_FORMAT},
+    {"list", no_argument, 0, O_LIST},
+    {"help", no_argument, 0, O_HELP},
+    {0, 0, 0, 0},
+};
+
+int cli_parse(int argc, char **argv, run_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->argc = argc;
+    cfg->argv = argv;
+    const char *workload_name = "lenet";
+    const char *backend_list = "all";
+    int epochs = -1, batch = -1, optimizer = OPT_NESTEROV, fmt = FORMAT_MD, prec = PREC_FP32;
+    double lr = -1, momentum = -1, decay = -1, seed = -1;
+    cfg->shuffle = 1;
+    cfg->repeat = 1;
+    cfg->engine.cuda_graph = 1;
+    cfg->engine.data_on_device = 1;
+    strcpy(cfg->data_dir, DEFAULT_DATA_DIR);
+    static const char *format_names[] = {"md", "csv", "json"};
+
+    opterr = 0;
+    optind = 1;
+    int c, rc = 0;
+    while (rc == 0 && (c = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+        switch (c) {
+        case O_BACKEND: backend_list = optarg; break;
+        case O_WORKLOAD: workload_name = optarg; break;
+        case O_EPOCHS: rc = parse_int("--epochs", optarg, 1, 100000, &epochs); break;
+        case O_BATCH: rc = parse_int("--batch-size", optarg, 1, 1 << 20, &batch); break;
+        case O_LIMIT: rc = parse_int("--limit", optarg, 1, INT_MAX, &cfg->limit); break;
+        case O_TEST_LIMIT: rc = parse_int("--test-limit", optarg, 1, INT_MAX, &cfg->test_limit); break;
+        case O_DATA: rc = copy_path("--data", optarg, cfg->data_dir); break;
+        case O_OPTIMIZER:
+            rc = pick("optimizer", optarg, optimizer_names, 3, "nesterov, sgd, adam", &optimizer);
+            break;
+        case O_LR: rc = parse_double("--lr", optarg, 0, 1e6, 1, &lr); break;
+        case O_MOMENTUM: rc = parse_double("--momentum", optarg, 0, 0.999999, 0, &momentum); break;
+        case O_DECAY: rc = parse_double("--weight-decay", optarg, 0, 1, 0, &decay); break;
+        case O_SEED: rc = parse_double("--seed", optarg, 0, 9007199254740992.0, 0, &seed); break;
+        case O_NO_SHUFFLE: cfg->shuffle = 0; break;
+        case O_INIT: rc = copy_path("--init-params", optarg, cfg->init_params); break;
+        case O_SAVE: rc = copy_path("--save-params", optarg, cfg->save_params); break;
+        case O_OUT: rc = copy_path("--out", optarg, cfg->out_dir); break;
+        case O_THREADS: rc = parse_int("--threads", optarg, 1, 1024, &cfg->engine.threads); break;
+        case O_DEVICE: rc = parse_int("--device", optarg, 0, 1023, &cfg->engine.device); break;
+        case O_PRECISION:
+            rc = pick("precision", optarg, precision_names, 4, "fp32, tf32, bf16, fp16", &prec);
+            break;
+        case O_GRAPH: rc = parse_on_off("--cuda-graph", optarg, &cfg->engine.cuda_graph); break;
+        case O_RESIDENT:
+            rc = parse_on_off("--data-on-device", optarg, &cfg->engine.data_on_device);
+            break;
+        case O_REPEAT: rc = parse_int("--repeat", optarg, 1, 1000, &cfg->repeat); break;
+        case O_PROFILE: cfg->profile_layers = 1; break;
+        case O_TARGET:
+            rc = parse_double("--target-accuracy", optarg, 0, 1, 1, &cfg->target_accuracy);
+            break;
+        case O_FORMAT: rc = pick("format", optarg, format_names, 3, "md, csv, json", &fmt); break;
+        case O_LIST: list_backends(); return 1;
+        case O_HELP: usage(stdout); return 1;
+        case ':': rc = usage_error("%s needs a value%s", argv[optind - 1], ""); break;
+        default: rc = usage_error("unknown option '%s'%s", argv[optind - 1], ""); break;
+        }
+    }
+    if (rc)
+        return rc;
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'%s", argv[optind], "");
+    if (workload_get(workload_name, &cfg->work) != 0) {
+        fprintf(stderr, "bench: unknown workload '%s'; choose one of: %s\n", workload_name,
+                workload_names());
+        return 2;
+    }
+    if ((rc = parse_backends(backend_list, cfg)))
+        return rc;
+
+    const workload *w = &cfg->work;
+    cfg->epochs = epochs > 0 ? epochs : w->default_epochs;
+    cfg->batch_size = batch > 0 ? batch : w->default_batch_size;
+    cfg->seed = seed >= 0 ? (uint64_t)seed : w->default_seed;
+    cfg->format = (output_format)fmt;
+    cfg->opt.kind = (optimizer_kind)optimizer;
+    cfg->opt.lr = (float)(lr > 0 ? lr : optimizer == OPT_ADAM ? 0.001 : w->default_lr);
+    cfg->opt.momentum = (float)(momentum >= 0 ? momentum : w->default_momentum);
+    cfg->opt.weight_decay = (float)(decay >= 0 ? decay : w->default_weight_decay);
+    cfg->opt.beta1 = 0.9f;
+    cfg->opt.beta2 = 0.999f;
+    cfg->opt.eps = 1e-8f;
+    cfg->engine.batch_size = cfg->batch_size;
+    cfg->engine.opt = cfg->opt;
+    cfg->engine.precision = (precision)prec;
+    return 0;
+}
+
+int cli_check_against_data(const run_config *cfg, int train_count, int test_count)
+{
+    if (cfg->limit > train_count) {
+        fprintf(stderr, "bench: --limit %d is beyond the %d training images in %s\n",
+                cfg->limit, train_count, cfg->data_dir);
+        return 2;
+    }
+    if (cfg->test_limit > test_count) {
+        fprintf(stderr, "bench: --test-limit %d is beyond the %d test images in %s\n",
+                cfg->test_limit, test_count, cfg->data_dir);
+        return 2;
+    }
+    int n = cfg->limit ? cfg->limit : train_count;
+    if (cfg->batch_size > n) {
+        fprintf(stderr, "bench: --batch-size %d is larger than the %d training images\n",
+                cfg->batch_size, n);
+        return 2;
+    }
+    return 0;
+}

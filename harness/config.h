@@ -1,0 +1,54 @@
+/* Everything a run is told on the command line, parsed once by cli.c. */
+#ifndef LB_CONFIG_H
+#define LB_CONFIG_H
+
+#include <stdint.h>
+
+#include "backends/engine.h"
+#include "workloads/workload.h"
+
+#define MAX_RUN_BACKENDS 16
+#define PATH_LEN 4096
+
+typedef enum output_format { FORMAT_MD, FORMAT_CSV, FORMAT_JSON } output_format;
+
+typedef struct run_config {
+    const backend *backends[MAX_RUN_BACKENDS];
+    int n_backends;
+    int all_backends; /* --backend all: skip what cannot run here */
+
+    workload work;
+    int epochs;
+    int batch_size;
+    int limit;      /* first N training images; 0 = all */
+    int test_limit; /* first N test images; 0 = all */
+    int shuffle;
+    uint64_t seed;
+    optimizer_config opt;
+    engine_config engine; /* threads, device, precision, graph, data residency */
+
+    char data_dir[PATH_LEN];
+    char out_dir[PATH_LEN]; /* empty: results/<date>-<time>-<host>/ */
+    char init_params[PATH_LEN];
+    char save_params[PATH_LEN];
+
+    int repeat;             /* runs of each backend */
+    int profile_layers;
+    double target_accuracy; /* 0: not asked */
+    output_format format;
+
+    int argc;
+    char **argv;
+} run_config;
+
+/* Parses argv into *cfg. Returns 0 to go on, 1 when the request was served
+ * already (--help, --list), 2 on a usage error (message printed). */
+int cli_parse(int argc, char **argv, run_config *cfg);
+
+/* Checks that needs the loaded data (batch size, --limit). 0 or 2. */
+int cli_check_against_data(const run_config *cfg, int train_count, int test_count);
+
+const char *precision_name(precision p);
+const char *optimizer_name(optimizer_kind k);
+
+#endif

@@ -1,0 +1,205 @@
+#include "harness/results.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define KEY_HEADER "backend,workload,precision,threads,devices,replicas,ranks,batch_size,optimizer"
+
+static const char epochs_header[] =
+    KEY_HEADER ",repeat,epoch,images,epoch_seconds,images_per_second,gflops_per_second,"
+    "train_loss,test_loss,test_accuracy,status,message\n";
+
+static const char summary_header[] =
+    KEY_HEADER ",epochs,repeats,images_per_epoch,epoch_seconds_median,epoch_seconds_mean,"
+    "epoch_seconds_stddev,images_per_second,gflops_per_second,percent_of_peak,"
+    "speedup_vs_naive,final_train_loss,final_test_accuracy,macro_precision,macro_recall,"
+    "macro_f1,time_to_target_seconds,peak_memory_bytes,details,status,message,"
+    "cpu_model,host,git_commit,date\n";
+
+void csv_field(FILE *f, const char *s)
+{
+    if (!s)
+        s = "";
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
+    }
+    fputc('"', f);
+}
+
+static void write_key(FILE *f, const row_key *k)
+{
+    csv_field(f, k->backend);
+    fputc(',', f);
+    csv_field(f, k->workload);
+    fputc(',', f);
+    csv_field(f, k->precision);
+    fprintf(f, ",%d,%d,%d,%d,%d,", k->threads, k->devices, k->replicas, k->ranks,
+            k->batch_size);
+    csv_field(f, k->optimizer);
+}
+
+/* Flushes and reports a failed write (a full disk shows up here). */
+static int finish_row(FILE *f, const char *dir, const char *name)
+{
+    if (fflush(f) != 0 || ferror(f)) {
+        fprintf(stderr, "bench: cannot write %s/%s: %s\n", dir, name, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int make_run_dir(char *dir, const run_config *cfg, const sysinfo *sys, char *err,
+                        size_t err_len)
+{
+    if (cfg->out_dir[0]) {
+        snprintf(dir, PATH_LEN, "%s", cfg->out_dir);
+        /* A given directory may exist only if empty of results. */
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+            snprintf(err, err_len, "cannot create --out directory %s: %s", dir, strerror(errno));
+            return -1;
+        }
+        struct stat st;
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(err, err_len, "--out %s is not a directory", dir);
+            return -1;
+        }
+        return 0;
+    }
+    if (mkdir("results", 0777) != 0 && errno != EEXIST) {
+        snprintf(err, err_len, "cannot create results/: %s", strerror(errno));
+        return -1;
+    }
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    /* mkdir is atomic: a second run started in the same second gets -2. */
+    for (int n = 1; n < 1000; n++) {
+        if (n == 1)
+            snprintf(dir, PATH_LEN, "results/%s-%s", stamp, sys->host);
+        else
+            snprintf(dir, PATH_LEN, "results/%s-%s-%d", stamp, sys->host, n);
+        if (mkdir(dir, 0777) == 0)
+            return 0;
+        if (errno != EEXIST) {
+            snprintf(err, err_len, "cannot create %s: %s", dir, strerror(errno));
+            return -1;
+        }
+    }
+    snprintf(err, err_len, "cannot find a free results directory name under results/");
+    return -1;
+}
+
+FILE *results_file(results *r, const char *name)
+{
+    char path[PATH_LEN + 64];
+    snprintf(path, sizeof path, "%s/%s", r->dir, name);
+    return fopen(path, "w");
+}
+
+/* Opens a CSV in the run directory exclusively: two runs never share one. */
+static FILE *create_exclusive(results *r, const char *name, char *err, size_t err_len)
+{
+    char path[PATH_LEN + 64];
+    snprintf(path, sizeof path, "%s/%s", r->dir, name);
+    FILE *f = fopen(path, "wx");
+    if (!f)
+        snprintf(err, err_len, "cannot create %s: %s%s", path, strerror(errno),
+                 errno == EEXIST ? " (another run wrote here; pick a new --out)" : "");
+    return f;
+}
+
+int results_open(results *r, const run_config *cfg, char *err, size_t err_len)
+{
+    memset(r, 0, sizeof *r);
+    sysinfo_collect(&r->sys);
+    if (make_run_dir(r->dir, cfg, &r->sys, err, err_len) != 0)
+        return -1;
+    if (!(r->epochs = create_exclusive(r, "epochs.csv", err, err_len)))
+        return -1;
+    if (!(r->summary = create_exclusive(r, "summary.csv", err, err_len)))
+        return -1;
+    FILE *sys = results_file(r, "system.json");
+    if (!sys) {
+        snprintf(err, err_len, "cannot write %s/system.json: %s", r->dir, strerror(errno));
+        return -1;
+    }
+    sysinfo_write_json(sys, &r->sys, cfg->argc, cfg->argv);
+    if (fclose(sys) != 0) {
+        snprintf(err, err_len, "cannot write %s/system.json: %s", r->dir, strerror(errno));
+        return -1;
+    }
+    fputs(epochs_header, r->epochs);
+    fputs(summary_header, r->summary);
+    if (finish_row(r->epochs, r->dir, "epochs.csv") || finish_row(r->summary, r->dir, "summary.csv")) {
+        snprintf(err, err_len, "cannot write the CSV headers in %s", r->dir);
+        return -1;
+    }
+    return 0;
+}
+
+int results_epoch(results *r, const epoch_row *row)
+{
+    FILE *f = r->epochs;
+    write_key(f, &row->key);
+    fprintf(f, ",%d,%d,%ld,%.6f,%.1f,%.3f,%.6f,%.6f,%.6f,", row->repeat, row->epoch, row->images,
+            row->epoch_seconds, row->images_per_second, row->gflops_per_second, row->train_loss,
+            row->test_loss, row->test_accuracy);
+    csv_field(f, row->status);
+    fputc(',', f);
+    csv_field(f, row->message);
+    fputc('\n', f);
+    return finish_row(f, r->dir, "epochs.csv");
+}
+
+int results_summary(results *r, const summary_row *row)
+{
+    FILE *f = r->summary;
+    write_key(f, &row->key);
+    fprintf(f, ",%d,%d,%ld,%.6f,%.6f,%.6f,%.1f,%.3f,%.2f,%.3f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.0f,",
+            row->epochs, row->repeats, row->images_per_epoch, row->epoch_seconds_median,
+            row->epoch_seconds_mean, row->epoch_seconds_stddev, row->images_per_second,
+            row->gflops_per_second, row->percent_of_peak, row->speedup_vs_naive,
+            row->final_train_loss, row->final_test_accuracy, row->macro_precision,
+            row->macro_recall, row->macro_f1, row->time_to_target_seconds,
+            row->peak_memory_bytes);
+    csv_field(f, row->details);
+    fputc(',', f);
+    csv_field(f, row->status);
+    fputc(',', f);
+    csv_field(f, row->message);
+    fputc(',', f);
+    csv_field(f, r->sys.cpu_model);
+    fputc(',', f);
+    csv_field(f, r->sys.host);
+    fputc(',', f);
+    csv_field(f, r->sys.git_commit);
+    fputc(',', f);
+    csv_field(f, r->sys.date);
+    fputc('\n', f);
+    return finish_row(f, r->dir, "summary.csv");
+}
+
+int results_close(results *r)
+{
+    int rc = 0;
+    if (r->epochs && fclose(r->epochs) != 0)
+        rc = -1;
+    if (r->summary && fclose(r->summary) != 0)
+        rc = -1;
+    r->epochs = r->summary = NULL;
+    if (rc)
+        fprintf(stderr, "bench: cannot finish writing the CSV files in %s: %s\n", r->dir,
+                strerror(errno));
+    return rc;
+}

@@ -1,0 +1,68 @@
+/* The run directory: epochs.csv, summary.csv and system.json. Rows are
+ * written and flushed as they happen, so an interrupted run keeps every
+ * row it finished. */
+#ifndef LB_RESULTS_H
+#define LB_RESULTS_H
+
+#include <stdio.h>
+
+#include "harness/config.h"
+#include "harness/sysinfo.h"
+
+/* What identifies a configuration: the columns both CSV files start with. */
+typedef struct row_key {
+    const char *backend;
+    const char *workload;
+    const char *precision;
+    int threads, devices, replicas, ranks;
+    int batch_size;
+    const char *optimizer;
+} row_key;
+
+typedef struct epoch_row {
+    row_key key;
+    int repeat; /* 1-based */
+    int epoch;  /* 1-based */
+    long images;
+    double epoch_seconds, images_per_second, gflops_per_second;
+    double train_loss, test_loss, test_accuracy;
+    const char *status; /* ok, diverged, failed, interrupted */
+    const char *message;
+} epoch_row;
+
+typedef struct summary_row {
+    row_key key;
+    int epochs, repeats;
+    long images_per_epoch;
+    double epoch_seconds_median, epoch_seconds_mean, epoch_seconds_stddev;
+    double images_per_second, gflops_per_second, percent_of_peak;
+    double speedup_vs_naive; /* 0 when naive did not run */
+    double final_train_loss, final_test_accuracy;
+    double macro_precision, macro_recall, macro_f1;
+    double time_to_target_seconds; /* < 0: not reached or not asked */
+    double peak_memory_bytes;
+    const char *details; /* precision, math mode, algorithms, threads */
+    const char *status;  /* ok, diverged, failed, interrupted, skipped */
+    const char *message;
+} summary_row;
+
+typedef struct results {
+    char dir[PATH_LEN];
+    FILE *epochs, *summary;
+    sysinfo sys;
+} results;
+
+/* Creates the run directory (never an existing one) and writes the headers
+ * and system.json. 0, or -1 with a one-line message. */
+int results_open(results *r, const run_config *cfg, char *err, size_t err_len);
+int results_epoch(results *r, const epoch_row *row);
+int results_summary(results *r, const summary_row *row);
+/* Opens `name` inside the run directory for writing (confusion matrices,
+ * profiles). NULL on failure. */
+FILE *results_file(results *r, const char *name);
+int results_close(results *r);
+
+/* Writes s as one CSV field, quoted when it needs to be. */
+void csv_field(FILE *f, const char *s);
+
+#endif

@@ -1,0 +1,491 @@
+/* The run: load the data once, make the initial parameters once, then train
+ * each backend from those same floats in the same batch order, timing each
+ * epoch and writing a row as it ends. */
+#include "harness/run.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/idx.h"
+#include "harness/init.h"
+#include "harness/paramfile.h"
+#include "harness/progress.h"
+#include "harness/report.h"
+#include "harness/results.h"
+#include "harness/stats.h"
+#include "harness/timer.h"
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig) { stop_signal = sig; }
+
+static void install_signal_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Everything shared by the backends of one run. */
+typedef struct run_state {
+    const run_config *cfg;
+    dataset train, test;
+    float *init_params;
+    int32_t *order;
+    float *losses;
+    results res;
+    double naive_images_per_second;
+} run_state;
+
+/* Outcome of training one backend once. */
+typedef struct attempt {
+    const char *status;
+    char message[512];
+    double *epoch_seconds; /* one per completed epoch */
+    int epochs_done;
+    double final_train_loss;
+    eval_counts final_eval;
+    double time_to_target; /* < 0: not reached */
+    char details[256];
+    int threads, devices, replicas;
+    size_t peak_memory;
+} attempt;
+
+static row_key key_for(const run_state *s, const backend *b, const attempt *a)
+{
+    const run_config *cfg = s->cfg;
+    row_key k = {
+        .backend = b->name,
+        .workload = cfg->work.name,
+        .precision = precision_name(cfg->engine.precision),
+        .threads = a->threads,
+        .devices = a->devices,
+        .replicas = a->replicas,
+        .ranks = 1,
+        .batch_size = cfg->batch_size,
+        .optimizer = optimizer_name(cfg->opt.kind),
+    };
+    return k;
+}
+
+static int all_finite(const float *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return 0;
+    return 1;
+}
+
+/* Scores the test set; returns 0 or fills the failure into a. */
+static int evaluate(const run_state *s, const backend *b, engine *e, attempt *a,
+                    eval_counts *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    if (b->evaluate(e, s->test.count, ev) != 0) {
+        a->status = "failed";
+        snprintf(a->message, sizeof a->message, "evaluate: %s", b->error(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* Trains one epoch in chunks of steps sized to ~0.25 s, so progress stays
+ * live and a signal is noticed quickly. Returns the images trained. */
+static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, attempt *a,
+                        progress *prog, double *seconds, double *loss_sum)
+{
+    const run_config *cfg = s->cfg;
+    int n = s->train.count, batch = cfg->batch_size;
+    int full_steps = n / batch, rest = n % batch;
+    epoch_order(cfg->seed, epoch, n, cfg->shuffle, s->order);
+
+    double start = now_seconds();
+    int done_steps = 0, chunk = 1;
+    *loss_sum = 0;
+    while (done_steps < full_steps && !stop_signal) {
+        int k = chunk < full_steps - done_steps ? chunk : full_steps - done_steps;
+        double t0 = now_seconds();
+        if (b->train_steps(e, s->order + (size_t)done_steps * batch, batch, k,
+                           s->losses + done_steps) != 0) {
+            a->status = "failed";
+            snprintf(a->message, sizeof a->message, "train: %s", b->error(e));
+            break;
+        }
+        double dt = now_seconds() - t0;
+        if (!all_finite(s->losses + done_steps, k)) {
+            a->status = "diverged";
+            snprintf(a->message, sizeof a->message, "loss became NaN or Inf in epoch %d",
+                     epoch + 1);
+        }
+        for (int i = 0; i < k; i++)
+            *loss_sum += s->losses[done_steps + i];
+        done_steps += k;
+        if (strcmp(a->status, "ok"))
+            break;
+        /* aim each call at about a quarter of a second */
+        double per_step = dt / k;
+        int want = per_step > 0 ? (int)(0.25 / per_step) : chunk * 2;
+        chunk = want < 1 ? 1 : want > 4 * chunk ? 4 * chunk : want;
+        progress_update(prog, (long)done_steps * batch, now_seconds() - start,
+                        *loss_sum / done_steps);
+    }
+    long images = (long)done_steps * batch;
+    if (rest && done_steps == full_steps && !stop_signal && !strcmp(a->status, "ok")) {
+        float last;
+        if (b->train_steps(e, s->order + (size_t)full_steps * batch, rest, 1, &last) != 0) {
+            a->status = "failed";
+            snprintf(a->message, sizeof a->message, "train: %s", b->error(e));
+        } else {
+            /* weight the partial batch by its size in the epoch mean */
+            *loss_sum += last * ((double)rest / batch);
+            images += rest;
+            if (!isfinite(last)) {
+                a->status = "diverged";
+                snprintf(a->message, sizeof a->message, "loss became NaN or Inf in epoch %d",
+                         epoch + 1);
+            }
+        }
+    }
+    *seconds = now_seconds() - start;
+    return images;
+}
+
+static engine *start_engine(run_state *s, const backend *b, attempt *a)
+{
+    char err[512] = "";
+    engine *e = b->create(&s->cfg->work, &s->cfg->engine, err, sizeof err);
+    if (!e) {
+        a->status = "failed";
+        snprintf(a->message, sizeof a->message, "create: %s", err[0] ? err : "unknown error");
+        return NULL;
+    }
+    if (b->set_params(e, s->init_params) != 0 || b->bind_dataset(e, &s->train, &s->test) != 0) {
+        a->status = "failed";
+        snprintf(a->message, sizeof a->message, "setup: %s", b->error(e));
+        b->destroy(e);
+        return NULL;
+    }
+    a->threads = 1;
+    a->devices = 0;
+    a->replicas = 1;
+    if (b->placement)
+        b->placement(e, &a->threads, &a->devices, &a->replicas);
+    if (b->describe)
+        b->describe(e, a->details, sizeof a->details);
+    return e;
+}
+
+static void save_params(run_state *s, const backend *b, engine *e, int several)
+{
+    const run_config *cfg = s->cfg;
+    char path[PATH_LEN + 64], err[512];
+    if (several)
+        snprintf(path, sizeof path, "%s.%s", cfg->save_params, b->name);
+    else
+        snprintf(path, sizeof path, "%s", cfg->save_params);
+    float *p = malloc(sizeof(float) * cfg->work.param_count);
+    if (!p || b->get_params(e, p) != 0)
+        fprintf(stderr, "bench: %s: cannot read back the parameters to save\n", b->name);
+    else if (paramfile_save(path, &cfg->work, p, err, sizeof err) != 0)
+        fprintf(stderr, "bench: %s\n", err);
+    else
+        fprintf(stderr, "%s: parameters saved to %s\n", b->name, path);
+    free(p);
+}
+
+/* Trains backend b once (repeat r, 1-based). Returns 0, or -1 when a
+ * results file could not be written (the run must stop). */
+static int train_backend(run_state *s, const backend *b, int r, attempt *a)
+{
+    const run_config *cfg = s->cfg;
+    a->status = "ok";
+    a->time_to_target = -1;
+    engine *e = start_engine(s, b, a);
+    if (!e)
+        return 0;
+    double flops_per_image = cfg->work.train_flops_per_image;
+    double wall_start = now_seconds();
+    char label[64];
+    if (cfg->repeat > 1)
+        snprintf(label, sizeof label, "%s#%d", b->name, r);
+    else
+        snprintf(label, sizeof label, "%s", b->name);
+    int io_error = 0;
+    for (int ep = 0; ep < cfg->epochs && !strcmp(a->status, "ok"); ep++) {
+        progress prog;
+        progress_start(&prog, label, ep + 1, cfg->epochs, s->train.count);
+        double seconds, loss_sum;
+        long images = train_epoch(s, b, e, ep, a, &prog, &seconds, &loss_sum);
+        double steps = (double)images / cfg->batch_size;
+        double train_loss = steps > 0 ? loss_sum / steps : NAN;
+        eval_counts ev = {0};
+        double test_loss = NAN, accuracy = NAN;
+        if (stop_signal && !strcmp(a->status, "ok")) {
+            a->status = "interrupted";
+            snprintf(a->message, sizeof a->message, "stopped by signal %d during epoch %d",
+                     (int)stop_signal, ep + 1);
+        }
+        if (!strcmp(a->status, "ok") && evaluate(s, b, e, a, &ev) == 0 && ev.count > 0) {
+            test_loss = ev.loss_sum / ev.count;
+            long correct = 0;
+            for (int k = 0; k < ev.classes; k++)
+                correct += ev.confusion[k * ev.classes + k];
+            accuracy = (double)correct / ev.count;
+            a->final_eval = ev;
+            if (cfg->target_accuracy > 0 && a->time_to_target < 0 &&
+                accuracy >= cfg->target_accuracy)
+                a->time_to_target = now_seconds() - wall_start;
+        }
+        epoch_row row = {
+            .key = key_for(s, b, a),
+            .repeat = r,
+            .epoch = ep + 1,
+            .images = images,
+            .epoch_seconds = seconds,
+            .images_per_second = seconds > 0 ? images / seconds : 0,
+            .gflops_per_second = seconds > 0 ? images * flops_per_image / seconds * 1e-9 : 0,
+            .train_loss = train_loss,
+            .test_loss = test_loss,
+            .test_accuracy = accuracy,
+            .status = a->status,
+            .message = a->message,
+        };
+        if (results_epoch(&s->res, &row) != 0) {
+            io_error = 1;
+            break;
+        }
+        progress_finish(&prog, images, seconds, train_loss, accuracy, a->status);
+        if (!strcmp(a->status, "ok")) {
+            a->epoch_seconds[a->epochs_done++] = seconds;
+            a->final_train_loss = train_loss;
+        }
+    }
+    if (b->peak_memory)
+        a->peak_memory = b->peak_memory(e);
+    if (cfg->save_params[0] && r == cfg->repeat && !strcmp(a->status, "ok"))
+        save_params(s, b, e, cfg->n_backends > 1);
+    b->destroy(e);
+    return io_error ? -1 : 0;
+}
+
+static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_runs,
+                         summary_row *row, double *samples)
+{
+    const run_config *cfg = s->cfg;
+    const attempt *last = &runs[n_runs - 1];
+    int n = 0;
+    for (int r = 0; r < n_runs; r++)
+        for (int i = 0; i < runs[r].epochs_done; i++)
+            samples[n++] = runs[r].epoch_seconds[i];
+    sample_stats st = stats_of(samples, n);
+    memset(row, 0, sizeof *row);
+    row->key = key_for(s, b, last);
+    row->epochs = cfg->epochs;
+    row->repeats = n_runs;
+    row->images_per_epoch = s->train.count;
+    row->epoch_seconds_median = st.median;
+    row->epoch_seconds_mean = st.mean;
+    row->epoch_seconds_stddev = st.stddev;
+    row->images_per_second = st.median > 0 ? s->train.count / st.median : 0;
+    row->gflops_per_second = row->images_per_second * cfg->work.train_flops_per_image * 1e-9;
+    if (s->naive_images_per_second > 0 && row->images_per_second > 0)
+        row->speedup_vs_naive = row->images_per_second / s->naive_images_per_second;
+    row->final_train_loss = last->final_train_loss;
+    const eval_counts *ev = &last->final_eval;
+    eval_stats es = eval_stats_of(ev);
+    row->final_test_accuracy = es.accuracy;
+    row->macro_precision = es.macro_precision;
+    row->macro_recall = es.macro_recall;
+    row->macro_f1 = es.macro_f1;
+    row->time_to_target_seconds = runs[0].time_to_target;
+    row->peak_memory_bytes = (double)last->peak_memory;
+    row->details = last->details;
+    row->status = last->status;
+    row->message = last->message;
+    for (int r = 0; r < n_runs; r++)
+        if (strcmp(runs[r].status, "ok")) {
+            row->status = runs[r].status;
+            row->message = runs[r].message;
+        }
+}
+
+static int load_inputs(run_state *s)
+{
+    const run_config *cfg = s->cfg;
+    const workload *w = &cfg->work;
+    char err[1024];
+    if (idx_load(cfg->data_dir, w->classes, w->input.h, w->input.w, &s->train, &s->test, err,
+                 sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 2;
+    }
+    if (cli_check_against_data(cfg, s->train.count, s->test.count) != 0)
+        return 2;
+    if (cfg->limit)
+        s->train.count = cfg->limit;
+    if (cfg->test_limit)
+        s->test.count = cfg->test_limit;
+    s->init_params = malloc(sizeof(float) * w->param_count);
+    s->order = malloc(sizeof(int32_t) * (size_t)s->train.count);
+    s->losses = malloc(sizeof(float) * ((size_t)s->train.count / cfg->batch_size + 1));
+    if (!s->init_params || !s->order || !s->losses) {
+        fprintf(stderr, "bench: out of memory\n");
+        return 1;
+    }
+    if (cfg->init_params[0]) {
+        if (paramfile_load(cfg->init_params, w, s->init_params, err, sizeof err) != 0) {
+            fprintf(stderr, "bench: %s\n", err);
+            return 2;
+        }
+    } else {
+        init_params(w, cfg->seed, s->init_params);
+    }
+    return 0;
+}
+
+static void free_inputs(run_state *s)
+{
+    dataset_free(&s->train);
+    dataset_free(&s->test);
+    free(s->init_params);
+    free(s->order);
+    free(s->losses);
+}
+
+/* Which backends run, naive first so the others' speedup can be stated. */
+static int plan(const run_config *cfg, const backend **order, char reasons[][512], int *runnable)
+{
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < cfg->n_backends; i++) {
+            int is_naive = strcmp(cfg->backends[i]->name, "naive") == 0;
+            if (is_naive == (pass == 0))
+                order[n++] = cfg->backends[i];
+        }
+    for (int i = 0; i < n; i++) {
+        const backend *b = order[i];
+        runnable[i] = 0;
+        reasons[i][0] = 0;
+        unsigned precs = b->precisions ? b->precisions : 1u << PREC_FP32;
+        if (!b->built)
+            snprintf(reasons[i], 512, "not built: %s", b->not_built_reason);
+        else if (b->probe && !b->probe(reasons[i], 512))
+            ; /* probe wrote the reason */
+        else if (!(precs & (1u << cfg->engine.precision)))
+            snprintf(reasons[i], 512, "does not support --precision %s",
+                     precision_name(cfg->engine.precision));
+        else
+            runnable[i] = 1;
+    }
+    return n;
+}
+
+int run_benchmark(const run_config *cfg)
+{
+    const backend *order[MAX_RUN_BACKENDS];
+    char reasons[MAX_RUN_BACKENDS][512];
+    int runnable[MAX_RUN_BACKENDS];
+    int n = plan(cfg, order, reasons, runnable);
+    int any = 0;
+    for (int i = 0; i < n; i++)
+        any |= runnable[i];
+    if (!any) {
+        for (int i = 0; i < n; i++)
+            fprintf(stderr, "bench: %s: %s\n", order[i]->name, reasons[i]);
+        return 3;
+    }
+
+    run_state s = {.cfg = cfg};
+    int rc = load_inputs(&s);
+    if (rc) {
+        free_inputs(&s);
+        return rc;
+    }
+    char err[1024];
+    if (results_open(&s.res, cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        results_close(&s.res);
+        free_inputs(&s);
+        return 2;
+    }
+    fprintf(stderr, "%s: %d training and %d test images from %s, %s, batch %d, %d epoch%s -> %s\n",
+            cfg->work.name, s.train.count, s.test.count, cfg->data_dir,
+            optimizer_name(cfg->opt.kind), cfg->batch_size, cfg->epochs,
+            cfg->epochs == 1 ? "" : "s", s.res.dir);
+    install_signal_handlers();
+
+    summary_row rows[MAX_RUN_BACKENDS];
+    char row_text[MAX_RUN_BACKENDS][2][512];
+    int n_rows = 0, failed = 0;
+    double *samples = malloc(sizeof(double) * (size_t)cfg->epochs * cfg->repeat);
+    attempt *runs = calloc((size_t)cfg->repeat, sizeof *runs);
+    for (int r = 0; r < cfg->repeat; r++)
+        runs[r].epoch_seconds = malloc(sizeof(double) * (size_t)cfg->epochs);
+
+    for (int i = 0; i < n && !stop_signal && rc == 0; i++) {
+        const backend *b = order[i];
+        summary_row *row = &rows[n_rows++];
+        if (!runnable[i]) {
+            fprintf(stderr, "%-10s skipped: %s\n", b->name, reasons[i]);
+            memset(row, 0, sizeof *row);
+            attempt none = {.threads = 0, .replicas = 1};
+            row->key = key_for(&s, b, &none);
+            row->status = "skipped";
+            snprintf(row_text[n_rows - 1][1], 512, "%s", reasons[i]);
+            row->message = row_text[n_rows - 1][1];
+            row->time_to_target_seconds = -1;
+            if (results_summary(&s.res, row) != 0)
+                rc = 1;
+            continue;
+        }
+        int done = 0;
+        for (int r = 0; r < cfg->repeat && !stop_signal; r++) {
+            runs[r].epochs_done = 0;
+            if (train_backend(&s, b, r + 1, &runs[r]) != 0) {
+                rc = 1;
+                break;
+            }
+            done = r + 1;
+            if (strcmp(runs[r].status, "ok"))
+                break;
+        }
+        if (done == 0)
+            continue;
+        fill_summary(&s, b, runs, done, row, samples);
+        /* keep the strings past the next backend's attempts */
+        snprintf(row_text[n_rows - 1][0], 512, "%s", row->details);
+        snprintf(row_text[n_rows - 1][1], 512, "%s", row->message);
+        row->details = row_text[n_rows - 1][0];
+        row->message = row_text[n_rows - 1][1];
+        if (!strcmp(b->name, "naive") && !strcmp(row->status, "ok"))
+            s.naive_images_per_second = row->images_per_second;
+        if (!strcmp(row->status, "failed"))
+            failed = 1;
+        if (!strcmp(row->status, "ok"))
+            write_confusion(&s.res, b->name, &runs[done - 1].final_eval);
+        if (results_summary(&s.res, row) != 0)
+            rc = 1;
+        if (strcmp(row->status, "ok"))
+            fprintf(stderr, "%-10s %s: %s\n", b->name, row->status, row->message);
+    }
+
+    print_summary(stdout, cfg->format, rows, n_rows, &s.res);
+    if (results_close(&s.res) != 0)
+        rc = 1;
+    fprintf(stderr, "results in %s\n", s.res.dir);
+    for (int r = 0; r < cfg->repeat; r++)
+        free(runs[r].epoch_seconds);
+    free(runs);
+    free(samples);
+    free_inputs(&s);
+    if (stop_signal)
+        return 130;
+    return rc ? rc : failed ? 1 : 0;
+}
