@@ -35,7 +35,8 @@ HAVE_CMOCKA := $(call probe,$(H)include <stdarg.h>\n$(H)include <stddef.h>\n$(H)
 LIB_SRCS := $(wildcard workloads/*.c) backends/registry.c $(wildcard backends/common/*.c) \
             $(wildcard backends/naive/*.c) $(filter-out harness/main.c,$(wildcard harness/*.c))
 CU_SRCS :=
-TESTS :=
+TESTS :=        # cmocka programs: tests/<name>.c
+TEST_SCRIPTS := # shell tests: exit 0 pass, 77 skip (run after the programs)
 SKIPPED :=
 
 # Optional parts add their sources, flags and tests here.
@@ -69,7 +70,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB_OBJS)
 
 ifeq ($(HAVE_CMOCKA),1)
 test: $(BENCH) $(TEST_BINS)
-	@BENCH=./$(BENCH) BUILD=$(BUILD) scripts/run-tests $(TEST_BINS)
+	@BENCH=./$(BENCH) BUILD=$(BUILD) scripts/run-tests $(TEST_BINS) $(TEST_SCRIPTS)
 else
 test:
 	@echo "error: cmocka not found; install it with: apt-get install libcmocka-dev" >&2; exit 2

@@ -1,11 +1,25 @@
-/* ./bench: train LeNet with each backend and record how fast each one is. */
+/* ./bench: train LeNet with each backend and record how fast each one is.
+ * `./bench SUBCOMMAND ...` runs one of the tools below instead. */
 #include <stdio.h>
+#include <string.h>
 
 #include "harness/config.h"
 #include "harness/run.h"
 
+typedef struct subcommand {
+    const char *name;
+    int (*main)(int argc, char **argv); /* argv[0] is the subcommand */
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {NULL, NULL},
+};
+
 int main(int argc, char **argv)
 {
+    for (const subcommand *s = subcommands; argc > 1 && s->name; s++)
+        if (strcmp(argv[1], s->name) == 0)
+            return s->main(argc - 1, argv + 1);
     static run_config cfg;
     int rc = cli_parse(argc, argv, &cfg);
     if (rc == 1)
