@@ -125,6 +125,10 @@ typedef struct backend {
     /* Times each layer's forward and backward over `reps` steps. */
     int (*profile_layers)(engine *e, const int32_t *indices, int batch, int reps,
                           layer_times *out);
+    /* Measured peak GFLOP/s of the device the engine runs on (a short GEMM
+     * probe), for "% of peak" in the summary. NULL on CPU engines: the
+     * harness then probes the CPU with the engine's thread count. */
+    double (*peak_gflops)(engine *e);
 } backend;
 
 /* The registry (backends/registry.c): every backend known to this build,

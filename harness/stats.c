@@ -32,6 +32,19 @@ sample_stats stats_of(const double *v, int n)
     for (int i = 0; i < n; i++)
         ss += (v[i] - s.mean) * (v[i] - s.mean);
     s.stddev = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
+    s.cv = s.mean != 0 ? s.stddev / s.mean : 0.0;
     free(sorted);
     return s;
+}
+
+int warmup_epochs(int planned_epochs) { return planned_epochs >= 3 ? 1 : 0; }
+
+int timed_samples(const double *epoch_seconds, int done, int planned_epochs, double *out)
+{
+    int skip = warmup_epochs(planned_epochs);
+    if (done <= skip)
+        skip = 0;
+    for (int i = skip; i < done; i++)
+        out[i - skip] = epoch_seconds[i];
+    return done > skip ? done - skip : 0;
 }

@@ -1,5 +1,6 @@
 #include "harness/sysinfo.h"
 
+#include <glob.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -8,20 +9,41 @@
 
 #include "backends/engine.h"
 
+/* NCCL and MPI report their versions through header macros; read them when
+ * this build has those parts and the headers are on the include path. */
+#if defined(HAVE_NCCL) && defined(__has_include)
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+#endif
+#endif
+#if defined(HAVE_MPI) && defined(__has_include)
+#if __has_include(<mpi.h>)
+#include <mpi.h>
+#endif
+#endif
+
 #ifndef GIT_COMMIT
 #define GIT_COMMIT "unknown"
 #endif
 
-/* First "key : value" line of a /proc file whose key starts with `key`. */
+#define APPEND(buf, used, ...)                                                                   \
+    ((used) += (size_t)snprintf((buf) + ((used) < sizeof(buf) ? (used) : sizeof(buf) - 1),       \
+                                (used) < sizeof(buf) ? sizeof(buf) - (used) : 1, __VA_ARGS__))
+
+/* First "key : value" line of a /proc file whose key is `key`; lines may be
+ * long (the CPU flags line is). 0 when found. */
 static int proc_field(const char *path, const char *key, char *out, size_t len)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
-    char line[512];
+    char *line = NULL;
+    size_t cap = 0;
     int found = -1;
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, key, strlen(key)) != 0)
+    size_t key_len = strlen(key);
+    while (getline(&line, &cap, f) > 0) {
+        if (strncmp(line, key, key_len) != 0 || (line[key_len] != ' ' && line[key_len] != '\t' &&
+                                                 line[key_len] != ':'))
             continue;
         char *colon = strchr(line, ':');
         if (!colon)
@@ -34,8 +56,23 @@ static int proc_field(const char *path, const char *key, char *out, size_t len)
         found = 0;
         break;
     }
+    free(line);
     fclose(f);
     return found;
+}
+
+/* The first line of a small file, without its newline. 0 when read. */
+static int read_line(const char *path, char *out, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int ok = fgets(out, (int)len, f) != NULL;
+    fclose(f);
+    if (!ok)
+        return -1;
+    out[strcspn(out, "\n")] = 0;
+    return 0;
 }
 
 static void read_caches(char *out, size_t len)
@@ -44,31 +81,191 @@ static void read_caches(char *out, size_t len)
     out[0] = 0;
     for (int i = 0; i < 8; i++) {
         char path[128], level[16] = "", type[32] = "", size[32] = "";
-        FILE *f;
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
-        if (!(f = fopen(path, "r")))
+        if (read_line(path, level, sizeof level) != 0)
             break;
-        if (!fgets(level, sizeof level, f))
-            level[0] = 0;
-        fclose(f);
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
-        if ((f = fopen(path, "r"))) {
-            if (!fgets(type, sizeof type, f))
-                type[0] = 0;
-            fclose(f);
-        }
+        read_line(path, type, sizeof type);
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        if ((f = fopen(path, "r"))) {
-            if (!fgets(size, sizeof size, f))
-                size[0] = 0;
-            fclose(f);
-        }
-        level[strcspn(level, "\n")] = type[strcspn(type, "\n")] = size[strcspn(size, "\n")] = 0;
+        read_line(path, size, sizeof size);
         const char *t = strcmp(type, "Data") == 0 ? "d" : strcmp(type, "Instruction") == 0 ? "i" : "";
         used += (size_t)snprintf(out + used, used < len ? len - used : 0, "%sL%s%s %s",
                                  used ? ", " : "", level, t, size);
         if (used >= len)
             break;
+    }
+}
+
+/* Physical cores: distinct (physical id, core id) pairs in /proc/cpuinfo. */
+static int count_physical_cores(void)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return 0;
+    enum { MAX_PAIRS = 4096 };
+    static long pairs[MAX_PAIRS];
+    int n = 0;
+    long package = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        if (strncmp(line, "physical id", 11) == 0 && strchr(line, ':'))
+            package = atol(strchr(line, ':') + 1);
+        if (strncmp(line, "core id", 7) != 0 || !strchr(line, ':'))
+            continue;
+        long pair = package * 1000000 + atol(strchr(line, ':') + 1);
+        int seen = 0;
+        for (int i = 0; i < n && !seen; i++)
+            seen = pairs[i] == pair;
+        if (!seen && n < MAX_PAIRS)
+            pairs[n++] = pair;
+    }
+    free(line);
+    fclose(f);
+    return n;
+}
+
+/* The vector extensions that decide which kernels a library picks. */
+static void read_simd(char *out, size_t len)
+{
+    static const char *const wanted[] = {
+        "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
+        "avx512_fp16", "amx_tile", "amx_bf16", "asimd", "asimdhp", "sve", "sve2",
+    };
+    char flags[4096] = "";
+    out[0] = 0;
+    if (proc_field("/proc/cpuinfo", "flags", flags, sizeof flags) != 0 &&
+        proc_field("/proc/cpuinfo", "Features", flags, sizeof flags) != 0)
+        return;
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
+        size_t n = strlen(wanted[i]);
+        for (const char *p = flags; (p = strstr(p, wanted[i])) != NULL; p += n)
+            if ((p == flags || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0)) {
+                used += (size_t)snprintf(out + used, used < len ? len - used : 0, "%s%s",
+                                         used ? " " : "", wanted[i]);
+                break;
+            }
+    }
+}
+
+/* GPUs through the NVIDIA driver: nvidia-smi for model, memory and driver,
+ * else the driver's /proc files. Nothing is spawned on a machine without
+ * the driver. */
+static void read_gpus(sysinfo *s)
+{
+    strcpy(s->gpu_model, "none");
+    if (access("/proc/driver/nvidia", F_OK) != 0 && access("/dev/nvidiactl", F_OK) != 0)
+        return;
+    FILE *p = popen("nvidia-smi --query-gpu=name,memory.total,driver_version "
+                    "--format=csv,noheader,nounits 2>/dev/null",
+                    "r");
+    if (p) {
+        char line[512];
+        while (fgets(line, sizeof line, p)) {
+            char *name = strtok(line, ","), *mem = strtok(NULL, ","), *driver = strtok(NULL, ",\n");
+            if (!name || !mem || !driver)
+                continue;
+            if (s->gpu_count++ == 0) {
+                snprintf(s->gpu_model, sizeof s->gpu_model, "%s", name);
+                s->gpu_memory_gib = atof(mem) / 1024.0; /* MiB */
+                snprintf(s->gpu_driver, sizeof s->gpu_driver, "%s", driver + strspn(driver, " "));
+            }
+        }
+        pclose(p);
+    }
+    if (s->gpu_count)
+        return;
+    glob_t g;
+    if (glob("/proc/driver/nvidia/gpus/*/information", 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            char model[256];
+            if (proc_field(g.gl_pathv[i], "Model", model, sizeof model) == 0 && s->gpu_count++ == 0)
+                snprintf(s->gpu_model, sizeof s->gpu_model, "%s", model);
+        }
+        globfree(&g);
+    }
+    char version[256];
+    if (read_line("/proc/driver/nvidia/version", version, sizeof version) == 0) {
+        /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  ..." */
+        char *v = strstr(version, "Module");
+        if (v && sscanf(v + 6, "%63s", s->gpu_driver) != 1)
+            s->gpu_driver[0] = 0;
+    }
+}
+
+static void read_build(char *out, size_t len)
+{
+    snprintf(out, len, "%s, %s%s",
+#ifdef __OPTIMIZE__
+             "optimised",
+#else
+             "unoptimised (-O0)",
+#endif
+#if defined(__AVX512F__)
+             "AVX-512 target",
+#elif defined(__AVX2__)
+             "AVX2 target",
+#elif defined(__aarch64__)
+             "AArch64 target",
+#else
+             "baseline target",
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+             ", AddressSanitizer"
+#else
+             ""
+#endif
+    );
+}
+
+static void read_libraries(sysinfo *s)
+{
+    size_t used = 0;
+    for (int i = 0; i < backend_count(); i++) {
+        const backend *b = backend_at(i);
+        if (!b->built || !b->library_info)
+            continue;
+        char info[256] = "";
+        b->library_info(info, sizeof info);
+        if (!info[0] || strstr(s->libraries, info))
+            continue;
+        APPEND(s->libraries, used, "%s%s", used ? "; " : "", info);
+    }
+#ifdef NCCL_MAJOR
+    if (!strstr(s->libraries, "NCCL"))
+        APPEND(s->libraries, used, "%sNCCL %d.%d.%d (headers)", used ? "; " : "", NCCL_MAJOR,
+               NCCL_MINOR, NCCL_PATCH);
+#endif
+#ifdef MPI_VERSION
+    if (!strstr(s->libraries, "MPI")) {
+#ifdef OMPI_MAJOR_VERSION
+        APPEND(s->libraries, used, "%sOpen MPI %d.%d.%d (MPI %d.%d, headers)", used ? "; " : "",
+               OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION, OMPI_RELEASE_VERSION, MPI_VERSION,
+               MPI_SUBVERSION);
+#else
+        APPEND(s->libraries, used, "%sMPI %d.%d (headers)", used ? "; " : "", MPI_VERSION,
+               MPI_SUBVERSION);
+#endif
+    }
+#endif
+}
+
+/* Variables that change thread counts, kernels or devices. */
+static void read_environment(char *out, size_t len)
+{
+    static const char *const names[] = {
+        "OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
+        "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "CUDA_VISIBLE_DEVICES",
+        "CUDA_LAUNCH_BLOCKING", "NCCL_ALGO", "NCCL_PROTO",
+    };
+    size_t used = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v)
+            used += (size_t)snprintf(out + used, used < len ? len - used : 0, "%s%s=%s",
+                                     used ? " " : "", names[i], v);
     }
 }
 
@@ -82,14 +279,20 @@ void sysinfo_collect(sysinfo *s)
         snprintf(s->os, sizeof s->os, "%s %s %s", u.sysname, u.release, u.machine);
     if (proc_field("/proc/cpuinfo", "model name", s->cpu_model, sizeof s->cpu_model) != 0)
         strcpy(s->cpu_model, "unknown");
-    char mhz[64];
-    if (proc_field("/proc/cpuinfo", "cpu MHz", mhz, sizeof mhz) == 0)
-        s->cpu_mhz = atof(mhz);
+    char text[64];
+    if (proc_field("/proc/cpuinfo", "cpu MHz", text, sizeof text) == 0)
+        s->cpu_mhz = atof(text);
+    if (read_line("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", text, sizeof text) == 0)
+        s->cpu_max_mhz = atof(text) / 1000.0; /* kHz */
     s->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    char mem[64];
-    if (proc_field("/proc/meminfo", "MemTotal", mem, sizeof mem) == 0)
-        s->memory_gib = atof(mem) / (1024.0 * 1024.0);
+    s->physical_cores = count_physical_cores();
+    read_simd(s->simd, sizeof s->simd);
+    if (proc_field("/proc/meminfo", "MemTotal", text, sizeof text) == 0)
+        s->memory_gib = atof(text) / (1024.0 * 1024.0);
     read_caches(s->caches, sizeof s->caches);
+    if (getloadavg(s->load_average, 3) != 3)
+        s->load_average[0] = s->load_average[1] = s->load_average[2] = -1;
+    read_gpus(s);
 #ifdef __VERSION__
     snprintf(s->compiler, sizeof s->compiler, "%s %s",
 #ifdef __clang__
@@ -99,20 +302,12 @@ void sysinfo_collect(sysinfo *s)
 #endif
              __VERSION__);
 #endif
+    read_build(s->build, sizeof s->build);
     snprintf(s->git_commit, sizeof s->git_commit, "%s", GIT_COMMIT);
-    size_t used = 0;
-    for (int i = 0; i < backend_count(); i++) {
-        const backend *b = backend_at(i);
-        if (!b->built || !b->library_info)
-            continue;
-        char info[256] = "";
-        b->library_info(info, sizeof info);
-        if (!info[0] || strstr(s->libraries, info))
-            continue;
-        used += (size_t)snprintf(s->libraries + used,
-                                 used < sizeof s->libraries ? sizeof s->libraries - used : 0,
-                                 "%s%s", used ? "; " : "", info);
-    }
+    size_t n = strlen(s->git_commit);
+    s->git_dirty = n > 6 && strcmp(s->git_commit + n - 6, "-dirty") == 0;
+    read_libraries(s);
+    read_environment(s->environment, sizeof s->environment);
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
@@ -133,24 +328,36 @@ void json_string(FILE *f, const char *str)
     fputc('"', f);
 }
 
+static void json_key_string(FILE *f, const char *key, const char *value)
+{
+    fprintf(f, ",\n  \"%s\": ", key);
+    json_string(f, value);
+}
+
 void sysinfo_write_json(FILE *f, const sysinfo *s, int argc, char **argv)
 {
     fprintf(f, "{\n  \"date\": ");
     json_string(f, s->date);
-    fprintf(f, ",\n  \"host\": ");
-    json_string(f, s->host);
-    fprintf(f, ",\n  \"os\": ");
-    json_string(f, s->os);
-    fprintf(f, ",\n  \"cpu_model\": ");
-    json_string(f, s->cpu_model);
-    fprintf(f, ",\n  \"cores\": %d,\n  \"cpu_mhz\": %.0f,\n  \"caches\": ", s->cores, s->cpu_mhz);
-    json_string(f, s->caches);
-    fprintf(f, ",\n  \"memory_gib\": %.1f,\n  \"compiler\": ", s->memory_gib);
-    json_string(f, s->compiler);
-    fprintf(f, ",\n  \"git_commit\": ");
-    json_string(f, s->git_commit);
-    fprintf(f, ",\n  \"libraries\": ");
-    json_string(f, s->libraries);
+    json_key_string(f, "host", s->host);
+    json_key_string(f, "os", s->os);
+    json_key_string(f, "cpu_model", s->cpu_model);
+    fprintf(f, ",\n  \"cores\": %d,\n  \"physical_cores\": %d", s->cores, s->physical_cores);
+    fprintf(f, ",\n  \"cpu_mhz\": %.0f,\n  \"cpu_max_mhz\": %.0f", s->cpu_mhz, s->cpu_max_mhz);
+    json_key_string(f, "simd", s->simd);
+    json_key_string(f, "caches", s->caches);
+    fprintf(f, ",\n  \"memory_gib\": %.1f", s->memory_gib);
+    fprintf(f, ",\n  \"load_average\": [%.2f, %.2f, %.2f]", s->load_average[0],
+            s->load_average[1], s->load_average[2]);
+    fprintf(f, ",\n  \"gpu_count\": %d", s->gpu_count);
+    json_key_string(f, "gpu_model", s->gpu_model);
+    fprintf(f, ",\n  \"gpu_memory_gib\": %.1f", s->gpu_memory_gib);
+    json_key_string(f, "gpu_driver", s->gpu_driver);
+    json_key_string(f, "compiler", s->compiler);
+    json_key_string(f, "build", s->build);
+    json_key_string(f, "git_commit", s->git_commit);
+    fprintf(f, ",\n  \"git_dirty\": %s", s->git_dirty ? "true" : "false");
+    json_key_string(f, "libraries", s->libraries);
+    json_key_string(f, "environment", s->environment);
     fprintf(f, ",\n  \"command_line\": [");
     for (int i = 0; i < argc; i++) {
         fprintf(f, "%s", i ? ", " : "");

@@ -1,4 +1,5 @@
-/* The system a run happened on: machine, build and libraries. */
+/* The system a run happened on: machine, accelerators, build and libraries
+ * (MLPerf's system description, Google Benchmark's context block). */
 #ifndef LB_SYSINFO_H
 #define LB_SYSINFO_H
 
@@ -8,14 +9,25 @@ typedef struct sysinfo {
     char host[256];
     char os[256];
     char cpu_model[256];
-    int cores;
-    double cpu_mhz;
+    int cores;          /* logical CPUs online */
+    int physical_cores; /* 0: unknown */
+    double cpu_mhz;     /* current clock of cpu0 */
+    double cpu_max_mhz; /* 0: not reported (virtual machines often do not) */
+    char simd[256];     /* vector extensions the CPU offers, e.g. "avx2 fma avx512f" */
     char caches[256];
     double memory_gib;
+    double load_average[3]; /* 1, 5 and 15 minutes, at the start of the run */
+    int gpu_count;
+    char gpu_model[256];   /* "none" when no NVIDIA GPU is visible */
+    double gpu_memory_gib; /* of the first GPU */
+    char gpu_driver[64];
     char compiler[128];
-    char git_commit[64]; /* with -dirty when the tree had changes */
-    char libraries[1024];
-    char date[64];       /* ISO 8601, UTC */
+    char build[128];       /* optimisation and target of this build */
+    char git_commit[64];   /* with -dirty when the tree had changes */
+    int git_dirty;
+    char libraries[1024];  /* each built backend's libraries and versions */
+    char environment[512]; /* variables that change how the backends run */
+    char date[64];         /* ISO 8601, UTC */
 } sysinfo;
 
 void sysinfo_collect(sysinfo *s);
