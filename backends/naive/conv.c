@@ -1,0 +1,112 @@
+/* Valid convolution, square kernel, any stride, NCHW. Each image is unfolded
+ * into columns (im2col) so the heavy work is one matrix loop:
+ *   forward:      out[K][P]    = weight[K][R] * col[R][P]
+ *   to weights:   d_weight[K][R] += d_out[K][P] * colT[P][R]
+ *   to data:      d_col[R][P]  = weight^T[R][K] * d_out[K][P], folded back
+ * with R = C * kernel * kernel rows (c, ki, kj) and P = OH * OW positions. */
+#include <string.h>
+
+#include "backends/naive/layers.h"
+
+size_t conv_scratch_floats(int C, int H, int W, int kernel, int stride)
+{
+    return (size_t)C * kernel * kernel * conv_out_size(H, kernel, stride) *
+           conv_out_size(W, kernel, stride);
+}
+
+/* col[(c, ki, kj)][(oy, ox)] = in[c][oy * stride + ki][ox * stride + kj] */
+static void im2col(float *col, const float *in, int C, int H, int W, int kernel, int stride)
+{
+    const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
+    for (int c = 0; c < C; c++)
+        for (int ki = 0; ki < kernel; ki++)
+            for (int kj = 0; kj < kernel; kj++)
+                for (int oy = 0; oy < OH; oy++) {
+                    const float *src = in + ((size_t)c * H + oy * stride + ki) * W + kj;
+                    for (int ox = 0; ox < OW; ox++)
+                        *col++ = src[ox * stride];
+                }
+}
+
+/* The same numbers transposed: colT[(oy, ox)][(c, ki, kj)]. */
+static void im2col_t(float *colT, const float *in, int C, int H, int W, int kernel,
+                     int stride)
+{
+    const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
+    for (int oy = 0; oy < OH; oy++)
+        for (int ox = 0; ox < OW; ox++)
+            for (int c = 0; c < C; c++)
+                for (int ki = 0; ki < kernel; ki++) {
+                    const float *src =
+                        in + ((size_t)c * H + oy * stride + ki) * W + ox * stride;
+                    for (int kj = 0; kj < kernel; kj++)
+                        *colT++ = src[kj];
+                }
+}
+
+/* in[c][oy * stride + ki][ox * stride + kj] += col[(c, ki, kj)][(oy, ox)] */
+static void col2im_add(float *in, const float *col, int C, int H, int W, int kernel,
+                       int stride)
+{
+    const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
+    for (int c = 0; c < C; c++)
+        for (int ki = 0; ki < kernel; ki++)
+            for (int kj = 0; kj < kernel; kj++)
+                for (int oy = 0; oy < OH; oy++) {
+                    float *dst = in + ((size_t)c * H + oy * stride + ki) * W + kj;
+                    for (int ox = 0; ox < OW; ox++)
+                        dst[ox * stride] += *col++;
+                }
+}
+
+void conv_forward(float *out, const float *in, const float *weight, const float *bias, int B,
+                  int C, int H, int W, int K, int kernel, int stride, float *scratch)
+{
+    const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
+    const int P = OH * OW, R = C * kernel * kernel;
+    for (int b = 0; b < B; b++) {
+        float *o = out + (size_t)b * K * P;
+        im2col(scratch, in + (size_t)b * C * H * W, C, H, W, kernel, stride);
+        for (int k = 0; k < K; k++)
+            for (int p = 0; p < P; p++)
+                o[(size_t)k * P + p] = bias[k];
+        matmul_nn(o, weight, scratch, K, P, R);
+    }
+}
+
+void conv_backward_data(float *d_in, const float *d_out, const float *weight, int B, int C,
+                        int H, int W, int K, int kernel, int stride, float *scratch)
+{
+    const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
+    const int P = OH * OW, R = C * kernel * kernel;
+    memset(d_in, 0, sizeof(float) * (size_t)B * C * H * W);
+    for (int b = 0; b < B; b++) {
+        memset(scratch, 0, sizeof(float) * (size_t)R * P);
+        matmul_tn(scratch, weight, d_out + (size_t)b * K * P, R, P, K);
+        col2im_add(d_in + (size_t)b * C * H * W, scratch, C, H, W, kernel, stride);
+    }
+}
+
+void conv_backward_weights(float *d_weight, const float *d_out, const float *in, int B, int C,
+                           int H, int W, int K, int kernel, int stride, float *scratch)
+{
+    const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
+    const int P = OH * OW, R = C * kernel * kernel;
+    for (int b = 0; b < B; b++) {
+        im2col_t(scratch, in + (size_t)b * C * H * W, C, H, W, kernel, stride);
+        matmul_nn(d_weight, d_out + (size_t)b * K * P, scratch, K, R, P);
+    }
+}
+
+void conv_backward_bias(float *d_bias, const float *d_out, int B, int K, int OH, int OW)
+{
+    const int P = OH * OW;
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < K; k++) {
+            const float *g = d_out + ((size_t)b * K + k) * P;
+            float sum = 0.0f;
+            for (int p = 0; p < P; p++)
+                sum += g[p];
+            d_bias[k] += sum;
+        }
+}

@@ -1,0 +1,85 @@
+/* The naive backend's layers: plain single-thread loops whose signatures
+ * spell out the shapes, the reference every other backend is checked
+ * against.
+ *
+ * Layouts: activations are NCHW (B images, C channels, H rows, W columns);
+ * convolution weights are [K][C][kernel][kernel] and a convolution has K
+ * output channels of (H - kernel) / stride + 1 rows and as many columns
+ * (valid convolution, no padding); dense weights are [out][in] with the input
+ * flattened as C,H,W; biases have one float per output channel or unit.
+ *
+ * Conventions: forward functions overwrite their output; backward-to-data
+ * functions overwrite d_in; backward-to-weights and -to-bias functions ADD
+ * into d_weight and d_bias (the caller zeroes them once per step). Buffers
+ * passed to one call never overlap, except where a function says so.
+ *
+ * Speed without tricks: every hot loop is a multiply-add over contiguous
+ * memory (y[j] += a * x[j]), which the compiler vectorises without having to
+ * reorder a sum; convolutions unfold their input into columns (im2col) and
+ * run the same matrix loop as the dense layers. */
+#ifndef LB_NAIVE_LAYERS_H
+#define LB_NAIVE_LAYERS_H
+
+#include <stddef.h>
+
+/* Matrix loops (matmul.c), all row-major, accumulating into C:
+ *   matmul_nn: C[M][N] += A[M][K] * B[K][N]
+ *   matmul_tn: C[M][N] += A^T * B[K][N], with A stored as [K][M] */
+void matmul_nn(float *C, const float *A, const float *B, int M, int N, int K);
+void matmul_tn(float *C, const float *A, const float *B, int M, int N, int K);
+
+/* out[N][M] = in[M][N] */
+void transpose(float *out, const float *in, int M, int N);
+
+/* Convolution (conv.c). scratch holds conv_scratch_floats() floats. */
+static inline int conv_out_size(int size, int kernel, int stride)
+{
+    return (size - kernel) / stride + 1;
+}
+size_t conv_scratch_floats(int C, int H, int W, int kernel, int stride);
+
+/* out[B][K][OH][OW] from in[B][C][H][W], weight[K][C][kernel][kernel], bias[K]. */
+void conv_forward(float *out, const float *in, const float *weight, const float *bias, int B,
+                  int C, int H, int W, int K, int kernel, int stride, float *scratch);
+/* d_in[B][C][H][W] from d_out[B][K][OH][OW]. */
+void conv_backward_data(float *d_in, const float *d_out, const float *weight, int B, int C,
+                        int H, int W, int K, int kernel, int stride, float *scratch);
+/* d_weight[K][C][kernel][kernel] += sum over images of d_out (x) in. */
+void conv_backward_weights(float *d_weight, const float *d_out, const float *in, int B, int C,
+                           int H, int W, int K, int kernel, int stride, float *scratch);
+/* d_bias[K] += sum over images and positions of d_out[B][K][OH][OW]. */
+void conv_backward_bias(float *d_bias, const float *d_out, int B, int K, int OH, int OW);
+
+/* Max-pool (pool.c): square window `kernel`, step `stride`; out is
+ * [B][C][OH][OW] with OH = (H - kernel) / stride + 1. The backward pass sends
+ * each output's gradient to the first largest input of its window (found
+ * again from `in`), adding when windows overlap. */
+void maxpool_forward(float *out, const float *in, int B, int C, int H, int W, int kernel,
+                     int stride);
+void maxpool_backward(float *d_in, const float *d_out, const float *in, int B, int C, int H,
+                      int W, int kernel, int stride);
+
+/* Dense (dense.c): out[B][O] = in[B][I] weight[O][I]^T + bias[O].
+ * dense_forward's scratch holds dense_scratch_floats() floats. */
+size_t dense_scratch_floats(int B, int I, int O);
+void dense_forward(float *out, const float *in, const float *weight, const float *bias, int B,
+                   int I, int O, float *scratch);
+void dense_backward_data(float *d_in, const float *d_out, const float *weight, int B, int I,
+                         int O);
+void dense_backward_weights(float *d_weight, const float *d_out, const float *in, int B, int I,
+                            int O);
+void dense_backward_bias(float *d_bias, const float *d_out, int B, int O);
+
+/* ReLU (activation.c) over n floats; out may be in, d_in may be d_out.
+ * The backward pass reads the forward output. */
+void relu_forward(float *out, const float *in, size_t n);
+void relu_backward(float *d_in, const float *d_out, const float *out, size_t n);
+
+/* Softmax cross-entropy (loss.c) over logits[B][classes]: writes the
+ * gradient of scale * (sum of the losses) into d_logits (may be NULL) and
+ * each image's loss into losses (may be NULL); returns the sum of the
+ * losses. */
+double softmax_xent(float *d_logits, float *losses, const float *logits, const int *labels,
+                    int B, int classes, float scale);
+
+#endif

@@ -1,0 +1,2 @@
+# The naive backend's sources are picked up by LIB_SRCS; this adds its tests.
+TESTS += test_naive

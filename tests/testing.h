@@ -1,0 +1,81 @@
+/* Small helpers shared by the tests: a synthetic labelled image set that a
+ * network can learn, and error measures. Header-only (static inline) so each
+ * test binary takes what it uses. */
+#ifndef LB_TESTING_H
+#define LB_TESTING_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "backends/engine.h"
+#include "harness/init.h"
+
+/* count images of rows x cols: faint noise (0..63) plus a bright 5x5 square
+ * whose place depends on the label, so the classes can be told apart. */
+typedef struct synth_set {
+    dataset d;
+    uint8_t *images, *labels;
+} synth_set;
+
+static inline int synth_make(synth_set *s, int count, int rows, int cols, int classes,
+                             uint64_t seed)
+{
+    s->images = malloc((size_t)count * rows * cols);
+    s->labels = malloc(count > 0 ? (size_t)count : 1);
+    if (!s->images || !s->labels) {
+        free(s->images);
+        free(s->labels);
+        return -1;
+    }
+    rng r = {seed};
+    for (int n = 0; n < count; n++) {
+        uint8_t *img = s->images + (size_t)n * rows * cols;
+        const int label = (int)(rng_next(&r) % (uint64_t)classes);
+        s->labels[n] = (uint8_t)label;
+        for (int p = 0; p < rows * cols; p++)
+            img[p] = (uint8_t)(rng_next(&r) & 63);
+        /* squares on a 4-wide grid of cells, wrapping inside the image */
+        const int cell_r = rows / 4 > 5 ? rows / 4 : 5, cell_c = cols / 4 > 5 ? cols / 4 : 5;
+        const int top = ((label / 4) * cell_r + 1) % (rows - 4);
+        const int left = ((label % 4) * cell_c + 1) % (cols - 4);
+        for (int y = top; y < top + 5; y++)
+            for (int x = left; x < left + 5; x++)
+                img[y * cols + x] = (uint8_t)(192 + (rng_next(&r) & 63));
+    }
+    s->d = (dataset){count, rows, cols, s->images, s->labels};
+    return 0;
+}
+
+static inline void synth_free(synth_set *s)
+{
+    free(s->images);
+    free(s->labels);
+    s->images = s->labels = NULL;
+}
+
+/* |a - b| relative to the larger magnitude, or to `floor` when both are
+ * smaller than it (so values near zero compare absolutely). */
+static inline double rel_diff(double a, double b, double floor)
+{
+    double m = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+    if (m < floor)
+        m = floor;
+    return fabs(a - b) / m;
+}
+
+/* Largest rel_diff over n pairs. */
+static inline double max_rel_diff(const float *a, const float *b, size_t n, double floor)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = rel_diff(a[i], b[i], floor);
+        if (isnan(d))
+            return INFINITY;
+        if (d > worst)
+            worst = d;
+    }
+    return worst;
+}
+
+#endif
