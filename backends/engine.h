@@ -71,7 +71,8 @@ typedef struct layer_times {
 typedef enum engine_buffer {
     BUF_PARAMS,    /* param_count floats */
     BUF_GRADS,     /* param_count floats, written by compute_gradients */
-    BUF_OPT_STATE, /* optimiser state: 0 (sgd), 1 (nesterov) or 2 (adam) x param_count */
+    BUF_OPT_STATE, /* optimiser state: 0 (sgd), 1 (nesterov) or 2 (adam) x param_count;
+                      count 0 (pointer may be NULL) for sgd */
 } engine_buffer;
 
 typedef enum memory_space { MEM_HOST, MEM_DEVICE } memory_space;
@@ -94,6 +95,9 @@ typedef struct backend {
 
     int (*set_params)(engine *e, const float *params);
     int (*get_params)(engine *e, float *params);
+    /* The engine may keep the pointers (the harness keeps the data alive
+     * until destroy) or copy the data once, e.g. to a device. Images have
+     * one channel. */
     int (*bind_dataset)(engine *e, const dataset *train, const dataset *test);
 
     /* Runs `steps` training steps of `batch` images each; indices holds
@@ -123,6 +127,8 @@ typedef struct backend {
     /* Libraries and versions for the system record, e.g. "OpenBLAS 0.3.21". */
     void (*library_info)(char *buf, size_t len);
     /* Times each layer's forward and backward over `reps` steps. */
+    /* Leaves parameters and optimiser state as they were (gradients may
+     * be overwritten). */
     int (*profile_layers)(engine *e, const int32_t *indices, int batch, int reps,
                           layer_times *out);
     /* Measured peak GFLOP/s of the device the engine runs on (a short GEMM
