@@ -1,0 +1,523 @@
+#include "harness/idx.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#ifdef HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+/* "name: message" into err, on one line. */
+static void fail(char *err, size_t err_len, const char *name, const char *fmt, ...)
+{
+    if (!err || !err_len)
+        return;
+    int n = snprintf(err, err_len, "%s: ", name);
+    if (n < 0 || (size_t)n >= err_len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + n, err_len - (size_t)n, fmt, ap);
+    va_end(ap);
+    for (char *p = err; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* What a validated header describes. */
+typedef struct idx_header {
+    size_t header_len; /* 4 + 4 * ndims */
+    size_t data_len;   /* bytes after the header */
+    int count;         /* images or labels */
+} idx_header;
+
+/* Checks the header at hdr[0..avail) of an image (want_ndims 3) or label
+ * (want_ndims 1) file. */
+static int check_header(const uint8_t *hdr, size_t avail, const char *name, int want_ndims,
+                        int rows, int cols, idx_header *h, char *err, size_t err_len)
+{
+    const char *what = want_ndims == 3 ? "image" : "label";
+    uint32_t want = want_ndims == 3 ? IDX_MAGIC_IMAGES : IDX_MAGIC_LABELS;
+    uint32_t other = want_ndims == 3 ? IDX_MAGIC_LABELS : IDX_MAGIC_IMAGES;
+
+    if (avail == 0) {
+        fail(err, err_len, name, "file is empty, expected an IDX %s file", what);
+        return -1;
+    }
+    if (avail < 4) {
+        fail(err, err_len, name, "file is truncated: %zu bytes, too short for an IDX header",
+             avail);
+        return -1;
+    }
+    uint32_t magic = be32(hdr);
+    if (magic != want) {
+        if (hdr[0] == 0x1f && hdr[1] == 0x8b)
+            fail(err, err_len, name,
+                 "bad magic 0x%08x: data is gzip-compressed, expected IDX %s data (0x%08x)",
+                 magic, what, want);
+        else if (magic == other)
+            fail(err, err_len, name,
+                 "bad magic 0x%08x: this is an IDX %s file, expected %s (0x%08x)", magic,
+                 want_ndims == 3 ? "label" : "image", want_ndims == 3 ? "images" : "labels",
+                 want);
+        else if (hdr[0] || hdr[1])
+            fail(err, err_len, name, "bad magic 0x%08x: not an IDX file (expected 0x%08x)",
+                 magic, want);
+        else if (hdr[2] != 0x08)
+            fail(err, err_len, name,
+                 "bad magic 0x%08x: element type 0x%02x is not unsigned byte (0x08)", magic,
+                 hdr[2]);
+        else
+            fail(err, err_len, name,
+                 "bad magic 0x%08x: %u dimensions, an IDX %s file has %d (0x%08x)", magic,
+                 hdr[3], what, want_ndims, want);
+        return -1;
+    }
+    h->header_len = 4 + 4 * (size_t)want_ndims;
+    if (avail < h->header_len) {
+        fail(err, err_len, name, "header is truncated: %zu of %zu bytes", avail,
+             h->header_len);
+        return -1;
+    }
+    uint32_t dims[3] = {0, 0, 0};
+    size_t total = 1;
+    int too_big = 0;
+    for (int i = 0; i < want_ndims; i++) {
+        dims[i] = be32(hdr + 4 + 4 * i);
+        if (dims[i] && total > IDX_MAX_BYTES / dims[i])
+            too_big = 1;
+        else
+            total *= dims[i];
+    }
+    if (too_big || total > IDX_MAX_BYTES) {
+        if (want_ndims == 3)
+            fail(err, err_len, name,
+                 "header dimensions %u x %u x %u are too large (over the %zu-byte limit)",
+                 dims[0], dims[1], dims[2], IDX_MAX_BYTES);
+        else
+            fail(err, err_len, name,
+                 "header dimension %u is too large (over the %zu-byte limit)", dims[0],
+                 IDX_MAX_BYTES);
+        return -1;
+    }
+    if (dims[0] == 0) {
+        fail(err, err_len, name, "header says the file holds no %ss", what);
+        return -1;
+    }
+    if (dims[0] > INT_MAX) {
+        fail(err, err_len, name, "header dimension %u is too large (at most %d %ss)",
+             dims[0], INT_MAX, what);
+        return -1;
+    }
+    if (want_ndims == 3 && ((long long)dims[1] != rows || (long long)dims[2] != cols)) {
+        fail(err, err_len, name, "images are %ux%u (rows x cols), the workload expects %dx%d",
+             dims[1], dims[2], rows, cols);
+        return -1;
+    }
+    h->data_len = total;
+    h->count = (int)dims[0];
+    return 0;
+}
+
+static int check_labels(const uint8_t *labels, int count, const char *name, int classes,
+                        char *err, size_t err_len)
+{
+    for (int i = 0; i < count; i++) {
+        if (labels[i] >= classes) {
+            fail(err, err_len, name, "label %u at index %d is outside 0..%d", labels[i], i,
+                 classes - 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int check_length(size_t len, const idx_header *h, const char *name, char *err,
+                        size_t err_len)
+{
+    size_t want = h->header_len + h->data_len;
+    if (len < want) {
+        fail(err, err_len, name,
+             "data is truncated: the header describes %zu bytes of data, the file has %zu",
+             h->data_len, len - h->header_len);
+        return -1;
+    }
+    if (len > want) {
+        fail(err, err_len, name, "%zu trailing bytes after the %zu bytes of data the header "
+             "describes", len - want, h->data_len);
+        return -1;
+    }
+    return 0;
+}
+
+int idx_parse_images(const uint8_t *buf, size_t len, const char *name, int rows, int cols,
+                     const uint8_t **pixels, int *count, char *err, size_t err_len)
+{
+    idx_header h;
+    if (check_header(buf, len, name, 3, rows, cols, &h, err, err_len) ||
+        check_length(len, &h, name, err, err_len))
+        return -1;
+    *pixels = buf + h.header_len;
+    *count = h.count;
+    return 0;
+}
+
+int idx_parse_labels(const uint8_t *buf, size_t len, const char *name, int classes,
+                     const uint8_t **labels, int *count, char *err, size_t err_len)
+{
+    idx_header h;
+    if (check_header(buf, len, name, 1, 0, 0, &h, err, err_len) ||
+        check_length(len, &h, name, err, err_len) ||
+        check_labels(buf + h.header_len, h.count, name, classes, err, err_len))
+        return -1;
+    *labels = buf + h.header_len;
+    *count = h.count;
+    return 0;
+}
+
+/* A file being read, plain or through inflate. --------------------------- */
+
+typedef struct source {
+    FILE *f;
+    const char *path;
+    int gz;
+#ifdef HAVE_ZLIB
+    z_stream zs;
+    int zinit;
+    int in_eof;
+    int member_end; /* the last gzip member ended; more input may follow */
+    unsigned char in[1 << 16];
+#endif
+} source;
+
+static int source_open(source *s, const char *path, char *err, size_t err_len)
+{
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    s->f = fopen(path, "rb");
+    if (!s->f) {
+        int e = errno;
+        if (e == ENOENT)
+            fail(err, err_len, path, "no such file (pass --data DIR, or install Debian's "
+                 "dataset-fashion-mnist for %s/)", IDX_DEFAULT_DIR);
+        else
+            fail(err, err_len, path, "cannot open: %s", strerror(e));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fileno(s->f), &st) != 0) {
+        fail(err, err_len, path, "cannot stat: %s", strerror(errno));
+        goto bad;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        fail(err, err_len, path, "is a directory, expected an IDX file");
+        goto bad;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fail(err, err_len, path, "is not a regular file");
+        goto bad;
+    }
+    unsigned char m[2];
+    size_t got = fread(m, 1, 2, s->f);
+    if (ferror(s->f)) {
+        fail(err, err_len, path, "read error: %s", strerror(errno));
+        goto bad;
+    }
+    if (got == 2 && m[0] == 0x1f && m[1] == 0x8b) {
+#ifdef HAVE_ZLIB
+        s->gz = 1;
+        if (inflateInit2(&s->zs, 16 + MAX_WBITS) != Z_OK) {
+            fail(err, err_len, path, "cannot start zlib: %s",
+                 s->zs.msg ? s->zs.msg : "out of memory");
+            goto bad;
+        }
+        s->zinit = 1;
+#else
+        fail(err, err_len, path, "file is gzip-compressed but zlib support is not built in "
+             "(install zlib1g-dev and rebuild, or gunzip the file)");
+        goto bad;
+#endif
+    }
+    rewind(s->f);
+    return 0;
+bad:
+    fclose(s->f);
+    s->f = NULL;
+    return -1;
+}
+
+static void source_close(source *s)
+{
+#ifdef HAVE_ZLIB
+    if (s->zinit)
+        inflateEnd(&s->zs);
+    s->zinit = 0;
+#endif
+    if (s->f)
+        fclose(s->f);
+    s->f = NULL;
+}
+
+/* Reads up to n bytes; *got < n only at the end of the (decompressed) data. */
+static int source_read(source *s, uint8_t *dst, size_t n, size_t *got, char *err,
+                       size_t err_len)
+{
+    *got = 0;
+    if (!s->gz) {
+        *got = fread(dst, 1, n, s->f);
+        if (*got < n && ferror(s->f)) {
+            fail(err, err_len, s->path, "read error: %s", strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+#ifdef HAVE_ZLIB
+    while (*got < n) {
+        if (s->zs.avail_in == 0 && !s->in_eof) {
+            size_t r = fread(s->in, 1, sizeof s->in, s->f);
+            if (r == 0) {
+                if (ferror(s->f)) {
+                    fail(err, err_len, s->path, "read error: %s", strerror(errno));
+                    return -1;
+                }
+                s->in_eof = 1;
+            }
+            s->zs.next_in = s->in;
+            s->zs.avail_in = (uInt)r;
+        }
+        if (s->member_end) {
+            if (s->zs.avail_in == 0) {
+                if (s->in_eof)
+                    return 0; /* clean end of the last member */
+                continue;
+            }
+            /* Another gzip member follows (as `cat a.gz b.gz` makes). */
+            if (inflateReset(&s->zs) != Z_OK) {
+                fail(err, err_len, s->path, "zlib error: cannot reset the stream");
+                return -1;
+            }
+        }
+        size_t want = n - *got;
+        uInt chunk = want > (1u << 30) ? (1u << 30) : (uInt)want;
+        s->zs.next_out = dst + *got;
+        s->zs.avail_out = chunk;
+        int rc = inflate(&s->zs, Z_NO_FLUSH);
+        *got += chunk - s->zs.avail_out;
+        if (rc == Z_STREAM_END) {
+            s->member_end = 1;
+        } else if (rc == Z_OK) {
+            s->member_end = 0;
+        } else if (rc == Z_BUF_ERROR) {
+            if (s->in_eof && s->zs.avail_in == 0) {
+                fail(err, err_len, s->path,
+                     "gzip stream is truncated (unexpected end of compressed data)");
+                return -1;
+            }
+        } else if (rc == Z_DATA_ERROR && s->member_end) {
+            fail(err, err_len, s->path, "corrupt gzip stream: trailing garbage after the "
+                 "end of the compressed data (zlib: %s)", s->zs.msg ? s->zs.msg : "data error");
+            return -1;
+        } else {
+            fail(err, err_len, s->path, "corrupt gzip stream (zlib: %s)",
+                 s->zs.msg ? s->zs.msg : zError(rc));
+            return -1;
+        }
+    }
+    return 0;
+#else
+    fail(err, err_len, s->path, "zlib support is not built in");
+    return -1;
+#endif
+}
+
+/* Reads, validates and returns the data part of an image (want_ndims 3) or
+ * label (want_ndims 1) file. */
+static int load_file(const char *path, int want_ndims, int rows, int cols, int classes,
+                     uint8_t **data, int *count, char *err, size_t err_len)
+{
+    *data = NULL;
+    *count = 0;
+    source s;
+    if (source_open(&s, path, err, err_len))
+        return -1;
+    uint8_t hdr[16];
+    size_t hlen = 4 + 4 * (size_t)want_ndims, got;
+    idx_header h;
+    if (source_read(&s, hdr, hlen, &got, err, err_len) ||
+        check_header(hdr, got, path, want_ndims, rows, cols, &h, err, err_len)) {
+        source_close(&s);
+        return -1;
+    }
+    /* The buffer grows as data arrives (from 1 MiB, doubling), so a short
+     * file whose header claims gigabytes is refused without allocating them. */
+    size_t cap = h.data_len < ((size_t)1 << 20) ? h.data_len : (size_t)1 << 20, have = 0;
+    uint8_t *buf = NULL;
+    for (;;) {
+        uint8_t *grown = realloc(buf, cap);
+        if (!grown) {
+            fail(err, err_len, path, "out of memory for %zu bytes", cap);
+            goto bad;
+        }
+        buf = grown;
+        if (source_read(&s, buf + have, cap - have, &got, err, err_len))
+            goto bad;
+        have += got;
+        if (have < cap || cap == h.data_len)
+            break;
+        cap = cap > h.data_len / 2 ? h.data_len : cap * 2;
+    }
+    uint8_t extra;
+    size_t more = 0;
+    if (have < h.data_len) {
+        fail(err, err_len, path,
+             "data is truncated: the header describes %zu bytes of data, the %s has %zu",
+             h.data_len, s.gz ? "decompressed file" : "file", have);
+        goto bad;
+    }
+    if (source_read(&s, &extra, 1, &more, err, err_len))
+        goto bad;
+    if (more) {
+        if (s.gz) {
+            fail(err, err_len, path, "trailing bytes: decompresses to more than the %zu "
+                 "bytes of data the header describes", h.data_len);
+        } else {
+            struct stat st;
+            long long n = fstat(fileno(s.f), &st) == 0
+                              ? (long long)st.st_size - (long long)(hlen + h.data_len)
+                              : 1;
+            fail(err, err_len, path,
+                 "%lld trailing bytes after the %zu bytes of data the header describes", n,
+                 h.data_len);
+        }
+        goto bad;
+    }
+    source_close(&s);
+    if (want_ndims == 1 && check_labels(buf, h.count, path, classes, err, err_len)) {
+        free(buf);
+        return -1;
+    }
+    *data = buf;
+    *count = h.count;
+    return 0;
+bad:
+    free(buf);
+    source_close(&s);
+    return -1;
+}
+
+int idx_load_images(const char *path, int rows, int cols, uint8_t **pixels, int *count,
+                    char *err, size_t err_len)
+{
+    return load_file(path, 3, rows, cols, 0, pixels, count, err, err_len);
+}
+
+int idx_load_labels(const char *path, int classes, uint8_t **labels, int *count,
+                    char *err, size_t err_len)
+{
+    return load_file(path, 1, 0, 0, classes, labels, count, err, err_len);
+}
+
+/* Finds <dir>/<split>-<kind>-idx<n>-ubyte in one of its spellings. Returns 0
+ * with the path, or -1 with a message naming the file looked for. */
+static int find_file(const char *dir, const char *split, const char *kind, int n,
+                     char *path, size_t path_len, char *err, size_t err_len)
+{
+    const char *forms[] = {"%s/%s-%s-idx%d-ubyte", "%s/%s-%s-idx%d-ubyte.gz",
+                           "%s/%s-%s.idx%d-ubyte", "%s/%s-%s.idx%d-ubyte.gz"};
+    struct stat st;
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        int w = snprintf(path, path_len, forms[i], dir, split, kind, n);
+        if (w < 0 || (size_t)w >= path_len) {
+            fail(err, err_len, dir, "path is too long");
+            return -1;
+        }
+        if (stat(path, &st) == 0 || errno != ENOENT)
+            return 0; /* exists (or exists but cannot be looked at: say so on open) */
+    }
+    snprintf(path, path_len, "%s/%s-%s-idx%d-ubyte", dir, split, kind, n);
+    fail(err, err_len, path, "no such file (nor .gz, nor the %s-%s.idx%d-ubyte spelling); "
+         "pass --data DIR, or install Debian's dataset-fashion-mnist for %s/",
+         split, kind, n, IDX_DEFAULT_DIR);
+    return -1;
+}
+
+void dataset_free(dataset *d)
+{
+    if (!d)
+        return;
+    free((void *)d->images);
+    free((void *)d->labels);
+    memset(d, 0, sizeof *d);
+}
+
+int idx_load_split(const char *dir, const char *split, int classes, int rows, int cols,
+                   dataset *out, char *err, size_t err_len)
+{
+    memset(out, 0, sizeof *out);
+    if (classes < 1 || classes > 256 || rows < 1 || cols < 1) {
+        fail(err, err_len, dir, "bad request: %d classes, %dx%d images", classes, rows, cols);
+        return -1;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if (errno == ENOENT)
+            fail(err, err_len, dir, "no such directory; pass --data DIR, or install Debian's "
+                 "dataset-fashion-mnist for %s/", IDX_DEFAULT_DIR);
+        else
+            fail(err, err_len, dir, "cannot look at the data directory: %s", strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fail(err, err_len, dir, "is not a directory; --data expects the directory holding "
+             "the IDX files");
+        return -1;
+    }
+    char ipath[4096], lpath[4096];
+    if (find_file(dir, split, "images", 3, ipath, sizeof ipath, err, err_len) ||
+        find_file(dir, split, "labels", 1, lpath, sizeof lpath, err, err_len))
+        return -1;
+    uint8_t *images = NULL, *labels = NULL;
+    int n_images = 0, n_labels = 0;
+    if (idx_load_images(ipath, rows, cols, &images, &n_images, err, err_len))
+        return -1;
+    if (idx_load_labels(lpath, classes, &labels, &n_labels, err, err_len)) {
+        free(images);
+        return -1;
+    }
+    if (n_images != n_labels) {
+        fail(err, err_len, lpath, "holds %d labels but %s holds %d images", n_labels, ipath,
+             n_images);
+        free(images);
+        free(labels);
+        return -1;
+    }
+    out->count = n_images;
+    out->rows = rows;
+    out->cols = cols;
+    out->images = images;
+    out->labels = labels;
+    return 0;
+}
+
+int idx_load(const char *dir, int classes, int rows, int cols, dataset *train,
+             dataset *test, char *err, size_t err_len)
+{
+    memset(test, 0, sizeof *test);
+    if (idx_load_split(dir, "train", classes, rows, cols, train, err, err_len))
+        return -1;
+    if (idx_load_split(dir, "t10k", classes, rows, cols, test, err, err_len)) {
+        dataset_free(train);
+        return -1;
+    }
+    return 0;
+}
