@@ -1,0 +1,440 @@
+/* The CUDA engine's own kernels: gather, bias, ReLU, softmax cross-entropy,
+ * evaluation counts, the optimiser update and the step bookkeeping. The
+ * per-element maths is the shared code of elementwise.h (and step_state.h),
+ * so the CPU tests exercise what runs here. Reductions run in a fixed order
+ * (shared-memory trees, no floating-point atomics): results are bitwise
+ * repeatable. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "backends/common/elementwise.h"
+#include "backends/cuda/kernels.h"
+#include "backends/engine.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxClasses = WORKLOAD_MAX_CLASSES;
+
+/* Loads and stores in float, whatever the storage type. */
+__device__ __forceinline__ float load(const float *p, size_t i) { return p[i]; }
+__device__ __forceinline__ float load(const __half *p, size_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ float load(const __nv_bfloat16 *p, size_t i)
+{
+    return __bfloat162float(p[i]);
+}
+__device__ __forceinline__ void store(float *p, size_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store(__half *p, size_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ __forceinline__ void store(__nv_bfloat16 *p, size_t i, float v)
+{
+    p[i] = __float2bfloat16_rn(v);
+}
+
+/* Blocks for a grid-stride loop over count elements. */
+unsigned blocks_for(size_t count)
+{
+    size_t b = (count + kThreads - 1) / kThreads;
+    if (b < 1)
+        b = 1;
+    return (unsigned)(b > 8192 ? 8192 : b);
+}
+
+/* Calls body.template operator()<T>() with T the C++ type of t. */
+template <typename Body> cudaError_t dispatch(lbk_dtype t, Body body)
+{
+    switch (t) {
+    case LBK_F32:
+        body(static_cast<float *>(nullptr));
+        break;
+    case LBK_F16:
+        body(static_cast<__half *>(nullptr));
+        break;
+    case LBK_BF16:
+        body(static_cast<__nv_bfloat16 *>(nullptr));
+        break;
+    default:
+        return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+/* Sum of v over the block, in a fixed order; every thread gets it. */
+template <typename A> __device__ A block_sum(A v, A *shared)
+{
+    shared[threadIdx.x] = v;
+    __syncthreads();
+    for (int width = blockDim.x / 2; width > 0; width /= 2) {
+        if ((int)threadIdx.x < width)
+            shared[threadIdx.x] += shared[threadIdx.x + width];
+        __syncthreads();
+    }
+    A total = shared[0];
+    __syncthreads();
+    return total;
+}
+
+template <typename T>
+__global__ void gather_kernel(T *x, int *labels_out, const uint8_t *images,
+                              const uint8_t *labels, const int32_t *indices,
+                              const cuda_step_state *state, long first, int n, int pixels)
+{
+    const int b = blockIdx.x;
+    long row;
+    if (indices) {
+        const long slot = state ? state->slot : 0;
+        row = indices[slot * n + b];
+    } else {
+        row = first + b;
+    }
+    const uint8_t *src = images + (size_t)row * pixels;
+    for (int p = threadIdx.x; p < pixels; p += blockDim.x)
+        store(x, (size_t)b * pixels + p, lb_pixel(src[p]));
+    if (threadIdx.x == 0)
+        labels_out[b] = labels[row];
+}
+
+template <typename T> __global__ void bias_add_kernel(T *y, const T *bias, int C, int P, size_t count)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int c = (int)((i / P) % C);
+        store(y, i, load(y, i) + load(bias, c));
+    }
+}
+
+/* Block (s, c) sums channel c over images [s * per, (s + 1) * per); with
+ * one split it writes d_bias directly, else a partial. */
+template <typename T>
+__global__ void bias_partial_kernel(T *d_bias, float *partial, const T *dy, int n, int C, int P,
+                                    int images_per_split)
+{
+    __shared__ float shared[kThreads];
+    const int s = blockIdx.x, c = blockIdx.y, splits = gridDim.x;
+    const int b0 = s * images_per_split;
+    const int b1 = min(n, b0 + images_per_split);
+    const long elements = (long)(b1 > b0 ? b1 - b0 : 0) * P;
+    float sum = 0.0f;
+    for (long j = threadIdx.x; j < elements; j += blockDim.x) {
+        const long b = b0 + j / P, p = j % P;
+        sum += load(dy, ((size_t)b * C + c) * P + p);
+    }
+    sum = block_sum(sum, shared);
+    if (threadIdx.x == 0) {
+        if (splits == 1)
+            store(d_bias, c, sum);
+        else
+            partial[(size_t)c * splits + s] = sum;
+    }
+}
+
+template <typename T>
+__global__ void bias_finish_kernel(T *d_bias, const float *partial, int C, int splits)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    float sum = 0.0f;
+    for (int s = 0; s < splits; s++)
+        sum += partial[(size_t)c * splits + s];
+    store(d_bias, c, sum);
+}
+
+/* Splits so that each block sums about 4096 elements, at most 64. */
+int bias_splits(int n, int P)
+{
+    long per_channel = (long)n * P;
+    long s = (per_channel + 4095) / 4096;
+    if (s < 1)
+        s = 1;
+    if (s > 64)
+        s = 64;
+    if (s > n)
+        s = n;
+    return (int)s;
+}
+
+template <typename T> __global__ void relu_forward_kernel(T *y, const T *x, size_t count)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x)
+        store(y, i, lb_relu(load(x, i)));
+}
+
+template <typename T>
+__global__ void relu_backward_kernel(T *dx, const T *dy, const T *y, size_t count)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x)
+        store(dx, i, lb_relu_backward(load(y, i), load(dy, i)));
+}
+
+/* One block; thread t takes images t, t + blockDim.x, ... */
+template <typename T>
+__global__ void softmax_xent_kernel(T *d_logits, const T *logits, const int *labels, int n,
+                                    int classes, const cuda_step_state *state, float *losses)
+{
+    __shared__ float shared[kThreads];
+    const float loss_scale = state ? state->loss_scale : 1.0f;
+    const float scale = loss_scale / (float)n;
+    float sum = 0.0f;
+    for (int b = threadIdx.x; b < n; b += blockDim.x) {
+        float z[kMaxClasses], dz[kMaxClasses];
+        for (int k = 0; k < classes; k++)
+            z[k] = load(logits, (size_t)b * classes + k);
+        sum += lb_softmax_xent(z, classes, labels[b], scale, dz);
+        for (int k = 0; k < classes; k++)
+            store(d_logits, (size_t)b * classes + k, dz[k]);
+    }
+    sum = block_sum(sum, shared);
+    if (threadIdx.x == 0)
+        losses[state ? state->slot : 0] = sum / (float)n;
+}
+
+template <typename T>
+__global__ void eval_count_kernel(const T *logits, const int *labels, int n, int classes,
+                                  unsigned long long *confusion, double *loss_sum)
+{
+    __shared__ double shared[kThreads];
+    double sum = 0.0;
+    for (int b = threadIdx.x; b < n; b += blockDim.x) {
+        float z[kMaxClasses];
+        for (int k = 0; k < classes; k++)
+            z[k] = load(logits, (size_t)b * classes + k);
+        sum += lb_softmax_xent(z, classes, labels[b], 1.0f, nullptr);
+        atomicAdd(&confusion[labels[b] * classes + lb_argmax(z, classes)], 1ULL);
+    }
+    sum = block_sum(sum, shared);
+    if (threadIdx.x == 0)
+        *loss_sum += sum;
+}
+
+template <typename T>
+__global__ void check_finite_kernel(const T *grads, size_t count, cuda_step_state *state)
+{
+    int bad = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x)
+        bad |= !isfinite(load(grads, i));
+    /* every writer writes the same 1, so the race is harmless */
+    if (__syncthreads_or(bad) && threadIdx.x == 0)
+        state->overflow = 1;
+}
+
+template <typename L, typename G>
+__global__ void update_kernel(lbk_optimizer opt, float *params, L *params_lo, const G *grads,
+                              float *opt_state, const uint8_t *decay_mask, size_t count,
+                              float grad_scale, int unscale, const cuda_step_state *state)
+{
+    if (state->overflow)
+        return; /* skipped step: the fp16 gradients overflowed */
+    const float g_scale = unscale ? grad_scale / state->loss_scale : grad_scale;
+    float c1 = 1.0f, c2 = 1.0f;
+    if (opt.kind == OPT_ADAM) {
+        const float t = (float)(state->step + 1);
+        c1 = 1.0f - powf(opt.beta1, t);
+        c2 = 1.0f - powf(opt.beta2, t);
+    }
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float w = params[i];
+        const float decay = decay_mask[i] ? opt.weight_decay : 0.0f;
+        const float g = lb_decayed_grad(load(grads, i) * g_scale, w, decay);
+        switch (opt.kind) {
+        case OPT_SGD:
+            w = lb_sgd_step(w, g, opt.lr);
+            break;
+        case OPT_NESTEROV:
+            w = lb_nesterov_step(w, g, &opt_state[i], opt.lr, opt.momentum);
+            break;
+        case OPT_ADAM:
+            w = lb_adam_step(w, g, &opt_state[i], &opt_state[count + i], opt.lr, opt.beta1,
+                             opt.beta2, opt.eps, c1, c2);
+            break;
+        }
+        params[i] = w;
+        if (params_lo)
+            store(params_lo, i, w);
+    }
+}
+
+__global__ void finish_step_kernel(cuda_step_state *state, loss_scaling cfg)
+{
+    lb_finish_step(state, cfg);
+}
+
+template <typename D, typename S>
+__global__ void convert_kernel(D *dst, const S *src, size_t count, int divide,
+                               const cuda_step_state *state)
+{
+    const float f = divide ? 1.0f / state->loss_scale : 1.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x)
+        store(dst, i, divide ? load(src, i) * f : load(src, i));
+}
+
+} // namespace
+
+extern "C" {
+
+cudaError_t lbk_gather(cudaStream_t stream, lbk_dtype t, void *x, int *labels_out,
+                       const uint8_t *images, const uint8_t *labels, const int32_t *indices,
+                       const cuda_step_state *state, long first, int n, int pixels)
+{
+    if (n < 1)
+        return cudaSuccess;
+    return dispatch(t, [&](auto *type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        gather_kernel<T><<<n, kThreads, 0, stream>>>(static_cast<T *>(x), labels_out, images,
+                                                     labels, indices, state, first, n, pixels);
+    });
+}
+
+cudaError_t lbk_bias_add(cudaStream_t stream, lbk_dtype t, void *y, const void *bias, int n,
+                         int C, int P)
+{
+    const size_t count = (size_t)n * C * P;
+    if (count == 0)
+        return cudaSuccess;
+    return dispatch(t, [&](auto *type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        bias_add_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(
+            static_cast<T *>(y), static_cast<const T *>(bias), C, P, count);
+    });
+}
+
+size_t lbk_bias_backward_partials(int n, int C, int P)
+{
+    return (size_t)C * bias_splits(n < 1 ? 1 : n, P);
+}
+
+cudaError_t lbk_bias_backward(cudaStream_t stream, lbk_dtype t, void *d_bias, const void *dy,
+                              int n, int C, int P, float *partial)
+{
+    if (n < 1 || C < 1)
+        return cudaSuccess;
+    const int splits = bias_splits(n, P);
+    const int per = (n + splits - 1) / splits;
+    return dispatch(t, [&](auto *type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        bias_partial_kernel<T><<<dim3(splits, C), kThreads, 0, stream>>>(
+            static_cast<T *>(d_bias), partial, static_cast<const T *>(dy), n, C, P, per);
+        if (splits > 1)
+            bias_finish_kernel<T><<<(C + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+                static_cast<T *>(d_bias), partial, C, splits);
+    });
+}
+
+cudaError_t lbk_relu_forward(cudaStream_t stream, lbk_dtype t, void *y, const void *x,
+                             size_t count)
+{
+    if (count == 0)
+        return cudaSuccess;
+    return dispatch(t, [&](auto *type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        relu_forward_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(
+            static_cast<T *>(y), static_cast<const T *>(x), count);
+    });
+}
+
+cudaError_t lbk_relu_backward(cudaStream_t stream, lbk_dtype t, void *dx, const void *dy,
+                              const void *y, size_t count)
+{
+    if (count == 0)
+        return cudaSuccess;
+    return dispatch(t, [&](auto *type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        relu_backward_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(
+            static_cast<T *>(dx), static_cast<const T *>(dy), static_cast<const T *>(y), count);
+    });
+}
+
+cudaError_t lbk_softmax_xent(cudaStream_t stream, lbk_dtype t, void *d_logits,
+                             const void *logits, const int *labels, int n, int classes,
+                             const cuda_step_state *state, float *losses)
+{
+    if (n < 1 || classes < 1 || classes > kMaxClasses)
+        return cudaErrorInvalidValue;
+    return dispatch(t, [&](auto *type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        softmax_xent_kernel<T><<<1, kThreads, 0, stream>>>(static_cast<T *>(d_logits),
+                                                           static_cast<const T *>(logits),
+                                                           labels, n, classes, state, losses);
+    });
+}
+
+cudaError_t lbk_eval_count(cudaStream_t stream, lbk_dtype t, const void *logits,
+                           const int *labels, int n, int classes,
+                           unsigned long long *confusion, double *loss_sum)
+{
+    if (n < 1)
+        return cudaSuccess;
+    if (classes < 1 || classes > kMaxClasses)
+        return cudaErrorInvalidValue;
+    return dispatch(t, [&](auto *type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        eval_count_kernel<T><<<1, kThreads, 0, stream>>>(static_cast<const T *>(logits), labels,
+                                                         n, classes, confusion, loss_sum);
+    });
+}
+
+cudaError_t lbk_check_finite(cudaStream_t stream, lbk_dtype t, const void *grads, size_t count,
+                             cuda_step_state *state)
+{
+    if (count == 0)
+        return cudaSuccess;
+    return dispatch(t, [&](auto *type) {
+        using T = std::remove_pointer_t<decltype(type)>;
+        check_finite_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(
+            static_cast<const T *>(grads), count, state);
+    });
+}
+
+cudaError_t lbk_update(cudaStream_t stream, lbk_optimizer opt, float *params, void *params_lo,
+                       lbk_dtype lo, const void *grads, lbk_dtype grad_type, float *opt_state,
+                       const uint8_t *decay_mask, size_t count, float grad_scale,
+                       int unscale_by_loss_scale, const cuda_step_state *state)
+{
+    if (count == 0)
+        return cudaSuccess;
+    cudaError_t err = cudaSuccess;
+    /* two levels of dispatch: the low-precision copy's type, the gradients' type */
+    cudaError_t outer = dispatch(lo, [&](auto *lo_type) {
+        using L = std::remove_pointer_t<decltype(lo_type)>;
+        err = dispatch(grad_type, [&](auto *grad_type_ptr) {
+            using G = std::remove_pointer_t<decltype(grad_type_ptr)>;
+            update_kernel<L, G><<<blocks_for(count), kThreads, 0, stream>>>(
+                opt, params, static_cast<L *>(params_lo), static_cast<const G *>(grads),
+                opt_state, decay_mask, count, grad_scale, unscale_by_loss_scale, state);
+        });
+    });
+    return err != cudaSuccess ? err : outer;
+}
+
+cudaError_t lbk_finish_step(cudaStream_t stream, cuda_step_state *state, loss_scaling cfg)
+{
+    finish_step_kernel<<<1, 1, 0, stream>>>(state, cfg);
+    return cudaGetLastError();
+}
+
+cudaError_t lbk_convert(cudaStream_t stream, void *dst, lbk_dtype dst_type, const void *src,
+                        lbk_dtype src_type, size_t count, int divide_by_loss_scale,
+                        const cuda_step_state *state)
+{
+    if (count == 0)
+        return cudaSuccess;
+    cudaError_t err = cudaSuccess;
+    cudaError_t outer = dispatch(dst_type, [&](auto *dst_ptr) {
+        using D = std::remove_pointer_t<decltype(dst_ptr)>;
+        err = dispatch(src_type, [&](auto *src_ptr) {
+            using S = std::remove_pointer_t<decltype(src_ptr)>;
+            convert_kernel<D, S><<<blocks_for(count), kThreads, 0, stream>>>(
+                static_cast<D *>(dst), static_cast<const S *>(src), count, divide_by_loss_scale,
+                state);
+        });
+    });
+    return err != cudaSuccess ? err : outer;
+}
+
+} // extern "C"
