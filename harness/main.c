@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "harness/compare.h"
 #include "harness/config.h"
+#include "harness/history.h"
 #include "harness/run.h"
 
 typedef struct subcommand {
@@ -12,6 +14,8 @@ typedef struct subcommand {
 } subcommand;
 
 static const subcommand subcommands[] = {
+    {"compare", compare_main},
+    {"history", history_main},
     {NULL, NULL},
 };
 

@@ -1,0 +1,1258 @@
+/* `./bench compare BASE NEW`. Reads both runs' summary.csv (figures) and
+ * epochs.csv (per-epoch samples for the significance test) by column name,
+ * joins rows on the configuration, and judges each metric:
+ *   images/s       slower beyond --max-slowdown, and significant by a
+ *                  Mann-Whitney U test when there are enough samples
+ *   s/epoch        shown, not judged (images/s carries the same news and
+ *                  stays valid when the epoch size differs)
+ *   test accuracy  dropped by more than --max-accuracy-drop points
+ *   train loss     deterministic for the same seed and settings: a change
+ *                  beyond rounding is "changed numerics"
+ * Exit 0 nothing regressed, 1 regressed, 2 unusable input. */
+#include "harness/compare.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "harness/config.h"
+#include "harness/stats.h"
+
+/* ---- CSV ---------------------------------------------------------------- */
+
+static char *read_whole_file(const char *path, size_t *len, char *err, size_t err_len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, err_len, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap)
+            break;
+        char *bigger = realloc(buf, 2 * cap + 1);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (!buf || failed) {
+        snprintf(err, err_len, "cannot read %s: %s", path, buf ? strerror(errno) : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+static int push_pointer(void ***v, int *n, int *cap, void *p)
+{
+    if (*n == *cap) {
+        int bigger = *cap ? 2 * *cap : 16;
+        void **nv = realloc(*v, sizeof(void *) * (size_t)bigger);
+        if (!nv)
+            return -1;
+        *v = nv;
+        *cap = bigger;
+    }
+    (*v)[(*n)++] = p;
+    return 0;
+}
+
+int csv_read(const char *path, csv_table *t, char *err, size_t err_len)
+{
+    memset(t, 0, sizeof *t);
+    size_t len;
+    char *text = read_whole_file(path, &len, err, err_len);
+    if (!text)
+        return -1;
+    t->text = text;
+    char *nul = memchr(text, 0, len);
+    if (nul) {
+        int line = 1;
+        for (char *c = text; c < nul; c++)
+            line += *c == '\n';
+        snprintf(err, err_len, "%s:%d: a NUL byte: not a text CSV file", path, line);
+        return -1;
+    }
+
+    char *p = text, *end = text + len;
+    int line = 1, row_cap = 0, line_cap = 0;
+    void **fields = NULL;
+    int n_fields = 0, field_cap = 0;
+    while (p < end) {
+        int record_line = line;
+        if (*p == '\n' || *p == '\r') { /* blank line */
+            p += (*p == '\r' && p + 1 < end && p[1] == '\n') ? 2 : 1;
+            line++;
+            continue;
+        }
+        n_fields = 0;
+        for (;;) {
+            char *field = p, *w = p;
+            if (p < end && *p == '"') {
+                p++;
+                for (;;) {
+                    if (p >= end) {
+                        snprintf(err, err_len, "%s:%d: a quoted field is never closed", path,
+                                 record_line);
+                        goto fail;
+                    }
+                    if (*p == '"') {
+                        if (p + 1 < end && p[1] == '"') {
+                            *w++ = '"';
+                            p += 2;
+                            continue;
+                        }
+                        p++;
+                        break;
+                    }
+                    line += *p == '\n';
+                    *w++ = *p++;
+                }
+                if (p < end && *p != ',' && *p != '\n' && *p != '\r') {
+                    snprintf(err, err_len, "%s:%d: text after a closing quote", path, line);
+                    goto fail;
+                }
+            } else {
+                while (p < end && *p != ',' && *p != '\n' && *p != '\r') {
+                    if (*p == '"') {
+                        snprintf(err, err_len, "%s:%d: a double quote inside an unquoted field",
+                                 path, line);
+                        goto fail;
+                    }
+                    p++;
+                }
+                w = p;
+            }
+            /* Note the separator before the terminator may overwrite it. */
+            int more = p < end && *p == ',';
+            size_t skip = p >= end ? 0 : (*p == '\r' && p + 1 < end && p[1] == '\n') ? 2 : 1;
+            *w = 0;
+            p += skip;
+            if (push_pointer(&fields, &n_fields, &field_cap, field) != 0)
+                goto oom;
+            if (more)
+                continue;
+            line++;
+            break;
+        }
+        if (!t->header) {
+            t->n_cols = n_fields;
+            t->header = malloc(sizeof(char *) * (size_t)n_fields);
+            if (!t->header)
+                goto oom;
+            memcpy(t->header, fields, sizeof(char *) * (size_t)n_fields);
+            continue;
+        }
+        if (n_fields != t->n_cols) {
+            snprintf(err, err_len, "%s:%d: %d fields where the header has %d", path, record_line,
+                     n_fields, t->n_cols);
+            goto fail;
+        }
+        char **row = malloc(sizeof(char *) * (size_t)n_fields);
+        if (!row)
+            goto oom;
+        memcpy(row, fields, sizeof(char *) * (size_t)n_fields);
+        int n = t->n_rows;
+        if (push_pointer((void ***)&t->rows, &n, &row_cap, row) != 0) {
+            free(row);
+            goto oom;
+        }
+        if (n > line_cap) {
+            int *nl = realloc(t->lines, sizeof(int) * (size_t)row_cap);
+            if (!nl)
+                goto oom;
+            t->lines = nl;
+            line_cap = row_cap;
+        }
+        t->lines[t->n_rows++] = record_line;
+    }
+    free(fields);
+    if (!t->header) {
+        snprintf(err, err_len, "%s: empty file (no header line)", path);
+        return -1;
+    }
+    return 0;
+oom:
+    snprintf(err, err_len, "%s: out of memory", path);
+fail:
+    free(fields);
+    return -1;
+}
+
+int csv_column(const csv_table *t, const char *name)
+{
+    for (int i = 0; i < t->n_cols; i++)
+        if (strcmp(t->header[i], name) == 0)
+            return i;
+    return -1;
+}
+
+void csv_free(csv_table *t)
+{
+    for (int i = 0; i < t->n_rows; i++)
+        free(t->rows[i]);
+    free(t->rows);
+    free(t->lines);
+    free(t->header);
+    free(t->text);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---- Mann-Whitney U -------------------------------------------------------- */
+
+typedef struct tagged {
+    double value;
+    int from_x;
+} tagged;
+
+static int cmp_tagged(const void *a, const void *b)
+{
+    double x = ((const tagged *)a)->value, y = ((const tagged *)b)->value;
+    return (x > y) - (x < y);
+}
+
+u_test mann_whitney_u(const double *x, int nx, const double *y, int ny)
+{
+    u_test r = {0, 0, 1};
+    int n = nx + ny;
+    if (nx < 1 || ny < 1)
+        return r;
+    tagged *all = malloc(sizeof(tagged) * (size_t)n);
+    if (!all)
+        return r;
+    for (int i = 0; i < nx; i++)
+        all[i] = (tagged){x[i], 1};
+    for (int i = 0; i < ny; i++)
+        all[nx + i] = (tagged){y[i], 0};
+    qsort(all, (size_t)n, sizeof(tagged), cmp_tagged);
+    /* Tied values share the mean of the ranks they span. */
+    double rank_sum_x = 0, tie_term = 0;
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && all[j].value == all[i].value)
+            j++;
+        double t = j - i, mean_rank = (i + 1 + j) / 2.0;
+        for (int k = i; k < j; k++)
+            if (all[k].from_x)
+                rank_sum_x += mean_rank;
+        tie_term += t * t * t - t;
+        i = j;
+    }
+    free(all);
+    r.u = rank_sum_x - nx * (nx + 1) / 2.0;
+    double mu = nx * (double)ny / 2.0;
+    double var = nx * (double)ny / 12.0 * ((n + 1) - tie_term / ((double)n * (n - 1)));
+    if (!(var > 0))
+        return r; /* every value tied: no evidence of a difference */
+    double sigma = sqrt(var);
+    double dev = fabs(r.u - mu) - 0.5;
+    if (dev < 0)
+        dev = 0;
+    r.z = (r.u < mu ? -dev : dev) / sigma;
+    r.p = erfc(fabs(r.z) / sqrt(2.0));
+    if (r.p > 1)
+        r.p = 1;
+    return r;
+}
+
+double mann_whitney_min_p(int nx, int ny)
+{
+    if (nx < 1 || ny < 1)
+        return 1;
+    double mu = nx * (double)ny / 2.0;
+    double sigma = sqrt(nx * (double)ny * (nx + ny + 1) / 12.0);
+    double p = erfc((mu - 0.5) / sigma / sqrt(2.0));
+    return p > 1 ? 1 : p;
+}
+
+speed_verdict judge_speed(double base, double next, const double *base_samples, int n_base,
+                          const double *next_samples, int n_next, double max_slowdown_pct,
+                          double alpha)
+{
+    speed_verdict v = {0, 0, 1, 0};
+    v.slowdown_pct = (base / next - 1) * 100;
+    int beyond = v.slowdown_pct > max_slowdown_pct;
+    if (mann_whitney_min_p(n_base, n_next) < alpha) {
+        v.u_test_used = 1;
+        v.p = mann_whitney_u(base_samples, n_base, next_samples, n_next).p;
+        v.regression = beyond && v.p < alpha;
+    } else {
+        v.regression = beyond;
+    }
+    return v;
+}
+
+/* ---- reading a run -------------------------------------------------------- */
+
+typedef struct run_row {
+    const char *backend, *workload, *precision;
+    int batch_size, threads, devices;
+    const char *status, *message, *optimizer, *cpu_model; /* "" when absent */
+    int epochs;            /* -1 when absent */
+    long images_per_epoch; /* -1 when absent */
+    double images_per_second, epoch_seconds, accuracy, train_loss;
+    int line;
+    double *samples; /* per-epoch images/s of the ok epochs in epochs.csv */
+    int n_samples, samples_cap;
+    int paired;
+} run_row;
+
+typedef struct run_files {
+    const char *label; /* BASE or NEW */
+    char summary_path[PATH_LEN + 32], epochs_path[PATH_LEN + 32], system_path[PATH_LEN + 32];
+    csv_table summary, epochs;
+    int have_epochs;
+    run_row *rows;
+    int n_rows;
+    char **settings; /* training options from system.json, sorted "name=value" */
+    int n_settings;
+    int have_settings;
+    char settings_why[256]; /* why they are unknown */
+    char *settings_text;
+} run_files;
+
+typedef struct field_reader {
+    const csv_table *t;
+    const char *path;
+    char *err;
+    size_t err_len;
+    int failed;
+} field_reader;
+
+static int need_column(field_reader *r, const char *name)
+{
+    int c = csv_column(r->t, name);
+    if (c < 0 && !r->failed) {
+        snprintf(r->err, r->err_len, "%s: no column '%s' in the header", r->path, name);
+        r->failed = 1;
+    }
+    return c;
+}
+
+static const char *text_at(const field_reader *r, int row, int col)
+{
+    return col < 0 ? "" : r->t->rows[row][col];
+}
+
+static long integer_at(field_reader *r, int row, int col)
+{
+    if (col < 0 || r->failed)
+        return -1;
+    const char *s = r->t->rows[row][col];
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end) {
+        snprintf(r->err, r->err_len, "%s:%d: column '%s': '%s' is not a whole number", r->path,
+                 r->t->lines[row], r->t->header[col], s);
+        r->failed = 1;
+        return -1;
+    }
+    return v;
+}
+
+static double number_at(field_reader *r, int row, int col)
+{
+    if (col < 0 || r->failed)
+        return NAN;
+    const char *s = r->t->rows[row][col];
+    if (!*s)
+        return NAN;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end) {
+        snprintf(r->err, r->err_len, "%s:%d: column '%s': '%s' is not a number", r->path,
+                 r->t->lines[row], r->t->header[col], s);
+        r->failed = 1;
+        return NAN;
+    }
+    return v;
+}
+
+typedef struct key_columns {
+    int backend, workload, precision, batch_size, threads, devices, status;
+} key_columns;
+
+static key_columns find_key_columns(field_reader *r)
+{
+    key_columns k = {
+        .backend = need_column(r, "backend"),
+        .workload = need_column(r, "workload"),
+        .precision = need_column(r, "precision"),
+        .batch_size = need_column(r, "batch_size"),
+        .threads = need_column(r, "threads"),
+        .devices = need_column(r, "devices"),
+        .status = need_column(r, "status"),
+    };
+    return k;
+}
+
+static int same_key(const run_row *a, const run_row *b)
+{
+    return !strcmp(a->backend, b->backend) && !strcmp(a->workload, b->workload) &&
+           !strcmp(a->precision, b->precision) && a->batch_size == b->batch_size &&
+           a->threads == b->threads && a->devices == b->devices;
+}
+
+/* The configuration without the placement, which a failed or skipped row
+ * may not know (threads 0 when the engine never started). */
+static int same_loose_key(const run_row *a, const run_row *b)
+{
+    return !strcmp(a->backend, b->backend) && !strcmp(a->workload, b->workload) &&
+           !strcmp(a->precision, b->precision) && a->batch_size == b->batch_size;
+}
+
+static void describe_row(const run_row *r, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s %s %s batch=%d threads=%d devices=%d", r->backend, r->workload,
+             r->precision, r->batch_size, r->threads, r->devices);
+}
+
+static int push_sample(run_row *r, double v)
+{
+    if (r->n_samples == r->samples_cap) {
+        int bigger = r->samples_cap ? 2 * r->samples_cap : 16;
+        double *nv = realloc(r->samples, sizeof(double) * (size_t)bigger);
+        if (!nv)
+            return -1;
+        r->samples = nv;
+        r->samples_cap = bigger;
+    }
+    r->samples[r->n_samples++] = v;
+    return 0;
+}
+
+static int read_summary(run_files *run, char *err, size_t err_len)
+{
+    if (csv_read(run->summary_path, &run->summary, err, err_len) != 0)
+        return -1;
+    field_reader r = {&run->summary, run->summary_path, err, err_len, 0};
+    key_columns k = find_key_columns(&r);
+    int ips = need_column(&r, "images_per_second");
+    int secs = need_column(&r, "epoch_seconds_median");
+    int acc = need_column(&r, "final_test_accuracy");
+    int loss = need_column(&r, "final_train_loss");
+    if (r.failed)
+        return -1;
+    /* Optional: without them the numerics check says it cannot tell. */
+    int message = csv_column(&run->summary, "message");
+    int optimizer = csv_column(&run->summary, "optimizer");
+    int cpu = csv_column(&run->summary, "cpu_model");
+    int epochs = csv_column(&run->summary, "epochs");
+    int images = csv_column(&run->summary, "images_per_epoch");
+
+    run->rows = calloc((size_t)run->summary.n_rows + 1, sizeof(run_row));
+    if (!run->rows) {
+        snprintf(err, err_len, "%s: out of memory", run->summary_path);
+        return -1;
+    }
+    for (int i = 0; i < run->summary.n_rows && !r.failed; i++) {
+        run_row *row = &run->rows[run->n_rows];
+        row->backend = text_at(&r, i, k.backend);
+        row->workload = text_at(&r, i, k.workload);
+        row->precision = text_at(&r, i, k.precision);
+        row->batch_size = (int)integer_at(&r, i, k.batch_size);
+        row->threads = (int)integer_at(&r, i, k.threads);
+        row->devices = (int)integer_at(&r, i, k.devices);
+        row->status = text_at(&r, i, k.status);
+        row->message = text_at(&r, i, message);
+        row->optimizer = text_at(&r, i, optimizer);
+        row->cpu_model = text_at(&r, i, cpu);
+        row->epochs = (int)integer_at(&r, i, epochs);
+        row->images_per_epoch = integer_at(&r, i, images);
+        row->images_per_second = number_at(&r, i, ips);
+        row->epoch_seconds = number_at(&r, i, secs);
+        row->accuracy = number_at(&r, i, acc);
+        row->train_loss = number_at(&r, i, loss);
+        row->line = run->summary.lines[i];
+        if (r.failed)
+            break;
+        if (!*row->backend) {
+            snprintf(err, err_len, "%s:%d: empty backend name", run->summary_path, row->line);
+            return -1;
+        }
+        for (int j = 0; j < run->n_rows; j++)
+            if (same_key(&run->rows[j], row)) {
+                char name[512];
+                describe_row(row, name, sizeof name);
+                snprintf(err, err_len, "%s:%d: a second row for %.300s (the first is line %d)",
+                         run->summary_path, row->line, name, run->rows[j].line);
+                return -1;
+            }
+        run->n_rows++;
+    }
+    return r.failed ? -1 : 0;
+}
+
+static int read_epochs(run_files *run, char *err, size_t err_len)
+{
+    struct stat st;
+    if (stat(run->epochs_path, &st) != 0)
+        return 0; /* a summary on its own: no samples */
+    if (csv_read(run->epochs_path, &run->epochs, err, err_len) != 0)
+        return -1;
+    run->have_epochs = 1;
+    field_reader r = {&run->epochs, run->epochs_path, err, err_len, 0};
+    key_columns k = find_key_columns(&r);
+    int ips = need_column(&r, "images_per_second");
+    if (r.failed)
+        return -1;
+    int epoch_col = csv_column(&run->epochs, "epoch"); /* optional: warm-up unknown */
+    for (int i = 0; i < run->epochs.n_rows; i++) {
+        run_row e = {
+            .backend = text_at(&r, i, k.backend),
+            .workload = text_at(&r, i, k.workload),
+            .precision = text_at(&r, i, k.precision),
+            .batch_size = (int)integer_at(&r, i, k.batch_size),
+            .threads = (int)integer_at(&r, i, k.threads),
+            .devices = (int)integer_at(&r, i, k.devices),
+        };
+        double v = number_at(&r, i, ips);
+        long epoch = integer_at(&r, i, epoch_col);
+        if (r.failed)
+            return -1;
+        if (strcmp(text_at(&r, i, k.status), "ok") || !(v > 0))
+            continue;
+        for (int j = 0; j < run->n_rows; j++)
+            if (same_key(&run->rows[j], &e)) {
+                /* the summary's figures leave out warm-up epochs; so do the samples */
+                if (run->rows[j].epochs > 0 && epoch >= 1 &&
+                    epoch <= warmup_epochs(run->rows[j].epochs))
+                    break;
+                if (push_sample(&run->rows[j], v) != 0) {
+                    snprintf(err, err_len, "%s: out of memory", run->epochs_path);
+                    return -1;
+                }
+                break;
+            }
+    }
+    return 0;
+}
+
+/* Options that cannot change the trained numbers: where the results go,
+ * how often to repeat, what to print, and placement (threads and devices
+ * are part of the row's configuration already). */
+static const char *const not_training_options[] = {
+    "backend", "out", "repeat", "format", "profile-layers", "target-accuracy", "threads",
+    "device", "cuda-graph", "data-on-device", "list", "help", NULL,
+};
+
+static int cmp_strings(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Decodes one JSON string literal at *p (just past its opening quote) in
+ * place; returns its start, or NULL when malformed. */
+static char *json_string_in_place(char **p)
+{
+    char *s = *p, *w = *p;
+    while (*s && *s != '"') {
+        if (*s != '\\') {
+            *w++ = *s++;
+            continue;
+        }
+        s++;
+        switch (*s) {
+        case 'n': *w++ = '\n'; break;
+        case 't': *w++ = '\t'; break;
+        case 'r': *w++ = '\r'; break;
+        case 'b': *w++ = '\b'; break;
+        case 'f': *w++ = '\f'; break;
+        case 'u':
+            /* non-ASCII only matters for equality: keep the escape as is */
+            *w++ = '\\';
+            *w++ = 'u';
+            for (int i = 1; i <= 4 && s[i]; i++)
+                *w++ = s[i];
+            for (int i = 0; i < 4 && s[1]; i++)
+                s++;
+            break;
+        case 0: return NULL;
+        default: *w++ = *s; break;
+        }
+        s++;
+    }
+    if (*s != '"')
+        return NULL;
+    char *start = *p;
+    *p = s + 1;
+    *w = 0;
+    return start;
+}
+
+static void skip_space(char **p)
+{
+    while (**p == ' ' || **p == '\n' || **p == '\t' || **p == '\r')
+        (*p)++;
+}
+
+static int is_training_option(const char *name)
+{
+    for (const char *const *o = not_training_options; *o; o++)
+        if (!strcmp(name, *o))
+            return 0;
+    return 1;
+}
+
+static int add_setting(run_files *run, int *cap, const char *name, size_t name_len,
+                       const char *value)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%.*s", (int)name_len, name);
+    if (!is_training_option(key))
+        return 0;
+    size_t len = strlen(key) + strlen(value) + 2;
+    char *s = malloc(len);
+    if (!s)
+        return -1;
+    snprintf(s, len, "%s=%s", key, value);
+    /* the last of a repeated option wins, as with getopt */
+    for (int i = 0; i < run->n_settings; i++)
+        if (!strncmp(run->settings[i], s, strlen(key) + 1)) {
+            free(run->settings[i]);
+            run->settings[i] = s;
+            return 0;
+        }
+    return push_pointer((void ***)&run->settings, &run->n_settings, cap, s);
+}
+
+/* The training options of the run's command line, from system.json:
+ * "--name value" and "--name=value" alike, less the ones listed above. */
+static void read_settings(run_files *run)
+{
+    char err[PATH_LEN + 128];
+    size_t len;
+    char *text = read_whole_file(run->system_path, &len, err, sizeof err);
+    if (!text) {
+        snprintf(run->settings_why, sizeof run->settings_why, "no readable system.json");
+        return;
+    }
+    run->settings_text = text;
+    char *p = strstr(text, "\"command_line\"");
+    if (p) {
+        p += strlen("\"command_line\"");
+        skip_space(&p);
+    }
+    if (!p || *p++ != ':' || (skip_space(&p), *p++ != '[')) {
+        snprintf(run->settings_why, sizeof run->settings_why, "no command_line in system.json");
+        return;
+    }
+    char *args[1024];
+    int n = 0;
+    for (;;) {
+        skip_space(&p);
+        if (*p == ']')
+            break;
+        char *s = *p == '"' ? (p++, json_string_in_place(&p)) : NULL;
+        if (!s || n == (int)(sizeof args / sizeof args[0])) {
+            snprintf(run->settings_why, sizeof run->settings_why,
+                     "unreadable command_line in system.json");
+            return;
+        }
+        args[n++] = s;
+        skip_space(&p);
+        if (*p == ',')
+            p++;
+    }
+    int cap = 0;
+    /* args[0] is the program's path, which says nothing about training */
+    for (int i = 1; i < n; i++) {
+        int ok;
+        if (!strncmp(args[i], "--", 2)) {
+            const char *name = args[i] + 2, *eq = strchr(name, '=');
+            if (eq)
+                ok = add_setting(run, &cap, name, (size_t)(eq - name), eq + 1);
+            else if (i + 1 < n && strncmp(args[i + 1], "--", 2))
+                ok = add_setting(run, &cap, name, strlen(name), args[++i]);
+            else
+                ok = add_setting(run, &cap, name, strlen(name), "");
+        } else {
+            ok = add_setting(run, &cap, "argument", 8, args[i]);
+        }
+        if (ok != 0) {
+            snprintf(run->settings_why, sizeof run->settings_why, "out of memory");
+            return;
+        }
+    }
+    qsort(run->settings, (size_t)run->n_settings, sizeof(char *), cmp_strings);
+    run->have_settings = 1;
+}
+
+/* BASE and NEW may each be a run directory or a summary.csv. */
+static int open_run(run_files *run, const char *label, const char *arg, char *err,
+                    size_t err_len)
+{
+    memset(run, 0, sizeof *run);
+    run->label = label;
+    struct stat st;
+    if (strlen(arg) >= PATH_LEN) {
+        snprintf(err, err_len, "%s: path too long", label);
+        return -1;
+    }
+    if (stat(arg, &st) != 0) {
+        snprintf(err, err_len, "%s: cannot open %s: %s", label, arg, strerror(errno));
+        return -1;
+    }
+    char dir[PATH_LEN];
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(dir, sizeof dir, "%s", arg);
+        snprintf(run->summary_path, sizeof run->summary_path, "%s/summary.csv", dir);
+    } else {
+        snprintf(run->summary_path, sizeof run->summary_path, "%s", arg);
+        const char *slash = strrchr(arg, '/');
+        if (slash)
+            snprintf(dir, sizeof dir, "%.*s", (int)(slash - arg), arg);
+        else
+            snprintf(dir, sizeof dir, ".");
+    }
+    snprintf(run->epochs_path, sizeof run->epochs_path, "%s/epochs.csv", dir);
+    snprintf(run->system_path, sizeof run->system_path, "%s/system.json", dir);
+    char why[2 * PATH_LEN + 1024];
+    if (read_summary(run, why, sizeof why) != 0 || read_epochs(run, why, sizeof why) != 0) {
+        snprintf(err, err_len, "%s: %.4000s", label, why);
+        return -1;
+    }
+    read_settings(run);
+    return 0;
+}
+
+static void close_run(run_files *run)
+{
+    for (int i = 0; i < run->n_rows; i++)
+        free(run->rows[i].samples);
+    free(run->rows);
+    for (int i = 0; i < run->n_settings; i++)
+        free(run->settings[i]);
+    free(run->settings);
+    free(run->settings_text);
+    csv_free(&run->summary);
+    csv_free(&run->epochs);
+}
+
+/* ---- judging ---------------------------------------------------------------- */
+
+typedef struct compare_options {
+    double max_slowdown_pct;
+    double max_accuracy_drop_points;
+    double alpha;
+    double loss_tolerance;
+    int numerics_gate;
+    const char *relative_to; /* NULL: absolute images/s */
+} compare_options;
+
+typedef struct tally {
+    int regressions, numerics, notes, compared;
+    FILE *findings; /* printed after the table */
+} tally;
+
+static int is_ok(const run_row *r) { return !strcmp(r->status, "ok"); }
+static int is_skipped(const run_row *r) { return !strcmp(r->status, "skipped"); }
+
+static void finding(tally *t, const char *kind, const char *row, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void finding(tally *t, const char *kind, const char *row, const char *fmt, ...)
+{
+    if (!strcmp(kind, "REGRESSION"))
+        t->regressions++;
+    else if (!strcmp(kind, "NUMERICS"))
+        t->numerics++;
+    else
+        t->notes++;
+    FILE *f = t->findings ? t->findings : stdout;
+    fprintf(f, "%-10s %s: ", kind, row);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+}
+
+/* The reference row for --relative-to: same workload and batch, ok. */
+static const run_row *reference_row(const run_files *run, const char *ref, const run_row *like)
+{
+    for (int i = 0; i < run->n_rows; i++) {
+        const run_row *r = &run->rows[i];
+        if (!strcmp(r->backend, ref) && !strcmp(r->workload, like->workload) &&
+            r->batch_size == like->batch_size && is_ok(r) && r->images_per_second > 0 &&
+            r->epoch_seconds > 0)
+            return r;
+    }
+    return NULL;
+}
+
+/* Why two ok rows' final train losses need not be equal, or NULL when they
+ * must be (same seed, settings, epochs and CPU). */
+static const char *numerics_incomparable(const run_files *base, const run_files *next,
+                                         const run_row *b, const run_row *n, char *why,
+                                         size_t len)
+{
+    if (!base->have_settings || !next->have_settings) {
+        snprintf(why, len, "training options unknown: %.160s",
+                 base->have_settings ? next->settings_why : base->settings_why);
+        return why;
+    }
+    int i = 0, j = 0;
+    while (i < base->n_settings || j < next->n_settings) {
+        int c = i == base->n_settings   ? 1
+                : j == next->n_settings ? -1
+                                        : strcmp(base->settings[i], next->settings[j]);
+        if (c == 0) {
+            i++, j++;
+            continue;
+        }
+        const char *s = c < 0 ? base->settings[i] : next->settings[j];
+        snprintf(why, len, "training options differ: --%.160s only in %s", s,
+                 c < 0 ? base->label : next->label);
+        return why;
+    }
+    if (b->epochs < 0 || n->epochs < 0 || b->images_per_epoch < 0 || n->images_per_epoch < 0) {
+        snprintf(why, len, "epochs or images_per_epoch not recorded");
+        return why;
+    }
+    if (b->epochs != n->epochs || b->images_per_epoch != n->images_per_epoch) {
+        snprintf(why, len, "different length: %d x %ld images vs %d x %ld", b->epochs,
+                 b->images_per_epoch, n->epochs, n->images_per_epoch);
+        return why;
+    }
+    if (strcmp(b->optimizer, n->optimizer)) {
+        snprintf(why, len, "different optimizer");
+        return why;
+    }
+    if (!*b->cpu_model || strcmp(b->cpu_model, n->cpu_model)) {
+        snprintf(why, len, "different or unknown CPU model (libraries pick other kernels)");
+        return why;
+    }
+    return NULL;
+}
+
+static void table_row(const char *config, const char *metric, const char *base,
+                      const char *next, const char *change, const char *verdict)
+{
+    printf("| %s | %s | %s | %s | %s | %s |\n", config, metric, base, next, change, verdict);
+}
+
+static void judge_pair(const compare_options *o, const run_files *base, const run_files *next,
+                       const run_row *b, const run_row *n, tally *t)
+{
+    char name[512], cell_b[64], cell_n[64], change[64], verdict[256];
+    describe_row(n, name, sizeof name);
+    t->compared++;
+
+    /* speed */
+    const char *metric = "images/s";
+    char metric_buf[96];
+    double fig_b = b->images_per_second, fig_n = n->images_per_second;
+    double sec_b = b->epoch_seconds, sec_n = n->epoch_seconds;
+    double scale_b = 1, scale_n = 1;
+    int speed_known = fig_b > 0 && fig_n > 0;
+    const char *speed_why = "no images/s figure";
+    int is_reference = o->relative_to && !strcmp(b->backend, o->relative_to);
+    if (o->relative_to && !is_reference) {
+        snprintf(metric_buf, sizeof metric_buf, "images/s / %s", o->relative_to);
+        metric = metric_buf;
+        const run_row *rb = reference_row(base, o->relative_to, b);
+        const run_row *rn = reference_row(next, o->relative_to, n);
+        if (!rb || !rn) {
+            speed_known = 0;
+            speed_why = !rb ? "no ok reference row in BASE" : "no ok reference row in NEW";
+        } else {
+            scale_b = rb->images_per_second;
+            scale_n = rn->images_per_second;
+            fig_b /= scale_b;
+            fig_n /= scale_n;
+            sec_b /= rb->epoch_seconds;
+            sec_n /= rn->epoch_seconds;
+        }
+    }
+    if (is_reference) {
+        snprintf(cell_b, sizeof cell_b, "%.1f", fig_b);
+        snprintf(cell_n, sizeof cell_n, "%.1f", fig_n);
+        snprintf(change, sizeof change, "%.3f", fig_n / fig_b);
+        table_row(name, metric, cell_b, cell_n, change, "reference (not judged)");
+    } else if (!speed_known) {
+        table_row(name, metric, "-", "-", "-", speed_why);
+        finding(t, "NOTE", name, "speed not compared: %s", speed_why);
+    } else {
+        double *sb = malloc(sizeof(double) * (size_t)(b->n_samples + 1));
+        double *sn = malloc(sizeof(double) * (size_t)(n->n_samples + 1));
+        int nb = sb ? b->n_samples : 0, nn = sn ? n->n_samples : 0;
+        for (int i = 0; i < nb; i++)
+            sb[i] = b->samples[i] / scale_b;
+        for (int i = 0; i < nn; i++)
+            sn[i] = n->samples[i] / scale_n;
+        speed_verdict v = judge_speed(fig_b, fig_n, sb, nb, sn, nn, o->max_slowdown_pct, o->alpha);
+        free(sb);
+        free(sn);
+        const char *fmt = o->relative_to ? "%.4f" : "%.1f";
+        snprintf(cell_b, sizeof cell_b, fmt, fig_b);
+        snprintf(cell_n, sizeof cell_n, fmt, fig_n);
+        snprintf(change, sizeof change, "%.3f", fig_n / fig_b);
+        char test[160];
+        if (v.u_test_used)
+            snprintf(test, sizeof test, "U test p=%.4f, %d vs %d samples", v.p, nb, nn);
+        else
+            snprintf(test, sizeof test, "threshold alone: %d vs %d samples are too few for the U test",
+                     nb, nn);
+        const char *word = v.slowdown_pct >= 0 ? "slower" : "faster";
+        double size = v.slowdown_pct >= 0 ? v.slowdown_pct : (fig_b / fig_n - 1) * -100;
+        snprintf(verdict, sizeof verdict, "%s%.1f%% %s (%s)", v.regression ? "REGRESSION " : "",
+                 size, word, test);
+        table_row(name, metric, cell_b, cell_n, change, verdict);
+        if (v.regression)
+            finding(t, "REGRESSION", name, "%s %.1f%% slower, beyond the %g%% limit (%s)", metric,
+                    v.slowdown_pct, o->max_slowdown_pct, test);
+    }
+    if (sec_b > 0 && sec_n > 0 && (speed_known || is_reference)) {
+        const char *fmt = o->relative_to && !is_reference ? "%.4f" : "%.3f";
+        snprintf(cell_b, sizeof cell_b, fmt, sec_b);
+        snprintf(cell_n, sizeof cell_n, fmt, sec_n);
+        snprintf(change, sizeof change, "%.3f", sec_n / sec_b);
+        snprintf(metric_buf, sizeof metric_buf, "s/epoch%s%s", o->relative_to && !is_reference ? " / " : "",
+                 o->relative_to && !is_reference ? o->relative_to : "");
+        table_row("", metric_buf, cell_b, cell_n, change,
+                  b->images_per_epoch == n->images_per_epoch ? "shown, not judged"
+                                                             : "different epoch sizes");
+    }
+
+    /* accuracy, in percentage points */
+    double drop = (b->accuracy - n->accuracy) * 100;
+    snprintf(cell_b, sizeof cell_b, "%.4f", b->accuracy);
+    snprintf(cell_n, sizeof cell_n, "%.4f", n->accuracy);
+    snprintf(change, sizeof change, "%+.2f pt", -drop);
+    if (isfinite(b->accuracy) && !isfinite(n->accuracy)) {
+        table_row("", "test accuracy", cell_b, cell_n, "-", "REGRESSION: no accuracy in NEW");
+        finding(t, "REGRESSION", name, "test accuracy missing in NEW (was %.4f)", b->accuracy);
+    } else if (drop > o->max_accuracy_drop_points) {
+        snprintf(verdict, sizeof verdict, "REGRESSION: %.2f points lower", drop);
+        table_row("", "test accuracy", cell_b, cell_n, change, verdict);
+        finding(t, "REGRESSION", name,
+                "test accuracy %.4f -> %.4f, %.2f points lower, beyond the %g point limit",
+                b->accuracy, n->accuracy, drop, o->max_accuracy_drop_points);
+    } else {
+        table_row("", "test accuracy", cell_b, cell_n, change, "ok");
+    }
+
+    /* train loss: deterministic for the same seed and settings */
+    snprintf(cell_b, sizeof cell_b, "%.6f", b->train_loss);
+    snprintf(cell_n, sizeof cell_n, "%.6f", n->train_loss);
+    snprintf(change, sizeof change, "%.6f", n->train_loss / b->train_loss);
+    char why[256];
+    const char *incomparable = numerics_incomparable(base, next, b, n, why, sizeof why);
+    double diff = fabs(n->train_loss - b->train_loss);
+    /* the CSV prints 6 decimals: allow one unit of the last digit as well */
+    int changed = !(diff <= o->loss_tolerance * fabs(b->train_loss) + 1e-6);
+    if (!changed) {
+        table_row("", "train loss", cell_b, cell_n, change, diff == 0 ? "identical" : "same");
+    } else if (incomparable) {
+        snprintf(verdict, sizeof verdict, "differs; not judged (%.200s)", incomparable);
+        table_row("", "train loss", cell_b, cell_n, change, verdict);
+    } else {
+        snprintf(verdict, sizeof verdict, "CHANGED NUMERICS%s",
+                 o->numerics_gate ? "" : " (reported, not gated)");
+        table_row("", "train loss", cell_b, cell_n, change, verdict);
+        finding(t, o->numerics_gate ? "NUMERICS" : "NOTE", name,
+                "final train loss %.6f -> %.6f (relative change %.2e, tolerance %.0e) with the same "
+                "seed, options, epochs and CPU: the arithmetic changed",
+                b->train_loss, n->train_loss, diff / fabs(b->train_loss), o->loss_tolerance);
+    }
+}
+
+static void judge_status(const run_row *b, const run_row *n, tally *t)
+{
+    char name[512];
+    describe_row(is_ok(b) ? b : n, name, sizeof name);
+    t->compared++;
+    table_row(name, "status", b->status, n->status, "-",
+              is_ok(b) && !is_skipped(n) ? "REGRESSION" : "not compared");
+    if (is_ok(b) && is_skipped(n))
+        finding(t, "NOTE", name, "skipped in NEW (%s); not compared", n->message);
+    else if (is_ok(b))
+        finding(t, "REGRESSION", name, "ok in BASE, %s in NEW: %s", n->status,
+                *n->message ? n->message : "(no message)");
+    else if (is_ok(n))
+        finding(t, "NOTE", name, "%s in BASE, ok in NEW", b->status);
+    else
+        finding(t, "NOTE", name, "%s in BASE, %s in NEW", b->status, n->status);
+}
+
+static void print_samples_line(const run_files *run)
+{
+    int lo = -1, hi = -1;
+    for (int i = 0; i < run->n_rows; i++) {
+        int s = run->rows[i].n_samples;
+        if (!is_ok(&run->rows[i]))
+            continue;
+        lo = lo < 0 || s < lo ? s : lo;
+        hi = s > hi ? s : hi;
+    }
+    printf("%-4s %s (%d rows; ", run->label, run->summary_path, run->n_rows);
+    if (!run->have_epochs)
+        printf("no epochs.csv beside it, so no samples for the U test)\n");
+    else if (lo == hi)
+        printf("%d per-epoch samples per row)\n", lo < 0 ? 0 : lo);
+    else
+        printf("%d to %d per-epoch samples per row)\n", lo, hi);
+}
+
+static int compare_runs(const compare_options *o, run_files *base, run_files *next)
+{
+    if (o->relative_to) {
+        for (int s = 0; s < 2; s++) {
+            const run_files *run = s ? next : base;
+            int found = 0;
+            for (int i = 0; i < run->n_rows; i++)
+                found |= !strcmp(run->rows[i].backend, o->relative_to);
+            if (!found) {
+                fprintf(stderr, "bench compare: --relative-to %s: %s has no %s row\n",
+                        o->relative_to, run->summary_path, o->relative_to);
+                return 2;
+            }
+        }
+    }
+    /* Pair exactly first, then by the loose key when a row did not run. */
+    int *partner = malloc(sizeof(int) * (size_t)(base->n_rows + 1));
+    if (!partner) {
+        fprintf(stderr, "bench compare: out of memory\n");
+        return 2;
+    }
+    for (int i = 0; i < base->n_rows; i++) {
+        partner[i] = -1;
+        for (int j = 0; j < next->n_rows && partner[i] < 0; j++)
+            if (!next->rows[j].paired && same_key(&base->rows[i], &next->rows[j])) {
+                partner[i] = j;
+                next->rows[j].paired = base->rows[i].paired = 1;
+            }
+    }
+    for (int i = 0; i < base->n_rows; i++)
+        for (int j = 0; j < next->n_rows && partner[i] < 0; j++) {
+            run_row *b = &base->rows[i], *n = &next->rows[j];
+            if (!n->paired && same_loose_key(b, n) && (!is_ok(b) || !is_ok(n))) {
+                partner[i] = j;
+                n->paired = b->paired = 1;
+            }
+        }
+    int pairs = 0;
+    for (int i = 0; i < base->n_rows; i++)
+        pairs += partner[i] >= 0;
+    if (pairs == 0) {
+        fprintf(stderr,
+                "bench compare: no common rows: %s and %s share no backend, workload, "
+                "precision, batch_size, threads and devices\n",
+                base->summary_path, next->summary_path);
+        free(partner);
+        return 2;
+    }
+
+    print_samples_line(base);
+    print_samples_line(next);
+    if (o->relative_to)
+        printf("speed: images/s divided by %s's images/s in the same run, so machine speed cancels\n",
+               o->relative_to);
+    printf("limits: %g%% slowdown (and U test alpha %g when the samples allow), %g percentage points of "
+           "test accuracy, numerics %s\n\n",
+           o->max_slowdown_pct, o->alpha, o->max_accuracy_drop_points,
+           o->numerics_gate ? "gated" : "reported only");
+    printf("| configuration | metric | BASE | NEW | NEW/BASE | verdict |\n");
+    printf("|---|---|---:|---:|---:|---|\n");
+
+    /* The table first; the findings gathered meanwhile follow it. */
+    char *findings_text = NULL;
+    size_t findings_len = 0;
+    tally t = {0};
+    t.findings = open_memstream(&findings_text, &findings_len);
+    for (int i = 0; i < base->n_rows; i++) {
+        if (partner[i] < 0)
+            continue;
+        const run_row *b = &base->rows[i], *n = &next->rows[partner[i]];
+        if (is_ok(b) && is_ok(n))
+            judge_pair(o, base, next, b, n, &t);
+        else
+            judge_status(b, n, &t);
+    }
+    for (int s = 0; s < 2; s++) {
+        const run_files *run = s ? next : base;
+        for (int i = 0; i < run->n_rows; i++) {
+            const run_row *r = &run->rows[i];
+            if (r->paired)
+                continue;
+            char name[512];
+            describe_row(r, name, sizeof name);
+            finding(&t, "NOTE", name, "only in %s (%s); not compared", run->label, r->status);
+        }
+    }
+    if (t.findings && fclose(t.findings) == 0 && findings_len) {
+        printf("\n");
+        fwrite(findings_text, 1, findings_len, stdout);
+    }
+    free(findings_text);
+    free(partner);
+    int rc = t.regressions || t.numerics ? 1 : 0;
+    printf("\ncompare: %d configuration%s compared, %d regression%s, %d numerics change%s, "
+           "%d note%s -> exit %d\n",
+           t.compared, t.compared == 1 ? "" : "s", t.regressions, t.regressions == 1 ? "" : "s",
+           t.numerics, t.numerics == 1 ? "" : "s", t.notes, t.notes == 1 ? "" : "s", rc);
+    return rc;
+}
+
+/* ---- command line ------------------------------------------------------------ */
+
+static void compare_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: ./bench compare [options] BASE NEW\n"
+        "\n"
+        "Compares two runs, each a run directory or its summary.csv, row by row:\n"
+        "rows are joined on backend, workload, precision, batch_size, threads and\n"
+        "devices. For each it prints images/s, s/epoch, final test accuracy and\n"
+        "final train loss, BASE against NEW, and judges them.\n"
+        "\n"
+        "  --max-slowdown PCT       images/s lower by more than PCT percent (NEW\n"
+        "                           taking PCT%% longer per image) regressed\n"
+        "                           (default 10)\n"
+        "  --max-accuracy-drop PTS  final test accuracy lower by more than PTS\n"
+        "                           percentage points regressed (default 1.0)\n"
+        "  --relative-to BACKEND    judge each row's images/s divided by BACKEND's\n"
+        "                           images/s in the same run, so the machine's speed\n"
+        "                           cancels (CI uses --relative-to naive); BACKEND's\n"
+        "                           own speed is then shown, not judged\n"
+        "  --alpha A                significance level of the U test (default 0.05)\n"
+        "  --loss-tolerance REL     relative change of final train loss still counted\n"
+        "                           as the same numerics, on top of one unit of the\n"
+        "                           CSV's sixth decimal (default 1e-6)\n"
+        "  --numerics gate|report   whether changed numerics fail the comparison\n"
+        "                           (gate, the default) or are only reported\n"
+        "  --help                   this text\n"
+        "\n"
+        "Speed: a slowdown regresses only when the figures (summary.csv, from the\n"
+        "median epoch) differ by more than --max-slowdown and, when both runs\n"
+        "have enough per-epoch samples in epochs.csv, a two-sided Mann-Whitney U\n"
+        "test (normal approximation with tie and continuity corrections) finds\n"
+        "the samples different at --alpha. When the samples are too few for the\n"
+        "test ever to reach --alpha (3 against 3 or 4 with 0.05; 4 against 4 is\n"
+        "enough) the threshold alone decides, and the table says so.\n"
+        "\n"
+        "Numerics: the final train loss is deterministic for one seed, so a change\n"
+        "beyond --loss-tolerance is CHANGED NUMERICS when both rows ran the same\n"
+        "training options (system.json's command line, less --out, --repeat,\n"
+        "--backend and other options that cannot change the numbers), the same\n"
+        "epochs, images per epoch and optimizer, on the same CPU model. Otherwise\n"
+        "the difference is shown and not judged.\n"
+        "\n"
+        "Status: a row ok in BASE that failed, diverged or was interrupted in NEW\n"
+        "regressed; a row skipped in NEW, or in only one run, is a note (that\n"
+        "machine or build cannot run it), never a failure.\n"
+        "\n"
+        "Exit status: 0 nothing regressed, 1 a regression or changed numerics,\n"
+        "2 unusable input (a missing file, a bad CSV line, a missing column, no\n"
+        "common rows), with the file and line named.\n");
+}
+
+static int option_number(const char *flag, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "bench compare: %s expects a number from %g to %g, got '%s'\n", flag, lo,
+                hi, s);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+int compare_main(int argc, char **argv)
+{
+    compare_options o = {
+        .max_slowdown_pct = 10,
+        .max_accuracy_drop_points = 1.0,
+        .alpha = 0.05,
+        .loss_tolerance = 1e-6,
+        .numerics_gate = 1,
+    };
+    enum { O_SLOW = 256, O_ACC, O_REL, O_ALPHA, O_LOSS, O_NUMERICS, O_HELP };
+    static const struct option options[] = {
+        {"max-slowdown", required_argument, 0, O_SLOW},
+        {"max-accuracy-drop", required_argument, 0, O_ACC},
+        {"relative-to", required_argument, 0, O_REL},
+        {"alpha", required_argument, 0, O_ALPHA},
+        {"loss-tolerance", required_argument, 0, O_LOSS},
+        {"numerics", required_argument, 0, O_NUMERICS},
+        {"help", no_argument, 0, O_HELP},
+        {0, 0, 0, 0},
+    };
+    opterr = 0;
+    optind = 1;
+    int c, rc = 0;
+    while (rc == 0 && (c = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+        switch (c) {
+        case O_SLOW: rc = option_number("--max-slowdown", optarg, 0, 1e6, &o.max_slowdown_pct); break;
+        case O_ACC:
+            rc = option_number("--max-accuracy-drop", optarg, 0, 100, &o.max_accuracy_drop_points);
+            break;
+        case O_REL: o.relative_to = optarg; break;
+        case O_ALPHA: rc = option_number("--alpha", optarg, 1e-12, 0.5, &o.alpha); break;
+        case O_LOSS: rc = option_number("--loss-tolerance", optarg, 0, 1, &o.loss_tolerance); break;
+        case O_NUMERICS:
+            if (!strcmp(optarg, "gate") || !strcmp(optarg, "report"))
+                o.numerics_gate = !strcmp(optarg, "gate");
+            else {
+                fprintf(stderr, "bench compare: --numerics expects gate or report, got '%s'\n",
+                        optarg);
+                rc = 2;
+            }
+            break;
+        case O_HELP: compare_usage(stdout); return 0;
+        case ':':
+            fprintf(stderr, "bench compare: %s needs a value (see ./bench compare --help)\n",
+                    argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "bench compare: unknown option '%s' (see ./bench compare --help)\n",
+                    argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (rc)
+        return rc;
+    if (argc - optind != 2) {
+        fprintf(stderr, "bench compare: expects two runs, BASE and NEW (see ./bench compare --help)\n");
+        return 2;
+    }
+    run_files base, next;
+    char err[2 * PATH_LEN];
+    if (open_run(&base, "BASE", argv[optind], err, sizeof err) != 0) {
+        fprintf(stderr, "bench compare: %s\n", err);
+        close_run(&base);
+        return 2;
+    }
+    if (open_run(&next, "NEW", argv[optind + 1], err, sizeof err) != 0) {
+        fprintf(stderr, "bench compare: %s\n", err);
+        close_run(&base);
+        close_run(&next);
+        return 2;
+    }
+    rc = compare_runs(&o, &base, &next);
+    close_run(&base);
+    close_run(&next);
+    return rc;
+}
