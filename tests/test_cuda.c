@@ -146,8 +146,10 @@ static void gemm_reference(const gemm_args *g, const float *A, const float *B, f
         for (int i = 0; i < g->m; i++) {
             double sum = 0;
             for (int l = 0; l < g->k; l++) {
-                const float a = g->transpose_a ? A[l + (size_t)i * g->lda] : A[i + (size_t)l * g->lda];
-                const float b = g->transpose_b ? B[j + (size_t)l * g->ldb] : B[l + (size_t)j * g->ldb];
+                const float a =
+                    g->transpose_a ? A[l + (size_t)i * g->lda] : A[i + (size_t)l * g->lda];
+                const float b =
+                    g->transpose_b ? B[j + (size_t)l * g->ldb] : B[l + (size_t)j * g->ldb];
                 sum += (double)a * b;
             }
             C[i + (size_t)j * g->ldc] = (float)sum;
@@ -248,10 +250,7 @@ static void test_loss_scaling(void **state)
 /* ---------------------------------------------------------------------- */
 /* CPU: probe, library versions, and what ./bench does with them           */
 
-static int gpu_present(char *why, size_t len)
-{
-    return cuda()->probe(why, len);
-}
+static int gpu_present(char *why, size_t len) { return cuda()->probe(why, len); }
 
 static void test_probe(void **state)
 {
@@ -341,8 +340,8 @@ static engine_config make_config(int batch, optimizer_kind kind, precision prec)
     engine_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.batch_size = batch;
-    cfg.opt = (optimizer_config){kind, kind == OPT_ADAM ? 0.001f : 0.01f, 0.9f, 5e-4f,
-                                 0.9f, 0.999f, 1e-8f};
+    cfg.opt = (optimizer_config){kind, kind == OPT_ADAM ? 0.001f : 0.01f, 0.9f, 5e-4f, 0.9f, 0.999f,
+                                 1e-8f};
     cfg.threads = 1;
     cfg.precision = prec;
     cfg.cuda_graph = 1;
@@ -466,13 +465,12 @@ static void compare_to_reference(const run *ref, const run *got, double rel, dou
     double worst = 0;
     int worst_step = 0;
     for (int s = 0; s <= got->steps; s++) {
-        const double d = fabs(got->losses[s] - ref->losses[s]) /
-                         fmax(fabs(ref->losses[s]), abs_floor);
+        const double d =
+            fabs(got->losses[s] - ref->losses[s]) / fmax(fabs(ref->losses[s]), abs_floor);
         if (d > worst)
             worst = d, worst_step = s;
     }
-    const double pd =
-        max_rel_diff(got->params, ref->params, param_count(got->workload), 1e-2);
+    const double pd = max_rel_diff(got->params, ref->params, param_count(got->workload), 1e-2);
     print_message("%s: worst loss difference %.3g (step %d: %.6f vs %.6f), parameters %.3g, "
                   "correct %ld vs %ld; %s\n",
                   got->workload, worst, worst_step, got->losses[worst_step],
@@ -484,8 +482,7 @@ static void compare_to_reference(const run *ref, const run *got, double rel, dou
     if (pd > param_rel)
         fail_msg("final parameters differ by %.3g > %.3g", pd, param_rel);
     if (labs(correct(&got->eval) - correct(&ref->eval)) > accuracy_slack)
-        fail_msg("%ld test images right, reference %ld", correct(&got->eval),
-                 correct(&ref->eval));
+        fail_msg("%ld test images right, reference %ld", correct(&got->eval), correct(&ref->eval));
 }
 
 /* fp32 with deterministic cuDNN algorithms and no TF32 differs from the
@@ -493,7 +490,9 @@ static void compare_to_reference(const run *ref, const run *got, double rel, dou
  * steps, the parameters within 1e-3. */
 static void check_fp32(const char *wname, optimizer_kind kind, int batch, int steps)
 {
-    run ref = {.workload = wname, .cfg = make_config(batch, kind, PREC_FP32), .steps = steps,
+    run ref = {.workload = wname,
+               .cfg = make_config(batch, kind, PREC_FP32),
+               .steps = steps,
                .seed = 500 + (uint64_t)kind};
     run got = ref;
     train(naive(), &ref);
@@ -536,7 +535,9 @@ static void test_graph_and_staging_are_bitwise_equal(void **state)
     (void)state;
     need_gpu();
     const size_t n = param_count("lenet");
-    run base = {.workload = "lenet", .cfg = make_config(64, OPT_NESTEROV, PREC_FP32), .steps = 30,
+    run base = {.workload = "lenet",
+                .cfg = make_config(64, OPT_NESTEROV, PREC_FP32),
+                .steps = 30,
                 .seed = 600};
     run variants[3] = {base, base, base};
     variants[0].cfg.cuda_graph = 0;
@@ -577,8 +578,10 @@ static void test_graph_and_staging_are_bitwise_equal(void **state)
 static void check_low_precision(precision prec, double rel, double floor_)
 {
     const int steps = 50;
-    run ref = {.workload = "lenet", .cfg = make_config(64, OPT_NESTEROV, PREC_FP32),
-               .steps = steps, .seed = 700};
+    run ref = {.workload = "lenet",
+               .cfg = make_config(64, OPT_NESTEROV, PREC_FP32),
+               .steps = steps,
+               .seed = 700};
     train(naive(), &ref);
     run got = ref;
     got.cfg.precision = prec;

@@ -49,7 +49,7 @@
 #include "backends/engine.h"
 
 #define MAX_LAYERS WORKLOAD_MAX_LAYERS
-#define PARTIAL_PLANS 2                         /* cached plans for other batch sizes */
+#define PARTIAL_PLANS 2                          /* cached plans for other batch sizes */
 #define CONV_WORKSPACE_LIMIT ((size_t)512 << 20) /* per algorithm */
 #define CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 
@@ -143,8 +143,7 @@ static int fail(engine *e, const char *fmt, ...)
 }
 
 /* "file:line: function: reason"; only the function's name of the call. */
-static int call_failed(engine *e, const char *file, int line, const char *call,
-                       const char *reason)
+static int call_failed(engine *e, const char *file, int line, const char *call, const char *reason)
 {
     int name_len = (int)strcspn(call, "(");
     fail(e, "cuda: %s:%d: %.*s: %s", file, line, name_len, call, reason);
@@ -152,28 +151,28 @@ static int call_failed(engine *e, const char *file, int line, const char *call,
     return -1;
 }
 
-#define CK_CUDA(call)                                                                        \
-    do {                                                                                     \
-        cudaError_t ck_ = (call);                                                            \
-        if (ck_ != cudaSuccess)                                                              \
-            return call_failed(e, __FILE__, __LINE__, #call, cudaGetErrorString(ck_));       \
+#define CK_CUDA(call)                                                                              \
+    do {                                                                                           \
+        cudaError_t ck_ = (call);                                                                  \
+        if (ck_ != cudaSuccess)                                                                    \
+            return call_failed(e, __FILE__, __LINE__, #call, cudaGetErrorString(ck_));             \
     } while (0)
-#define CK_CUDNN(call)                                                                       \
-    do {                                                                                     \
-        cudnnStatus_t ck_ = (call);                                                          \
-        if (ck_ != CUDNN_STATUS_SUCCESS)                                                     \
-            return call_failed(e, __FILE__, __LINE__, #call, cudnnGetErrorString(ck_));      \
+#define CK_CUDNN(call)                                                                             \
+    do {                                                                                           \
+        cudnnStatus_t ck_ = (call);                                                                \
+        if (ck_ != CUDNN_STATUS_SUCCESS)                                                           \
+            return call_failed(e, __FILE__, __LINE__, #call, cudnnGetErrorString(ck_));            \
     } while (0)
-#define CK_CUBLAS(call)                                                                      \
-    do {                                                                                     \
-        cublasStatus_t ck_ = (call);                                                         \
-        if (ck_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            return call_failed(e, __FILE__, __LINE__, #call, cublasGetStatusString(ck_));    \
+#define CK_CUBLAS(call)                                                                            \
+    do {                                                                                           \
+        cublasStatus_t ck_ = (call);                                                               \
+        if (ck_ != CUBLAS_STATUS_SUCCESS)                                                          \
+            return call_failed(e, __FILE__, __LINE__, #call, cublasGetStatusString(ck_));          \
     } while (0)
-#define CK(expr)                                                                             \
-    do {                                                                                     \
-        if ((expr) != 0)                                                                     \
-            return -1;                                                                       \
+#define CK(expr)                                                                                   \
+    do {                                                                                           \
+        if ((expr) != 0)                                                                           \
+            return -1;                                                                             \
     } while (0)
 
 /* ------------------------------------------------------------------ probe */
@@ -213,9 +212,9 @@ static void library_info(char *buf, size_t len)
         snprintf(drv, sizeof drv, "driver %d.%d", driver / 1000, driver % 1000 / 10);
     else
         snprintf(drv, sizeof drv, "no driver");
-    snprintf(buf, len, "CUDA runtime %d.%d, cuDNN %zu.%zu.%zu, cuBLAS %d.%d.%d, %s",
-             runtime / 1000, runtime % 1000 / 10, dnn / 10000, dnn % 10000 / 100, dnn % 100,
-             blas[0], blas[1], blas[2], drv);
+    snprintf(buf, len, "CUDA runtime %d.%d, cuDNN %zu.%zu.%zu, cuBLAS %d.%d.%d, %s", runtime / 1000,
+             runtime % 1000 / 10, dnn / 10000, dnn % 10000 / 100, dnn % 100, blas[0], blas[1],
+             blas[2], drv);
     cudaGetLastError();
 }
 
@@ -333,22 +332,23 @@ static int ensure_capacity(engine *e, int steps)
 
 static const char *fwd_algo_name(int a)
 {
-    static const char *names[] = {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct",
-                                  "fft", "fft_tiling", "winograd", "winograd_nonfused"};
+    static const char *names[] = {
+        "implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling",
+        "winograd",      "winograd_nonfused"};
     return a >= 0 && a < 8 ? names[a] : "?";
 }
 
 static const char *bwd_data_algo_name(int a)
 {
-    static const char *names[] = {"algo0", "algo1", "fft", "fft_tiling", "winograd",
-                                  "winograd_nonfused"};
+    static const char *names[] = {"algo0",      "algo1",    "fft",
+                                  "fft_tiling", "winograd", "winograd_nonfused"};
     return a >= 0 && a < 6 ? names[a] : "?";
 }
 
 static const char *bwd_filter_algo_name(int a)
 {
-    static const char *names[] = {"algo0", "algo1", "fft", "algo3", "winograd",
-                                  "winograd_nonfused", "fft_tiling"};
+    static const char *names[] = {
+        "algo0", "algo1", "fft", "algo3", "winograd", "winograd_nonfused", "fft_tiling"};
     return a >= 0 && a < 7 ? names[a] : "?";
 }
 
@@ -391,24 +391,44 @@ static cudnnMathType_t chosen_math(const engine *e, const candidate *c)
 
 enum conv_direction { CONV_FWD, CONV_BWD_DATA, CONV_BWD_FILTER };
 
+/* FFT algorithms round more than the direct ones and build cuFFT plans
+ * behind the scenes (memory, and calls that may not be capturable): they
+ * are taken only when nothing else is offered. */
+static int is_fft(enum conv_direction dir, int algo)
+{
+    switch (dir) {
+    case CONV_FWD:
+        return algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
+               algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING;
+    case CONV_BWD_DATA:
+        return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
+               algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING;
+    case CONV_BWD_FILTER:
+        return algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
+               algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING;
+    }
+    return 0;
+}
+
 /* Asks cuDNN's heuristics (cudnnGetConvolution*Algorithm_v7, deterministic
- * for a given GPU and library, unlike the timing-based Find) for layer li's
- * algorithm in one direction, takes the first acceptable one, sets its math
- * type and adds its workspace to the plan. */
+ * for a given GPU and library, unlike the timing-based Find, whose choice
+ * could change from run to run) for layer li's algorithm in one direction,
+ * takes the first acceptable one in the heuristics' order (FFT ones last),
+ * sets its math type and adds its workspace to the plan. */
 static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir)
 {
     const layer *l = &e->w.layers[li];
     candidate cand[16];
     int got = 0;
-    cudnnConvolutionDescriptor_t conv =
-        dir == CONV_FWD ? p->fwd[li] : dir == CONV_BWD_DATA ? p->bwd_data[li] : p->bwd_filter[li];
+    cudnnConvolutionDescriptor_t conv = dir == CONV_FWD        ? p->fwd[li]
+                                        : dir == CONV_BWD_DATA ? p->bwd_data[li]
+                                                               : p->bwd_filter[li];
     CK_CUDNN(cudnnSetConvolutionMathType(conv, initial_math(e)));
     if (dir == CONV_FWD) {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        CK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(e->cudnn, p->in[li], e->filter[li], conv,
-                                                        p->out[li],
-                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
-                                                        perf));
+        CK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(
+            e->cudnn, p->in[li], e->filter[li], conv, p->out[li], CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+            &got, perf));
         for (int i = 0; i < got; i++)
             cand[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].determinism,
                                   perf[i].mathType, perf[i].memory};
@@ -429,46 +449,48 @@ static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir)
             cand[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].determinism,
                                   perf[i].mathType, perf[i].memory};
     }
-    for (int i = 0; i < got; i++) {
-        if (!acceptable(e, &cand[i]))
-            continue;
-        const cudnnMathType_t math = chosen_math(e, &cand[i]);
-        size_t bytes = 0;
-        cudnnStatus_t rc = cudnnSetConvolutionMathType(conv, math);
-        if (rc == CUDNN_STATUS_SUCCESS && dir == CONV_FWD)
-            rc = cudnnGetConvolutionForwardWorkspaceSize(e->cudnn, p->in[li], e->filter[li], conv,
-                                                         p->out[li],
-                                                         (cudnnConvolutionFwdAlgo_t)cand[i].algo,
-                                                         &bytes);
-        else if (rc == CUDNN_STATUS_SUCCESS && dir == CONV_BWD_DATA)
-            rc = cudnnGetConvolutionBackwardDataWorkspaceSize(
-                e->cudnn, e->filter[li], p->out[li], conv, p->in[li],
-                (cudnnConvolutionBwdDataAlgo_t)cand[i].algo, &bytes);
-        else if (rc == CUDNN_STATUS_SUCCESS)
-            rc = cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                e->cudnn, p->in[li], p->out[li], conv, e->filter[li],
-                (cudnnConvolutionBwdFilterAlgo_t)cand[i].algo, &bytes);
-        if (rc != CUDNN_STATUS_SUCCESS)
-            continue; /* this one does not fit these shapes after all: try the next */
-        if (dir == CONV_FWD) {
-            p->fwd_algo[li] = (cudnnConvolutionFwdAlgo_t)cand[i].algo;
-            p->fwd_math[li] = math;
-        } else if (dir == CONV_BWD_DATA) {
-            p->bwd_data_algo[li] = (cudnnConvolutionBwdDataAlgo_t)cand[i].algo;
-            p->bwd_data_math[li] = math;
-        } else {
-            p->bwd_filter_algo[li] = (cudnnConvolutionBwdFilterAlgo_t)cand[i].algo;
-            p->bwd_filter_math[li] = math;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < got; i++) {
+            if (!acceptable(e, &cand[i]) || is_fft(dir, cand[i].algo) != pass)
+                continue;
+            const cudnnMathType_t math = chosen_math(e, &cand[i]);
+            size_t bytes = 0;
+            cudnnStatus_t rc = cudnnSetConvolutionMathType(conv, math);
+            if (rc == CUDNN_STATUS_SUCCESS && dir == CONV_FWD)
+                rc = cudnnGetConvolutionForwardWorkspaceSize(
+                    e->cudnn, p->in[li], e->filter[li], conv, p->out[li],
+                    (cudnnConvolutionFwdAlgo_t)cand[i].algo, &bytes);
+            else if (rc == CUDNN_STATUS_SUCCESS && dir == CONV_BWD_DATA)
+                rc = cudnnGetConvolutionBackwardDataWorkspaceSize(
+                    e->cudnn, e->filter[li], p->out[li], conv, p->in[li],
+                    (cudnnConvolutionBwdDataAlgo_t)cand[i].algo, &bytes);
+            else if (rc == CUDNN_STATUS_SUCCESS)
+                rc = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                    e->cudnn, p->in[li], p->out[li], conv, e->filter[li],
+                    (cudnnConvolutionBwdFilterAlgo_t)cand[i].algo, &bytes);
+            if (rc != CUDNN_STATUS_SUCCESS)
+                continue; /* this one does not fit these shapes after all: try the next */
+            if (dir == CONV_FWD) {
+                p->fwd_algo[li] = (cudnnConvolutionFwdAlgo_t)cand[i].algo;
+                p->fwd_math[li] = math;
+            } else if (dir == CONV_BWD_DATA) {
+                p->bwd_data_algo[li] = (cudnnConvolutionBwdDataAlgo_t)cand[i].algo;
+                p->bwd_data_math[li] = math;
+            } else {
+                p->bwd_filter_algo[li] = (cudnnConvolutionBwdFilterAlgo_t)cand[i].algo;
+                p->bwd_filter_math[li] = math;
+            }
+            if (bytes > p->workspace_bytes)
+                p->workspace_bytes = bytes;
+            return 0;
         }
-        if (bytes > p->workspace_bytes)
-            p->workspace_bytes = bytes;
-        return 0;
     }
     static const char *dir_names[] = {"forward", "backward-data", "backward-filter"};
-    return fail(e, "cuda: %s: cuDNN offers no deterministic %s algorithm for batch %d in %s "
-                   "(%d candidates)",
-                l->name, dir_names[dir], p->n, e->cfg.precision == PREC_FP32 ? "fp32" : "this precision",
-                got);
+    return fail(e,
+                "cuda: %s: cuDNN offers no deterministic %s algorithm for batch %d in %s "
+                "(%d candidates)",
+                l->name, dir_names[dir], p->n,
+                e->cfg.precision == PREC_FP32 ? "fp32" : "this precision", got);
 }
 
 static int set_tensor(engine *e, cudnnTensorDescriptor_t d, int n, shape3 s)
@@ -505,12 +527,11 @@ static int build_plan(engine *e, plan *p, int n)
             /* cross-correlation like the naive layers, fp32 accumulation in
              * every precision (the "pseudo half" configurations) */
             for (int k = 0; k < 3; k++)
-                CK_CUDNN(cudnnSetConvolution2dDescriptor(convs[k], 0, 0, l->stride, l->stride, 1,
-                                                         1, CUDNN_CROSS_CORRELATION,
+                CK_CUDNN(cudnnSetConvolution2dDescriptor(convs[k], 0, 0, l->stride, l->stride, 1, 1,
+                                                         CUDNN_CROSS_CORRELATION,
                                                          CUDNN_DATA_FLOAT));
             CK_CUDNN(cudnnGetConvolution2dForwardOutputDim(p->fwd[li], p->in[li], e->filter[li],
-                                                           &dims[0], &dims[1], &dims[2],
-                                                           &dims[3]));
+                                                           &dims[0], &dims[1], &dims[2], &dims[3]));
         } else {
             CK_CUDNN(cudnnGetPooling2dForwardOutputDim(e->pool[li], p->in[li], &dims[0], &dims[1],
                                                        &dims[2], &dims[3]));
@@ -599,24 +620,22 @@ static int forward_layer(engine *e, const plan *p, int i, int n)
     switch (l->kind) {
     case LAYER_CONV:
         CK_CUDNN(cudnnConvolutionForward(e->cudnn, &one, p->in[i], x, e->filter[i],
-                                         weights_at(e, l->weight_offset), p->fwd[i],
-                                         p->fwd_algo[i], e->workspace, e->workspace_bytes, &zero,
-                                         p->out[i], y));
-        CK_CUDA(lbk_bias_add(e->stream, e->act_type, y, weights_at(e, l->bias_offset), n,
-                             l->out.c, l->out.h * l->out.w));
+                                         weights_at(e, l->weight_offset), p->fwd[i], p->fwd_algo[i],
+                                         e->workspace, e->workspace_bytes, &zero, p->out[i], y));
+        CK_CUDA(lbk_bias_add(e->stream, e->act_type, y, weights_at(e, l->bias_offset), n, l->out.c,
+                             l->out.h * l->out.w));
         break;
     case LAYER_MAXPOOL:
         CK_CUDNN(cudnnPoolingForward(e->cudnn, e->pool[i], &one, p->in[i], x, &zero, p->out[i], y));
         break;
     case LAYER_DENSE:
-        CK(gemm(e, DENSE_FORWARD, n, shape3_size(l->in), l->units,
-                weights_at(e, l->weight_offset), x, y));
-        CK_CUDA(lbk_bias_add(e->stream, e->act_type, y, weights_at(e, l->bias_offset), n,
-                             l->units, 1));
+        CK(gemm(e, DENSE_FORWARD, n, shape3_size(l->in), l->units, weights_at(e, l->weight_offset),
+                x, y));
+        CK_CUDA(
+            lbk_bias_add(e->stream, e->act_type, y, weights_at(e, l->bias_offset), n, l->units, 1));
         break;
     case LAYER_RELU:
-        CK_CUDA(lbk_relu_forward(e->stream, e->act_type, y, x,
-                                 (size_t)n * shape3_size(l->in)));
+        CK_CUDA(lbk_relu_forward(e->stream, e->act_type, y, x, (size_t)n * shape3_size(l->in)));
         break;
     }
     return 0;
@@ -631,18 +650,16 @@ static int backward_layer(engine *e, const plan *p, int i, int n, const void *dy
     const void *x = e->act[i], *y = e->act[i + 1];
     switch (l->kind) {
     case LAYER_CONV:
-        CK_CUDNN(cudnnConvolutionBackwardFilter(e->cudnn, &one, p->in[i], x, p->out[i], dy,
-                                                p->bwd_filter[i], p->bwd_filter_algo[i],
-                                                e->workspace, e->workspace_bytes, &zero,
-                                                e->filter[i], grads_at(e, l->weight_offset)));
+        CK_CUDNN(cudnnConvolutionBackwardFilter(
+            e->cudnn, &one, p->in[i], x, p->out[i], dy, p->bwd_filter[i], p->bwd_filter_algo[i],
+            e->workspace, e->workspace_bytes, &zero, e->filter[i], grads_at(e, l->weight_offset)));
         CK_CUDA(lbk_bias_backward(e->stream, e->act_type, grads_at(e, l->bias_offset), dy, n,
                                   l->out.c, l->out.h * l->out.w, e->bias_partial));
         if (dx)
             CK_CUDNN(cudnnConvolutionBackwardData(e->cudnn, &one, e->filter[i],
                                                   weights_at(e, l->weight_offset), p->out[i], dy,
-                                                  p->bwd_data[i], p->bwd_data_algo[i],
-                                                  e->workspace, e->workspace_bytes, &zero,
-                                                  p->in[i], dx));
+                                                  p->bwd_data[i], p->bwd_data_algo[i], e->workspace,
+                                                  e->workspace_bytes, &zero, p->in[i], dx));
         break;
     case LAYER_MAXPOOL:
         if (dx)
@@ -706,8 +723,7 @@ static int update_and_finish(engine *e)
     if (e->scaling.dynamic)
         CK_CUDA(lbk_check_finite(e->stream, e->act_type, e->grads, e->n_params, e->state));
     CK_CUDA(lbk_update(e->stream, e->opt, e->params, e->params_lo, e->act_type, e->grads,
-                       e->act_type, e->opt_state, e->decay_mask, e->n_params, 1.0f, 1,
-                       e->state));
+                       e->act_type, e->opt_state, e->decay_mask, e->n_params, 1.0f, 1, e->state));
     CK_CUDA(lbk_finish_step(e->stream, e->state, e->scaling));
     return 0;
 }
@@ -811,8 +827,7 @@ static int capture_graph(engine *e)
  * NULL) of d into staging buffer k, on the copy stream, and makes the
  * compute stream wait for it. The caller records compute_done[k] after the
  * work that reads the buffer. */
-static int stage_batch(engine *e, const dataset *d, const int32_t *rows, long first, int n,
-                       int k)
+static int stage_batch(engine *e, const dataset *d, const int32_t *rows, long first, int n, int k)
 {
     const size_t B = (size_t)e->cfg.batch_size, P = e->pixels;
     uint8_t *host_images = e->stage_host + k * B * P;
@@ -897,8 +912,7 @@ static int init_engine(engine *e)
         CK(device_alloc(e, &e->params_lo, n * act_size(e), "low-precision parameters"));
         CK(device_alloc(e, (void **)&e->grads32, n * sizeof(float), "fp32 gradients"));
     }
-    CK(device_alloc(e, (void **)&e->opt_state, e->state_floats * sizeof(float),
-                    "optimiser state"));
+    CK(device_alloc(e, (void **)&e->opt_state, e->state_floats * sizeof(float), "optimiser state"));
     CK(device_alloc(e, (void **)&e->saved, (n + e->state_floats) * sizeof(float),
                     "saved parameters"));
     CK(device_alloc(e, (void **)&e->state, sizeof(cuda_step_state), "step state"));
@@ -911,8 +925,8 @@ static int init_engine(engine *e)
     for (int li = 0; li < w->n_layers; li++)
         memset(mask + w->layers[li].weight_offset, 1, w->layers[li].weight_count);
     int rc = device_alloc(e, (void **)&e->decay_mask, n, "decay mask");
-    if (!rc && cudaMemcpyAsync(e->decay_mask, mask, n, cudaMemcpyHostToDevice, e->stream) !=
-                   cudaSuccess)
+    if (!rc &&
+        cudaMemcpyAsync(e->decay_mask, mask, n, cudaMemcpyHostToDevice, e->stream) != cudaSuccess)
         rc = fail(e, "cuda: copying the decay mask to the device failed");
     if (!rc && cudaStreamSynchronize(e->stream) != cudaSuccess)
         rc = fail(e, "cuda: copying the decay mask to the device failed");
@@ -928,8 +942,7 @@ static int init_engine(engine *e)
     size_t partials = 0;
     for (int li = 0; li < w->n_layers; li++) {
         const layer *l = &w->layers[li];
-        CK(device_alloc(e, &e->act[li + 1], B * shape3_size(l->out) * act_size(e),
-                        "activations"));
+        CK(device_alloc(e, &e->act[li + 1], B * shape3_size(l->out) * act_size(e), "activations"));
         size_t s = 0;
         if (l->kind == LAYER_CONV)
             s = lbk_bias_backward_partials((int)B, l->out.c, l->out.h * l->out.w);
@@ -975,12 +988,12 @@ static void destroy(engine *e)
         if (e->pool[li])
             cudnnDestroyPoolingDescriptor(e->pool[li]);
     }
-    void *device_buffers[] = {e->params,       e->params_lo,    e->grads,        e->grads32,
-                              e->opt_state,    e->decay_mask,   e->state,        e->state_saved,
-                              e->saved,        e->grad_a,       e->grad_b,       e->batch_labels,
-                              e->bias_partial, e->indices_dev,  e->losses_dev,   e->confusion,
-                              e->loss_sum,     e->train_images, e->train_labels, e->test_images,
-                              e->test_labels,  e->stage_dev,    e->workspace,    e->cublas_workspace};
+    void *device_buffers[] = {
+        e->params,      e->params_lo,    e->grads,        e->grads32,         e->opt_state,
+        e->decay_mask,  e->state,        e->state_saved,  e->saved,           e->grad_a,
+        e->grad_b,      e->batch_labels, e->bias_partial, e->indices_dev,     e->losses_dev,
+        e->confusion,   e->loss_sum,     e->train_images, e->train_labels,    e->test_images,
+        e->test_labels, e->stage_dev,    e->workspace,    e->cublas_workspace};
     for (size_t i = 0; i < sizeof device_buffers / sizeof device_buffers[0]; i++)
         if (device_buffers[i])
             cudaFree(device_buffers[i]);
@@ -1051,7 +1064,7 @@ static engine *create(const workload *w, const engine_config *cfg, char *err, si
     e->w = *w;
     e->cfg = *cfg;
     e->device = cfg->device;
-    e->opt = (lbk_optimizer){(int)cfg->opt.kind, cfg->opt.lr,    cfg->opt.momentum,
+    e->opt = (lbk_optimizer){(int)cfg->opt.kind,    cfg->opt.lr,    cfg->opt.momentum,
                              cfg->opt.weight_decay, cfg->opt.beta1, cfg->opt.beta2,
                              cfg->opt.eps};
     e->scaling = (loss_scaling){0, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1 << 30};
@@ -1099,8 +1112,8 @@ static const char *error(engine *e) { return e ? e->err : "cuda: no engine"; }
 static int set_params(engine *e, const float *params)
 {
     BEGIN(e);
-    CK_CUDA(cudaMemcpyAsync(e->params, params, e->n_params * sizeof(float),
-                            cudaMemcpyHostToDevice, e->stream));
+    CK_CUDA(cudaMemcpyAsync(e->params, params, e->n_params * sizeof(float), cudaMemcpyHostToDevice,
+                            e->stream));
     CK(refresh_low_copy(e));
     CK_CUDA(cudaStreamSynchronize(e->stream));
     return 0;
@@ -1109,8 +1122,8 @@ static int set_params(engine *e, const float *params)
 static int get_params(engine *e, float *params)
 {
     BEGIN(e);
-    CK_CUDA(cudaMemcpyAsync(params, e->params, e->n_params * sizeof(float),
-                            cudaMemcpyDeviceToHost, e->stream));
+    CK_CUDA(cudaMemcpyAsync(params, e->params, e->n_params * sizeof(float), cudaMemcpyDeviceToHost,
+                            e->stream));
     CK_CUDA(cudaStreamSynchronize(e->stream));
     return 0;
 }
@@ -1139,16 +1152,15 @@ static int upload_set(engine *e, const dataset *d, uint8_t **images, uint8_t **l
     CK(device_alloc(e, (void **)images, bytes, what));
     CK(device_alloc(e, (void **)labels, (size_t)d->count, what));
     CK_CUDA(cudaMemcpyAsync(*images, d->images, bytes, cudaMemcpyHostToDevice, e->stream));
-    CK_CUDA(cudaMemcpyAsync(*labels, d->labels, (size_t)d->count, cudaMemcpyHostToDevice,
-                            e->stream));
+    CK_CUDA(
+        cudaMemcpyAsync(*labels, d->labels, (size_t)d->count, cudaMemcpyHostToDevice, e->stream));
     return 0;
 }
 
 static int bind_dataset(engine *e, const dataset *train, const dataset *test)
 {
     BEGIN(e);
-    if ((train && check_dataset(e, train, "training")) ||
-        (test && check_dataset(e, test, "test")))
+    if ((train && check_dataset(e, train, "training")) || (test && check_dataset(e, test, "test")))
         return -1;
     drop_graph(e); /* the resident images may move */
     if (train) {
@@ -1267,14 +1279,13 @@ static int evaluate(engine *e, int limit, eval_counts *out)
             return -1;
         const int k = batch_no % 2;
         if (e->cfg.data_on_device) {
-            CK_CUDA(lbk_gather(e->stream, e->act_type, e->act[0], e->batch_labels,
-                               e->test_images, e->test_labels, NULL, NULL, first, m,
-                               (int)e->pixels));
+            CK_CUDA(lbk_gather(e->stream, e->act_type, e->act[0], e->batch_labels, e->test_images,
+                               e->test_labels, NULL, NULL, first, m, (int)e->pixels));
         } else {
             CK(stage_batch(e, &e->test, NULL, first, m, k));
             CK_CUDA(lbk_gather(e->stream, e->act_type, e->act[0], e->batch_labels, e->stage_dev,
-                               e->stage_dev + 2 * (size_t)B * e->pixels, NULL, NULL,
-                               (long)k * B, m, (int)e->pixels));
+                               e->stage_dev + 2 * (size_t)B * e->pixels, NULL, NULL, (long)k * B, m,
+                               (int)e->pixels));
         }
         for (int i = 0; i < L; i++)
             CK(forward_layer(e, p, i, m));
@@ -1287,8 +1298,8 @@ static int evaluate(engine *e, int limit, eval_counts *out)
     double loss_sum = 0;
     CK_CUDA(cudaMemcpyAsync(confusion, e->confusion, confusion_bytes, cudaMemcpyDeviceToHost,
                             e->stream));
-    CK_CUDA(cudaMemcpyAsync(&loss_sum, e->loss_sum, sizeof(double), cudaMemcpyDeviceToHost,
-                            e->stream));
+    CK_CUDA(
+        cudaMemcpyAsync(&loss_sum, e->loss_sum, sizeof(double), cudaMemcpyDeviceToHost, e->stream));
     CK_CUDA(cudaStreamSynchronize(e->stream));
     memset(out, 0, sizeof *out);
     out->classes = classes;
@@ -1318,8 +1329,8 @@ static int compute_gradients(engine *e, const int32_t *indices, int batch, float
     if (!e->cfg.data_on_device)
         CK_CUDA(cudaEventRecord(e->compute_done[0], e->stream));
     if (e->mixed)
-        CK_CUDA(lbk_convert(e->stream, e->grads32, LBK_F32, e->grads, e->act_type, e->n_params,
-                            1, e->state));
+        CK_CUDA(lbk_convert(e->stream, e->grads32, LBK_F32, e->grads, e->act_type, e->n_params, 1,
+                            e->state));
     float l = 0;
     CK_CUDA(cudaMemcpyAsync(&l, e->losses_dev, sizeof l, cudaMemcpyDeviceToHost, e->stream));
     CK_CUDA(cudaStreamSynchronize(e->stream));
@@ -1384,7 +1395,7 @@ static const char *math_name(cudnnMathType_t m)
     case CUDNN_DEFAULT_MATH:
         return "/default";
     case CUDNN_TENSOR_OP_MATH:
-        return "/tensor-op";
+        return "/tc";
     default:
         return "/other";
     }
@@ -1392,17 +1403,19 @@ static const char *math_name(cudnnMathType_t m)
 
 static void describe(engine *e, char *buf, size_t len)
 {
-    static const char *math[] = {"fp32, FMA only (no TF32)", "tf32 tensor cores",
-                                 "bf16 mixed (fp32 master weights)",
-                                 "fp16 mixed (fp32 master weights, dynamic loss scale from 1024)"};
+    static const char *math[] = {"fp32 FMA (no TF32)", "tf32 tensor cores",
+                                 "bf16 mixed, fp32 master weights",
+                                 "fp16 mixed, fp32 master weights, dynamic loss scale"};
     size_t at = 0;
-#define ADD(...)                                                                             \
-    do {                                                                                     \
-        if (at < len)                                                                        \
-            at += (size_t)snprintf(buf + at, len - at, __VA_ARGS__);                         \
+#define ADD(...)                                                                                   \
+    do {                                                                                           \
+        if (at < len)                                                                              \
+            at += (size_t)snprintf(buf + at, len - at, __VA_ARGS__);                               \
     } while (0)
     ADD("%s; %s; %s", math[e->cfg.precision],
-        e->graph ? "CUDA graph" : e->graph_failed ? e->graph_note : "no CUDA graph",
+        e->graph          ? "CUDA graph"
+        : e->graph_failed ? e->graph_note
+                          : "no CUDA graph",
         e->cfg.data_on_device ? "data on device" : "data staged from pinned host memory");
     const plan *p = &e->plans[0];
     for (int li = 0; li < e->w.n_layers; li++) {
@@ -1422,8 +1435,7 @@ static void describe(engine *e, char *buf, size_t len)
 /* ------------------------------------------------------------------ profile */
 
 /* One timed step on the batch in slot 0: an event after each part. */
-static int profile_once(engine *e, const plan *p, int batch, cudaEvent_t *mark,
-                        layer_times *out)
+static int profile_once(engine *e, const plan *p, int batch, cudaEvent_t *mark, layer_times *out)
 {
     const int L = e->w.n_layers;
     int m = 0;
@@ -1434,8 +1446,8 @@ static int profile_once(engine *e, const plan *p, int batch, cudaEvent_t *mark,
         CK(forward_layer(e, p, i, batch));
         CK_CUDA(cudaEventRecord(mark[m++], e->stream));
     }
-    CK_CUDA(lbk_softmax_xent(e->stream, e->act_type, e->grad_a, e->act[L], e->batch_labels,
-                             batch, e->w.classes, e->state, e->losses_dev));
+    CK_CUDA(lbk_softmax_xent(e->stream, e->act_type, e->grad_a, e->act[L], e->batch_labels, batch,
+                             e->w.classes, e->state, e->losses_dev));
     CK_CUDA(cudaEventRecord(mark[m++], e->stream));
     void *d = e->grad_a;
     for (int i = L - 1; i >= 0; i--) {
@@ -1466,8 +1478,7 @@ static int profile_once(engine *e, const plan *p, int batch, cudaEvent_t *mark,
 /* Times each layer's forward and backward, the loss and the update with
  * events over `reps` eager steps on one batch; the parameters, optimiser
  * state and step count are put back afterwards. */
-static int profile_layers(engine *e, const int32_t *indices, int batch, int reps,
-                          layer_times *out)
+static int profile_layers(engine *e, const int32_t *indices, int batch, int reps, layer_times *out)
 {
     BEGIN(e);
     if (reps < 1)
@@ -1541,9 +1552,9 @@ static int measure_peak(engine *e, double *gflops)
     for (int i = 0; i < reps && !rc; i++)
         rc = gemm(e, DENSE_BACKWARD_DATA, N, N, N, m[0], m[1], m[2]);
     float ms = 0;
-    if (!rc && (cudaEventRecord(t1, e->stream) != cudaSuccess ||
-                cudaEventSynchronize(t1) != cudaSuccess ||
-                cudaEventElapsedTime(&ms, t0, t1) != cudaSuccess))
+    if (!rc &&
+        (cudaEventRecord(t1, e->stream) != cudaSuccess || cudaEventSynchronize(t1) != cudaSuccess ||
+         cudaEventElapsedTime(&ms, t0, t1) != cudaSuccess))
         rc = -1;
     cudaStreamSynchronize(e->stream);
     for (int i = 0; i < 3; i++)

@@ -13,7 +13,8 @@
 #include "backends/cuda/kernels.h"
 #include "backends/engine.h"
 
-namespace {
+namespace
+{
 
 constexpr int kThreads = 256;
 constexpr int kMaxClasses = WORKLOAD_MAX_CLASSES;
@@ -76,9 +77,9 @@ template <typename A> __device__ A block_sum(A v, A *shared)
 }
 
 template <typename T>
-__global__ void gather_kernel(T *x, int *labels_out, const uint8_t *images,
-                              const uint8_t *labels, const int32_t *indices,
-                              const cuda_step_state *state, long first, int n, int pixels)
+__global__ void gather_kernel(T *x, int *labels_out, const uint8_t *images, const uint8_t *labels,
+                              const int32_t *indices, const cuda_step_state *state, long first,
+                              int n, int pixels)
 {
     const int b = blockIdx.x;
     long row;
@@ -95,7 +96,8 @@ __global__ void gather_kernel(T *x, int *labels_out, const uint8_t *images,
         labels_out[b] = labels[row];
 }
 
-template <typename T> __global__ void bias_add_kernel(T *y, const T *bias, int C, int P, size_t count)
+template <typename T>
+__global__ void bias_add_kernel(T *y, const T *bias, int C, int P, size_t count)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -291,8 +293,8 @@ cudaError_t lbk_gather(cudaStream_t stream, lbk_dtype t, void *x, int *labels_ou
     });
 }
 
-cudaError_t lbk_bias_add(cudaStream_t stream, lbk_dtype t, void *y, const void *bias, int n,
-                         int C, int P)
+cudaError_t lbk_bias_add(cudaStream_t stream, lbk_dtype t, void *y, const void *bias, int n, int C,
+                         int P)
 {
     const size_t count = (size_t)n * C * P;
     if (count == 0)
@@ -309,8 +311,8 @@ size_t lbk_bias_backward_partials(int n, int C, int P)
     return (size_t)C * bias_splits(n < 1 ? 1 : n, P);
 }
 
-cudaError_t lbk_bias_backward(cudaStream_t stream, lbk_dtype t, void *d_bias, const void *dy,
-                              int n, int C, int P, float *partial)
+cudaError_t lbk_bias_backward(cudaStream_t stream, lbk_dtype t, void *d_bias, const void *dy, int n,
+                              int C, int P, float *partial)
 {
     if (n < 1 || C < 1)
         return cudaSuccess;
@@ -326,8 +328,7 @@ cudaError_t lbk_bias_backward(cudaStream_t stream, lbk_dtype t, void *d_bias, co
     });
 }
 
-cudaError_t lbk_relu_forward(cudaStream_t stream, lbk_dtype t, void *y, const void *x,
-                             size_t count)
+cudaError_t lbk_relu_forward(cudaStream_t stream, lbk_dtype t, void *y, const void *x, size_t count)
 {
     if (count == 0)
         return cudaSuccess;
@@ -350,23 +351,22 @@ cudaError_t lbk_relu_backward(cudaStream_t stream, lbk_dtype t, void *dx, const 
     });
 }
 
-cudaError_t lbk_softmax_xent(cudaStream_t stream, lbk_dtype t, void *d_logits,
-                             const void *logits, const int *labels, int n, int classes,
-                             const cuda_step_state *state, float *losses)
+cudaError_t lbk_softmax_xent(cudaStream_t stream, lbk_dtype t, void *d_logits, const void *logits,
+                             const int *labels, int n, int classes, const cuda_step_state *state,
+                             float *losses)
 {
     if (n < 1 || classes < 1 || classes > kMaxClasses)
         return cudaErrorInvalidValue;
     return dispatch(t, [&](auto *type) {
         using T = std::remove_pointer_t<decltype(type)>;
         softmax_xent_kernel<T><<<1, kThreads, 0, stream>>>(static_cast<T *>(d_logits),
-                                                           static_cast<const T *>(logits),
-                                                           labels, n, classes, state, losses);
+                                                           static_cast<const T *>(logits), labels,
+                                                           n, classes, state, losses);
     });
 }
 
-cudaError_t lbk_eval_count(cudaStream_t stream, lbk_dtype t, const void *logits,
-                           const int *labels, int n, int classes,
-                           unsigned long long *confusion, double *loss_sum)
+cudaError_t lbk_eval_count(cudaStream_t stream, lbk_dtype t, const void *logits, const int *labels,
+                           int n, int classes, unsigned long long *confusion, double *loss_sum)
 {
     if (n < 1)
         return cudaSuccess;
@@ -374,8 +374,8 @@ cudaError_t lbk_eval_count(cudaStream_t stream, lbk_dtype t, const void *logits,
         return cudaErrorInvalidValue;
     return dispatch(t, [&](auto *type) {
         using T = std::remove_pointer_t<decltype(type)>;
-        eval_count_kernel<T><<<1, kThreads, 0, stream>>>(static_cast<const T *>(logits), labels,
-                                                         n, classes, confusion, loss_sum);
+        eval_count_kernel<T><<<1, kThreads, 0, stream>>>(static_cast<const T *>(logits), labels, n,
+                                                         classes, confusion, loss_sum);
     });
 }
 
@@ -405,8 +405,8 @@ cudaError_t lbk_update(cudaStream_t stream, lbk_optimizer opt, float *params, vo
         err = dispatch(grad_type, [&](auto *grad_type_ptr) {
             using G = std::remove_pointer_t<decltype(grad_type_ptr)>;
             update_kernel<L, G><<<blocks_for(count), kThreads, 0, stream>>>(
-                opt, params, static_cast<L *>(params_lo), static_cast<const G *>(grads),
-                opt_state, decay_mask, count, grad_scale, unscale_by_loss_scale, state);
+                opt, params, static_cast<L *>(params_lo), static_cast<const G *>(grads), opt_state,
+                decay_mask, count, grad_scale, unscale_by_loss_scale, state);
         });
     });
     return err != cudaSuccess ? err : outer;

@@ -39,14 +39,14 @@ cudaError_t lbk_gather(cudaStream_t stream, lbk_dtype t, void *x, int *labels_ou
                        const cuda_step_state *state, long first, int n, int pixels);
 
 /* y[b][c][p] += bias[c] over n x C x P. */
-cudaError_t lbk_bias_add(cudaStream_t stream, lbk_dtype t, void *y, const void *bias, int n,
-                         int C, int P);
+cudaError_t lbk_bias_add(cudaStream_t stream, lbk_dtype t, void *y, const void *bias, int n, int C,
+                         int P);
 
 /* d_bias[c] = sum over b < n and p < P of dy[b][c][p] (overwrites), summed in
  * float in a fixed order. partial holds lbk_bias_backward_partials() floats. */
 size_t lbk_bias_backward_partials(int n, int C, int P);
-cudaError_t lbk_bias_backward(cudaStream_t stream, lbk_dtype t, void *d_bias, const void *dy,
-                              int n, int C, int P, float *partial);
+cudaError_t lbk_bias_backward(cudaStream_t stream, lbk_dtype t, void *d_bias, const void *dy, int n,
+                              int C, int P, float *partial);
 
 /* y = relu(x); dx = dy where y > 0, else 0 (count elements). */
 cudaError_t lbk_relu_forward(cudaStream_t stream, lbk_dtype t, void *y, const void *x,
@@ -57,15 +57,14 @@ cudaError_t lbk_relu_backward(cudaStream_t stream, lbk_dtype t, void *dx, const 
 /* Softmax cross-entropy over logits[n][classes] (classes <= 16): d_logits
  * receives the gradient of loss_scale * mean loss, losses[slot] the mean
  * loss (loss_scale and slot from state; 1 and 0 when state is NULL). */
-cudaError_t lbk_softmax_xent(cudaStream_t stream, lbk_dtype t, void *d_logits,
-                             const void *logits, const int *labels, int n, int classes,
-                             const cuda_step_state *state, float *losses);
+cudaError_t lbk_softmax_xent(cudaStream_t stream, lbk_dtype t, void *d_logits, const void *logits,
+                             const int *labels, int n, int classes, const cuda_step_state *state,
+                             float *losses);
 
 /* Evaluation: confusion[label * classes + predicted] += 1 per image and
  * *loss_sum += the sum of the images' losses. */
-cudaError_t lbk_eval_count(cudaStream_t stream, lbk_dtype t, const void *logits,
-                           const int *labels, int n, int classes,
-                           unsigned long long *confusion, double *loss_sum);
+cudaError_t lbk_eval_count(cudaStream_t stream, lbk_dtype t, const void *logits, const int *labels,
+                           int n, int classes, unsigned long long *confusion, double *loss_sum);
 
 /* Sets state->overflow when any of grads[0..count) is Inf or NaN. */
 cudaError_t lbk_check_finite(cudaStream_t stream, lbk_dtype t, const void *grads, size_t count,
