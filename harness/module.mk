@@ -1,3 +1,4 @@
 # harness/: its sources are picked up by LIB_SRCS (harness/*.c less main.c);
 # this adds its tests.
 TESTS += test_idx test_paramfile
+TESTS += test_compare
