@@ -6,6 +6,7 @@
 #include "harness/compare.h"
 #include "harness/config.h"
 #include "harness/history.h"
+#include "harness/plot.h"
 #include "harness/run.h"
 
 typedef struct subcommand {
@@ -16,6 +17,7 @@ typedef struct subcommand {
 static const subcommand subcommands[] = {
     {"compare", compare_main},
     {"history", history_main},
+    {"plot", plot_main},
     {NULL, NULL},
 };
 

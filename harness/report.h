@@ -1,5 +1,6 @@
-/* What a person reads at the end of a run: the summary table and the
- * evaluation statistics (as DL4J's Evaluation.stats() reports them). */
+/* What a person reads at the end of a run: the summary table, the
+ * evaluation statistics (as DL4J's Evaluation.stats() reports them) and the
+ * per-layer profile (as `caffe time` prints it). */
 #ifndef LB_REPORT_H
 #define LB_REPORT_H
 
@@ -19,7 +20,20 @@ eval_stats eval_stats_of(const eval_counts *ev);
 /* confusion-<backend>.csv: rows are true classes, columns predictions. */
 int write_confusion(results *r, const char *backend_name, const eval_counts *ev);
 
+/* The summary table in the chosen format on f. In md the notes that say how
+ * to read it (which epoch times were used, what "% of peak" compares with,
+ * the machine) and each backend's evaluation statistics follow the table;
+ * in csv and json they go to stderr so that f stays machine-readable. */
 void print_summary(FILE *f, output_format fmt, const summary_row *rows, int n,
                    const results *r);
+
+/* --profile-layers: runs b's profile_layers over `reps` steps of one batch,
+ * writes profile-<backend>.csv (layer,forward_ms,backward_ms: one row per
+ * layer, then "loss" = softmax cross-entropy with its gradient, counted as
+ * forward, and "update" = the optimiser step, counted as backward) and
+ * prints the table on out. A backend without the callback gets a note.
+ * 0, or -1 when the profile failed or its file could not be written. */
+int report_layer_profile(results *r, const backend *b, engine *e, const workload *w,
+                         const int32_t *indices, int batch, int reps, FILE *out);
 
 #endif

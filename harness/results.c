@@ -16,7 +16,8 @@ static const char summary_header[] =
     "epoch_seconds_stddev,images_per_second,gflops_per_second,percent_of_peak,"
     "speedup_vs_naive,final_train_loss,final_test_accuracy,macro_precision,macro_recall,"
     "macro_f1,time_to_target_seconds,peak_memory_bytes,details,status,message,"
-    "cpu_model,host,git_commit,date\n";
+    "cpu_model,host,git_commit,date,timed_samples,warmup_epochs,epoch_seconds_min,"
+    "epoch_seconds_max,peak_gflops,peak_source,gpu_model,target_accuracy\n";
 
 void csv_field(FILE *f, const char *s)
 {
@@ -186,7 +187,12 @@ int results_summary(results *r, const summary_row *row)
     csv_field(f, r->sys.git_commit);
     fputc(',', f);
     csv_field(f, r->sys.date);
-    fputc('\n', f);
+    fprintf(f, ",%d,%d,%.6f,%.6f,%.1f,", row->timed_samples, row->warmup_epochs,
+            row->epoch_seconds_min, row->epoch_seconds_max, row->peak_gflops);
+    csv_field(f, row->peak_source);
+    fputc(',', f);
+    csv_field(f, r->sys.gpu_model);
+    fprintf(f, ",%.4f\n", row->target_accuracy);
     return finish_row(f, r->dir, "summary.csv");
 }
 

@@ -44,6 +44,12 @@ typedef struct summary_row {
     const char *details; /* precision, math mode, algorithms, threads */
     const char *status;  /* ok, diverged, failed, interrupted, skipped */
     const char *message;
+    /* Which epoch times the statistics used (see warmup_epochs in stats.h). */
+    int timed_samples, warmup_epochs;
+    double epoch_seconds_min, epoch_seconds_max;
+    double peak_gflops;      /* measured in this run; 0: not measured */
+    const char *peak_source; /* how the peak was measured */
+    double target_accuracy;  /* --target-accuracy; 0: not asked */
 } summary_row;
 
 typedef struct results {

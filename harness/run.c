@@ -13,6 +13,8 @@
 #include "harness/idx.h"
 #include "harness/init.h"
 #include "harness/paramfile.h"
+#include "harness/peak.h"
+#include "harness/plot.h"
 #include "harness/progress.h"
 #include "harness/report.h"
 #include "harness/results.h"
@@ -56,6 +58,7 @@ typedef struct attempt {
     char details[256];
     int threads, devices, replicas;
     size_t peak_memory;
+    double device_peak_gflops; /* from the backend's peak_gflops, 0 if none */
 } attempt;
 
 static row_key key_for(const run_state *s, const backend *b, const attempt *a)
@@ -207,6 +210,8 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
     const run_config *cfg = s->cfg;
     a->status = "ok";
     a->time_to_target = -1;
+    a->peak_memory = 0;
+    a->device_peak_gflops = 0;
     engine *e = start_engine(s, b, a);
     if (!e)
         return 0;
@@ -269,6 +274,13 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
     }
     if (b->peak_memory)
         a->peak_memory = b->peak_memory(e);
+    if (b->peak_gflops && !strcmp(a->status, "ok"))
+        a->device_peak_gflops = b->peak_gflops(e);
+    if (cfg->profile_layers && r == cfg->repeat && !strcmp(a->status, "ok")) {
+        /* the first batch of epoch 1, 10 steps, like `caffe time` */
+        epoch_order(cfg->seed, 0, s->train.count, cfg->shuffle, s->order);
+        report_layer_profile(&s->res, b, e, &cfg->work, s->order, cfg->batch_size, 10, stderr);
+    }
     if (cfg->save_params[0] && r == cfg->repeat && !strcmp(a->status, "ok"))
         save_params(s, b, e, cfg->n_backends > 1);
     b->destroy(e);
@@ -280,10 +292,12 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
 {
     const run_config *cfg = s->cfg;
     const attempt *last = &runs[n_runs - 1];
-    int n = 0;
-    for (int r = 0; r < n_runs; r++)
-        for (int i = 0; i < runs[r].epochs_done; i++)
-            samples[n++] = runs[r].epoch_seconds[i];
+    /* the warm-up rule and what epoch times exclude: stats.h */
+    int n = 0, all_epochs = 0;
+    for (int r = 0; r < n_runs; r++) {
+        n += timed_samples(runs[r].epoch_seconds, runs[r].epochs_done, cfg->epochs, samples + n);
+        all_epochs += runs[r].epochs_done;
+    }
     sample_stats st = stats_of(samples, n);
     memset(row, 0, sizeof *row);
     row->key = key_for(s, b, last);
@@ -293,6 +307,10 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
     row->epoch_seconds_median = st.median;
     row->epoch_seconds_mean = st.mean;
     row->epoch_seconds_stddev = st.stddev;
+    row->epoch_seconds_min = st.min;
+    row->epoch_seconds_max = st.max;
+    row->timed_samples = st.n;
+    row->warmup_epochs = n < all_epochs ? warmup_epochs(cfg->epochs) : 0;
     row->images_per_second = st.median > 0 ? s->train.count / st.median : 0;
     row->gflops_per_second = row->images_per_second * cfg->work.train_flops_per_image * 1e-9;
     if (s->naive_images_per_second > 0 && row->images_per_second > 0)
@@ -304,7 +322,22 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
     row->macro_precision = es.macro_precision;
     row->macro_recall = es.macro_recall;
     row->macro_f1 = es.macro_f1;
-    row->time_to_target_seconds = runs[0].time_to_target;
+    /* MLPerf times several runs; report the median of those that got there */
+    int reached = 0;
+    for (int r = 0; r < n_runs; r++)
+        if (runs[r].time_to_target >= 0)
+            samples[reached++] = runs[r].time_to_target;
+    row->time_to_target_seconds = reached ? stats_of(samples, reached).median : -1;
+    row->target_accuracy = cfg->target_accuracy;
+    if (!strcmp(last->status, "ok")) {
+        peak_measure pk = {last->device_peak_gflops, "the backend's GEMM probe on its device"};
+        if (pk.gflops <= 0)
+            pk = row->key.devices == 0 ? cpu_peak_gflops(row->key.threads)
+                                       : (peak_measure){0, "not measured"};
+        row->peak_gflops = pk.gflops;
+        row->peak_source = pk.source;
+        row->percent_of_peak = percent_of_peak(row->gflops_per_second, pk.gflops);
+    }
     row->peak_memory_bytes = (double)last->peak_memory;
     row->details = last->details;
     row->status = last->status;
@@ -464,8 +497,10 @@ int run_benchmark(const run_config *cfg)
         snprintf(row_text[n_rows - 1][1], 512, "%s", row->message);
         row->details = row_text[n_rows - 1][0];
         row->message = row_text[n_rows - 1][1];
-        if (!strcmp(b->name, "naive") && !strcmp(row->status, "ok"))
+        if (!strcmp(b->name, "naive") && !strcmp(row->status, "ok")) {
             s.naive_images_per_second = row->images_per_second;
+            row->speedup_vs_naive = 1;
+        }
         if (!strcmp(row->status, "failed"))
             failed = 1;
         if (!strcmp(row->status, "ok"))
@@ -480,6 +515,8 @@ int run_benchmark(const run_config *cfg)
     if (results_close(&s.res) != 0)
         rc = 1;
     fprintf(stderr, "results in %s\n", s.res.dir);
+    if (!stop_signal)
+        plot_after_run(s.res.dir);
     for (int r = 0; r < cfg->repeat; r++)
         free(runs[r].epoch_seconds);
     free(runs);

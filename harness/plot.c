@@ -1,0 +1,369 @@
+/* Charts: runs gnuplot on the scripts in plots/ for one run directory.
+ *
+ * gnuplot is started with fork/exec, never through a shell, so paths need
+ * no shell quoting; values reach the scripts as gnuplot string variables
+ * (`gnuplot -e "dir='...'; ..." script.gp`), quoted the gnuplot way. Any
+ * output from gnuplot counts as a failure: the scripts print nothing when
+ * all is well, so a warning is a bug to fix, not noise to ignore. */
+#include "harness/plot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness/compare.h"
+
+enum { VARS_LEN = 16384, OUTPUT_LEN = 2048, MSG_LEN = 2 * PATH_MAX + 1024 };
+
+static int is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* gnuplot on PATH, as execvp would find it. */
+static int find_gnuplot(char *path, size_t len)
+{
+    const char *dirs = getenv("PATH");
+    if (!dirs || !*dirs)
+        return -1;
+    const char *p = dirs;
+    while (*p) {
+        size_t n = strcspn(p, ":");
+        snprintf(path, len, "%.*s/gnuplot", (int)n, n ? p : ".");
+        if (is_file(path) && access(path, X_OK) == 0)
+            return 0;
+        p += n;
+        if (*p == ':')
+            p++;
+    }
+    return -1;
+}
+
+/* The plots/ directory (with a trailing slash): beside the program, one
+ * level up (a build directory), or under the current directory. */
+static int find_plot_dir(char *out, size_t len)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    const char *candidates[3];
+    char beside[PATH_MAX + 16], above[PATH_MAX + 16];
+    int count = 0;
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(beside, sizeof beside, "%s/plots/", exe);
+            snprintf(above, sizeof above, "%s/../plots/", exe);
+            candidates[count++] = beside;
+            candidates[count++] = above;
+        }
+    }
+    candidates[count++] = "plots/";
+    for (int i = 0; i < count; i++) {
+        char probe[PATH_MAX + 32];
+        snprintf(probe, sizeof probe, "%scommon.gp", candidates[i]);
+        if (is_file(probe)) {
+            snprintf(out, len, "%s", candidates[i]);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Appends name='value' to vars: a gnuplot single-quoted string, in which
+ * the only special character is the quote itself (written twice). Control
+ * characters become spaces. */
+static void add_var(char *vars, size_t len, const char *name, const char *value)
+{
+    size_t used = strlen(vars);
+    used += (size_t)snprintf(vars + used, used < len ? len - used : 0, "%s%s='",
+                             used ? "; " : "", name);
+    for (const char *c = value; *c && used + 3 < len; c++) {
+        if (*c == '\'')
+            vars[used++] = '\'';
+        vars[used++] = (unsigned char)*c < 0x20 ? ' ' : *c;
+    }
+    if (used + 2 < len) {
+        vars[used++] = '\'';
+        vars[used] = 0;
+    }
+}
+
+/* Runs gnuplot -e vars script. 0 when it exits 0 and prints nothing; else
+ * -1 with what it printed (or why it did not run) in msg. */
+static int run_gnuplot(const char *gnuplot, const char *vars, const char *script, char *msg,
+                       size_t msg_len)
+{
+    int fds[2];
+    msg[0] = 0;
+    if (pipe(fds) != 0) {
+        snprintf(msg, msg_len, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(msg, msg_len, "fork: %s", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDONLY);
+        if (null >= 0)
+            dup2(null, STDIN_FILENO);
+        dup2(fds[1], STDOUT_FILENO);
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        char *const argv[] = {(char *)"gnuplot", (char *)"-e", (char *)vars, (char *)script, NULL};
+        execv(gnuplot, argv);
+        fprintf(stderr, "cannot run %s: %s\n", gnuplot, strerror(errno));
+        _exit(127);
+    }
+    close(fds[1]);
+    char output[OUTPUT_LEN];
+    size_t got = 0;
+    for (;;) {
+        char chunk[1024];
+        ssize_t n = read(fds[0], chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        for (ssize_t i = 0; i < n && got + 1 < sizeof output; i++)
+            output[got++] = chunk[i];
+    }
+    output[got] = 0;
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    /* keep the message to its first lines, on one line */
+    for (char *c = output; *c; c++)
+        if (*c == '\n')
+            *c = *(c + 1) ? ' ' : 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && got == 0)
+        return 0;
+    if (got)
+        snprintf(msg, msg_len, "%s", output);
+    else if (WIFEXITED(status))
+        snprintf(msg, msg_len, "gnuplot exited with status %d", WEXITSTATUS(status));
+    else
+        snprintf(msg, msg_len, "gnuplot was killed by signal %d", WTERMSIG(status));
+    return -1;
+}
+
+/* What a run directory has to draw. */
+typedef struct run_facts {
+    int finished;        /* backends with status ok */
+    int naive_finished;
+    int evaluated;       /* a finished backend has a test accuracy */
+    char profiled[1024]; /* finished backends with a profile-<name>.csv */
+    char machine[512], date[16];
+} run_facts;
+
+static const char *field(const csv_table *t, int row, const char *name)
+{
+    int c = csv_column(t, name);
+    return c >= 0 && c < t->n_cols ? t->rows[row][c] : "";
+}
+
+/* Reads summary.csv; 0, or 2 with a message. */
+static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
+{
+    memset(f, 0, sizeof *f);
+    char path[PATH_MAX + 64], err[1024];
+    snprintf(path, sizeof path, "%s/epochs.csv", dir);
+    if (!is_file(path)) {
+        snprintf(msg, msg_len, "%s/epochs.csv not found: not a bench run directory?", dir);
+        return 2;
+    }
+    snprintf(path, sizeof path, "%s/summary.csv", dir);
+    csv_table t;
+    if (csv_read(path, &t, err, sizeof err) != 0) {
+        snprintf(msg, msg_len, "%s", err);
+        return 2;
+    }
+    static const char *const needed[] = {
+        "backend", "workload", "threads", "devices", "repeats", "status",
+        "epoch_seconds_median", "epoch_seconds_min", "epoch_seconds_max", "images_per_second",
+        "gflops_per_second", "percent_of_peak", "speedup_vs_naive", "final_test_accuracy",
+        "cpu_model", "gpu_model", "date",
+    };
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
+        if (csv_column(&t, needed[i]) < 0) {
+            snprintf(msg, msg_len, "%s has no column %s (written by an older bench?)", path,
+                     needed[i]);
+            csv_free(&t);
+            return 2;
+        }
+    size_t used = 0;
+    for (int r = 0; r < t.n_rows; r++) {
+        if (strcmp(field(&t, r, "status"), "ok") != 0)
+            continue;
+        const char *name = field(&t, r, "backend");
+        f->finished++;
+        f->naive_finished |= strcmp(name, "naive") == 0;
+        f->evaluated |= atof(field(&t, r, "final_test_accuracy")) > 0;
+        char profile[PATH_MAX + 64];
+        snprintf(profile, sizeof profile, "%s/profile-%s.csv", dir, name);
+        if (is_file(profile) && used + strlen(name) + 2 < sizeof f->profiled)
+            used += (size_t)snprintf(f->profiled + used, sizeof f->profiled - used, "%s%s",
+                                     used ? " " : "", name);
+        if (f->finished == 1) {
+            const char *gpu = field(&t, r, "gpu_model");
+            snprintf(f->machine, sizeof f->machine, "%s%s%s", field(&t, r, "cpu_model"),
+                     *gpu && strcmp(gpu, "none") ? " + " : "",
+                     *gpu && strcmp(gpu, "none") ? gpu : "");
+            snprintf(f->date, sizeof f->date, "%.10s", field(&t, r, "date"));
+        }
+    }
+    csv_free(&t);
+    if (!f->finished) {
+        snprintf(msg, msg_len, "no backend finished in %s (summary.csv has no row with status ok)",
+                 dir);
+        return 2;
+    }
+    return 0;
+}
+
+/* Renders what dir has data for; lists the charts drawn in drawn. */
+static int render(const char *dir, char *drawn, size_t drawn_len)
+{
+    char msg[MSG_LEN];
+    drawn[0] = 0;
+    if (!is_dir(dir)) {
+        fprintf(stderr, "bench plot: %s is not a directory\n", dir);
+        return 2;
+    }
+    run_facts facts;
+    int rc = read_facts(dir, &facts, msg, sizeof msg);
+    if (rc) {
+        fprintf(stderr, "bench plot: %s\n", msg);
+        return rc;
+    }
+    char gnuplot[PATH_MAX + 16], plotdir[PATH_MAX + 16];
+    if (find_gnuplot(gnuplot, sizeof gnuplot) != 0) {
+        fprintf(stderr, "bench plot: gnuplot not found; install it with: apt-get install gnuplot-nox\n");
+        return 3;
+    }
+    if (find_plot_dir(plotdir, sizeof plotdir) != 0) {
+        fprintf(stderr, "bench plot: the chart scripts (plots/*.gp) are not beside the program "
+                        "nor under the current directory\n");
+        return 3;
+    }
+    struct {
+        const char *name;
+        int wanted;
+    } charts[] = {
+        {"epoch_time", 1},
+        {"throughput", 1},
+        {"speedup", facts.naive_finished && facts.finished > 1},
+        {"accuracy", facts.evaluated},
+        {"loss", 1},
+        {"layers", facts.profiled[0] != 0},
+    };
+    static const char *const formats[] = {"png", "svg"};
+    size_t used = 0;
+    rc = 0;
+    for (size_t c = 0; c < sizeof charts / sizeof charts[0]; c++) {
+        if (!charts[c].wanted)
+            continue;
+        int ok = 1;
+        for (int k = 0; k < 2; k++) {
+            char script[PATH_MAX + 64], out[PATH_MAX + 64];
+            static char vars[VARS_LEN];
+            snprintf(script, sizeof script, "%s%s.gp", plotdir, charts[c].name);
+            snprintf(out, sizeof out, "%s/%s.%s", dir, charts[c].name, formats[k]);
+            vars[0] = 0;
+            add_var(vars, sizeof vars, "dir", dir);
+            add_var(vars, sizeof vars, "out", out);
+            add_var(vars, sizeof vars, "term", formats[k]);
+            add_var(vars, sizeof vars, "plotdir", plotdir);
+            add_var(vars, sizeof vars, "machine", facts.machine);
+            add_var(vars, sizeof vars, "date", facts.date);
+            add_var(vars, sizeof vars, "profiled", facts.profiled);
+            struct stat st;
+            if (run_gnuplot(gnuplot, vars, script, msg, sizeof msg) != 0) {
+                fprintf(stderr, "bench plot: %s: %s\n", out, msg);
+                ok = 0;
+            } else if (stat(out, &st) != 0 || st.st_size == 0) {
+                fprintf(stderr, "bench plot: gnuplot wrote no %s\n", out);
+                ok = 0;
+            }
+        }
+        if (ok)
+            used += (size_t)snprintf(drawn + used, used < drawn_len ? drawn_len - used : 0,
+                                     "%s%s", used ? "," : "", charts[c].name);
+        else
+            rc = 1;
+    }
+    return rc;
+}
+
+int plot_run_dir(const char *dir)
+{
+    char drawn[256];
+    return render(dir, drawn, sizeof drawn);
+}
+
+static void say_drawn(const char *dir, const char *drawn)
+{
+    if (!drawn[0])
+        return;
+    if (strchr(drawn, ','))
+        fprintf(stderr, "charts: %s/{%s}.png and .svg\n", dir, drawn);
+    else
+        fprintf(stderr, "charts: %s/%s.png and .svg\n", dir, drawn);
+}
+
+void plot_after_run(const char *dir)
+{
+    char gnuplot[PATH_MAX + 16];
+    if (find_gnuplot(gnuplot, sizeof gnuplot) != 0) {
+        fprintf(stderr, "charts: not drawn, gnuplot is not installed (apt-get install gnuplot-nox; "
+                        "then ./bench plot %s)\n", dir);
+        return;
+    }
+    char drawn[256];
+    render(dir, drawn, sizeof drawn);
+    say_drawn(dir, drawn);
+}
+
+static void plot_usage(FILE *f)
+{
+    fprintf(f, "usage: ./bench plot DIR\n"
+               "  draws the charts of the run in DIR (a results/ directory) from its CSV files,\n"
+               "  as DIR/<chart>.png and .svg, with the gnuplot scripts in plots/\n");
+}
+
+int plot_main(int argc, char **argv)
+{
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        plot_usage(stdout);
+        return 0;
+    }
+    if (argc != 2 || argv[1][0] == '-') {
+        plot_usage(stderr);
+        return 2;
+    }
+    char drawn[256];
+    int rc = render(argv[1], drawn, sizeof drawn);
+    say_drawn(argv[1], drawn);
+    return rc;
+}

@@ -1,0 +1,82 @@
+# Shared by the chart scripts in this directory: terminal, colours, and what
+# every chart reads from the run directory. A chart script sets `chart` and
+# `plotdir` (this directory, with its trailing slash) and loads this file. Variables, given with gnuplot -e "name='value'; ...":
+#   dir       the run directory (summary.csv, epochs.csv): required
+#   out       the file to write (default: dir/<chart>.png or .svg)
+#   term      png (default) or svg
+#   machine   title text for the machine (default: cpu_model and gpu_model
+#             from summary.csv)
+#   date      title text for the date (default: the run's date)
+# Example: gnuplot -e "dir='results/RUN'" plots/epoch_time.gp
+
+if (!exists("dir")) {
+    print "usage: gnuplot -e \"dir='results/RUN'\" ".ARG0
+    exit status 2
+}
+if (!exists("term")) term = 'png'
+if (!exists("out")) out = dir.'/'.chart.'.'.term
+
+set datafile separator comma
+set datafile columnheaders
+summary = dir.'/summary.csv'
+epochs_csv = dir.'/epochs.csv'
+
+# The backends that finished (status ok), in summary.csv order, with their
+# threads and devices; every chart draws them in this order and colour.
+backends = ''
+threads_of = ''
+devices_of = ''
+run_cpu = ''
+run_gpu = ''
+run_date = ''
+run_workload = ''
+repeats_of = ''
+stats summary using (strcol("status") eq "ok" ? \
+    (backends = backends.' '.strcol("backend"), \
+     threads_of = threads_of.' '.strcol("threads"), \
+     devices_of = devices_of.' '.strcol("devices"), \
+     repeats_of = repeats_of.' '.strcol("repeats"), 0) : 0, \
+    run_cpu = strcol("cpu_model"), run_gpu = strcol("gpu_model"), \
+    run_date = strcol("date"), run_workload = strcol("workload"), 0) nooutput
+n_backends = words(backends)
+if (!exists("machine")) machine = run_cpu.(run_gpu eq 'none' || run_gpu eq '' ? '' : ' + '.run_gpu)
+if (!exists("date")) date = run_date[1:10]
+subtitle = machine.', '.date
+
+# Position (1..n) of a backend on the x axis; NaN for one that did not finish.
+index_of(name) = sum [k=1:n_backends] (word(backends, k) eq name ? k : 0)
+position(name) = index_of(name) > 0 ? index_of(name) : NaN
+plural(n, what) = sprintf("%d %s%s", n, what, n == 1 ? '' : 's')
+placement(k) = int(word(devices_of, k)) > 0 ? plural(int(word(devices_of, k)), 'GPU') \
+                                              : plural(int(word(threads_of, k)), 'thread')
+# Log scale once the bars span more than a factor of 20.
+use_log(lo, hi) = lo > 0 && hi / lo > 20
+
+if (term eq 'svg') {
+    set terminal svg size 960,560 dynamic font 'DejaVu Sans,13' background rgb 'white'
+} else {
+    if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {
+        set terminal pngcairo size 960,560 font 'DejaVu Sans,11' background rgb 'white'
+    } else {
+        set terminal png size 960,560 font 'DejaVu Sans' 11 background rgb 'white'
+    }
+}
+set output out
+set termoption noenhanced
+
+# Colour-blind-safe palette (Paul Tol's "bright"), one colour per backend.
+set linetype 1 lc rgb '#4477AA' lw 2 pt 7 ps 1.2
+set linetype 2 lc rgb '#EE6677' lw 2 pt 5 ps 1.2
+set linetype 3 lc rgb '#228833' lw 2 pt 9 ps 1.4
+set linetype 4 lc rgb '#CCBB44' lw 2 pt 11 ps 1.4
+set linetype 5 lc rgb '#66CCEE' lw 2 pt 13 ps 1.4
+set linetype 6 lc rgb '#AA3377' lw 2 pt 15 ps 1.4
+set linetype 7 lc rgb '#BBBBBB' lw 2 pt 7 ps 1.2
+set linetype 8 lc rgb '#000000' lw 2 pt 5 ps 1.2
+set linetype cycle 8
+
+set border 3 lc rgb '#555555'
+set tics nomirror out
+set grid ytics lc rgb '#BBBBBB' lw 1 dt 1
+set key noautotitle
+set bmargin 4

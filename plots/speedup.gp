@@ -1,0 +1,27 @@
+# Speedup over the naive backend (images/s divided by naive's images/s), one
+# bar per backend. Drawn only when naive finished. Higher is better.
+chart = 'speedup'
+if (!exists("plotdir")) plotdir = ARG0[1:strlen(ARG0) - strlen(chart) - 3]
+load plotdir.'common.gp'
+load plotdir.'bars.gp'
+
+ok_value(col) = index_of(strcol("backend")) > 0 && column(col) > 0 ? column(col) : NaN
+stats summary using (ok_value("speedup_vs_naive")) nooutput
+lo = STATS_min < 1 ? STATS_min : 1
+hi = STATS_max > 1 ? STATS_max : 1
+if (use_log(lo, hi)) {
+    set logscale y
+    set yrange [lo / 3:hi * 3]
+    set ylabel 'speedup over naive, times (log scale)'
+} else {
+    set yrange [0:hi * 1.2]
+    set ylabel 'speedup over naive, times'
+}
+set title sprintf("%s training: speedup over the naive backend (images/s ratio), higher is better\n%s", \
+                  run_workload, subtitle)
+set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb '#555555' front
+
+plot summary using (position(strcol("backend"))):(ok_value("speedup_vs_naive")): \
+         (index_of(strcol("backend"))) with boxes lc variable, \
+     '' using (position(strcol("backend"))):(ok_value("speedup_vs_naive")): \
+         (sprintf("%.3gx", column("speedup_vs_naive"))) with labels offset 0,0.9
