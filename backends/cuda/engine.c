@@ -802,10 +802,11 @@ static int capture_graph(engine *e)
     if (!rc && end != cudaSuccess)
         snprintf(reason, sizeof reason, "cudaStreamEndCapture: %s", cudaGetErrorString(end));
     if (!rc && end == cudaSuccess) {
-        cudaError_t inst = cudaGraphInstantiate(&e->graph, g, 0);
+        cudaError_t inst = cudaGraphInstantiateWithFlags(&e->graph, g, 0);
         if (inst != cudaSuccess) {
             e->graph = NULL;
-            snprintf(reason, sizeof reason, "cudaGraphInstantiate: %s", cudaGetErrorString(inst));
+            snprintf(reason, sizeof reason, "cudaGraphInstantiateWithFlags: %s",
+                     cudaGetErrorString(inst));
         }
     }
     if (g)
@@ -1572,8 +1573,11 @@ static int measure_peak(engine *e, double *gflops)
 
 static double peak_gflops(engine *e)
 {
+    /* the probe's matrices are not the training's memory */
+    const size_t tracked_peak = e->tracked_peak;
     if (e->peak_gflops <= 0 && cudaSetDevice(e->device) == cudaSuccess)
         measure_peak(e, &e->peak_gflops);
+    e->tracked_peak = tracked_peak;
     cudaGetLastError();
     return e->peak_gflops;
 }
