@@ -2,3 +2,4 @@
 # this adds its tests.
 TESTS += test_idx test_paramfile
 TESTS += test_compare
+TEST_SCRIPTS += tests/test_compare.sh
