@@ -1,0 +1,770 @@
+/* The blas engine: the workload's layers as CBLAS GEMMs over the whole
+ * mini-batch, everything else as OpenMP loops, fp32. Activations are CHWN
+ * (blas_layers.h); parameters, gradients and optimiser state use the flat
+ * layout of every backend, so the harness and a data-parallel coordinator
+ * see the same floats as with the naive backend. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/blas/blas.h"
+#include "backends/common/optimizer.h"
+
+/* Images per group in the convolution stage when the engine shares out the
+ * work: small enough that a group's unfolded conv2 input (2 MiB) stays in
+ * a core's cache, large enough for one efficient sgemm per layer. */
+enum { GROUP_IMAGES = 16 };
+
+struct engine {
+    workload w;
+    engine_config cfg;
+    blas_team team;
+    char err[256];
+
+    float *params, *grads, *opt_state; /* param_count each; state x0, x1 or x2 */
+    size_t state_count;
+    long step; /* optimiser steps taken, for Adam's bias correction */
+
+    /* Layers [0, conv_layers) (convolutions, pools and ReLUs before the
+     * first dense layer) run group by group: their activations act[0..
+     * conv_layers] are CHWN blocks of one group after another. The dense
+     * layers run over the whole batch on [features][B] matrices: rows holds
+     * the conv stage's output in that form, act[i + 1] for i >= conv_layers
+     * too. Conv layers keep their unfolded input (col) and each group's
+     * gradients (partial: weights then bias); pools keep the winner of each
+     * window (where). */
+    int conv_layers;
+    float *act[WORKLOAD_MAX_LAYERS + 1], *rows, *d_rows;
+    float *col[WORKLOAD_MAX_LAYERS], *partial[WORKLOAD_MAX_LAYERS];
+    uint8_t *where[WORKLOAD_MAX_LAYERS];
+    float *d_a, *d_b;       /* gradients flowing back, in turn */
+    float *d_col;           /* one slot of col2im scratch per thread */
+    size_t d_col_per_image; /* floats of d_col scratch per image */
+    int *labels, *predicted;
+    float *losses, *softmax_rows;
+
+    dataset train, test;
+    int have_train, have_test;
+};
+
+static int fail(engine *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->err, sizeof e->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const char *parallel_name(void)
+{
+    switch (openblas_get_parallel()) {
+    case 0:
+        return "sequential";
+    case 1:
+        return "pthreads";
+    case 2:
+        return "openmp";
+    }
+    return "unknown threading";
+}
+
+void blas_library_info(char *buf, size_t len)
+{
+    /* the configuration string starts "OpenBLAS 0.3.21 ..." */
+    char version[64] = "OpenBLAS";
+    const char *config = openblas_get_config();
+    if (config && strncmp(config, "OpenBLAS ", 9) == 0)
+        snprintf(version, sizeof version, "OpenBLAS %.*s", (int)strcspn(config + 9, " "),
+                 config + 9);
+    snprintf(buf, len, "%s %s (%s)", version, openblas_get_corename(), parallel_name());
+}
+
+static void library_info(char *buf, size_t len) { blas_library_info(buf, len); }
+
+static int probe(char *why, size_t why_len)
+{
+    if (why && why_len)
+        why[0] = '\0';
+    return 1;
+}
+
+static void destroy(engine *e)
+{
+    if (!e)
+        return;
+    free(e->params);
+    free(e->grads);
+    free(e->opt_state);
+    for (int i = 0; i <= WORKLOAD_MAX_LAYERS; i++)
+        free(e->act[i]);
+    for (int i = 0; i < WORKLOAD_MAX_LAYERS; i++) {
+        free(e->col[i]);
+        free(e->partial[i]);
+        free(e->where[i]);
+    }
+    free(e->rows);
+    free(e->d_rows);
+    free(e->d_a);
+    free(e->d_b);
+    free(e->d_col);
+    free(e->labels);
+    free(e->predicted);
+    free(e->losses);
+    free(e->softmax_rows);
+    free(e);
+}
+
+/* 64-byte aligned, zeroed: the GEMMs and the simd loops like aligned rows. */
+static void *alloc_zeroed(size_t bytes)
+{
+    bytes = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (p)
+        memset(p, 0, bytes ? bytes : 64);
+    return p;
+}
+
+static float *alloc_floats(size_t n) { return alloc_zeroed(n * sizeof(float)); }
+
+/* The layer count of the conv stage: everything before the first dense
+ * layer. Returns -1 when a convolution or pool comes after a dense layer. */
+static int conv_stage_layers(const workload *w)
+{
+    int n = 0;
+    while (n < w->n_layers && w->layers[n].kind != LAYER_DENSE)
+        n++;
+    for (int i = n; i < w->n_layers; i++)
+        if (w->layers[i].kind == LAYER_CONV || w->layers[i].kind == LAYER_MAXPOOL)
+            return -1;
+    return n;
+}
+
+static const char *check_workload(const workload *w, const engine_config *cfg)
+{
+    if (!w || !cfg)
+        return "no workload or configuration";
+    if (cfg->batch_size < 1)
+        return "batch size must be at least 1";
+    if (cfg->threads < 0)
+        return "thread count must be 0 (every core) or more";
+    if (cfg->precision != PREC_FP32)
+        return "the blas backend computes in fp32 only";
+    if (w->n_layers < 1 || w->n_layers > WORKLOAD_MAX_LAYERS)
+        return "workload has no layers or too many";
+    if (w->classes < 1 || w->classes > WORKLOAD_MAX_CLASSES ||
+        shape3_size(w->layers[w->n_layers - 1].out) != w->classes)
+        return "workload's last layer does not give one logit per class";
+    if (w->layers[w->n_layers - 1].kind != LAYER_DENSE)
+        return "workload's last layer must be a dense layer";
+    if (conv_stage_layers(w) < 0)
+        return "a convolution or pool after a dense layer is not supported";
+    for (int i = 0; i < w->n_layers; i++) {
+        const layer *l = &w->layers[i];
+        if ((l->kind == LAYER_CONV || l->kind == LAYER_MAXPOOL) &&
+            (l->kernel < 1 || l->stride < 1 || l->kernel > l->in.h || l->kernel > l->in.w))
+            return "convolution or pool with a bad kernel or stride";
+        if (l->kind == LAYER_MAXPOOL && l->kernel > 15)
+            return "pool windows above 15x15 are not supported";
+    }
+    return NULL;
+}
+
+static int group_count(int B) { return (B + GROUP_IMAGES - 1) / GROUP_IMAGES; }
+
+static engine *create(const workload *w, const engine_config *cfg, char *err, size_t err_len)
+{
+    const char *why = check_workload(w, cfg);
+    if (why) {
+        if (err && err_len)
+            snprintf(err, err_len, "blas: %s", why);
+        return NULL;
+    }
+    engine *e = calloc(1, sizeof *e);
+    if (!e)
+        goto oom;
+    e->w = *w;
+    e->cfg = *cfg;
+    e->team.threads = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
+    e->team.split = BLAS_SPLIT_OWN;
+    e->conv_layers = conv_stage_layers(w);
+    const int B = cfg->batch_size, G = group_count(B);
+    const size_t n = w->param_count;
+    e->state_count = (size_t)optimizer_state_per_param(cfg->opt.kind) * n;
+    e->params = alloc_floats(n);
+    e->grads = alloc_floats(n);
+    e->opt_state = alloc_floats(e->state_count);
+    e->act[0] = alloc_floats((size_t)B * shape3_size(w->input));
+    if (!e->params || !e->grads || !e->opt_state || !e->act[0])
+        goto oom;
+    for (int i = 0; i < w->n_layers; i++) {
+        const layer *l = &w->layers[i];
+        e->act[i + 1] = alloc_floats((size_t)B * shape3_size(l->out));
+        if (!e->act[i + 1])
+            goto oom;
+        if (l->kind == LAYER_CONV) {
+            const size_t per_image =
+                blas_conv_col_floats(1, l->in.c, l->in.h, l->in.w, l->kernel, l->stride);
+            e->col[i] = alloc_floats(per_image * B);
+            /* one group per GROUP_IMAGES images, or the whole batch as one */
+            e->partial[i] = alloc_floats((l->weight_count + l->bias_count) * G);
+            if (!e->col[i] || !e->partial[i])
+                goto oom;
+            if (i > 0 && per_image > e->d_col_per_image)
+                e->d_col_per_image = per_image;
+        } else if (l->kind == LAYER_MAXPOOL) {
+            e->where[i] = alloc_zeroed((size_t)B * shape3_size(l->out));
+            if (!e->where[i])
+                goto oom;
+        }
+    }
+    const size_t max_act = (size_t)workload_max_activation(w);
+    const size_t slots_images = (size_t)e->team.threads * GROUP_IMAGES > (size_t)B
+                                    ? (size_t)e->team.threads * GROUP_IMAGES
+                                    : (size_t)B;
+    e->rows = alloc_floats((size_t)B * shape3_size(w->layers[e->conv_layers].in));
+    e->d_rows = alloc_floats((size_t)B * shape3_size(w->layers[e->conv_layers].in));
+    e->d_a = alloc_floats((size_t)B * max_act);
+    e->d_b = alloc_floats((size_t)B * max_act);
+    e->d_col = alloc_floats(e->d_col_per_image * slots_images);
+    e->labels = alloc_zeroed(sizeof(int) * (size_t)B);
+    e->predicted = alloc_zeroed(sizeof(int) * (size_t)B);
+    e->losses = alloc_floats((size_t)B);
+    e->softmax_rows = alloc_floats(2 * (size_t)B * w->classes);
+    if (!e->rows || !e->d_rows || !e->d_a || !e->d_b || !e->d_col || !e->labels ||
+        !e->predicted || !e->losses || !e->softmax_rows)
+        goto oom;
+    return e;
+oom:
+    destroy(e);
+    if (err && err_len)
+        snprintf(err, err_len, "blas: out of memory for workload %s at batch %d", w->name,
+                 cfg->batch_size);
+    return NULL;
+}
+
+void blas_engine_set_split(engine *e, blas_split split) { e->team.split = split; }
+
+static const char *error(engine *e) { return e ? e->err : "blas: no engine"; }
+
+static int set_params(engine *e, const float *params)
+{
+    memcpy(e->params, params, sizeof(float) * e->w.param_count);
+    return 0;
+}
+
+static int get_params(engine *e, float *params)
+{
+    memcpy(params, e->params, sizeof(float) * e->w.param_count);
+    return 0;
+}
+
+static int check_dataset(engine *e, const dataset *d, const char *which)
+{
+    if (!d->images || !d->labels || d->count < 0)
+        return fail(e, "blas: %s set has no images or labels", which);
+    if (e->w.input.c != 1 || d->rows != e->w.input.h || d->cols != e->w.input.w)
+        return fail(e, "blas: %s images are %dx%d, workload %s wants %dx%dx%d", which, d->rows,
+                    d->cols, e->w.name, e->w.input.c, e->w.input.h, e->w.input.w);
+    return 0;
+}
+
+static int bind_dataset(engine *e, const dataset *train, const dataset *test)
+{
+    if ((train && check_dataset(e, train, "training")) ||
+        (test && check_dataset(e, test, "test")))
+        return -1;
+    e->have_train = train != NULL;
+    e->have_test = test != NULL;
+    if (train)
+        e->train = *train;
+    if (test)
+        e->test = *test;
+    return 0;
+}
+
+/* Checks images idx[0..n) (or first..first+n) and keeps their labels. */
+static int check_images(engine *e, const dataset *d, const int32_t *idx, int first, int n)
+{
+    for (int b = 0; b < n; b++) {
+        const long i = idx ? idx[b] : first + b;
+        if (i < 0 || i >= d->count)
+            return fail(e, "blas: image index %ld outside 0..%d", i, d->count - 1);
+        const int label = d->labels[i];
+        if (label >= e->w.classes)
+            return fail(e, "blas: image %ld has label %d, workload has %d classes", i, label,
+                        e->w.classes);
+        e->labels[b] = label;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The conv stage, one group of images at a time                            */
+
+/* A group's block of a per-layer buffer whose images hold s each. */
+static float *group_block(float *base, shape3 s, int b0)
+{
+    return base + (size_t)b0 * shape3_size(s);
+}
+
+/* A group's block of d_a or d_b, which carry gradients of every shape: a
+ * fixed stride per image keeps the groups' blocks apart whichever layer
+ * each group has reached. */
+static float *group_grad(const engine *e, float *base, int b0)
+{
+    return base + (size_t)b0 * workload_max_activation(&e->w);
+}
+
+static size_t col_per_image(const layer *l)
+{
+    return blas_conv_col_floats(1, l->in.c, l->in.h, l->in.w, l->kernel, l->stride);
+}
+
+/* Pixels of images b0..b0+n of the batch into their block of act[0] (the
+ * conv stage), or into the [pixels][B] matrix when the first layer is dense. */
+static void gather(engine *e, const dataset *d, const int32_t *idx, int first, int b0, int n,
+                   int ld, int threads)
+{
+    const size_t pixels = (size_t)d->rows * d->cols;
+    float *x = e->conv_layers ? e->act[0] + (size_t)b0 * pixels : e->act[0] + b0;
+    blas_gather_chwn(x, ld, d->images, pixels, idx ? idx + b0 : NULL, first + b0, n, threads);
+}
+
+/* Conv-stage layer i forward for the n images from b0; the stage's last
+ * layer also hands its output to the dense stage as columns of `rows`. */
+static void group_forward_layer(engine *e, int i, int B, int b0, int n, int threads)
+{
+    const layer *l = &e->w.layers[i];
+    const float *in = group_block(e->act[i], l->in, b0);
+    float *out = group_block(e->act[i + 1], l->out, b0);
+    switch (l->kind) {
+    case LAYER_CONV:
+        blas_conv_forward(out, e->col[i] + (size_t)b0 * col_per_image(l), in,
+                          e->params + l->weight_offset, e->params + l->bias_offset, n, l->in.c,
+                          l->in.h, l->in.w, l->units, l->kernel, l->stride, threads);
+        break;
+    case LAYER_MAXPOOL:
+        blas_maxpool_forward(out, e->where[i] + (size_t)b0 * shape3_size(l->out), in, n,
+                             l->in.c, l->in.h, l->in.w, l->kernel, l->stride, threads);
+        break;
+    case LAYER_RELU:
+        blas_relu_forward(out, in, (size_t)n * shape3_size(l->in), threads);
+        break;
+    case LAYER_DENSE:
+        break; /* not in the conv stage */
+    }
+    if (i == e->conv_layers - 1)
+        blas_rows_from_group(e->rows, B, b0, out, shape3_size(l->out), n);
+}
+
+/* Conv-stage layer i backward for group g (the n images from b0). Layer
+ * i's output gradient is in d_a when an even number of layers follow it in
+ * the stage, else in d_b; its input gradient goes to the other one. The
+ * stage's last layer first takes its gradient from the columns of d_rows.
+ * Weight and bias gradients go to the group's slot of partial[i]. */
+static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, float *d_col,
+                                 int threads)
+{
+    const layer *l = &e->w.layers[i];
+    const int after = e->conv_layers - 1 - i;
+    float *d = group_grad(e, after % 2 ? e->d_b : e->d_a, b0);
+    float *d_in = i > 0 ? group_grad(e, after % 2 ? e->d_a : e->d_b, b0) : NULL;
+    if (after == 0)
+        blas_group_from_rows(d, e->d_rows, B, b0, shape3_size(l->out), n);
+    switch (l->kind) {
+    case LAYER_CONV: {
+        float *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
+        const float *col = e->col[i] + (size_t)b0 * col_per_image(l);
+        blas_conv_backward_params(part, part + l->weight_count, d, col, n, l->in.c, l->in.h,
+                                  l->in.w, l->units, l->kernel, l->stride, threads);
+        if (d_in)
+            blas_conv_backward_data(d_in, d_col, d, e->params + l->weight_offset, n, l->in.c,
+                                    l->in.h, l->in.w, l->units, l->kernel, l->stride, threads);
+        break;
+    }
+    case LAYER_MAXPOOL:
+        if (d_in)
+            blas_maxpool_backward(d_in, d, e->where[i] + (size_t)b0 * shape3_size(l->out), n,
+                                  l->in.c, l->in.h, l->in.w, l->kernel, l->stride, threads);
+        break;
+    case LAYER_RELU:
+        if (d_in)
+            blas_relu_backward(d_in, d, group_block(e->act[i + 1], l->out, b0),
+                               (size_t)n * shape3_size(l->in), threads);
+        break;
+    case LAYER_DENSE:
+        break; /* not in the conv stage */
+    }
+}
+
+/* Who works on what: with BLAS_SPLIT_OWN the groups are GROUP_IMAGES
+ * images and go to the engine's threads, each running its layers on one
+ * thread; otherwise the batch is one group and each layer uses every
+ * thread (OpenBLAS for the sgemm, OpenMP for the loops). */
+typedef struct plan {
+    int group_images, groups, group_threads, layer_threads;
+} plan;
+
+static plan plan_for(const engine *e, int B)
+{
+    plan p;
+    const int own = e->team.split == BLAS_SPLIT_OWN;
+    p.group_images = own ? GROUP_IMAGES : B;
+    p.groups = (B + p.group_images - 1) / p.group_images;
+    p.group_threads = own && p.groups > 1 ? e->team.threads : 1;
+    p.layer_threads = own ? 1 : e->team.threads;
+    return p;
+}
+
+static int group_size(const plan *p, int B, int g)
+{
+    const int b0 = g * p->group_images;
+    return B - b0 < p->group_images ? B - b0 : p->group_images;
+}
+
+/* This thread's slot of col2im scratch. */
+static float *d_col_slot(const engine *e, const plan *p)
+{
+    const int slot = p->group_threads > 1 ? omp_get_thread_num() : 0;
+    return e->d_col + (size_t)slot * GROUP_IMAGES * e->d_col_per_image;
+}
+
+/* Conv-stage layers [lo, hi) forward for the batch, group after group (a
+ * whole pass in one parallel region, each group's data still in its
+ * thread's cache from the layer before), the images gathered first when
+ * asked; a workload without a conv stage just gathers them. */
+static void conv_stage_forward(engine *e, const dataset *d, const int32_t *idx, int first,
+                               int B, int with_gather, int lo, int hi)
+{
+    if (e->conv_layers == 0) {
+        if (with_gather)
+            gather(e, d, idx, first, 0, B, B, e->team.threads);
+        return;
+    }
+    const plan p = plan_for(e, B);
+#pragma omp parallel for schedule(dynamic, 1)                                                 \
+    num_threads(p.group_threads) if (p.group_threads > 1)
+    for (int g = 0; g < p.groups; g++) {
+        const int b0 = g * p.group_images, n = group_size(&p, B, g);
+        if (with_gather)
+            gather(e, d, idx, first, b0, n, n, p.layer_threads);
+        for (int i = lo; i < hi; i++)
+            group_forward_layer(e, i, B, b0, n, p.layer_threads);
+    }
+}
+
+/* Conv-stage layers [lo, hi) backward, from hi - 1 down. */
+static void conv_stage_backward(engine *e, int B, int lo, int hi)
+{
+    const plan p = plan_for(e, B);
+#pragma omp parallel for schedule(dynamic, 1)                                                 \
+    num_threads(p.group_threads) if (p.group_threads > 1)
+    for (int g = 0; g < p.groups; g++) {
+        const int b0 = g * p.group_images, n = group_size(&p, B, g);
+        float *d_col = d_col_slot(e, &p);
+        for (int i = hi - 1; i >= lo; i--)
+            group_backward_layer(e, i, B, g, b0, n, d_col, p.layer_threads);
+    }
+}
+
+/* The groups' weight and bias gradients, summed in group order, so that
+ * the sum does not depend on which thread did which group. */
+static void conv_stage_sum_gradients(engine *e, int B)
+{
+    const plan p = plan_for(e, B);
+    for (int i = 0; i < e->conv_layers; i++) {
+        const layer *l = &e->w.layers[i];
+        if (l->kind != LAYER_CONV)
+            continue;
+        const size_t count = l->weight_count + l->bias_count;
+        float *dst = e->grads + l->weight_offset; /* the bias follows the weights */
+        memcpy(dst, e->partial[i], sizeof(float) * count);
+        for (int g = 1; g < p.groups; g++) {
+            const float *src = e->partial[i] + (size_t)g * count;
+            for (size_t j = 0; j < count; j++)
+                dst[j] += src[j];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* The dense stage, over the whole batch                                    */
+
+/* The [features][B] input of layer i >= conv_layers. */
+static const float *dense_input(const engine *e, int i)
+{
+    return i == e->conv_layers && e->conv_layers > 0 ? e->rows : e->act[i];
+}
+
+static void dense_forward_layer(engine *e, int i, int B)
+{
+    const layer *l = &e->w.layers[i];
+    const float *in = dense_input(e, i);
+    if (l->kind == LAYER_DENSE)
+        blas_dense_forward(e->act[i + 1], in, e->params + l->weight_offset,
+                           e->params + l->bias_offset, B, shape3_size(l->in), l->units,
+                           &e->team);
+    else /* a ReLU */
+        blas_relu_forward(e->act[i + 1], in, (size_t)B * shape3_size(l->in), e->team.threads);
+}
+
+/* Layer i's output gradient is in d_a when an even number of layers follow
+ * it (the loss writes the logits' gradient into d_a), else in d_b; its
+ * input gradient goes to the other one, or to d_rows for the first dense
+ * layer after a conv stage, or nowhere for the network's first layer. */
+static void dense_backward_layer(engine *e, int i, int B)
+{
+    const layer *l = &e->w.layers[i];
+    const int after = e->w.n_layers - 1 - i;
+    const float *d = after % 2 ? e->d_b : e->d_a;
+    float *d_in = i == 0                ? NULL
+                  : i == e->conv_layers ? e->d_rows
+                  : after % 2           ? e->d_a
+                                        : e->d_b;
+    if (l->kind == LAYER_DENSE)
+        blas_dense_backward(e->grads + l->weight_offset, e->grads + l->bias_offset, d_in, d,
+                            dense_input(e, i), e->params + l->weight_offset, B,
+                            shape3_size(l->in), l->units, &e->team);
+    else if (d_in)
+        blas_relu_backward(d_in, d, e->act[i + 1], (size_t)B * shape3_size(l->in),
+                           e->team.threads);
+}
+
+/* Mean loss of the batch in act[L], the images' losses summed in order in
+ * double as the naive backend does; dlogits into d_a. */
+static float loss_and_dlogits(engine *e, int B)
+{
+    const int L = e->w.n_layers;
+    blas_softmax_xent(e->d_a, e->losses, NULL, e->act[L], e->labels, B, e->w.classes,
+                      1.0f / (float)B, e->softmax_rows);
+    double sum = 0.0;
+    for (int b = 0; b < B; b++)
+        sum += e->losses[b];
+    return (float)(sum / B);
+}
+
+static int check_batch(engine *e, int batch)
+{
+    if (batch < 1 || batch > e->cfg.batch_size)
+        return fail(e, "blas: batch of %d images, engine was created for 1..%d", batch,
+                    e->cfg.batch_size);
+    if (!e->have_train)
+        return fail(e, "blas: no training set bound");
+    return 0;
+}
+
+/* Every conv and dense layer writes its gradients whole, and every
+ * parameter belongs to one of them, so nothing needs zeroing. */
+static int compute_gradients(engine *e, const int32_t *indices, int batch, float *loss)
+{
+    blas_team_enter(&e->team);
+    if (check_batch(e, batch) || check_images(e, &e->train, indices, 0, batch))
+        return -1;
+    const int C = e->conv_layers, L = e->w.n_layers;
+    conv_stage_forward(e, &e->train, indices, 0, batch, 1, 0, C);
+    for (int i = C; i < L; i++)
+        dense_forward_layer(e, i, batch);
+    const float mean = loss_and_dlogits(e, batch);
+    for (int i = L - 1; i >= C; i--)
+        dense_backward_layer(e, i, batch);
+    conv_stage_backward(e, batch, 0, C);
+    conv_stage_sum_gradients(e, batch);
+    if (loss)
+        *loss = mean;
+    return 0;
+}
+
+/* The shared update, cut into ranges that the threads share out; each
+ * element's update is independent, so the result is the same for any cut. */
+static void update(engine *e, float grad_scale)
+{
+    enum { RANGE = 16384 };
+    const size_t n = e->w.param_count;
+    const int ranges = (int)((n + RANGE - 1) / RANGE);
+    e->step++;
+#pragma omp parallel for schedule(static) num_threads(e->team.threads) if (ranges > 1)
+    for (int r = 0; r < ranges; r++) {
+        const size_t lo = (size_t)r * RANGE, hi = lo + RANGE < n ? lo + RANGE : n;
+        optimizer_update_range(&e->w, &e->cfg.opt, e->params, e->grads, grad_scale,
+                               e->opt_state, e->step, lo, hi);
+    }
+}
+
+static int apply_update(engine *e, float grad_scale)
+{
+    blas_team_enter(&e->team);
+    update(e, grad_scale);
+    return 0;
+}
+
+static int train_steps(engine *e, const int32_t *indices, int batch, int steps, float *losses)
+{
+    for (int s = 0; s < steps; s++) {
+        float loss;
+        if (compute_gradients(e, indices + (size_t)s * batch, batch, &loss) ||
+            apply_update(e, 1.0f))
+            return -1;
+        if (losses)
+            losses[s] = loss;
+    }
+    return 0;
+}
+
+static int evaluate(engine *e, int limit, eval_counts *out)
+{
+    blas_team_enter(&e->team);
+    if (!e->have_test)
+        return fail(e, "blas: no test set bound");
+    const int n = limit <= 0 || limit > e->test.count ? e->test.count : limit;
+    const int L = e->w.n_layers, classes = e->w.classes;
+    memset(out, 0, sizeof *out);
+    out->classes = classes;
+    for (int first = 0; first < n; first += e->cfg.batch_size) {
+        const int B = n - first < e->cfg.batch_size ? n - first : e->cfg.batch_size;
+        if (check_images(e, &e->test, NULL, first, B))
+            return -1;
+        conv_stage_forward(e, &e->test, NULL, first, B, 1, 0, e->conv_layers);
+        for (int i = e->conv_layers; i < L; i++)
+            dense_forward_layer(e, i, B);
+        blas_softmax_xent(NULL, e->losses, e->predicted, e->act[L], e->labels, B, classes,
+                          1.0f, e->softmax_rows);
+        for (int b = 0; b < B; b++) {
+            out->loss_sum += e->losses[b];
+            out->confusion[e->labels[b] * classes + e->predicted[b]]++;
+        }
+        out->count += B;
+    }
+    return 0;
+}
+
+static float *buffer(engine *e, engine_buffer which, size_t *count)
+{
+    switch (which) {
+    case BUF_PARAMS:
+        *count = e->w.param_count;
+        return e->params;
+    case BUF_GRADS:
+        *count = e->w.param_count;
+        return e->grads;
+    case BUF_OPT_STATE:
+        *count = e->state_count;
+        return e->opt_state;
+    }
+    *count = 0;
+    return NULL;
+}
+
+static void placement(engine *e, int *threads, int *devices, int *replicas)
+{
+    *threads = e->team.threads;
+    *devices = 0;
+    *replicas = 1;
+}
+
+static void describe(engine *e, char *buf, size_t len)
+{
+    snprintf(buf, len, "fp32, %d thread%s, OpenBLAS %s %s, GEMMs split by %s", e->team.threads,
+             e->team.threads == 1 ? "" : "s", parallel_name(), openblas_get_corename(),
+             e->team.split == BLAS_SPLIT_OWN ? "the engine" : "OpenBLAS");
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+/* Times each layer's forward and backward pass, the loss and the update over
+ * `reps` steps on the same batch. The parameters, optimiser state and step
+ * count are put back afterwards, so profiling does not change the model. */
+static int profile_layers(engine *e, const int32_t *indices, int batch, int reps,
+                          layer_times *out)
+{
+    blas_team_enter(&e->team);
+    if (reps < 1)
+        return fail(e, "blas: profile needs at least one repetition");
+    if (check_batch(e, batch) || check_images(e, &e->train, indices, 0, batch))
+        return -1;
+    const size_t n = e->w.param_count;
+    float *saved = malloc(sizeof(float) * (n + e->state_count + 1));
+    if (!saved)
+        return fail(e, "blas: out of memory saving parameters for profiling");
+    memcpy(saved, e->params, sizeof(float) * n);
+    memcpy(saved + n, e->opt_state, sizeof(float) * e->state_count);
+    const long saved_step = e->step;
+
+    /* layer by layer: the conv stage's groups go through one layer at a
+     * time here, not all layers at once, so that each can be timed; the
+     * group gradients' sum counts in the first layer's backward pass */
+    const int C = e->conv_layers, L = e->w.n_layers;
+    memset(out, 0, sizeof *out);
+    out->n_layers = L;
+    conv_stage_forward(e, &e->train, indices, 0, batch, 1, 0, 0);
+    for (int r = 0; r < reps; r++) {
+        for (int i = 0; i < L; i++) {
+            double t0 = now_ms();
+            if (i < C)
+                conv_stage_forward(e, NULL, NULL, 0, batch, 0, i, i + 1);
+            else
+                dense_forward_layer(e, i, batch);
+            out->forward_ms[i] += now_ms() - t0;
+        }
+        double t0 = now_ms();
+        loss_and_dlogits(e, batch);
+        out->loss_ms += now_ms() - t0;
+        for (int i = L - 1; i >= 0; i--) {
+            t0 = now_ms();
+            if (i < C)
+                conv_stage_backward(e, batch, i, i + 1);
+            else
+                dense_backward_layer(e, i, batch);
+            if (i == 0)
+                conv_stage_sum_gradients(e, batch);
+            out->backward_ms[i] += now_ms() - t0;
+        }
+        t0 = now_ms();
+        update(e, 1.0f);
+        out->update_ms += now_ms() - t0;
+    }
+    for (int i = 0; i < L; i++) {
+        out->forward_ms[i] /= reps;
+        out->backward_ms[i] /= reps;
+    }
+    out->loss_ms /= reps;
+    out->update_ms /= reps;
+
+    memcpy(e->params, saved, sizeof(float) * n);
+    memcpy(e->opt_state, saved + n, sizeof(float) * e->state_count);
+    e->step = saved_step;
+    free(saved);
+    return 0;
+}
+
+const backend blas_backend = {
+    .name = "blas",
+    .summary = "OpenBLAS GEMMs over the whole batch + OpenMP loops, fp32",
+    .built = 1,
+    .probe = probe,
+    .create = create,
+    .destroy = destroy,
+    .error = error,
+    .set_params = set_params,
+    .get_params = get_params,
+    .bind_dataset = bind_dataset,
+    .train_steps = train_steps,
+    .evaluate = evaluate,
+    .compute_gradients = compute_gradients,
+    .apply_update = apply_update,
+    .buffer = buffer,
+    .buffer_space = MEM_HOST,
+    .placement = placement,
+    .describe = describe,
+    .library_info = library_info,
+    .profile_layers = profile_layers,
+};

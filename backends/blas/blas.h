@@ -1,0 +1,19 @@
+/* The blas backend beyond the engine contract: what its tests and the CPU
+ * benchmark reach for. */
+#ifndef LB_BLAS_H
+#define LB_BLAS_H
+
+#include "backends/blas/blas_layers.h"
+#include "backends/engine.h"
+
+extern const backend blas_backend;
+
+/* Chooses who splits the GEMMs (blas_layers.h) for an engine of the blas
+ * backend; BLAS_SPLIT_OWN is the default. Meant for tests and measurements. */
+void blas_engine_set_split(engine *e, blas_split split);
+
+/* "OpenBLAS 0.3.21 Prescott (openmp)": version, kernels chosen at load
+ * time, and threading of the library this program runs with. */
+void blas_library_info(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,346 @@
+/* The blas backend's layers (see blas_layers.h for the layout and the
+ * threading). Every product is a row-major cblas_sgemm. */
+#include "backends/blas/blas_layers.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <string.h>
+
+#include "backends/common/elementwise.h"
+
+/* Sets how many threads OpenBLAS uses for a call made outside our parallel
+ * regions: every thread when it splits the GEMMs, else one. Both of
+ * OpenBLAS's knobs are set, since its OpenMP build follows this thread's
+ * omp_get_max_threads() but never rises again from 1 by that route alone.
+ * Inside an active parallel region its OpenMP build always runs on one
+ * thread; its pthreads build needs the count of 1 for that. */
+void blas_team_enter(const blas_team *t)
+{
+    const int library_threads = t->split == BLAS_SPLIT_LIBRARY ? t->threads : 1;
+    omp_set_num_threads(library_threads);
+    if (openblas_get_num_threads() != library_threads)
+        openblas_set_num_threads(library_threads);
+}
+
+void blas_gather_chwn(float *x, int ld, const uint8_t *images, size_t pixels,
+                      const int32_t *idx, int first, int B, int threads)
+{
+    enum { ROWS = 32 }; /* pixels per chunk: a thread owns these rows of x */
+    const int chunks = (int)((pixels + ROWS - 1) / ROWS);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int c = 0; c < chunks; c++) {
+        const size_t p0 = (size_t)c * ROWS, p1 = p0 + ROWS < pixels ? p0 + ROWS : pixels;
+        for (int b = 0; b < B; b++) {
+            const uint8_t *src = images + (size_t)(idx ? idx[b] : first + b) * pixels;
+            for (size_t p = p0; p < p1; p++)
+                x[p * ld + b] = lb_pixel(src[p]);
+        }
+    }
+}
+
+void blas_rows_from_group(float *dst, int ld, int b0, const float *src, int F, int B)
+{
+    for (int f = 0; f < F; f++)
+        memcpy(dst + (size_t)f * ld + b0, src + (size_t)f * B, sizeof(float) * B);
+}
+
+void blas_group_from_rows(float *dst, const float *src, int ld, int b0, int F, int B)
+{
+    for (int f = 0; f < F; f++)
+        memcpy(dst + (size_t)f * B, src + (size_t)f * ld + b0, sizeof(float) * B);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Convolution                                                             */
+
+size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride)
+{
+    return (size_t)C * kernel * kernel * blas_out_size(H, kernel, stride) *
+           blas_out_size(W, kernel, stride) * B;
+}
+
+/* col[(c, ki, kj)][(oy, ox, b)] = in[c][oy*s + ki][ox*s + kj][b]. With
+ * stride 1 a whole output row (ox, b) is one contiguous run of the input. */
+static void im2col(float *col, const float *in, int B, int C, int H, int W, int kernel,
+                   int stride, int threads)
+{
+    const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
+    const size_t N = (size_t)OH * OW * B, row = (size_t)OW * B;
+    const int R = C * kernel * kernel;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int r = 0; r < R; r++) {
+        const int c = r / (kernel * kernel), ki = r / kernel % kernel, kj = r % kernel;
+        float *dst = col + (size_t)r * N;
+        for (int oy = 0; oy < OH; oy++) {
+            const float *src = in + ((size_t)(c * H + oy * stride + ki) * W + kj) * B;
+            if (stride == 1) {
+                memcpy(dst + oy * row, src, sizeof(float) * row);
+                continue;
+            }
+            for (int ox = 0; ox < OW; ox++)
+                memcpy(dst + oy * row + (size_t)ox * B, src + (size_t)ox * stride * B,
+                       sizeof(float) * B);
+        }
+    }
+}
+
+void blas_conv_forward(float *out, float *col, const float *in, const float *weight,
+                       const float *bias, int B, int C, int H, int W, int K, int kernel,
+                       int stride, int threads)
+{
+    const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
+    const int N = OH * OW * B, R = C * kernel * kernel;
+    im2col(col, in, B, C, H, W, kernel, stride, threads);
+    for (int k = 0; k < K; k++) {
+        float *o = out + (size_t)k * N;
+        const float v = bias[k];
+        for (int j = 0; j < N; j++)
+            o[j] = v;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, N, R, 1.0f, weight, R, col, N,
+                1.0f, out, N);
+}
+
+/* out[r] = sum of in[r][0..n) */
+static void row_sums(float *out, const float *in, int rows, size_t n, int threads)
+{
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int r = 0; r < rows; r++) {
+        const float *x = in + (size_t)r * n;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (size_t j = 0; j < n; j++)
+            sum += x[j];
+        out[r] = sum;
+    }
+}
+
+void blas_conv_backward_params(float *d_weight, float *d_bias, const float *d_out,
+                               const float *col, int B, int C, int H, int W, int K, int kernel,
+                               int stride, int threads)
+{
+    const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
+    const int N = OH * OW * B, R = C * kernel * kernel;
+    /* d_weight[K][R] = d_out[K][N] * col[R][N]^T */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, R, N, 1.0f, d_out, N, col, N, 0.0f,
+                d_weight, R);
+    row_sums(d_bias, d_out, K, (size_t)N, threads);
+}
+
+void blas_conv_backward_data(float *d_in, float *d_col, const float *d_out,
+                             const float *weight, int B, int C, int H, int W, int K,
+                             int kernel, int stride, int threads)
+{
+    const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
+    const int N = OH * OW * B, R = C * kernel * kernel;
+    /* d_col[R][N] = weight^T * d_out */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, N, K, 1.0f, weight, R, d_out, N,
+                0.0f, d_col, N);
+    /* fold back, a channel at a time: windows of different channels never
+     * overlap, so channels may go to different threads */
+    const size_t row = (size_t)OW * B;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int c = 0; c < C; c++) {
+        float *dst_c = d_in + (size_t)c * H * W * B;
+        memset(dst_c, 0, sizeof(float) * (size_t)H * W * B);
+        for (int ki = 0; ki < kernel; ki++)
+            for (int kj = 0; kj < kernel; kj++) {
+                const float *src = d_col + ((size_t)(c * kernel + ki) * kernel + kj) * N;
+                for (int oy = 0; oy < OH; oy++) {
+                    float *dst = dst_c + ((size_t)(oy * stride + ki) * W + kj) * B;
+                    const float *s = src + (size_t)oy * row;
+                    if (stride == 1) {
+#pragma omp simd
+                        for (size_t j = 0; j < row; j++)
+                            dst[j] += s[j];
+                        continue;
+                    }
+                    for (int ox = 0; ox < OW; ox++) {
+                        float *d = dst + (size_t)ox * stride * B;
+                        const float *g = s + (size_t)ox * B;
+#pragma omp simd
+                        for (int b = 0; b < B; b++)
+                            d[b] += g[b];
+                    }
+                }
+            }
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Max-pool, ReLU                                                          */
+
+void blas_maxpool_forward(float *out, uint8_t *where, const float *in, int B, int C, int H,
+                          int W, int kernel, int stride, int threads)
+{
+    const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int c = 0; c < C; c++)
+        for (int oy = 0; oy < OH; oy++)
+            for (int ox = 0; ox < OW; ox++) {
+                const size_t at = ((size_t)(c * OH + oy) * OW + ox) * B;
+                const float *x = in + ((size_t)(c * H + oy * stride) * W + ox * stride) * B;
+                float *y = out + at;
+                uint8_t *w = where + at;
+                for (int b = 0; b < B; b++) {
+                    y[b] = x[b];
+                    w[b] = 0;
+                }
+                for (int ki = 0; ki < kernel; ki++)
+                    for (int kj = 0; kj < kernel; kj++) {
+                        const float *v = x + ((size_t)ki * W + kj) * B;
+                        const uint8_t pos = (uint8_t)(ki * kernel + kj);
+                        /* strictly larger: the first largest keeps its place */
+#pragma omp simd
+                        for (int b = 0; b < B; b++) {
+                            const int bigger = v[b] > y[b];
+                            y[b] = bigger ? v[b] : y[b];
+                            w[b] = bigger ? pos : w[b];
+                        }
+                    }
+            }
+}
+
+void blas_maxpool_backward(float *d_in, const float *d_out, const uint8_t *where, int B, int C,
+                           int H, int W, int kernel, int stride, int threads)
+{
+    const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int c = 0; c < C; c++) {
+        memset(d_in + (size_t)c * H * W * B, 0, sizeof(float) * (size_t)H * W * B);
+        for (int oy = 0; oy < OH; oy++)
+            for (int ox = 0; ox < OW; ox++) {
+                const size_t at = ((size_t)(c * OH + oy) * OW + ox) * B;
+                const float *dy = d_out + at;
+                const uint8_t *w = where + at;
+                float *dx = d_in + ((size_t)(c * H + oy * stride) * W + ox * stride) * B;
+                for (int ki = 0; ki < kernel; ki++)
+                    for (int kj = 0; kj < kernel; kj++) {
+                        float *d = dx + ((size_t)ki * W + kj) * B;
+                        const uint8_t pos = (uint8_t)(ki * kernel + kj);
+#pragma omp simd
+                        for (int b = 0; b < B; b++)
+                            d[b] += w[b] == pos ? dy[b] : 0.0f;
+                    }
+            }
+    }
+}
+
+/* Below this many floats an elementwise loop is not worth waking threads. */
+enum { PARALLEL_MIN_FLOATS = 1 << 18 };
+
+void blas_relu_forward(float *out, const float *in, size_t n, int threads)
+{
+#pragma omp parallel for simd schedule(static)                                                \
+    num_threads(threads) if (threads > 1 && n >= PARALLEL_MIN_FLOATS)
+    for (size_t i = 0; i < n; i++)
+        out[i] = lb_relu(in[i]);
+}
+
+void blas_relu_backward(float *d_in, const float *d_out, const float *out, size_t n,
+                        int threads)
+{
+#pragma omp parallel for simd schedule(static)                                                \
+    num_threads(threads) if (threads > 1 && n >= PARALLEL_MIN_FLOATS)
+    for (size_t i = 0; i < n; i++)
+        d_in[i] = lb_relu_backward(out[i], d_out[i]);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Dense layers: tiles of rows                                              */
+
+/* Rows per tile of an [M][N] result with inner dimension K: at most 8 tiles,
+ * a multiple of 16 rows, and at least about a million multiply-adds each
+ * (less is not worth a thread). From the shape alone, so the tiles, and the
+ * floats they give, are the same for any thread count. */
+static int tile_rows(int M, int N, int K)
+{
+    enum { MAX_TILES = 8, ALIGN = 16 };
+    const double min_rows = (double)(1 << 20) / ((double)N * K > 1 ? (double)N * K : 1);
+    int rows = (M + MAX_TILES - 1) / MAX_TILES;
+    if (rows < min_rows)
+        rows = min_rows < M ? (int)min_rows + 1 : M;
+    rows = (rows + ALIGN - 1) / ALIGN * ALIGN;
+    return rows > 0 ? rows : ALIGN;
+}
+
+static int tile_count(int n, int size) { return (n + size - 1) / size; }
+
+void blas_dense_forward(float *out, const float *in, const float *weight, const float *bias,
+                        int B, int n_in, int n_out, const blas_team *t)
+{
+    for (int o = 0; o < n_out; o++)
+        for (int b = 0; b < B; b++)
+            out[(size_t)o * B + b] = bias[o];
+    if (t->split == BLAS_SPLIT_LIBRARY) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_out, B, n_in, 1.0f, weight,
+                    n_in, in, B, 1.0f, out, B);
+        return;
+    }
+    const int rows = tile_rows(n_out, B, n_in), tiles = tile_count(n_out, rows);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(t->threads) if (tiles > 1)
+    for (int i = 0; i < tiles; i++) {
+        const int lo = i * rows, m = n_out - lo < rows ? n_out - lo : rows;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, B, n_in, 1.0f,
+                    weight + (size_t)lo * n_in, n_in, in, B, 1.0f, out + (size_t)lo * B, B);
+    }
+}
+
+void blas_dense_backward(float *d_weight, float *d_bias, float *d_in, const float *d_out,
+                         const float *in, const float *weight, int B, int n_in, int n_out,
+                         const blas_team *t)
+{
+    if (t->split == BLAS_SPLIT_LIBRARY) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_out, n_in, B, 1.0f, d_out, B,
+                    in, B, 0.0f, d_weight, n_in);
+        row_sums(d_bias, d_out, n_out, (size_t)B, 1);
+        if (d_in)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_in, B, n_out, 1.0f, weight,
+                        n_in, d_out, B, 0.0f, d_in, B);
+        return;
+    }
+    /* the weight-gradient tiles (rows of d_weight) and the data-gradient
+     * tiles (rows of d_in) in one parallel loop */
+    const int w_rows = tile_rows(n_out, n_in, B), w_tiles = tile_count(n_out, w_rows);
+    const int d_rows = tile_rows(n_in, B, n_out);
+    const int d_tiles = d_in ? tile_count(n_in, d_rows) : 0;
+#pragma omp parallel for schedule(dynamic, 1)                                                 \
+    num_threads(t->threads) if (w_tiles + d_tiles > 1)
+    for (int i = 0; i < w_tiles + d_tiles; i++) {
+        if (i < w_tiles) {
+            const int lo = i * w_rows, m = n_out - lo < w_rows ? n_out - lo : w_rows;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n_in, B, 1.0f,
+                        d_out + (size_t)lo * B, B, in, B, 0.0f, d_weight + (size_t)lo * n_in,
+                        n_in);
+            row_sums(d_bias + lo, d_out + (size_t)lo * B, m, (size_t)B, 1);
+        } else {
+            const int lo = (i - w_tiles) * d_rows, m = n_in - lo < d_rows ? n_in - lo : d_rows;
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, B, n_out, 1.0f,
+                        weight + lo, n_in, d_out, B, 0.0f, d_in + (size_t)lo * B, B);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Loss                                                                    */
+
+/* B x classes is a few thousand floats: one thread is quicker than many. */
+void blas_softmax_xent(float *d_logits, float *losses, int *predicted, const float *logits,
+                       const int *labels, int B, int classes, float scale, float *rows)
+{
+    float *by_image = rows, *d_by_image = rows + (size_t)B * classes;
+    for (int k = 0; k < classes; k++)
+        for (int b = 0; b < B; b++)
+            by_image[(size_t)b * classes + k] = logits[(size_t)k * B + b];
+    for (int b = 0; b < B; b++) {
+        const float *z = by_image + (size_t)b * classes;
+        losses[b] = lb_softmax_xent(z, classes, labels[b], scale,
+                                    d_logits ? d_by_image + (size_t)b * classes : NULL);
+        if (predicted)
+            predicted[b] = lb_argmax(z, classes);
+    }
+    if (d_logits)
+        for (int k = 0; k < classes; k++)
+            for (int b = 0; b < B; b++)
+                d_logits[(size_t)k * B + b] = d_by_image[(size_t)b * classes + k];
+}

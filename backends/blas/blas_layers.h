@@ -1,0 +1,110 @@
+/* The blas backend's layers: convolutions and dense layers as GEMMs through
+ * CBLAS, pooling, ReLU and the loss as plain or OpenMP loops.
+ *
+ * Layout: activations are CHWN, [C][H][W][B] with the images innermost
+ * (a dense layer's [O][B] is CHWN with H = W = 1). Then
+ *   - im2col over a group of images is a run of contiguous copies, and a
+ *     convolution is one GEMM for the whole group ([50 x 500] x [500 x 64 B]
+ *     for conv2), not one per image;
+ *   - a pool output is already the [C*H*W][B] matrix a dense layer
+ *     multiplies, with features in the C,H,W order of the weights;
+ *   - pooling, ReLU and bias loops run over B contiguous floats.
+ *
+ * How the work is shared (blas_team):
+ *   BLAS_SPLIT_OWN      the engine's threads share out fixed pieces of work
+ *                       (groups of images for the convolutions, tiles of
+ *                       rows for the dense layers) and every sgemm runs on
+ *                       one thread inside that parallel region. The pieces
+ *                       depend on the shapes only, so 1 thread and 8 compute
+ *                       the same floats.
+ *   BLAS_SPLIT_LIBRARY  one sgemm per product over the whole batch, threaded
+ *                       by OpenBLAS; the loops around it use OpenMP.
+ * With OpenBLAS's OpenMP build both run on one thread pool, and an sgemm
+ * called inside an active parallel region runs on one thread: neither
+ * oversubscribes the cores.
+ *
+ * Conventions: functions that take `threads` run their loops on that many
+ * OpenMP threads (1 when the caller is already inside a parallel region);
+ * forward functions overwrite their output; backward functions overwrite
+ * d_in, d_weight and d_bias (no accumulation). Buffers of one call never
+ * overlap unless a function says so. */
+#ifndef LB_BLAS_LAYERS_H
+#define LB_BLAS_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum blas_split { BLAS_SPLIT_OWN, BLAS_SPLIT_LIBRARY } blas_split;
+
+typedef struct blas_team {
+    int threads;
+    blas_split split;
+} blas_team;
+
+/* Makes OpenBLAS's thread count what `t` needs (t->threads when it splits
+ * the GEMMs, else 1); call on entry to the engine, from the thread that
+ * drives it. The loops of the engine name their thread counts themselves. */
+void blas_team_enter(const blas_team *t);
+
+/* Output size of a valid convolution or pool. */
+static inline int blas_out_size(int size, int kernel, int stride)
+{
+    return (size - kernel) / stride + 1;
+}
+
+/* Images idx[0..B) (or first..first+B when idx is NULL) of `pixels` bytes
+ * each, scaled to [0,1], into x[pixels][ld] (columns 0..B). */
+void blas_gather_chwn(float *x, int ld, const uint8_t *images, size_t pixels,
+                      const int32_t *idx, int first, int B, int threads);
+
+/* dst[F][ld] columns b0..b0+B <- src[F][B], and back. */
+void blas_rows_from_group(float *dst, int ld, int b0, const float *src, int F, int B);
+void blas_group_from_rows(float *dst, const float *src, int ld, int b0, int F, int B);
+
+/* Convolution of B images, in[C][H][W][B] -> out[K][OH][OW][B].
+ * col[C*k*k][OH*OW*B] is the unfolded input, filled by the forward pass and
+ * read by the backward pass; d_col is scratch of the same size. */
+size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride);
+void blas_conv_forward(float *out, float *col, const float *in, const float *weight,
+                       const float *bias, int B, int C, int H, int W, int K, int kernel,
+                       int stride, int threads);
+/* d_weight[K][C*k*k] and d_bias[K] of these B images. */
+void blas_conv_backward_params(float *d_weight, float *d_bias, const float *d_out,
+                               const float *col, int B, int C, int H, int W, int K, int kernel,
+                               int stride, int threads);
+/* d_in[C][H][W][B] from d_out[K][OH][OW][B]. */
+void blas_conv_backward_data(float *d_in, float *d_col, const float *d_out,
+                             const float *weight, int B, int C, int H, int W, int K,
+                             int kernel, int stride, int threads);
+
+/* Max-pool over in[C][H][W][B]; the first largest input of each window (in
+ * row-major window order, as the naive backend) wins, and its window
+ * position is kept in where[C][OH][OW][B] for the backward pass. */
+void blas_maxpool_forward(float *out, uint8_t *where, const float *in, int B, int C, int H,
+                          int W, int kernel, int stride, int threads);
+void blas_maxpool_backward(float *d_in, const float *d_out, const uint8_t *where, int B, int C,
+                           int H, int W, int kernel, int stride, int threads);
+
+/* ReLU over n floats; out may be in, d_in may be d_out. */
+void blas_relu_forward(float *out, const float *in, size_t n, int threads);
+void blas_relu_backward(float *d_in, const float *d_out, const float *out, size_t n,
+                        int threads);
+
+/* Dense layers over the whole batch, shared out by the team:
+ * out[n_out][B] = weight[n_out][n_in] * in[n_in][B] + bias. */
+void blas_dense_forward(float *out, const float *in, const float *weight, const float *bias,
+                        int B, int n_in, int n_out, const blas_team *t);
+/* d_weight[n_out][n_in] = d_out * in^T, d_bias = row sums of d_out[n_out][B],
+ * and d_in[n_in][B] = weight^T * d_out unless d_in is NULL. */
+void blas_dense_backward(float *d_weight, float *d_bias, float *d_in, const float *d_out,
+                         const float *in, const float *weight, int B, int n_in, int n_out,
+                         const blas_team *t);
+
+/* Softmax cross-entropy over logits[classes][B]: each image's loss into
+ * losses[B], the gradient of scale * (sum of losses) into d_logits (may be
+ * NULL), predicted classes into predicted (may be NULL). rows is scratch of
+ * 2 * B * classes floats. */
+void blas_softmax_xent(float *d_logits, float *losses, int *predicted, const float *logits,
+                       const int *labels, int B, int classes, float scale, float *rows);
+
+#endif

@@ -1,0 +1,52 @@
+# The blas backend: OpenBLAS (through CBLAS) plus OpenMP.
+#
+# Prefers Debian's OpenMP build of OpenBLAS, linked by path with an rpath:
+# then OpenBLAS and our own parallel loops share one OpenMP thread pool.
+# The default libopenblas.so (the update-alternatives choice) is usually the
+# pthreads build, with a pool of its own; it is the fallback.
+BLAS_MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+BLAS_OPENMP_DIR := /usr/lib/$(BLAS_MULTIARCH)/openblas-openmp
+BLAS_PROBE_CODE := $(H)include <cblas.h>\n$(H)include <omp.h>\nint main(void){openblas_set_num_threads(1);return openblas_get_parallel()+omp_get_max_threads()<0;}\n
+BLAS_PROBE_FLAGS := -fopenmp -Werror=implicit-function-declaration
+
+# Headers: the multiarch cblas.h when it is OpenBLAS's, else OpenBLAS's own.
+BLAS_INC :=
+ifneq ($(call probe,$(BLAS_PROBE_CODE),$(BLAS_PROBE_FLAGS) -lopenblas),1)
+ifeq ($(call probe,$(BLAS_PROBE_CODE),$(BLAS_PROBE_FLAGS) -I/usr/include/$(BLAS_MULTIARCH)/openblas-pthread -lopenblas),1)
+BLAS_INC := -I/usr/include/$(BLAS_MULTIARCH)/openblas-pthread
+endif
+endif
+
+BLAS_LIBS :=
+# (that directory has no libopenblas.so for -lopenblas, hence -l:FILE)
+BLAS_OPENMP_LINK := -L$(BLAS_OPENMP_DIR) -l:libopenblas.so.0 -Wl,-rpath,$(BLAS_OPENMP_DIR)
+ifeq ($(call probe,$(BLAS_PROBE_CODE),$(BLAS_PROBE_FLAGS) $(BLAS_INC) $(BLAS_OPENMP_LINK)),1)
+BLAS_LIBS := $(BLAS_OPENMP_LINK)
+else ifeq ($(call probe,$(BLAS_PROBE_CODE),$(BLAS_PROBE_FLAGS) $(BLAS_INC) -lopenblas),1)
+BLAS_LIBS := -lopenblas
+endif
+
+.PHONY: bench-cpu
+ifneq ($(BLAS_LIBS),)
+HAVE_BLAS := 1
+CFLAGS += -DHAVE_BLAS
+LIB_SRCS += backends/blas/blas.c backends/blas/blas_layers.c backends/blas/sgemm_peak.c
+LDLIBS += $(BLAS_LIBS) -fopenmp
+TESTS += test_blas
+$(BUILD)/backends/blas/%.o: CFLAGS += -fopenmp $(BLAS_INC)
+$(BUILD)/tests/test_blas: CFLAGS += $(BLAS_INC)
+
+# The measured sgemm ceiling that the CPU benchmark divides by.
+$(BUILD)/sgemm-peak: backends/blas/sgemm_peak_tool.c $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fopenmp $(BLAS_INC) $(LDFLAGS) -o $@ $< $(LIB_OBJS) $(LDLIBS)
+
+# naive vs blas vs the PyTorch peer on the full training set (several
+# minutes); ARGS go to scripts/bench-cpu (see its --help).
+bench-cpu: $(BENCH) $(BUILD)/sgemm-peak
+	BENCH=./$(BENCH) SGEMM_PEAK=$(BUILD)/sgemm-peak scripts/bench-cpu $(ARGS)
+else
+SKIPPED += blas_backend:_OpenBLAS_(cblas.h,_libopenblas)_with_OpenMP_not_found;_apt-get_install_libopenblas-dev_libopenblas0-openmp
+bench-cpu:
+	@echo "error: the blas backend is not built here (OpenBLAS or OpenMP missing); see make info" >&2; exit 2
+endif

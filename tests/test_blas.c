@@ -1,0 +1,608 @@
+/* The blas backend against the naive reference: the same losses step by
+ * step, the same parameters, the same evaluation, for LeNet and the MLP and
+ * each optimiser; its layers (including strides and overlapping pools the
+ * workloads do not use) against the naive layers; 1 and 2 threads; the
+ * optional contract (compute_gradients, apply_update, buffers, profile);
+ * errors; the sgemm peak probe.
+ *
+ * Why the tolerances are what they are. Both backends compute in fp32 from
+ * the same floats; they differ only in the order of the sums (a GEMM's
+ * blocked inner products against the naive loops). A sum of n fp32 terms is
+ * off by about sqrt(n) * 6e-8 relative, so with the longest sums here (conv1's
+ * weight gradient: 32 images x 576 positions, about 18,000 terms) one step's
+ * gradients agree to about 1e-5 relative, and a loss, a mean of softmax
+ * values, to about 1e-6. Over 50 steps these differences are carried by the
+ * momentum (a factor of at most 1 / (1 - 0.9) = 10), and now and then a ReLU
+ * whose input is within rounding of zero, or a pool window whose two
+ * largest inputs are within rounding of each other, sends one image's
+ * gradient another way; that changes a parameter by at most about
+ * lr x |one image's gradient| / batch x 10, about 0.01 x 0.1 / 32 x 10 = 3e-4.
+ * Hence, after 50 steps: each parameter within 1e-3 absolute and the whole
+ * vector within 1e-4 relative (L2), while each step's loss stays within
+ * 1e-4 relative. The synthetic images carry noise everywhere; on Fashion-
+ * MNIST, whose flat black backgrounds make many pool windows near ties, the
+ * two runs agree for about 15 steps and then drift apart at the 1e-2 level,
+ * as two correct fp32 implementations of the same training may. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/blas/blas.h"
+#include "backends/blas/sgemm_peak.h"
+#include "backends/engine.h"
+#include "backends/naive/layers.h"
+#include "harness/init.h"
+#include "tests/testing.h"
+#include "workloads/workload.h"
+
+extern const backend naive_backend;
+static const backend *const nb = &naive_backend;
+static const backend *const bb = &blas_backend;
+
+enum { TRAIN_IMAGES = 512, TEST_IMAGES = 256, BATCH = 32, STEPS = 50 };
+
+static synth_set train_set, test_set;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (synth_make(&train_set, TRAIN_IMAGES, 28, 28, 10, 11) ||
+        synth_make(&test_set, TEST_IMAGES, 28, 28, 10, 12))
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    synth_free(&train_set);
+    synth_free(&test_set);
+    return 0;
+}
+
+static float *floats(size_t n)
+{
+    float *p = calloc(n ? n : 1, sizeof(float));
+    assert_non_null(p);
+    return p;
+}
+
+static optimizer_config optimizer(optimizer_kind kind)
+{
+    optimizer_config o = {kind, kind == OPT_ADAM ? 0.001f : 0.01f, 0.9f, 5e-4f, 0.9f, 0.999f,
+                          1e-8f};
+    return o;
+}
+
+static engine_config config(optimizer_kind kind, int threads)
+{
+    engine_config c;
+    memset(&c, 0, sizeof c);
+    c.batch_size = BATCH;
+    c.opt = optimizer(kind);
+    c.threads = threads;
+    c.precision = PREC_FP32;
+    return c;
+}
+
+/* An engine of backend b, holding the seed-123 parameters of w and both
+ * synthetic sets. */
+static engine *start(const backend *b, const workload *w, const engine_config *c)
+{
+    char err[256] = "";
+    engine *e = b->create(w, c, err, sizeof err);
+    if (!e)
+        fail_msg("%s: create failed: %s", b->name, err);
+    float *p = floats(w->param_count);
+    init_params(w, 123, p);
+    assert_int_equal(b->set_params(e, p), 0);
+    free(p);
+    assert_int_equal(b->bind_dataset(e, &train_set.d, &test_set.d), 0);
+    return e;
+}
+
+/* The training order of the harness, epoch after epoch, for `steps` steps. */
+static int32_t *batch_order(int steps, int batch)
+{
+    const int per_epoch = TRAIN_IMAGES / batch;
+    int32_t *order = malloc(sizeof(int32_t) * (size_t)(steps / per_epoch + 2) * TRAIN_IMAGES);
+    assert_non_null(order);
+    for (int ep = 0; ep * per_epoch < steps; ep++)
+        epoch_order(123, ep, TRAIN_IMAGES, 1, order + (size_t)ep * per_epoch * batch);
+    return order;
+}
+
+/* Trains naive and blas side by side; checks every step's loss, then the
+ * parameters against the tolerances of the comment at the top. */
+static void train_side_by_side(const char *workload_name, optimizer_kind kind, int steps,
+                               int batch, double param_abs, double param_l2)
+{
+    workload w;
+    assert_int_equal(workload_get(workload_name, &w), 0);
+    engine_config c = config(kind, 2);
+    engine *a = start(nb, &w, &c), *b = start(bb, &w, &c);
+    int32_t *order = batch_order(steps, batch);
+    for (int s = 0; s < steps; s++) {
+        float la, lb;
+        assert_int_equal(nb->train_steps(a, order + (size_t)s * batch, batch, 1, &la), 0);
+        assert_int_equal(bb->train_steps(b, order + (size_t)s * batch, batch, 1, &lb), 0);
+        assert_true(isfinite(lb));
+        if (rel_diff(la, lb, 1e-6) > 1e-4)
+            fail_msg("%s %s step %d: naive loss %.8f, blas %.8f", workload_name,
+                     kind == OPT_SGD    ? "sgd"
+                     : kind == OPT_ADAM ? "adam"
+                                        : "nesterov",
+                     s, la, lb);
+    }
+    float *pa = floats(w.param_count), *pb = floats(w.param_count);
+    nb->get_params(a, pa);
+    bb->get_params(b, pb);
+    double worst = 0, diff2 = 0, norm2 = 0;
+    for (size_t i = 0; i < w.param_count; i++) {
+        const double d = fabs((double)pa[i] - pb[i]);
+        worst = d > worst || isnan(d) ? d : worst;
+        diff2 += d * d;
+        norm2 += (double)pa[i] * pa[i];
+    }
+    if (!(worst <= param_abs) || !(sqrt(diff2 / norm2) <= param_l2))
+        fail_msg("%s after %d steps: parameters differ by %.3g at most (allowed %.3g), "
+                 "%.3g relative L2 (allowed %.3g)",
+                 workload_name, steps, worst, param_abs, sqrt(diff2 / norm2), param_l2);
+    free(pa);
+    free(pb);
+    free(order);
+    nb->destroy(a);
+    bb->destroy(b);
+}
+
+static void lenet_matches_naive(void **state)
+{
+    (void)state;
+    train_side_by_side("lenet", OPT_NESTEROV, STEPS, BATCH, 1e-3, 1e-4);
+}
+
+static void mlp_matches_naive(void **state)
+{
+    (void)state;
+    train_side_by_side("mlp", OPT_NESTEROV, STEPS, BATCH, 1e-3, 1e-4);
+}
+
+/* A few steps of each rule. Adam divides by the root of the squared
+ * gradients, so a gradient element that is rounding noise around zero
+ * moves its weight by up to lr per step whatever its size: after 5 steps
+ * an element may differ by 5 x lr, the bound allowed for it here. */
+static void each_optimizer_matches_naive(void **state)
+{
+    (void)state;
+    train_side_by_side("lenet", OPT_SGD, 5, BATCH, 1e-5, 1e-5);
+    train_side_by_side("lenet", OPT_NESTEROV, 5, BATCH, 1e-5, 1e-5);
+    train_side_by_side("lenet", OPT_ADAM, 5, BATCH, 5 * 0.001, 1e-4);
+    train_side_by_side("mlp", OPT_ADAM, 5, BATCH, 5 * 0.001, 1e-4);
+}
+
+/* A last batch smaller than the engine's batch size (the end of an epoch). */
+static void partial_batch_matches_naive(void **state)
+{
+    (void)state;
+    train_side_by_side("lenet", OPT_NESTEROV, 6, 20, 1e-5, 1e-5);
+}
+
+/* From the same trained parameters, both score the test set alike. Only
+ * the forward sums' rounding differs (about 1e-6 relative on a logit), so
+ * an image can change class only when its two largest logits are that
+ * close: allow one such image, which moves two counts by one. */
+static void evaluate_matches_naive(void **state)
+{
+    (void)state;
+    workload w;
+    assert_int_equal(workload_get("lenet", &w), 0);
+    engine_config c = config(OPT_NESTEROV, 2);
+    engine *a = start(nb, &w, &c), *b = start(bb, &w, &c);
+    int32_t *order = batch_order(30, BATCH);
+    assert_int_equal(nb->train_steps(a, order, BATCH, 30, NULL), 0);
+    float *p = floats(w.param_count);
+    nb->get_params(a, p);
+    bb->set_params(b, p);
+    eval_counts ea, eb;
+    assert_int_equal(nb->evaluate(a, 0, &ea), 0);
+    assert_int_equal(bb->evaluate(b, 0, &eb), 0);
+    assert_int_equal(eb.count, TEST_IMAGES);
+    assert_int_equal(eb.classes, 10);
+    long moved = 0, correct = 0;
+    for (int i = 0; i < 100; i++)
+        moved += labs(ea.confusion[i] - eb.confusion[i]);
+    for (int k = 0; k < 10; k++)
+        correct += eb.confusion[k * 10 + k];
+    assert_true(correct > TEST_IMAGES / 2); /* 30 steps learn the squares */
+    assert_true(moved <= 2);
+    assert_true(rel_diff(ea.loss_sum, eb.loss_sum, 1e-6) < 1e-5);
+    /* a limit scores the first images only */
+    assert_int_equal(bb->evaluate(b, 100, &eb), 0);
+    assert_int_equal(eb.count, 100);
+    free(p);
+    free(order);
+    nb->destroy(a);
+    bb->destroy(b);
+}
+
+/* Trains `steps` steps and returns losses and parameters. */
+static void run_blas(const char *workload_name, int threads, blas_split split, int steps,
+                     float *losses, float **params, size_t *count)
+{
+    workload w;
+    assert_int_equal(workload_get(workload_name, &w), 0);
+    engine_config c = config(OPT_NESTEROV, threads);
+    engine *e = start(bb, &w, &c);
+    blas_engine_set_split(e, split);
+    int threads_used = 0, devices = -1, replicas = 0;
+    bb->placement(e, &threads_used, &devices, &replicas);
+    assert_int_equal(threads_used, threads);
+    assert_int_equal(devices, 0);
+    assert_int_equal(replicas, 1);
+    int32_t *order = batch_order(steps, BATCH);
+    assert_int_equal(bb->train_steps(e, order, BATCH, steps, losses), 0);
+    *params = floats(w.param_count);
+    *count = w.param_count;
+    bb->get_params(e, *params);
+    free(order);
+    bb->destroy(e);
+}
+
+/* The engine cuts every product into tiles chosen by shape alone, so one
+ * thread and two compute the very same floats. */
+static void threads_agree_bitwise(void **state)
+{
+    (void)state;
+    const char *names[] = {"lenet", "mlp"};
+    for (int k = 0; k < 2; k++) {
+        float l1[10], l2[10], *p1, *p2;
+        size_t n1, n2;
+        run_blas(names[k], 1, BLAS_SPLIT_OWN, 10, l1, &p1, &n1);
+        run_blas(names[k], 2, BLAS_SPLIT_OWN, 10, l2, &p2, &n2);
+        assert_int_equal(n1, n2);
+        assert_memory_equal(l1, l2, sizeof l1);
+        assert_memory_equal(p1, p2, sizeof(float) * n1);
+        free(p1);
+        free(p2);
+    }
+}
+
+/* Letting OpenBLAS split each GEMM computes the same model, with sums in
+ * another order: the naive tolerances apply. */
+static void library_split_agrees(void **state)
+{
+    (void)state;
+    float lo[10], ll[10], *po, *pl;
+    size_t n, m;
+    run_blas("lenet", 2, BLAS_SPLIT_OWN, 10, lo, &po, &n);
+    run_blas("lenet", 2, BLAS_SPLIT_LIBRARY, 10, ll, &pl, &m);
+    for (int s = 0; s < 10; s++)
+        assert_true(rel_diff(lo[s], ll[s], 1e-6) < 1e-4);
+    assert_true(max_rel_diff(po, pl, n, 1e-2) < 1e-4);
+    free(po);
+    free(pl);
+}
+
+/* train_steps is compute_gradients then apply_update(1): same floats. */
+static void train_steps_is_gradients_then_update(void **state)
+{
+    (void)state;
+    workload w;
+    assert_int_equal(workload_get("lenet", &w), 0);
+    engine_config c = config(OPT_ADAM, 2);
+    engine *a = start(bb, &w, &c), *b = start(bb, &w, &c);
+    int32_t *order = batch_order(4, BATCH);
+    float la[4], lb[4];
+    assert_int_equal(bb->train_steps(a, order, BATCH, 4, la), 0);
+    for (int s = 0; s < 4; s++) {
+        assert_int_equal(bb->compute_gradients(b, order + s * BATCH, BATCH, &lb[s]), 0);
+        assert_int_equal(bb->apply_update(b, 1.0f), 0);
+    }
+    assert_memory_equal(la, lb, sizeof la);
+    size_t n, m, sa, sb;
+    const float *pa = bb->buffer(a, BUF_PARAMS, &n), *pb = bb->buffer(b, BUF_PARAMS, &m);
+    assert_int_equal(n, w.param_count);
+    assert_int_equal(m, w.param_count);
+    assert_memory_equal(pa, pb, sizeof(float) * n);
+    const float *stA = bb->buffer(a, BUF_OPT_STATE, &sa),
+                *stB = bb->buffer(b, BUF_OPT_STATE, &sb);
+    assert_int_equal(sa, 2 * w.param_count); /* adam: m and s */
+    assert_int_equal(sb, sa);
+    assert_memory_equal(stA, stB, sizeof(float) * sa);
+    free(order);
+    bb->destroy(a);
+    bb->destroy(b);
+}
+
+/* apply_update(scale) through the threads' ranges is the shared update:
+ * given the same gradients (as a coordinator would write them), the
+ * parameters and momentum match naive's bit for bit. */
+static void apply_update_matches_shared_update(void **state)
+{
+    (void)state;
+    workload w;
+    assert_int_equal(workload_get("lenet", &w), 0);
+    engine_config c = config(OPT_NESTEROV, 2);
+    engine *a = start(nb, &w, &c), *b = start(bb, &w, &c);
+    size_t n, m;
+    float *ga = nb->buffer(a, BUF_GRADS, &n), *gb = bb->buffer(b, BUF_GRADS, &m);
+    assert_int_equal(n, m);
+    rng r = {5};
+    for (size_t i = 0; i < n; i++)
+        ga[i] = gb[i] = (float)(rng_uniform(&r) - 0.5);
+    for (int s = 0; s < 3; s++) {
+        assert_int_equal(nb->apply_update(a, 0.5f), 0);
+        assert_int_equal(bb->apply_update(b, 0.5f), 0);
+    }
+    assert_memory_equal(nb->buffer(a, BUF_PARAMS, &n), bb->buffer(b, BUF_PARAMS, &m),
+                        sizeof(float) * n);
+    assert_memory_equal(nb->buffer(a, BUF_OPT_STATE, &n), bb->buffer(b, BUF_OPT_STATE, &m),
+                        sizeof(float) * n);
+    nb->destroy(a);
+    bb->destroy(b);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Single layers against the naive ones, with shapes the workloads lack     */
+
+/* NCHW [B][C][H][W] <-> CHWN [C][H][W][B] */
+static void to_chwn(float *out, const float *in, int B, int C, int HW)
+{
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++)
+            for (int p = 0; p < HW; p++)
+                out[((size_t)c * HW + p) * B + b] = in[((size_t)b * C + c) * HW + p];
+}
+
+static void fill(float *x, size_t n, rng *r)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(rng_uniform(r) * 2 - 1);
+}
+
+static void assert_close(const float *expected, const float *got, size_t n, const char *what)
+{
+    const double d = max_rel_diff(expected, got, n, 1.0);
+    if (!(d < 1e-5))
+        fail_msg("%s differs from naive by %.3g relative", what, d);
+}
+
+static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride, int threads)
+{
+    const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
+    const size_t n_in = (size_t)B * C * H * W, n_out = (size_t)B * K * OH * OW;
+    const size_t n_w = (size_t)K * C * kernel * kernel;
+    float *in = floats(n_in), *w = floats(n_w), *bias = floats(K), *dout = floats(n_out);
+    rng r = {(uint64_t)(B * 131 + kernel * 7 + stride)};
+    fill(in, n_in, &r);
+    fill(w, n_w, &r);
+    fill(bias, K, &r);
+    fill(dout, n_out, &r);
+    /* naive, NCHW */
+    float *scratch = floats(conv_scratch_floats(C, H, W, kernel, stride));
+    float *out_n = floats(n_out), *din_n = floats(n_in), *dw_n = floats(n_w),
+          *db_n = floats(K);
+    conv_forward(out_n, in, w, bias, B, C, H, W, K, kernel, stride, scratch);
+    conv_backward_data(din_n, dout, w, B, C, H, W, K, kernel, stride, scratch);
+    conv_backward_weights(dw_n, dout, in, B, C, H, W, K, kernel, stride, scratch);
+    conv_backward_bias(db_n, dout, B, K, OH, OW);
+    /* blas, CHWN */
+    const blas_team team = {threads, BLAS_SPLIT_LIBRARY};
+    blas_team_enter(&team);
+    float *in_c = floats(n_in), *dout_c = floats(n_out), *out_c = floats(n_out);
+    float *din_c = floats(n_in), *dw_c = floats(n_w), *db_c = floats(K);
+    float *col = floats(blas_conv_col_floats(B, C, H, W, kernel, stride));
+    float *dcol = floats(blas_conv_col_floats(B, C, H, W, kernel, stride));
+    to_chwn(in_c, in, B, C, H * W);
+    to_chwn(dout_c, dout, B, K, OH * OW);
+    blas_conv_forward(out_c, col, in_c, w, bias, B, C, H, W, K, kernel, stride, threads);
+    blas_conv_backward_params(dw_c, db_c, dout_c, col, B, C, H, W, K, kernel, stride, threads);
+    blas_conv_backward_data(din_c, dcol, dout_c, w, B, C, H, W, K, kernel, stride, threads);
+    /* compare in CHWN */
+    float *expect_out = floats(n_out), *expect_din = floats(n_in);
+    to_chwn(expect_out, out_n, B, K, OH * OW);
+    to_chwn(expect_din, din_n, B, C, H * W);
+    assert_close(expect_out, out_c, n_out, "conv forward");
+    assert_close(expect_din, din_c, n_in, "conv backward to data");
+    assert_close(dw_n, dw_c, n_w, "conv backward to weights");
+    assert_close(db_n, db_c, (size_t)K, "conv backward to bias");
+    float *all[] = {in,   w,    bias, dout,       scratch,   out_n, din_n,
+                    dw_n, db_n, in_c, dout_c,     out_c,     din_c, dw_c,
+                    db_c, col,  dcol, expect_out, expect_din};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
+}
+
+static void conv_layer_matches_naive(void **state)
+{
+    (void)state;
+    check_conv(3, 2, 9, 11, 4, 3, 2, 1); /* stride 2, not square */
+    check_conv(3, 2, 9, 11, 4, 3, 2, 2);
+    check_conv(5, 3, 12, 12, 6, 5, 1, 2); /* conv2's kind */
+    check_conv(17, 1, 8, 8, 3, 1, 1, 1);  /* 1x1 kernel, odd batch */
+}
+
+static void check_pool(int B, int C, int H, int W, int kernel, int stride, int with_ties)
+{
+    const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
+    const size_t n_in = (size_t)B * C * H * W, n_out = (size_t)B * C * OH * OW;
+    float *in = floats(n_in), *dout = floats(n_out), *out_n = floats(n_out);
+    float *din_n = floats(n_in), *in_c = floats(n_in), *dout_c = floats(n_out);
+    float *out_c = floats(n_out), *din_c = floats(n_in), *expect = floats(n_in);
+    uint8_t *where = malloc(n_out);
+    assert_non_null(where);
+    rng r = {77};
+    fill(in, n_in, &r);
+    fill(dout, n_out, &r);
+    if (with_ties) /* few distinct values: the first largest must win */
+        for (size_t i = 0; i < n_in; i++)
+            in[i] = (float)((int)(in[i] * 2.0f));
+    maxpool_forward(out_n, in, B, C, H, W, kernel, stride);
+    maxpool_backward(din_n, dout, in, B, C, H, W, kernel, stride);
+    to_chwn(in_c, in, B, C, H * W);
+    to_chwn(dout_c, dout, B, C, OH * OW);
+    blas_maxpool_forward(out_c, where, in_c, B, C, H, W, kernel, stride, 2);
+    blas_maxpool_backward(din_c, dout_c, where, B, C, H, W, kernel, stride, 2);
+    float *expect_out = floats(n_out);
+    to_chwn(expect_out, out_n, B, C, OH * OW);
+    to_chwn(expect, din_n, B, C, H * W);
+    assert_memory_equal(expect_out, out_c, sizeof(float) * n_out);
+    assert_close(expect, din_c, n_in, "max-pool backward");
+    float *all[] = {in, dout, out_n, din_n, in_c, dout_c, out_c, din_c, expect, expect_out};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
+    free(where);
+}
+
+static void pool_layer_matches_naive(void **state)
+{
+    (void)state;
+    check_pool(4, 3, 8, 8, 2, 2, 0);
+    check_pool(4, 3, 8, 8, 2, 2, 1);
+    check_pool(3, 2, 9, 7, 3, 2, 1); /* overlapping windows add up */
+}
+
+/* ---------------------------------------------------------------------- */
+/* Bookkeeping and errors                                                   */
+
+static void profile_leaves_the_model_alone(void **state)
+{
+    (void)state;
+    workload w;
+    assert_int_equal(workload_get("lenet", &w), 0);
+    engine_config c = config(OPT_NESTEROV, 2);
+    engine *e = start(bb, &w, &c);
+    int32_t *order = batch_order(2, BATCH);
+    assert_int_equal(bb->train_steps(e, order, BATCH, 1, NULL), 0);
+    float *before = floats(w.param_count), *after = floats(w.param_count);
+    bb->get_params(e, before);
+    layer_times t;
+    assert_int_equal(bb->profile_layers(e, order, BATCH, 2, &t), 0);
+    assert_int_equal(t.n_layers, w.n_layers);
+    double total = 0;
+    for (int i = 0; i < w.n_layers; i++) {
+        assert_true(t.forward_ms[i] >= 0 && t.backward_ms[i] >= 0);
+        total += t.forward_ms[i] + t.backward_ms[i];
+    }
+    assert_true(total > 0);
+    bb->get_params(e, after);
+    assert_memory_equal(before, after, sizeof(float) * w.param_count);
+    /* and training goes on as if no profile had run */
+    engine *f = start(bb, &w, &c);
+    assert_int_equal(bb->train_steps(f, order, BATCH, 2, NULL), 0);
+    assert_int_equal(bb->train_steps(e, order + BATCH, BATCH, 1, NULL), 0);
+    bb->get_params(e, before);
+    bb->get_params(f, after);
+    assert_memory_equal(before, after, sizeof(float) * w.param_count);
+    assert_int_equal(bb->profile_layers(e, order, BATCH, 0, &t), -1);
+    free(before);
+    free(after);
+    free(order);
+    bb->destroy(e);
+    bb->destroy(f);
+}
+
+static void describes_itself(void **state)
+{
+    (void)state;
+    char info[256] = "", text[256] = "", why[64] = "x";
+    bb->library_info(info, sizeof info);
+    assert_int_equal(strncmp(info, "OpenBLAS ", 9), 0);
+    assert_non_null(strchr(info, '('));
+    assert_int_equal(bb->probe(why, sizeof why), 1);
+    assert_string_equal(why, "");
+    workload w;
+    assert_int_equal(workload_get("mlp", &w), 0);
+    engine_config c = config(OPT_SGD, 3);
+    engine *e = start(bb, &w, &c);
+    bb->describe(e, text, sizeof text);
+    assert_non_null(strstr(text, "fp32, 3 threads, OpenBLAS"));
+    size_t n = 1;
+    assert_non_null(bb->buffer(e, BUF_OPT_STATE, &n));
+    assert_int_equal(n, 0); /* sgd keeps no state */
+    assert_int_equal(bb->buffer_space, MEM_HOST);
+    bb->destroy(e);
+    /* 0 threads means every core */
+    c.threads = 0;
+    e = start(bb, &w, &c);
+    int threads = 0, devices, replicas;
+    bb->placement(e, &threads, &devices, &replicas);
+    assert_true(threads >= 1);
+    bb->destroy(e);
+}
+
+static void bad_requests_fail_cleanly(void **state)
+{
+    (void)state;
+    workload w;
+    assert_int_equal(workload_get("lenet", &w), 0);
+    char err[256] = "";
+    engine_config c = config(OPT_NESTEROV, 2);
+    c.precision = PREC_FP16;
+    assert_null(bb->create(&w, &c, err, sizeof err));
+    assert_non_null(strstr(err, "fp32"));
+    c = config(OPT_NESTEROV, 2);
+    c.batch_size = 0;
+    assert_null(bb->create(&w, &c, err, sizeof err));
+    assert_non_null(strstr(err, "batch"));
+
+    c = config(OPT_NESTEROV, 2);
+    engine *e = bb->create(&w, &c, err, sizeof err);
+    assert_non_null(e);
+    int32_t idx[BATCH] = {0};
+    eval_counts ev;
+    assert_int_equal(bb->train_steps(e, idx, BATCH, 1, NULL), -1);
+    assert_non_null(strstr(bb->error(e), "no training set"));
+    assert_int_equal(bb->evaluate(e, 0, &ev), -1);
+    assert_non_null(strstr(bb->error(e), "no test set"));
+    assert_int_equal(bb->bind_dataset(e, &train_set.d, &test_set.d), 0);
+    assert_int_equal(bb->train_steps(e, idx, BATCH + 1, 1, NULL), -1);
+    assert_non_null(strstr(bb->error(e), "batch of 33"));
+    idx[3] = TRAIN_IMAGES;
+    assert_int_equal(bb->train_steps(e, idx, BATCH, 1, NULL), -1);
+    assert_non_null(strstr(bb->error(e), "outside"));
+    dataset small = train_set.d;
+    small.rows = 14;
+    assert_int_equal(bb->bind_dataset(e, &small, NULL), -1);
+    assert_non_null(strstr(bb->error(e), "14x28"));
+    bb->destroy(e);
+    bb->destroy(NULL);
+}
+
+static void sgemm_peak_probe_measures(void **state)
+{
+    (void)state;
+    const double g = blas_sgemm_peak_gflops_sized(1, 256, 2);
+    assert_true(g > 0.1 && g < 1e5);
+    assert_true(blas_sgemm_peak_gflops_sized(1, 0, 1) < 0);
+    assert_true(blas_sgemm_peak_gflops_sized(-1, 256, 1) < 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(lenet_matches_naive),
+        cmocka_unit_test(mlp_matches_naive),
+        cmocka_unit_test(each_optimizer_matches_naive),
+        cmocka_unit_test(partial_batch_matches_naive),
+        cmocka_unit_test(evaluate_matches_naive),
+        cmocka_unit_test(threads_agree_bitwise),
+        cmocka_unit_test(library_split_agrees),
+        cmocka_unit_test(train_steps_is_gradients_then_update),
+        cmocka_unit_test(apply_update_matches_shared_update),
+        cmocka_unit_test(conv_layer_matches_naive),
+        cmocka_unit_test(pool_layer_matches_naive),
+        cmocka_unit_test(profile_leaves_the_model_alone),
+        cmocka_unit_test(describes_itself),
+        cmocka_unit_test(bad_requests_fail_cleanly),
+        cmocka_unit_test(sgemm_peak_probe_measures),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
