@@ -3,3 +3,5 @@
 TESTS += test_idx test_paramfile
 TESTS += test_compare
 TEST_SCRIPTS += tests/test_compare.sh
+TESTS += test_report
+TEST_SCRIPTS += tests/test_plot.sh

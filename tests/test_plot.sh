@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Charts: a short real run draws every chart it has data for as a non-empty
+# PNG and SVG, with not one line from gnuplot (a warning fails the test);
+# `bench plot DIR` draws them again from the CSV files alone, also for a
+# directory whose name has a space and a quote; the scripts run standalone;
+# a missing directory or files exit 2; without gnuplot the run says how to
+# install it. Exits 77 (skipped) without gnuplot or the data set.
+set -u
+BENCH=${BENCH:-./bench}
+DATA=/usr/share/datasets/fashion-mnist
+if ! command -v gnuplot >/dev/null 2>&1; then
+    echo "test_plot: gnuplot is not installed (apt-get install gnuplot-nox)"
+    exit 77
+fi
+if [ ! -r "$DATA/train-images-idx3-ubyte.gz" ] && [ ! -r "$DATA/train-images-idx3-ubyte" ]; then
+    echo "test_plot: no data set in $DATA"
+    exit 77
+fi
+tmp=$(mktemp -d /tmp/test_plot.XXXXXX) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail() {
+    echo "test_plot: FAIL: $*"
+    exit 1
+}
+short_run() { # short_run DIR EXTRA_ARGS...: naive on 512 images
+    local dir=$1
+    shift
+    "$BENCH" --backend naive --limit 512 --test-limit 256 --out "$dir" "$@"
+}
+# every chart of a naive-only run: speedup needs a second backend
+charts="epoch_time throughput accuracy loss layers"
+check_charts() { # check_charts DIR
+    for c in $charts; do
+        [ -s "$1/$c.png" ] || fail "$1/$c.png is missing or empty"
+        [ -s "$1/$c.svg" ] || fail "$1/$c.svg is missing or empty"
+        [ "$(head -c 8 "$1/$c.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
+            fail "$1/$c.png is not a PNG file"
+        grep -q '<svg' "$1/$c.svg" || fail "$1/$c.svg is not an SVG file"
+        grep -q '</svg>' "$1/$c.svg" || fail "$1/$c.svg is cut short"
+    done
+}
+
+run="$tmp/run one"
+short_run "$run" --epochs 3 --repeat 2 --profile-layers >"$tmp/out" 2>"$tmp/err" ||
+    fail "bench exited with status $? ($(tail -3 "$tmp/err"))"
+if grep -E -i 'bench plot:|warning' "$tmp/err"; then fail "gnuplot complained during the run"; fi
+grep -q "^charts: $run/{epoch_time,throughput,accuracy,loss,layers}.png and .svg" "$tmp/err" ||
+    fail "the run did not list its charts: $(grep charts "$tmp/err")"
+check_charts "$run"
+[ ! -e "$run/speedup.png" ] || fail "a speedup chart for naive alone"
+
+# again from the CSV files alone, into a directory named with a quote
+quoted="$tmp/it's a run"
+cp -r "$run" "$quoted"
+rm -f "$quoted"/*.png "$quoted"/*.svg
+"$BENCH" plot "$quoted" >"$tmp/plot.out" 2>"$tmp/plot.err" || fail "bench plot exited with status $?"
+if grep -E -i 'bench plot:|warning' "$tmp/plot.err"; then fail "gnuplot complained"; fi
+check_charts "$quoted"
+
+# each script on its own, as the README shows
+for c in $charts; do
+    out=$(gnuplot -e "dir='$run'; out='$tmp/alone-$c.png'" "plots/$c.gp" 2>&1) ||
+        fail "gnuplot plots/$c.gp failed: $out"
+    [ -z "$out" ] || fail "gnuplot plots/$c.gp printed: $out"
+    [ -s "$tmp/alone-$c.png" ] || fail "gnuplot plots/$c.gp wrote nothing"
+done
+
+# one epoch: every value is the same, still no warning
+short_run "$tmp/one" --epochs 1 >/dev/null 2>"$tmp/one.err" || fail "one-epoch run failed"
+if grep -E -i 'bench plot:|warning' "$tmp/one.err"; then fail "gnuplot complained on one epoch"; fi
+charts="epoch_time throughput accuracy loss" check_charts "$tmp/one"
+
+# two backends: the speedup chart too
+if "$BENCH" --list | grep -q '^blas  *built, runnable'; then
+    "$BENCH" --backend naive,blas --limit 512 --test-limit 256 --epochs 1 --out "$tmp/two" \
+        >/dev/null 2>"$tmp/two.err" || fail "naive,blas run failed"
+    if grep -E -i 'bench plot:|warning' "$tmp/two.err"; then fail "gnuplot complained"; fi
+    charts="epoch_time throughput speedup accuracy loss" check_charts "$tmp/two"
+else
+    echo "test_plot: blas not runnable here; speedup chart not checked"
+fi
+
+# bad input: exit status 2 and a message naming the problem
+"$BENCH" plot "$tmp/nowhere" 2>"$tmp/bad.err"
+[ $? -eq 2 ] || fail "bench plot of a missing directory did not exit 2"
+grep -q "not a directory" "$tmp/bad.err" || fail "no message for a missing directory"
+mkdir "$tmp/empty"
+"$BENCH" plot "$tmp/empty" 2>"$tmp/bad.err"
+[ $? -eq 2 ] || fail "bench plot of a directory without CSV files did not exit 2"
+grep -q "epochs.csv not found" "$tmp/bad.err" || fail "no message for missing files"
+"$BENCH" plot 2>/dev/null
+[ $? -eq 2 ] || fail "bench plot without a directory did not exit 2"
+
+# no gnuplot on PATH: the run still succeeds and says what to install
+PATH=/nonexistent short_run "$tmp/nognuplot" --epochs 1 >/dev/null 2>"$tmp/nognuplot.err" ||
+    fail "a run without gnuplot failed"
+grep -q 'apt-get install gnuplot-nox' "$tmp/nognuplot.err" || fail "no install hint without gnuplot"
+[ ! -e "$tmp/nognuplot/epoch_time.png" ] || fail "a chart without gnuplot?"
+echo "test_plot: ok"
