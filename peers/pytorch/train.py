@@ -1,0 +1,440 @@
+#!/usr/bin/python3
+"""The same training as ./bench, in PyTorch: an outside reference for speed
+and accuracy.
+
+Same model (the workload's layers: LeNet as conv20-pool-conv50-pool-fc500-
+relu-fc10, no activation after the convolutions; or the MLP), same initial
+parameters (Xavier normal, or --init-params FILE in the suite's parameter
+file format), same optimiser rules (Nesterov, SGD or Adam, L2 weight decay
+on weights only), same data (the IDX files, pixels / 255) and, by default,
+the same batch order as the harness (its SplitMix64 Fisher-Yates shuffle,
+seeded from --order-seed, which defaults to --seed). Each epoch is appended
+to --out as a row of the harness's epochs.csv columns, backend pytorch-cpu
+(or pytorch-cuda).
+
+Threads: --threads N calls torch.set_num_threads(N). PyTorch here calls the
+system BLAS for its dense layers; an OpenBLAS with its own thread pool next
+to PyTorch's OpenMP pool oversubscribes the cores (about twice as slow), so
+OPENBLAS_NUM_THREADS=1 is set before torch is imported unless the
+environment already sets it.
+
+Needs python3 with torch and numpy (Debian: python3-torch). Nothing in the
+C suite depends on it.
+"""
+import argparse
+import gzip
+import math
+import os
+import struct
+import sys
+import time
+
+# Before torch loads the system BLAS (see the module comment).
+OPENBLAS_NUM_THREADS_PRESET = "OPENBLAS_NUM_THREADS" in os.environ
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as err:  # pragma: no cover - depends on the machine
+    sys.exit(f"train.py: {err}; install python3-torch and python3-numpy "
+             "(Debian) or run with the python3 that has them")
+
+DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
+EPOCHS_HEADER = ("backend,workload,precision,threads,devices,replicas,ranks,batch_size,"
+                 "optimizer,repeat,epoch,images,epoch_seconds,images_per_second,"
+                 "gflops_per_second,train_loss,test_loss,test_accuracy,status,message")
+
+# ---------------------------------------------------------------------------
+# Workloads: the layer lists of workloads/workload.c
+
+
+def layers_of(workload):
+    """[(kind, name, kernel, units)] as in workloads/workload.c."""
+    if workload == "lenet":
+        return [("conv", "conv1", 5, 20), ("pool", "pool1", 2, 0),
+                ("conv", "conv2", 5, 50), ("pool", "pool2", 2, 0),
+                ("dense", "fc1", 0, 500), ("relu", "relu1", 0, 0),
+                ("dense", "fc2", 0, 10)]
+    if workload == "mlp":
+        return [("dense", "fc1", 0, 100), ("relu", "relu1", 0, 0),
+                ("dense", "fc2", 0, 10)]
+    raise ValueError(f"unknown workload '{workload}'; choose lenet or mlp")
+
+
+class Net(torch.nn.Module):
+    """The workload's layers in order; params() lists (name, tensor) in the
+    flat parameter order of the suite (each layer's weight, then bias)."""
+
+    def __init__(self, workload):
+        super().__init__()
+        self.steps = []
+        self.named = []
+        c, h, w = 1, 28, 28
+        self.train_flops = 0.0
+        first = True
+        for kind, name, kernel, units in layers_of(workload):
+            if kind == "conv":
+                mod = torch.nn.Conv2d(c, units, kernel)
+                fwd = 2.0 * units * (h - kernel + 1) * (w - kernel + 1) * c * kernel * kernel
+                c, h, w = units, h - kernel + 1, w - kernel + 1
+            elif kind == "pool":
+                mod = torch.nn.MaxPool2d(kernel, kernel)
+                fwd = 0.0
+                h, w = (h - kernel) // kernel + 1, (w - kernel) // kernel + 1
+            elif kind == "dense":
+                mod = torch.nn.Linear(c * h * w, units)
+                fwd = 2.0 * units * c * h * w
+                c, h, w = units, 1, 1
+            else:
+                mod = torch.nn.ReLU()
+                fwd = 0.0
+            if kind in ("conv", "dense"):
+                # backward to weights always, to data except for the first layer
+                self.train_flops += fwd * (2 if first else 3)
+                first = False
+                self.named += [(name + ".weight", mod.weight), (name + ".bias", mod.bias)]
+            self.add_module(name, mod)
+            self.steps.append((kind, mod))
+
+    def forward(self, x):
+        for kind, mod in self.steps:
+            if kind == "dense" and x.dim() > 2:
+                x = torch.flatten(x, 1)
+            x = mod(x)
+        return x
+
+
+def xavier_init(net, seed):
+    """Xavier normal (variance 2 / (fan_in + fan_out), fans counting the
+    kernel area for convolutions), biases zero: the harness's rule, drawn
+    from torch's generator, so not the harness's floats."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in net.named:
+            if name.endswith(".bias"):
+                p.zero_()
+            else:
+                fan_out = p.shape[0] * (p[0, 0].numel() if p.dim() > 2 else 1)
+                fan_in = p[0].numel()
+                std = math.sqrt(2.0 / (fan_in + fan_out))
+                p.copy_(torch.randn(p.shape, generator=gen) * std)
+
+
+# ---------------------------------------------------------------------------
+# Parameter files (harness/paramfile.h): "LBPARAMS", version 1, tensors of
+# (name, dims, float32 values), all little-endian.
+
+
+def load_params(path, net):
+    with open(path, "rb") as f:
+        data = f.read()
+    where = path
+
+    def need(pos, n):
+        if pos + n > len(data):
+            raise ValueError(f"{where}: truncated at byte {pos}")
+
+    need(0, 16)
+    if data[:8] != b"LBPARAMS":
+        raise ValueError(f"{where}: not a parameter file (bad magic)")
+    version, count = struct.unpack_from("<II", data, 8)
+    if version != 1:
+        raise ValueError(f"{where}: version {version}, expected 1")
+    if count != len(net.named):
+        raise ValueError(f"{where}: {count} tensors, this workload has {len(net.named)} "
+                         "(saved for a different workload?)")
+    pos = 16
+    values = []
+    for name, p in net.named:
+        need(pos, 4)
+        (length,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        need(pos, length)
+        got = data[pos:pos + length].decode("ascii", "replace")
+        pos += length
+        need(pos, 4)
+        (ndims,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        need(pos, 4 * ndims)
+        dims = struct.unpack_from(f"<{ndims}I", data, pos)
+        pos += 4 * ndims
+        if got != name or tuple(dims) != tuple(p.shape):
+            raise ValueError(f"{where}: tensor {got} {list(dims)}, expected {name} "
+                             f"{list(p.shape)} (saved for a different workload?)")
+        n = int(np.prod(dims))
+        need(pos, 4 * n)
+        v = np.frombuffer(data, dtype="<f4", count=n, offset=pos)
+        pos += 4 * n
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"{where}: tensor {name} holds NaN or Inf")
+        values.append(v.reshape(dims))
+    if pos != len(data):
+        raise ValueError(f"{where}: {len(data) - pos} bytes after the last tensor")
+    with torch.no_grad():
+        for (name, p), v in zip(net.named, values):
+            p.copy_(torch.from_numpy(v.astype(np.float32)))
+
+
+def save_params(path, net):
+    out = [b"LBPARAMS", struct.pack("<II", 1, len(net.named))]
+    for name, p in net.named:
+        v = p.detach().cpu().numpy().astype("<f4")
+        out += [struct.pack("<I", len(name)), name.encode("ascii"),
+                struct.pack("<I", v.ndim), struct.pack(f"<{v.ndim}I", *v.shape), v.tobytes()]
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(b"".join(out))
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------
+# Data: the IDX files, plain or gzip (recognised by their first two bytes)
+
+
+def read_idx(path, magic):
+    for candidate in (path, path + ".gz"):
+        if os.path.exists(candidate):
+            break
+    else:
+        raise FileNotFoundError(f"{path}(.gz): no such file")
+    with open(candidate, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    (got,) = struct.unpack_from(">I", raw, 0)
+    if got != magic:
+        raise ValueError(f"{candidate}: magic {got:#010x}, expected {magic:#010x}")
+    ndims = magic & 0xFF
+    dims = struct.unpack_from(f">{ndims}I", raw, 4)
+    start = 4 + 4 * ndims
+    count = int(np.prod(dims))
+    if len(raw) - start != count:
+        raise ValueError(f"{candidate}: {len(raw) - start} bytes of data, header says {count}")
+    return np.frombuffer(raw, dtype=np.uint8, offset=start).reshape(dims)
+
+
+def load_split(data_dir, split):
+    images = read_idx(os.path.join(data_dir, f"{split}-images-idx3-ubyte"), 0x803)
+    labels = read_idx(os.path.join(data_dir, f"{split}-labels-idx1-ubyte"), 0x801)
+    if len(images) != len(labels):
+        raise ValueError(f"{data_dir}: {len(images)} {split} images but {len(labels)} labels")
+    if images.shape[1:] != (28, 28):
+        raise ValueError(f"{data_dir}: {split} images are {images.shape[1:]}, expected 28x28")
+    if labels.size and labels.max() >= 10:
+        raise ValueError(f"{data_dir}: a {split} label is {labels.max()}, expected 0..9")
+    return images, labels
+
+
+# ---------------------------------------------------------------------------
+# Batch order: harness/init.c's epoch_order, SplitMix64 and Fisher-Yates
+
+MASK = (1 << 64) - 1
+
+
+def epoch_order(seed, epoch, n, shuffle=True):
+    order = np.arange(n, dtype=np.int64)
+    if not shuffle or n < 2:
+        return order
+    state = (seed ^ ((0xD1B54A32D192ED03 * (epoch + 1)) & MASK)) & MASK
+    # SplitMix64 draws k = 1..n-1 depend on the state only through
+    # state + k * golden, so all of them are computed at once
+    with np.errstate(over="ignore"):
+        k = np.arange(1, n, dtype=np.uint64)
+        z = np.uint64(state) + k * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    i = np.arange(n - 1, 0, -1, dtype=np.uint64)
+    js = (z % (i + np.uint64(1))).astype(np.int64)
+    for i_, j in zip(range(n - 1, 0, -1), js.tolist()):
+        order[i_], order[j] = order[j], order[i_]
+    return order
+
+
+# ---------------------------------------------------------------------------
+
+
+def make_optimizer(net, args):
+    weights = [p for name, p in net.named if name.endswith(".weight")]
+    biases = [p for name, p in net.named if name.endswith(".bias")]
+    groups = [{"params": weights, "weight_decay": args.weight_decay},
+              {"params": biases, "weight_decay": 0.0}]
+    if args.optimizer == "adam":
+        return torch.optim.Adam(groups, lr=args.lr, betas=(args.beta1, args.beta2),
+                                eps=args.eps)
+    if args.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=args.lr)
+    return torch.optim.SGD(groups, lr=args.lr, momentum=args.momentum, nesterov=True)
+
+
+def evaluate(net, x, y, batch):
+    net.eval()
+    loss_sum, correct = 0.0, 0
+    with torch.no_grad():
+        for first in range(0, len(y), batch):
+            logits = net(x[first:first + batch])
+            target = y[first:first + batch]
+            loss_sum += F.cross_entropy(logits, target, reduction="sum").item()
+            correct += (logits.argmax(1) == target).sum().item()
+    net.train()
+    n = max(len(y), 1)
+    return loss_sum / n, correct / n
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        description="Train the suite's workload in PyTorch and append epochs.csv rows.")
+    p.add_argument("--workload", default="lenet", choices=["lenet", "mlp"])
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--limit", type=int, default=0, help="first N training images only")
+    p.add_argument("--test-limit", type=int, default=0, help="first N test images only")
+    p.add_argument("--data", default=DEFAULT_DATA, help="directory with the IDX files")
+    p.add_argument("--optimizer", default="nesterov", choices=["nesterov", "sgd", "adam"])
+    p.add_argument("--lr", type=float, default=None, help="default 0.01; adam 0.001")
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--weight-decay", type=float, default=5e-4)
+    p.add_argument("--beta1", type=float, default=0.9)
+    p.add_argument("--beta2", type=float, default=0.999)
+    p.add_argument("--eps", type=float, default=1e-8)
+    p.add_argument("--seed", type=int, default=123, help="initial parameters (default 123)")
+    p.add_argument("--order-seed", type=int, default=None,
+                   help="seed of the harness's batch order (default: --seed)")
+    p.add_argument("--no-shuffle", action="store_true", help="train in file order")
+    p.add_argument("--init-params", help="start from this parameter file")
+    p.add_argument("--save-params", help="write the trained parameters here")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--out", help="epochs.csv to append rows to (header written if new)")
+    p.add_argument("--quiet", action="store_true", help="no per-epoch lines on stderr")
+    args = p.parse_args(argv)
+    for name in ("epochs", "batch_size", "threads"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.limit < 0 or args.test_limit < 0:
+        p.error("--limit and --test-limit must be 0 (all) or more")
+    if args.lr is None:
+        args.lr = 0.001 if args.optimizer == "adam" else 0.01
+    if not args.lr > 0:
+        p.error("--lr must be above 0")
+    if args.order_seed is None:
+        args.order_seed = args.seed
+    if args.seed < 0 or args.order_seed < 0:
+        p.error("--seed and --order-seed must not be negative")
+    return args
+
+
+def open_out(path):
+    """The CSV to append to, with the header when it is new or empty."""
+    if path is None:
+        return None
+    fresh = not os.path.exists(path) or os.path.getsize(path) == 0
+    if not fresh:
+        with open(path) as f:
+            header = f.readline().strip()
+        if header != EPOCHS_HEADER:
+            raise ValueError(f"{path}: its header is not epochs.csv's; refusing to append")
+    f = open(path, "a")
+    if fresh:
+        f.write(EPOCHS_HEADER + "\n")
+        f.flush()
+    return f
+
+
+def main(argv):
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("train.py: --device cuda but PyTorch sees no CUDA device")
+    device = torch.device(args.device)
+    backend = "pytorch-cuda" if args.device == "cuda" else "pytorch-cpu"
+
+    try:
+        train_images, train_labels = load_split(args.data, "train")
+        test_images, test_labels = load_split(args.data, "t10k")
+    except (OSError, ValueError) as err:
+        sys.exit(f"train.py: {err}")
+    if args.limit:
+        if args.limit > len(train_labels):
+            sys.exit(f"train.py: --limit {args.limit} but only {len(train_labels)} images")
+        train_images, train_labels = train_images[:args.limit], train_labels[:args.limit]
+    if args.test_limit:
+        test_images, test_labels = test_images[:args.test_limit], test_labels[:args.test_limit]
+    n = len(train_labels)
+    if args.batch_size > n:
+        sys.exit(f"train.py: --batch-size {args.batch_size} is more than the {n} images")
+
+    def as_tensors(images, labels):
+        x = torch.from_numpy(images.astype(np.float32) / np.float32(255.0))
+        return (x.reshape(-1, 1, 28, 28).to(device),
+                torch.from_numpy(labels.astype(np.int64)).to(device))
+
+    train_x, train_y = as_tensors(train_images, train_labels)
+    test_x, test_y = as_tensors(test_images, test_labels)
+
+    net = Net(args.workload)
+    try:
+        if args.init_params:
+            load_params(args.init_params, net)
+        else:
+            xavier_init(net, args.seed)
+    except (OSError, ValueError) as err:
+        sys.exit(f"train.py: {err}")
+    net.to(device)
+    opt = make_optimizer(net, args)
+    try:
+        out = open_out(args.out)
+    except (OSError, ValueError) as err:
+        sys.exit(f"train.py: {err}")
+    if not OPENBLAS_NUM_THREADS_PRESET and not args.quiet:
+        print("train.py: OPENBLAS_NUM_THREADS=1 (PyTorch's own threads do the work)",
+              file=sys.stderr)
+
+    batch = args.batch_size
+    devices = 1 if args.device == "cuda" else 0
+    for epoch in range(args.epochs):
+        order = torch.from_numpy(epoch_order(args.order_seed, epoch, n, not args.no_shuffle))
+        order = order.to(device)
+        steps = [(s, batch) for s in range(0, n - batch + 1, batch)]
+        if n % batch:
+            steps.append((n - n % batch, n % batch))
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        loss_sum = torch.zeros((), device=device)
+        for first, size in steps:
+            idx = order[first:first + size]
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(net(train_x[idx]), train_y[idx])
+            loss.backward()
+            opt.step()
+            # the harness weights a short last batch by its size
+            loss_sum += loss.detach() * (size / batch)
+        train_loss = loss_sum.item()  # waits for the device
+        seconds = time.perf_counter() - start
+        test_loss, accuracy = evaluate(net, test_x, test_y, batch)
+        status = "ok" if math.isfinite(train_loss) else "diverged"
+        train_loss /= n / batch
+        ips = n / seconds
+        row = [backend, args.workload, "fp32", args.threads, devices, 1, 1, batch,
+               args.optimizer, 1, epoch + 1, n, f"{seconds:.6f}", f"{ips:.1f}",
+               f"{ips * net.train_flops * 1e-9:.3f}", f"{train_loss:.6f}",
+               f"{test_loss:.6f}", f"{accuracy:.6f}", status, ""]
+        if out:
+            out.write(",".join(str(v) for v in row) + "\n")
+            out.flush()
+        if not args.quiet:
+            print(f"{backend:<12} epoch {epoch + 1}/{args.epochs}  {n} images  {seconds:.3f} s"
+                  f"  {ips:.0f} img/s  loss {train_loss:.4f}  test acc {accuracy:.4f}",
+                  file=sys.stderr)
+        if status != "ok":
+            break
+    if args.save_params:
+        save_params(args.save_params, net)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
