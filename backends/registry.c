@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backends/engine.h"
+#include "parallel/coordinator.h" /* multi_gpu_backend */
 
 extern const backend naive_backend;
 #ifdef HAVE_BLAS
@@ -29,6 +30,7 @@ static const backend *const registry[] = {
     &naive_backend,
     &blas_backend,
     &cuda_backend,
+    &multi_gpu_backend,
 };
 
 int backend_count(void) { return (int)(sizeof registry / sizeof registry[0]); }

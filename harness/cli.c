@@ -1,4 +1,5 @@
 #include "harness/config.h"
+#include "parallel/plan.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -42,6 +43,15 @@ static void usage(FILE *f)
         "  --out DIR            results directory (default results/<date>-<time>-<host>)\n"
         "  --threads N          CPU threads for the blas backend (default: all cores)\n"
         "  --device N           GPU index (default 0)\n"
+        "  --replicas LIST      data-parallel replicas in this process (threads), a comma\n"
+        "                       list run in turn, e.g. 1,2 (default 1); under mpirun\n"
+        "                       every rank is one replica\n"
+        "  --gpus N             multi-gpu: replicas, one per GPU (default: every visible\n"
+        "                       GPU; more than the GPUs shares them)\n"
+        "  --averaging-frequency K  average the replicas' parameters every K steps each\n"
+        "                       instead of all-reducing gradients every step (default 0)\n"
+        "  --average-optimizer-state  with K > 0: average the optimiser state too\n"
+        "  --step-losses FILE   write every training step's loss to FILE (CSV)\n"
         "  --precision P        fp32 (default), tf32, bf16 or fp16 (GPU backends)\n"
         "  --cuda-graph on|off  replay the training step as a CUDA graph (default on)\n"
         "  --data-on-device on|off  keep the training set on the GPU (default on)\n"
@@ -65,6 +75,7 @@ static void list_backends(void)
         else
             printf("%-10s built, runnable: %s\n", b->name, b->summary);
     }
+    dp_print_support(stdout);
 }
 
 static int usage_error(const char *fmt, const char *a, const char *b)
@@ -186,7 +197,7 @@ enum {
     O_BACKEND = 256, O_WORKLOAD, O_EPOCHS, O_BATCH, O_LIMIT, O_TEST_LIMIT, O_DATA,
     O_OPTIMIZER, O_LR, O_MOMENTUM, O_DECAY, O_SEED, O_NO_SHUFFLE, O_INIT, O_SAVE, O_OUT,
     O_THREADS, O_DEVICE, O_PRECISION, O_GRAPH, O_RESIDENT, O_REPEAT, O_PROFILE, O_TARGET,
-    O_FORMAT, O_LIST, O_HELP,
+    O_FORMAT, O_LIST, O_HELP, O_REPLICAS, O_GPUS, O_AVG_FREQ, O_AVG_STATE, O_STEP_LOSSES,
 };
 
 static const struct option options[] = {
@@ -215,6 +226,11 @@ static const struct option options[] = {
     {"profile-layers", no_argument, 0, O_PROFILE},
     {"target-accuracy", required_argument, 0, O_TARGET},
     {"format", required_argument, 0, O_FORMAT},
+    {"replicas", required_argument, 0, O_REPLICAS},
+    {"gpus", required_argument, 0, O_GPUS},
+    {"averaging-frequency", required_argument, 0, O_AVG_FREQ},
+    {"average-optimizer-state", no_argument, 0, O_AVG_STATE},
+    {"step-losses", required_argument, 0, O_STEP_LOSSES},
     {"list", no_argument, 0, O_LIST},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
@@ -231,6 +247,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     double lr = -1, momentum = -1, decay = -1, seed = -1;
     cfg->shuffle = 1;
     cfg->repeat = 1;
+    cfg->replicas[0] = cfg->n_replicas = 1;
     cfg->engine.cuda_graph = 1;
     cfg->engine.data_on_device = 1;
     strcpy(cfg->data_dir, DEFAULT_DATA_DIR);
@@ -274,6 +291,15 @@ int cli_parse(int argc, char **argv, run_config *cfg)
             rc = parse_double("--target-accuracy", optarg, 0, 1, 1, &cfg->target_accuracy);
             break;
         case O_FORMAT: rc = pick("format", optarg, format_names, 3, "md, csv, json", &fmt); break;
+        case O_REPLICAS:
+            rc = dp_parse_replicas(optarg, cfg->replicas, MAX_REPLICA_COUNTS, &cfg->n_replicas);
+            break;
+        case O_GPUS: rc = parse_int("--gpus", optarg, 1, DP_MAX_REPLICAS, &cfg->gpus); break;
+        case O_AVG_FREQ:
+            rc = parse_int("--averaging-frequency", optarg, 0, 1000000, &cfg->averaging_frequency);
+            break;
+        case O_AVG_STATE: cfg->average_optimizer_state = 1; break;
+        case O_STEP_LOSSES: rc = copy_path("--step-losses", optarg, cfg->step_losses); break;
         case O_LIST: list_backends(); return 1;
         case O_HELP: usage(stdout); return 1;
         case ':': rc = usage_error("%s needs a value%s", argv[optind - 1], ""); break;
@@ -284,6 +310,9 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         return rc;
     if (optind < argc)
         return usage_error("unexpected argument '%s'%s", argv[optind], "");
+    if (cfg->average_optimizer_state && cfg->averaging_frequency == 0)
+        return usage_error("--average-optimizer-state needs --averaging-frequency K > 0%s%s", "",
+                           "");
     if (workload_get(workload_name, &cfg->work) != 0) {
         fprintf(stderr, "bench: unknown workload '%s'; choose one of: %s\n", workload_name,
                 workload_names());

@@ -9,6 +9,7 @@
 
 #define MAX_RUN_BACKENDS 16
 #define PATH_LEN 4096
+#define MAX_REPLICA_COUNTS 8
 
 typedef enum output_format { FORMAT_MD, FORMAT_CSV, FORMAT_JSON } output_format;
 
@@ -27,10 +28,18 @@ typedef struct run_config {
     optimizer_config opt;
     engine_config engine; /* threads, device, precision, graph, data residency */
 
+    /* Data parallelism (parallel/coordinator.h) */
+    int replicas[MAX_REPLICA_COUNTS]; /* --replicas, ascending; {1} by default */
+    int n_replicas;
+    int gpus;                    /* --gpus: multi-gpu replicas; 0 = every visible GPU */
+    int averaging_frequency;     /* 0: synchronous gradient all-reduce */
+    int average_optimizer_state; /* with averaging: the optimiser state too */
+
     char data_dir[PATH_LEN];
     char out_dir[PATH_LEN]; /* empty: results/<date>-<time>-<host>/ */
     char init_params[PATH_LEN];
     char save_params[PATH_LEN];
+    char step_losses[PATH_LEN]; /* --step-losses FILE; empty: none */
 
     int repeat;             /* runs of each backend */
     int profile_layers;

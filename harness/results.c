@@ -17,7 +17,8 @@ static const char summary_header[] =
     "speedup_vs_naive,final_train_loss,final_test_accuracy,macro_precision,macro_recall,"
     "macro_f1,time_to_target_seconds,peak_memory_bytes,details,status,message,"
     "cpu_model,host,git_commit,date,timed_samples,warmup_epochs,epoch_seconds_min,"
-    "epoch_seconds_max,peak_gflops,peak_source,gpu_model,target_accuracy\n";
+    "epoch_seconds_max,peak_gflops,peak_source,gpu_model,target_accuracy,"
+    "scaling_efficiency\n";
 
 void csv_field(FILE *f, const char *s)
 {
@@ -192,7 +193,10 @@ int results_summary(results *r, const summary_row *row)
     csv_field(f, row->peak_source);
     fputc(',', f);
     csv_field(f, r->sys.gpu_model);
-    fprintf(f, ",%.4f\n", row->target_accuracy);
+    fprintf(f, ",%.4f,", row->target_accuracy);
+    if (row->scaling_efficiency > 0)
+        fprintf(f, "%.4f", row->scaling_efficiency);
+    fputc('\n', f);
     return finish_row(f, r->dir, "summary.csv");
 }
 

@@ -37,6 +37,10 @@ typedef struct summary_row {
     double epoch_seconds_median, epoch_seconds_mean, epoch_seconds_stddev;
     double images_per_second, gflops_per_second, percent_of_peak;
     double speedup_vs_naive; /* 0 when naive did not run */
+    /* images/s / (replicas x images/s of one replica of the same engine
+     * earlier in this run); 1 for that one-replica run; 0 (empty in the
+     * CSV) when there is no such run, e.g. under mpirun */
+    double scaling_efficiency;
     double final_train_loss, final_test_accuracy;
     double macro_precision, macro_recall, macro_f1;
     double time_to_target_seconds; /* < 0: not reached or not asked */

@@ -20,6 +20,8 @@
 #include "harness/results.h"
 #include "harness/stats.h"
 #include "harness/timer.h"
+#include "parallel/plan.h"
+#include "parallel/world.h"
 
 static volatile sig_atomic_t stop_signal;
 
@@ -44,6 +46,13 @@ typedef struct run_state {
     float *losses;
     results res;
     double naive_images_per_second;
+    /* Under mpirun every rank trains; rank 0 alone reports. */
+    int root;
+    int repeat;               /* of the backend being trained, 1-based */
+    FILE *step_losses;        /* --step-losses; NULL when not asked */
+    int n_baselines;          /* one-replica speeds, for scaling efficiency */
+    const char *baseline_name[MAX_RUN_BACKENDS];
+    double baseline_images_per_second[MAX_RUN_BACKENDS];
 } run_state;
 
 /* Outcome of training one backend once. */
@@ -71,7 +80,7 @@ static row_key key_for(const run_state *s, const backend *b, const attempt *a)
         .threads = a->threads,
         .devices = a->devices,
         .replicas = a->replicas,
-        .ranks = 1,
+        .ranks = world_size(),
         .batch_size = cfg->batch_size,
         .optimizer = optimizer_name(cfg->opt.kind),
     };
@@ -97,6 +106,18 @@ static int evaluate(const run_state *s, const backend *b, engine *e, attempt *a,
         return -1;
     }
     return 0;
+}
+
+/* --step-losses: one row per training step, as the steps complete. */
+static void write_step_losses(run_state *s, const backend *b, const attempt *a, int epoch,
+                              int first_step, int steps, int batch, const float *losses)
+{
+    if (!s->step_losses)
+        return;
+    for (int i = 0; i < steps; i++)
+        fprintf(s->step_losses, "%s,%d,%d,%d,%d,%d,%d,%.9g\n", b->name, a->replicas,
+                world_size(), s->repeat, epoch + 1, first_step + i + 1, batch, losses[i]);
+    fflush(s->step_losses);
 }
 
 /* Trains one epoch in chunks of steps sized to ~0.25 s, so progress stays
@@ -129,6 +150,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
         }
         for (int i = 0; i < k; i++)
             *loss_sum += s->losses[done_steps + i];
+        write_step_losses(s, b, a, epoch, done_steps, k, batch, s->losses + done_steps);
         done_steps += k;
         if (strcmp(a->status, "ok"))
             break;
@@ -136,8 +158,9 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
         double per_step = dt / k;
         int want = per_step > 0 ? (int)(0.25 / per_step) : chunk * 2;
         chunk = want < 1 ? 1 : want > 4 * chunk ? 4 * chunk : want;
-        progress_update(prog, (long)done_steps * batch, now_seconds() - start,
-                        *loss_sum / done_steps);
+        if (s->root)
+            progress_update(prog, (long)done_steps * batch, now_seconds() - start,
+                            *loss_sum / done_steps);
     }
     long images = (long)done_steps * batch;
     if (rest && done_steps == full_steps && !stop_signal && !strcmp(a->status, "ok")) {
@@ -148,6 +171,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
         } else {
             /* weight the partial batch by its size in the epoch mean */
             *loss_sum += last * ((double)rest / batch);
+            write_step_losses(s, b, a, epoch, full_steps, 1, rest, &last);
             images += rest;
             if (!isfinite(last)) {
                 a->status = "diverged";
@@ -212,6 +236,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
     a->time_to_target = -1;
     a->peak_memory = 0;
     a->device_peak_gflops = 0;
+    s->repeat = r;
     engine *e = start_engine(s, b, a);
     if (!e)
         return 0;
@@ -225,7 +250,8 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
     int io_error = 0;
     for (int ep = 0; ep < cfg->epochs && !strcmp(a->status, "ok"); ep++) {
         progress prog;
-        progress_start(&prog, label, ep + 1, cfg->epochs, s->train.count);
+        if (s->root)
+            progress_start(&prog, label, ep + 1, cfg->epochs, s->train.count);
         double seconds, loss_sum;
         long images = train_epoch(s, b, e, ep, a, &prog, &seconds, &loss_sum);
         double steps = (double)images / cfg->batch_size;
@@ -262,11 +288,12 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
             .status = a->status,
             .message = a->message,
         };
-        if (results_epoch(&s->res, &row) != 0) {
+        if (s->root && results_epoch(&s->res, &row) != 0) {
             io_error = 1;
             break;
         }
-        progress_finish(&prog, images, seconds, train_loss, accuracy, a->status);
+        if (s->root)
+            progress_finish(&prog, images, seconds, train_loss, accuracy, a->status);
         if (!strcmp(a->status, "ok")) {
             a->epoch_seconds[a->epochs_done++] = seconds;
             a->final_train_loss = train_loss;
@@ -276,12 +303,12 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         a->peak_memory = b->peak_memory(e);
     if (b->peak_gflops && !strcmp(a->status, "ok"))
         a->device_peak_gflops = b->peak_gflops(e);
-    if (cfg->profile_layers && r == cfg->repeat && !strcmp(a->status, "ok")) {
+    if (cfg->profile_layers && r == cfg->repeat && !strcmp(a->status, "ok") && s->root) {
         /* the first batch of epoch 1, 10 steps, like `caffe time` */
         epoch_order(cfg->seed, 0, s->train.count, cfg->shuffle, s->order);
         report_layer_profile(&s->res, b, e, &cfg->work, s->order, cfg->batch_size, 10, stderr);
     }
-    if (cfg->save_params[0] && r == cfg->repeat && !strcmp(a->status, "ok"))
+    if (cfg->save_params[0] && r == cfg->repeat && !strcmp(a->status, "ok") && s->root)
         save_params(s, b, e, cfg->n_backends > 1);
     b->destroy(e);
     return io_error ? -1 : 0;
@@ -329,7 +356,7 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
             samples[reached++] = runs[r].time_to_target;
     row->time_to_target_seconds = reached ? stats_of(samples, reached).median : -1;
     row->target_accuracy = cfg->target_accuracy;
-    if (!strcmp(last->status, "ok")) {
+    if (!strcmp(last->status, "ok") && s->root) {
         peak_measure pk = {last->device_peak_gflops, "the backend's GEMM probe on its device"};
         if (pk.gflops <= 0)
             pk = row->key.devices == 0 ? cpu_peak_gflops(row->key.threads)
@@ -395,12 +422,21 @@ static void free_inputs(run_state *s)
 /* Which backends run, naive first so the others' speedup can be stated. */
 static int plan(const run_config *cfg, const backend **order, char reasons[][512], int *runnable)
 {
+    /* data parallelism: --replicas counts, multi-gpu, MPI ranks */
+    const backend *wanted[MAX_RUN_BACKENDS];
+    char err[256];
+    int n_wanted = dp_expand_backends(cfg, cfg->backends, cfg->n_backends, wanted,
+                                      MAX_RUN_BACKENDS, err, sizeof err);
+    if (n_wanted < 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return -1;
+    }
     int n = 0;
     for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < cfg->n_backends; i++) {
-            int is_naive = strcmp(cfg->backends[i]->name, "naive") == 0;
+        for (int i = 0; i < n_wanted; i++) {
+            int is_naive = strcmp(wanted[i]->name, "naive") == 0;
             if (is_naive == (pass == 0))
-                order[n++] = cfg->backends[i];
+                order[n++] = wanted[i];
         }
     for (int i = 0; i < n; i++) {
         const backend *b = order[i];
@@ -420,12 +456,43 @@ static int plan(const run_config *cfg, const backend **order, char reasons[][512
     return n;
 }
 
+/* Images/s of one replica of b's engine earlier in this run, or 0. */
+static double scaling_efficiency(const run_state *s, const backend *b, const summary_row *row)
+{
+    const char *base = dp_base_name(b);
+    const int replicas = row->key.replicas;
+    if (replicas < 1 || row->images_per_second <= 0 || strcmp(row->status, "ok"))
+        return 0;
+    if (replicas == 1 && row->key.ranks == 1)
+        return 1; /* its own baseline */
+    for (int i = 0; i < s->n_baselines; i++)
+        if (!strcmp(s->baseline_name[i], base ? base : b->name))
+            return row->images_per_second / (replicas * s->baseline_images_per_second[i]);
+    return 0;
+}
+
+static int run_backends(const run_config *cfg);
+
 int run_benchmark(const run_config *cfg)
+{
+    char err[512];
+    if (world_init(err, sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 2;
+    }
+    int rc = run_backends(cfg);
+    world_finalize();
+    return rc;
+}
+
+static int run_backends(const run_config *cfg)
 {
     const backend *order[MAX_RUN_BACKENDS];
     char reasons[MAX_RUN_BACKENDS][512];
     int runnable[MAX_RUN_BACKENDS];
     int n = plan(cfg, order, reasons, runnable);
+    if (n < 0)
+        return 2;
     int any = 0;
     for (int i = 0; i < n; i++)
         any |= runnable[i];
@@ -435,20 +502,31 @@ int run_benchmark(const run_config *cfg)
         return 3;
     }
 
-    run_state s = {.cfg = cfg};
+    run_state s = {.cfg = cfg, .root = world_rank() == 0};
     int rc = load_inputs(&s);
     if (rc) {
         free_inputs(&s);
         return rc;
     }
     char err[1024];
-    if (results_open(&s.res, cfg, err, sizeof err) != 0) {
+    if (s.root && results_open(&s.res, cfg, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
         results_close(&s.res);
         free_inputs(&s);
         return 2;
     }
-    fprintf(stderr, "%s: %d training and %d test images from %s, %s, batch %d, %d epoch%s -> %s\n",
+    if (s.root && cfg->step_losses[0]) {
+        s.step_losses = fopen(cfg->step_losses, "w");
+        if (!s.step_losses) {
+            fprintf(stderr, "bench: cannot write --step-losses %s\n", cfg->step_losses);
+            results_close(&s.res);
+            free_inputs(&s);
+            return 2;
+        }
+        fprintf(s.step_losses, "backend,replicas,ranks,repeat,epoch,step,images,loss\n");
+    }
+    if (s.root)
+        fprintf(stderr, "%s: %d training and %d test images from %s, %s, batch %d, %d epoch%s -> %s\n",
             cfg->work.name, s.train.count, s.test.count, cfg->data_dir,
             optimizer_name(cfg->opt.kind), cfg->batch_size, cfg->epochs,
             cfg->epochs == 1 ? "" : "s", s.res.dir);
@@ -466,7 +544,8 @@ int run_benchmark(const run_config *cfg)
         const backend *b = order[i];
         summary_row *row = &rows[n_rows++];
         if (!runnable[i]) {
-            fprintf(stderr, "%-10s skipped: %s\n", b->name, reasons[i]);
+            if (s.root)
+                fprintf(stderr, "%-10s skipped: %s\n", b->name, reasons[i]);
             memset(row, 0, sizeof *row);
             attempt none = {.threads = 0, .replicas = 1};
             row->key = key_for(&s, b, &none);
@@ -474,7 +553,7 @@ int run_benchmark(const run_config *cfg)
             snprintf(row_text[n_rows - 1][1], 512, "%s", reasons[i]);
             row->message = row_text[n_rows - 1][1];
             row->time_to_target_seconds = -1;
-            if (results_summary(&s.res, row) != 0)
+            if (s.root && results_summary(&s.res, row) != 0)
                 rc = 1;
             continue;
         }
@@ -497,12 +576,21 @@ int run_benchmark(const run_config *cfg)
         snprintf(row_text[n_rows - 1][1], 512, "%s", row->message);
         row->details = row_text[n_rows - 1][0];
         row->message = row_text[n_rows - 1][1];
-        if (!strcmp(b->name, "naive") && !strcmp(row->status, "ok")) {
+        if (!strcmp(row->status, "ok") && row->key.replicas == 1 && row->key.ranks == 1 &&
+            s.n_baselines < MAX_RUN_BACKENDS) {
+            s.baseline_name[s.n_baselines] = b->name;
+            s.baseline_images_per_second[s.n_baselines++] = row->images_per_second;
+        }
+        row->scaling_efficiency = scaling_efficiency(&s, b, row);
+        if (!strcmp(b->name, "naive") && !strcmp(row->status, "ok") && row->key.replicas == 1 &&
+            row->key.ranks == 1) {
             s.naive_images_per_second = row->images_per_second;
             row->speedup_vs_naive = 1;
         }
         if (!strcmp(row->status, "failed"))
             failed = 1;
+        if (!s.root)
+            continue; /* rank 0 reports */
         if (!strcmp(row->status, "ok"))
             write_confusion(&s.res, b->name, &runs[done - 1].final_eval);
         if (results_summary(&s.res, row) != 0)
@@ -511,12 +599,18 @@ int run_benchmark(const run_config *cfg)
             fprintf(stderr, "%-10s %s: %s\n", b->name, row->status, row->message);
     }
 
-    print_summary(stdout, cfg->format, rows, n_rows, &s.res);
-    if (results_close(&s.res) != 0)
+    if (s.step_losses && fclose(s.step_losses) != 0) {
+        fprintf(stderr, "bench: cannot finish writing --step-losses %s\n", cfg->step_losses);
         rc = 1;
-    fprintf(stderr, "results in %s\n", s.res.dir);
-    if (!stop_signal)
-        plot_after_run(s.res.dir);
+    }
+    if (s.root) {
+        print_summary(stdout, cfg->format, rows, n_rows, &s.res);
+        if (results_close(&s.res) != 0)
+            rc = 1;
+        fprintf(stderr, "results in %s\n", s.res.dir);
+        if (!stop_signal)
+            plot_after_run(s.res.dir);
+    }
     for (int r = 0; r < cfg->repeat; r++)
         free(runs[r].epoch_seconds);
     free(runs);

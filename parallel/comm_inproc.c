@@ -1,0 +1,220 @@
+/* The in-process communicator: members are threads of one process. Each
+ * collective publishes every member's host pointer, meets at a barrier,
+ * lets each member reduce its own slice of the vector across all members
+ * (so the work is shared), and meets again. The sum runs over members in a
+ * fixed order, so every member gets bitwise the same result. Device buffers
+ * are copied to a host staging buffer first and back afterwards. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/comm.h"
+
+typedef struct inproc_member {
+    communicator base; /* first: a member is a communicator */
+    inproc_group *group;
+    float *staging; /* device buffers: host copy, `staged` floats */
+    size_t staged;
+} inproc_member;
+
+struct inproc_group {
+    int size;
+    pthread_barrier_t barrier;
+    inproc_member *members;
+    /* Published by each member before the first barrier of a collective. */
+    float **data;
+    size_t *count;
+    float *weight;
+    int *ok;
+};
+
+static void sync_all(inproc_group *g) { pthread_barrier_wait(&g->barrier); }
+
+static int fail(communicator *c, const char *msg)
+{
+    snprintf(c->err, sizeof c->err, "in-process communicator, member %d: %s", c->rank, msg);
+    return -1;
+}
+
+/* Host pointer for buf: buf itself, or the staging copy of a device buffer.
+ * NULL when staging failed (the member still takes part, with no data). */
+static float *publish(inproc_member *m, float *buf, size_t n, int copy_in)
+{
+    communicator *c = &m->base;
+    if (c->space == MEM_HOST)
+        return buf;
+    if (m->staged < n) {
+        float *p = realloc(m->staging, sizeof(float) * n);
+        if (!p) {
+            fail(c, "out of memory for the host staging buffer");
+            return NULL;
+        }
+        m->staging = p;
+        m->staged = n;
+    }
+    char err[200];
+    if (copy_in && devmem_to_host(m->staging, buf, n, c->device, err, sizeof err) != 0) {
+        fail(c, err);
+        return NULL;
+    }
+    return m->staging;
+}
+
+static int copy_back(inproc_member *m, float *buf, size_t n)
+{
+    communicator *c = &m->base;
+    char err[200];
+    if (c->space == MEM_DEVICE && devmem_to_device(buf, m->staging, n, c->device, err,
+                                                   sizeof err) != 0)
+        return fail(c, err);
+    return 0;
+}
+
+/* 1 when every member published n floats successfully. */
+static int all_ready(const inproc_group *g, size_t n)
+{
+    for (int r = 0; r < g->size; r++)
+        if (!g->ok[r] || g->count[r] != n)
+            return 0;
+    return 1;
+}
+
+static int inproc_allreduce_sum(communicator *c, float *buf, size_t n, float weight)
+{
+    inproc_member *m = (inproc_member *)c;
+    inproc_group *g = m->group;
+    const int me = c->rank, size = g->size;
+    float *host = publish(m, buf, n, 1);
+    g->data[me] = host;
+    g->count[me] = n;
+    g->weight[me] = weight;
+    g->ok[me] = host != NULL;
+    sync_all(g);
+    const int ready = all_ready(g, n);
+    if (ready) {
+        const size_t lo = n * (size_t)me / (size_t)size, hi = n * (size_t)(me + 1) / (size_t)size;
+        for (size_t i = lo; i < hi; i++) {
+            double s = 0.0;
+            for (int r = 0; r < size; r++)
+                s += (double)g->weight[r] * g->data[r][i];
+            for (int r = 0; r < size; r++)
+                g->data[r][i] = (float)s;
+        }
+    }
+    sync_all(g);
+    if (!host)
+        return -1;
+    if (!ready)
+        return fail(c, "another member failed or gave a different length");
+    return copy_back(m, buf, n);
+}
+
+static int inproc_broadcast(communicator *c, float *buf, size_t n, int root)
+{
+    inproc_member *m = (inproc_member *)c;
+    inproc_group *g = m->group;
+    const int me = c->rank;
+    float *host = publish(m, buf, n, me == root);
+    g->data[me] = host;
+    g->count[me] = n;
+    g->ok[me] = host != NULL && root >= 0 && root < g->size;
+    sync_all(g);
+    const int ready = all_ready(g, n);
+    if (ready && me != root)
+        memcpy(host, g->data[root], sizeof(float) * n);
+    sync_all(g);
+    if (!g->ok[me])
+        return host ? fail(c, "broadcast root outside the group") : -1;
+    if (!ready)
+        return fail(c, "another member failed or gave a different length");
+    return me == root ? 0 : copy_back(m, buf, n);
+}
+
+static int inproc_barrier(communicator *c)
+{
+    sync_all(((inproc_member *)c)->group);
+    return 0;
+}
+
+static void inproc_member_destroy(communicator *c)
+{
+    (void)c; /* members belong to their group */
+}
+
+static const comm_ops inproc_ops = {
+    .allreduce_sum = inproc_allreduce_sum,
+    .broadcast = inproc_broadcast,
+    .barrier = inproc_barrier,
+    .destroy = inproc_member_destroy,
+};
+
+inproc_group *inproc_group_create(int size, memory_space space, const int *devices, char *err,
+                                  size_t err_len)
+{
+    if (size < 1) {
+        snprintf(err, err_len, "in-process communicator: %d members", size);
+        return NULL;
+    }
+    inproc_group *g = calloc(1, sizeof *g);
+    if (!g)
+        goto oom;
+    g->size = size;
+    g->members = calloc((size_t)size, sizeof *g->members);
+    g->data = calloc((size_t)size, sizeof *g->data);
+    g->count = calloc((size_t)size, sizeof *g->count);
+    g->weight = calloc((size_t)size, sizeof *g->weight);
+    g->ok = calloc((size_t)size, sizeof *g->ok);
+    if (!g->members || !g->data || !g->count || !g->weight || !g->ok)
+        goto oom;
+    if (pthread_barrier_init(&g->barrier, NULL, (unsigned)size) != 0) {
+        snprintf(err, err_len, "in-process communicator: cannot create a barrier of %d", size);
+        free(g->members);
+        g->members = NULL;
+        inproc_group_destroy(g);
+        return NULL;
+    }
+    for (int r = 0; r < size; r++) {
+        inproc_member *m = &g->members[r];
+        m->group = g;
+        m->base = (communicator){
+            .ops = &inproc_ops,
+            .kind = "in-process",
+            .rank = r,
+            .size = size,
+            .space = space,
+            .device = devices ? devices[r] : -1,
+        };
+    }
+    return g;
+oom:
+    snprintf(err, err_len, "in-process communicator: out of memory");
+    if (g) {
+        free(g->members);
+        g->members = NULL;
+    }
+    inproc_group_destroy(g);
+    return NULL;
+}
+
+communicator *inproc_group_member(inproc_group *g, int m)
+{
+    return m >= 0 && m < g->size ? &g->members[m].base : NULL;
+}
+
+void inproc_group_destroy(inproc_group *g)
+{
+    if (!g)
+        return;
+    if (g->members) {
+        for (int r = 0; r < g->size; r++)
+            free(g->members[r].staging);
+        pthread_barrier_destroy(&g->barrier);
+        free(g->members);
+    }
+    free(g->data);
+    free(g->count);
+    free(g->weight);
+    free(g->ok);
+    free(g);
+}

@@ -1,0 +1,131 @@
+#include "parallel/plan.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/comm.h"
+#include "parallel/world.h"
+
+int dp_parse_replicas(const char *list, int *out, int max, int *n)
+{
+    *n = 0;
+    const char *p = list;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || (*end && *end != ',') || v < 1 || v > DP_MAX_REPLICAS) {
+            fprintf(stderr, "bench: --replicas expects a comma list of whole numbers in 1..%d, "
+                            "got '%s'\n", DP_MAX_REPLICAS, list);
+            return 2;
+        }
+        int seen = 0;
+        for (int i = 0; i < *n; i++)
+            seen |= out[i] == v;
+        if (!seen) {
+            if (*n == max) {
+                fprintf(stderr, "bench: --replicas takes at most %d counts, got '%s'\n", max,
+                        list);
+                return 2;
+            }
+            /* insertion keeps the list ascending */
+            int i = (*n)++;
+            for (; i > 0 && out[i - 1] > v; i--)
+                out[i] = out[i - 1];
+            out[i] = (int)v;
+        }
+        if (!*end)
+            return 0;
+        p = end + 1;
+    }
+}
+
+static dp_options options_for(const run_config *cfg, int replicas, int spread)
+{
+    dp_options o = {
+        .replicas = replicas,
+        .averaging_frequency = cfg->averaging_frequency,
+        .average_optimizer_state = cfg->average_optimizer_state,
+        .spread_over_gpus = spread,
+    };
+    return o;
+}
+
+static int add(const backend **out, int *n, int max, const backend *b, char *err, size_t err_len)
+{
+    if (!b) {
+        snprintf(err, err_len, "too many data-parallel configurations in one run");
+        return -1;
+    }
+    if (*n == max) {
+        snprintf(err, err_len, "too many backend and --replicas combinations (at most %d)", max);
+        return -1;
+    }
+    out[(*n)++] = b;
+    return 0;
+}
+
+int dp_expand_backends(const run_config *cfg, const backend *const *in, int n,
+                       const backend **out, int max, char *err, size_t err_len)
+{
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        const backend *b = in[i];
+        const int multi_gpu = b == &multi_gpu_backend;
+        int rc = 0;
+        if (world_size() > 1) {
+            dp_options o = options_for(cfg, 1, 0);
+            rc = add(out, &count, max, multi_gpu ? b : dp_wrap(b, &o, NULL), err, err_len);
+        } else if (multi_gpu) {
+            /* the registry's entry when nothing can wrap cuda (not built) */
+            const char *base = dp_base_name(b);
+            const backend *inner = NULL;
+            for (int k = 0; k < backend_count(); k++)
+                if (!strcmp(backend_at(k)->name, base))
+                    inner = backend_at(k);
+            dp_options o = options_for(cfg, cfg->gpus, 1);
+            rc = add(out, &count, max,
+                     inner && inner->built ? dp_wrap(inner, &o, b->name) : b, err, err_len);
+        } else {
+            for (int r = 0; r < cfg->n_replicas && rc == 0; r++) {
+                dp_options o = options_for(cfg, cfg->replicas[r], 0);
+                rc = add(out, &count, max, cfg->replicas[r] > 1 ? dp_wrap(b, &o, NULL) : b,
+                         err, err_len);
+            }
+        }
+        if (rc)
+            return -1;
+    }
+    return count;
+}
+
+void dp_print_support(FILE *f)
+{
+    char line[512], why[256];
+    int users = 0;
+    size_t used = (size_t)snprintf(line, sizeof line, "data-parallel (--replicas N, threads):");
+    for (int i = 0; i < backend_count(); i++) {
+        const backend *b = backend_at(i);
+        if (b->built && b != &multi_gpu_backend && dp_supports(b, why, sizeof why) &&
+            used < sizeof line)
+            used += (size_t)snprintf(line + used, sizeof line - used, "%s %s",
+                                     users++ ? "," : "", b->name);
+    }
+    fprintf(f, "%s%s\n", line, users ? "" : " no backend offers it");
+    if (world_mpi_built()) {
+        char version[128];
+        world_mpi_version(version, sizeof version);
+        fprintf(f, "data-parallel over MPI: mpirun -np N ./bench ... (one replica per rank; %s)\n",
+                version);
+    } else {
+        world_mpi_version(why, sizeof why);
+        fprintf(f, "data-parallel over MPI: not available: %s\n", why);
+    }
+    if (nccl_available(why, sizeof why)) {
+        nccl_version_string(why, sizeof why);
+        fprintf(f, "NCCL gradient all-reduce: %s\n", why);
+    } else {
+        fprintf(f, "NCCL gradient all-reduce: not available: %s\n", why);
+    }
+}

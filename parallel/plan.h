@@ -1,0 +1,31 @@
+/* How a run turns the backends it was asked for into what it trains:
+ * the harness's side of data parallelism. */
+#ifndef LB_PLAN_H
+#define LB_PLAN_H
+
+#include <stdio.h>
+
+#include "harness/config.h"
+#include "parallel/coordinator.h"
+
+/* Parses --replicas: a comma list of counts in 1..DP_MAX_REPLICAS, stored
+ * ascending without repeats (so the one-replica baseline runs first). 0, or
+ * 2 after printing a one-line error. */
+int dp_parse_replicas(const char *list, int *out, int max, int *n);
+
+/* What each requested backend becomes, in order, into out (at most max):
+ *   under mpirun (world size > 1): every backend wrapped, one replica per
+ *     rank (multi-gpu stays itself and says it cannot run here);
+ *   multi-gpu: the coordinator over cuda with --gpus replicas;
+ *   otherwise: each backend once per --replicas value, wrapped when the
+ *     value is above 1.
+ * --averaging-frequency and --average-optimizer-state go to every wrapped
+ * backend. Returns the count, or -1 with err. */
+int dp_expand_backends(const run_config *cfg, const backend *const *in, int n,
+                       const backend **out, int max, char *err, size_t err_len);
+
+/* One line each for --list: how to run data-parallel here (threads, MPI,
+ * NCCL) and what is missing. */
+void dp_print_support(FILE *f);
+
+#endif

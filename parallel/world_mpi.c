@@ -1,0 +1,275 @@
+/* The process world and the MPI communicator. This is the only file that
+ * includes mpi.h; it is compiled with mpicc's flags when mpicc is found,
+ * and as a world of one process otherwise. */
+#include "parallel/world.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/comm.h"
+
+int world_launched_by_mpirun(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
+           getenv("PMIX_RANK") != NULL;
+}
+
+#ifdef HAVE_MPI
+#include <mpi.h>
+
+static int started, rank_, size_ = 1, local_rank_, local_size_ = 1;
+
+int world_mpi_built(void) { return 1; }
+
+int world_init(char *err, size_t err_len)
+{
+    (void)err, (void)err_len;
+    if (started || !world_launched_by_mpirun())
+        return 0;
+    int provided = 0;
+    /* Only the thread that called world_init makes MPI calls. */
+    MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    started = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    /* the processes of this machine, to share its cores and GPUs */
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local_rank_);
+    MPI_Comm_size(node, &local_size_);
+    MPI_Comm_free(&node);
+    return 0;
+}
+
+int world_rank(void) { return rank_; }
+int world_size(void) { return size_; }
+int world_local_rank(void) { return local_rank_; }
+int world_local_size(void) { return local_size_; }
+
+void world_finalize(void)
+{
+    int finalized = 0;
+    if (started && (MPI_Finalized(&finalized), !finalized))
+        MPI_Finalize();
+}
+
+void world_abort(int code)
+{
+    if (started)
+        MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
+}
+
+int world_broadcast_bytes(void *buf, size_t n, int root)
+{
+    if (!started)
+        return root == 0 ? 0 : -1;
+    return MPI_Bcast(buf, (int)n, MPI_BYTE, root, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+}
+
+void world_mpi_version(char *buf, size_t len)
+{
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int n = 0;
+    MPI_Get_library_version(lib, &n);
+    /* "Open MPI v4.1.4, package: ..." -> up to the first comma */
+    char *comma = strchr(lib, ',');
+    if (comma)
+        *comma = '\0';
+    snprintf(buf, len, "%s", lib);
+}
+
+/* The MPI communicator ---------------------------------------------------- */
+
+typedef struct mpi_member {
+    communicator base; /* first: a member is a communicator */
+    MPI_Comm comm;
+    float *staging; /* device buffers: host copy */
+    size_t staged;
+} mpi_member;
+
+static int mpi_fail(communicator *c, int rc, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    snprintf(c->err, sizeof c->err, "MPI communicator, rank %d: %s: %s", c->rank, what, msg);
+    return -1;
+}
+
+/* Host memory holding buf's values (buf itself for host buffers). */
+static float *host_view(mpi_member *m, float *buf, size_t n, int copy_in)
+{
+    communicator *c = &m->base;
+    if (c->space == MEM_HOST)
+        return buf;
+    if (m->staged < n) {
+        float *p = realloc(m->staging, sizeof(float) * n);
+        if (!p) {
+            snprintf(c->err, sizeof c->err, "MPI communicator: out of memory for staging");
+            return NULL;
+        }
+        m->staging = p;
+        m->staged = n;
+    }
+    char err[200];
+    if (copy_in && devmem_to_host(m->staging, buf, n, c->device, err, sizeof err) != 0) {
+        snprintf(c->err, sizeof c->err, "MPI communicator: %s", err);
+        /* zeros keep the exchange going; the caller reports the failure */
+        memset(m->staging, 0, sizeof(float) * n);
+        return NULL;
+    }
+    return m->staging;
+}
+
+static int host_done(mpi_member *m, float *buf, size_t n)
+{
+    communicator *c = &m->base;
+    char err[200];
+    if (c->space == MEM_DEVICE &&
+        devmem_to_device(buf, m->staging, n, c->device, err, sizeof err) != 0) {
+        snprintf(c->err, sizeof c->err, "MPI communicator: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* MPI counts are ints: large vectors go in pieces. */
+#define MPI_PIECE ((size_t)1 << 30)
+
+/* With no memory to stage into, this rank cannot take part in the
+ * collective; ending the job beats leaving the other ranks waiting. */
+static void abort_job(mpi_member *m)
+{
+    fprintf(stderr, "bench: rank %d: %s; ending the job\n", m->base.rank, m->base.err);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static int mpi_allreduce_sum(communicator *c, float *buf, size_t n, float weight)
+{
+    mpi_member *m = (mpi_member *)c;
+    float *host = host_view(m, buf, n, 1);
+    float *data = host ? host : m->staged >= n ? m->staging : NULL;
+    if (!data) {
+        abort_job(m);
+        return -1;
+    }
+    if (weight != 1.0f)
+        for (size_t i = 0; i < n; i++)
+            data[i] *= weight;
+    for (size_t off = 0; off < n; off += MPI_PIECE) {
+        size_t k = n - off < MPI_PIECE ? n - off : MPI_PIECE;
+        int rc = MPI_Allreduce(MPI_IN_PLACE, data + off, (int)k, MPI_FLOAT, MPI_SUM, m->comm);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(c, rc, "MPI_Allreduce");
+    }
+    if (!host)
+        return -1;
+    return host_done(m, buf, n);
+}
+
+static int mpi_broadcast(communicator *c, float *buf, size_t n, int root)
+{
+    mpi_member *m = (mpi_member *)c;
+    float *host = host_view(m, buf, n, c->rank == root);
+    float *data = host ? host : m->staged >= n ? m->staging : NULL;
+    if (!data) {
+        abort_job(m);
+        return -1;
+    }
+    for (size_t off = 0; off < n; off += MPI_PIECE) {
+        size_t k = n - off < MPI_PIECE ? n - off : MPI_PIECE;
+        int rc = MPI_Bcast(data + off, (int)k, MPI_FLOAT, root, m->comm);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(c, rc, "MPI_Bcast");
+    }
+    if (!host)
+        return -1;
+    return c->rank == root ? 0 : host_done(m, buf, n);
+}
+
+static int mpi_barrier(communicator *c)
+{
+    int rc = MPI_Barrier(((mpi_member *)c)->comm);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(c, rc, "MPI_Barrier");
+}
+
+static void mpi_destroy(communicator *c)
+{
+    mpi_member *m = (mpi_member *)c;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && m->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&m->comm);
+    free(m->staging);
+    free(m);
+}
+
+static const comm_ops mpi_ops = {
+    .allreduce_sum = mpi_allreduce_sum,
+    .broadcast = mpi_broadcast,
+    .barrier = mpi_barrier,
+    .destroy = mpi_destroy,
+};
+
+communicator *mpi_comm_create(memory_space space, int device, char *err, size_t err_len)
+{
+    if (!started) {
+        snprintf(err, err_len, "MPI communicator: not started by mpirun");
+        return NULL;
+    }
+    mpi_member *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, err_len, "MPI communicator: out of memory");
+        return NULL;
+    }
+    m->base = (communicator){
+        .ops = &mpi_ops, .kind = "MPI", .rank = rank_, .size = size_,
+        .space = space, .device = device,
+    };
+    /* its own context, so its messages never meet anyone else's */
+    MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    return &m->base;
+}
+
+#else
+
+static const char no_mpi[] = "built without MPI (mpicc not found at build time)";
+
+int world_mpi_built(void) { return 0; }
+
+int world_init(char *err, size_t err_len)
+{
+    if (!world_launched_by_mpirun())
+        return 0;
+    /* A copy per rank would train alone and each write its own results. */
+    snprintf(err, err_len, "started by mpirun, but this bench was %s; rebuild with Open MPI "
+                           "installed (apt-get install libopenmpi-dev)", no_mpi);
+    return -1;
+}
+
+int world_rank(void) { return 0; }
+int world_size(void) { return 1; }
+int world_local_rank(void) { return 0; }
+int world_local_size(void) { return 1; }
+void world_finalize(void) {}
+void world_abort(int code) { exit(code); }
+
+int world_broadcast_bytes(void *buf, size_t n, int root)
+{
+    (void)buf, (void)n;
+    return root == 0 ? 0 : -1;
+}
+
+void world_mpi_version(char *buf, size_t len) { snprintf(buf, len, "%s", no_mpi); }
+
+communicator *mpi_comm_create(memory_space space, int device, char *err, size_t err_len)
+{
+    (void)space, (void)device;
+    snprintf(err, err_len, "MPI communicator: %s", no_mpi);
+    return NULL;
+}
+
+#endif
