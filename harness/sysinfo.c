@@ -8,19 +8,7 @@
 #include <unistd.h>
 
 #include "backends/engine.h"
-
-/* NCCL and MPI report their versions through header macros; read them when
- * this build has those parts and the headers are on the include path. */
-#if defined(HAVE_NCCL) && defined(__has_include)
-#if __has_include(<nccl.h>)
-#include <nccl.h>
-#endif
-#endif
-#if defined(HAVE_MPI) && defined(__has_include)
-#if __has_include(<mpi.h>)
-#include <mpi.h>
-#endif
-#endif
+#include "parallel/world.h"
 
 #ifndef GIT_COMMIT
 #define GIT_COMMIT "unknown"
@@ -232,23 +220,13 @@ static void read_libraries(sysinfo *s)
             continue;
         APPEND(s->libraries, used, "%s%s", used ? "; " : "", info);
     }
-#ifdef NCCL_MAJOR
-    if (!strstr(s->libraries, "NCCL"))
-        APPEND(s->libraries, used, "%sNCCL %d.%d.%d (headers)", used ? "; " : "", NCCL_MAJOR,
-               NCCL_MINOR, NCCL_PATCH);
-#endif
-#ifdef MPI_VERSION
-    if (!strstr(s->libraries, "MPI")) {
-#ifdef OMPI_MAJOR_VERSION
-        APPEND(s->libraries, used, "%sOpen MPI %d.%d.%d (MPI %d.%d, headers)", used ? "; " : "",
-               OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION, OMPI_RELEASE_VERSION, MPI_VERSION,
-               MPI_SUBVERSION);
-#else
-        APPEND(s->libraries, used, "%sMPI %d.%d (headers)", used ? "; " : "", MPI_VERSION,
-               MPI_SUBVERSION);
-#endif
+    /* MPI is not a backend: the coordinator's world says which library */
+    if (world_mpi_built() && !strstr(s->libraries, "MPI")) {
+        char mpi[256] = "";
+        world_mpi_version(mpi, sizeof mpi);
+        if (mpi[0])
+            APPEND(s->libraries, used, "%s%s", used ? "; " : "", mpi);
     }
-#endif
 }
 
 /* Variables that change thread counts, kernels or devices. */
