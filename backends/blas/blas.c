@@ -35,12 +35,10 @@ struct engine {
      * layers run over the whole batch on [features][B] matrices: rows holds
      * the conv stage's output in that form, act[i + 1] for i >= conv_layers
      * too. Conv layers keep their unfolded input (col) and each group's
-     * gradients (partial: weights then bias); pools keep the winner of each
-     * window (where). */
+     * gradients (partial: weights then bias). */
     int conv_layers;
     float *act[WORKLOAD_MAX_LAYERS + 1], *rows, *d_rows;
     float *col[WORKLOAD_MAX_LAYERS], *partial[WORKLOAD_MAX_LAYERS];
-    uint8_t *where[WORKLOAD_MAX_LAYERS];
     float *d_a, *d_b;       /* gradients flowing back, in turn */
     float *d_col;           /* one slot of col2im scratch per thread */
     size_t d_col_per_image; /* floats of d_col scratch per image */
@@ -105,7 +103,6 @@ static void destroy(engine *e)
     for (int i = 0; i < WORKLOAD_MAX_LAYERS; i++) {
         free(e->col[i]);
         free(e->partial[i]);
-        free(e->where[i]);
     }
     free(e->rows);
     free(e->d_rows);
@@ -216,10 +213,6 @@ static engine *create(const workload *w, const engine_config *cfg, char *err, si
                 goto oom;
             if (i > 0 && per_image > e->d_col_per_image)
                 e->d_col_per_image = per_image;
-        } else if (l->kind == LAYER_MAXPOOL) {
-            e->where[i] = alloc_zeroed((size_t)B * shape3_size(l->out));
-            if (!e->where[i])
-                goto oom;
         }
     }
     const size_t max_act = (size_t)workload_max_activation(w);
@@ -349,8 +342,8 @@ static void group_forward_layer(engine *e, int i, int B, int b0, int n, int thre
                           l->in.h, l->in.w, l->units, l->kernel, l->stride, threads);
         break;
     case LAYER_MAXPOOL:
-        blas_maxpool_forward(out, e->where[i] + (size_t)b0 * shape3_size(l->out), in, n,
-                             l->in.c, l->in.h, l->in.w, l->kernel, l->stride, threads);
+        blas_maxpool_forward(out, in, n, l->in.c, l->in.h, l->in.w, l->kernel, l->stride,
+                             threads);
         break;
     case LAYER_RELU:
         blas_relu_forward(out, in, (size_t)n * shape3_size(l->in), threads);
@@ -389,8 +382,9 @@ static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, 
     }
     case LAYER_MAXPOOL:
         if (d_in)
-            blas_maxpool_backward(d_in, d, e->where[i] + (size_t)b0 * shape3_size(l->out), n,
-                                  l->in.c, l->in.h, l->in.w, l->kernel, l->stride, threads);
+            blas_maxpool_backward(d_in, d, group_block(e->act[i], l->in, b0),
+                                  group_block(e->act[i + 1], l->out, b0), n, l->in.c, l->in.h,
+                                  l->in.w, l->kernel, l->stride, threads);
         break;
     case LAYER_RELU:
         if (d_in)

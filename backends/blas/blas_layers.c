@@ -170,39 +170,31 @@ void blas_conv_backward_data(float *d_in, float *d_col, const float *d_out,
 /* ---------------------------------------------------------------------- */
 /* Max-pool, ReLU                                                          */
 
-void blas_maxpool_forward(float *out, uint8_t *where, const float *in, int B, int C, int H,
-                          int W, int kernel, int stride, int threads)
+void blas_maxpool_forward(float *out, const float *in, int B, int C, int H, int W, int kernel,
+                          int stride, int threads)
 {
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int c = 0; c < C; c++)
         for (int oy = 0; oy < OH; oy++)
             for (int ox = 0; ox < OW; ox++) {
-                const size_t at = ((size_t)(c * OH + oy) * OW + ox) * B;
                 const float *x = in + ((size_t)(c * H + oy * stride) * W + ox * stride) * B;
-                float *y = out + at;
-                uint8_t *w = where + at;
-                for (int b = 0; b < B; b++) {
-                    y[b] = x[b];
-                    w[b] = 0;
-                }
+                float *y = out + ((size_t)(c * OH + oy) * OW + ox) * B;
+                memcpy(y, x, sizeof(float) * B);
                 for (int ki = 0; ki < kernel; ki++)
                     for (int kj = 0; kj < kernel; kj++) {
                         const float *v = x + ((size_t)ki * W + kj) * B;
-                        const uint8_t pos = (uint8_t)(ki * kernel + kj);
-                        /* strictly larger: the first largest keeps its place */
+                        /* strictly larger, as the naive backend: a max
+                         * instruction, and the value of the first largest */
 #pragma omp simd
-                        for (int b = 0; b < B; b++) {
-                            const int bigger = v[b] > y[b];
-                            y[b] = bigger ? v[b] : y[b];
-                            w[b] = bigger ? pos : w[b];
-                        }
+                        for (int b = 0; b < B; b++)
+                            y[b] = v[b] > y[b] ? v[b] : y[b];
                     }
             }
 }
 
-void blas_maxpool_backward(float *d_in, const float *d_out, const uint8_t *where, int B, int C,
-                           int H, int W, int kernel, int stride, int threads)
+void blas_maxpool_backward(float *d_in, const float *d_out, const float *in, const float *out,
+                           int B, int C, int H, int W, int kernel, int stride, int threads)
 {
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
@@ -211,17 +203,28 @@ void blas_maxpool_backward(float *d_in, const float *d_out, const uint8_t *where
         for (int oy = 0; oy < OH; oy++)
             for (int ox = 0; ox < OW; ox++) {
                 const size_t at = ((size_t)(c * OH + oy) * OW + ox) * B;
-                const float *dy = d_out + at;
-                const uint8_t *w = where + at;
-                float *dx = d_in + ((size_t)(c * H + oy * stride) * W + ox * stride) * B;
-                for (int ki = 0; ki < kernel; ki++)
-                    for (int kj = 0; kj < kernel; kj++) {
-                        float *d = dx + ((size_t)ki * W + kj) * B;
-                        const uint8_t pos = (uint8_t)(ki * kernel + kj);
+                const size_t from = ((size_t)(c * H + oy * stride) * W + ox * stride) * B;
+                /* images in chunks, each with a flag per image that turns 1
+                 * once its gradient has found the input the forward pass
+                 * kept: the first one equal to the maximum */
+                enum { CHUNK = 64 };
+                for (int b0 = 0; b0 < B; b0 += CHUNK) {
+                    const int n = B - b0 < CHUNK ? B - b0 : CHUNK;
+                    const float *dy = d_out + at + b0, *y = out + at + b0;
+                    float taken[CHUNK] = {0};
+                    for (int ki = 0; ki < kernel; ki++)
+                        for (int kj = 0; kj < kernel; kj++) {
+                            const size_t off = from + ((size_t)ki * W + kj) * B + b0;
+                            const float *x = in + off;
+                            float *dx = d_in + off;
 #pragma omp simd
-                        for (int b = 0; b < B; b++)
-                            d[b] += w[b] == pos ? dy[b] : 0.0f;
-                    }
+                            for (int b = 0; b < n; b++) {
+                                const int first = x[b] == y[b] && taken[b] == 0.0f;
+                                dx[b] += first ? dy[b] : 0.0f;
+                                taken[b] = first ? 1.0f : taken[b];
+                            }
+                        }
+                }
             }
     }
 }

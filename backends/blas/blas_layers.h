@@ -77,13 +77,14 @@ void blas_conv_backward_data(float *d_in, float *d_col, const float *d_out,
                              const float *weight, int B, int C, int H, int W, int K,
                              int kernel, int stride, int threads);
 
-/* Max-pool over in[C][H][W][B]; the first largest input of each window (in
- * row-major window order, as the naive backend) wins, and its window
- * position is kept in where[C][OH][OW][B] for the backward pass. */
-void blas_maxpool_forward(float *out, uint8_t *where, const float *in, int B, int C, int H,
-                          int W, int kernel, int stride, int threads);
-void blas_maxpool_backward(float *d_in, const float *d_out, const uint8_t *where, int B, int C,
-                           int H, int W, int kernel, int stride, int threads);
+/* Max-pool over in[C][H][W][B]: the first largest input of each window (in
+ * row-major window order, as the naive backend) wins. The backward pass
+ * finds it again from the input and the output, and adds each output's
+ * gradient to it. */
+void blas_maxpool_forward(float *out, const float *in, int B, int C, int H, int W, int kernel,
+                          int stride, int threads);
+void blas_maxpool_backward(float *d_in, const float *d_out, const float *in, const float *out,
+                           int B, int C, int H, int W, int kernel, int stride, int threads);
 
 /* ReLU over n floats; out may be in, d_in may be d_out. */
 void blas_relu_forward(float *out, const float *in, size_t n, int threads);
