@@ -57,7 +57,8 @@ struct engine {
     inproc_group *group;
     communicator *proc; /* host scalars across ranks; NULL in one process */
     int peer_pairs;
-    char comm_desc[96];
+    int gpus_visible; /* GPU engines spread over GPUs or ranks: devices seen here */
+    char comm_desc[128];
 
     /* the current job */
     job_kind job;
@@ -560,6 +561,7 @@ static int plan_devices(engine *e, const engine_config *cfg)
         if (devices < 1)
             return fail(e, "data-parallel: %s", why);
     }
+    e->gpus_visible = devices;
     for (int l = 0; l < e->local; l++) {
         replica *r = &e->rep[l];
         r->global = world_rank() * e->local + l;
@@ -579,14 +581,20 @@ static int make_communicators(engine *e)
     const memory_space space = e->inner->buffer_space;
     if (e->ranks > 1) {
         replica *r = &e->rep[0];
-        if (space == MEM_DEVICE && nccl_available(NULL, 0)) {
+        /* NCCL wants a GPU of its own per rank: if ranks share GPUs
+         * anywhere, every rank reduces through MPI instead */
+        float shared = space == MEM_DEVICE && world_local_size() > e->gpus_visible;
+        if (agree(e, &shared, 1, 0, -1) != 0)
+            return -1;
+        if (space == MEM_DEVICE && nccl_available(NULL, 0) && shared == 0.0f) {
             r->comm = nccl_comm_create_rank(r->device, world_rank(), e->ranks,
                                             world_broadcast_bytes, err, sizeof err);
             snprintf(e->comm_desc, sizeof e->comm_desc, "NCCL over %d MPI ranks", e->ranks);
         } else {
             r->comm = mpi_comm_create(space, r->device, err, sizeof err);
-            snprintf(e->comm_desc, sizeof e->comm_desc, "MPI_Allreduce over %d ranks%s",
-                     e->ranks, space == MEM_DEVICE ? ", staged through host memory" : "");
+            snprintf(e->comm_desc, sizeof e->comm_desc, "MPI_Allreduce over %d ranks%s%s",
+                     e->ranks, space == MEM_DEVICE ? ", staged through host memory" : "",
+                     shared > 0 ? " (ranks share GPUs)" : "");
         }
         if (!r->comm) {
             /* a rank that fails here leaves the others in a collective */
