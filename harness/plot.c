@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "harness/compare.h"
+#include "harness/report.h"
 
 enum { VARS_LEN = 16384, OUTPUT_LEN = 2048, MSG_LEN = 2 * PATH_MAX + 1024 };
 
@@ -170,10 +171,10 @@ static int run_gnuplot(const char *gnuplot, const char *vars, const char *script
 
 /* What a run directory has to draw. */
 typedef struct run_facts {
-    int finished;        /* backends with status ok */
+    int finished;        /* configurations with status ok */
     int naive_finished;
     int evaluated;       /* a finished backend has a test accuracy */
-    char profiled[1024]; /* finished backends with a profile-<name>.csv */
+    char profiled[1024]; /* finished configurations with a profile-<label>.csv */
     char machine[512], date[16];
 } run_facts;
 
@@ -200,7 +201,7 @@ static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
         return 2;
     }
     static const char *const needed[] = {
-        "backend", "workload", "threads", "devices", "repeats", "status",
+        "backend", "workload", "threads", "devices", "replicas", "ranks", "repeats", "status",
         "epoch_seconds_median", "epoch_seconds_min", "epoch_seconds_max", "images_per_second",
         "gflops_per_second", "percent_of_peak", "speedup_vs_naive", "final_test_accuracy",
         "cpu_model", "gpu_model", "date",
@@ -216,7 +217,10 @@ static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
     for (int r = 0; r < t.n_rows; r++) {
         if (strcmp(field(&t, r, "status"), "ok") != 0)
             continue;
-        const char *name = field(&t, r, "backend");
+        const char *backend = field(&t, r, "backend");
+        char name[128];
+        config_label_of(backend, atoi(field(&t, r, "replicas")), atoi(field(&t, r, "ranks")), name,
+                        sizeof name);
         f->finished++;
         f->naive_finished |= strcmp(name, "naive") == 0;
         f->evaluated |= atof(field(&t, r, "final_test_accuracy")) > 0;

@@ -5,6 +5,20 @@
 
 #include "harness/sysinfo.h"
 
+void config_label_of(const char *backend, int replicas, int ranks, char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "%s", backend);
+    if (replicas > 1 && used < len)
+        used += (size_t)snprintf(buf + used, len - used, "-x%d", replicas);
+    if (ranks > 1 && used < len)
+        snprintf(buf + used, len - used, "-%dranks", ranks);
+}
+
+void config_label(const row_key *k, char *buf, size_t len)
+{
+    config_label_of(k->backend, k->replicas, k->ranks, buf, len);
+}
+
 eval_stats eval_stats_of(const eval_counts *ev)
 {
     eval_stats s = {0};
@@ -38,10 +52,10 @@ eval_stats eval_stats_of(const eval_counts *ev)
     return s;
 }
 
-int write_confusion(results *r, const char *backend_name, const eval_counts *ev)
+int write_confusion(results *r, const char *label, const eval_counts *ev)
 {
-    char name[128];
-    snprintf(name, sizeof name, "confusion-%s.csv", backend_name);
+    char name[160];
+    snprintf(name, sizeof name, "confusion-%s.csv", label);
     FILE *f = results_file(r, name);
     if (!f)
         return -1;
@@ -97,7 +111,8 @@ static void print_md(FILE *f, const summary_row *rows, int n)
     fprintf(f, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for (int i = 0; i < n; i++) {
         const summary_row *r = &rows[i];
-        char sec[48], ips[32], gf[32], pct[32], sp[32], acc[32], ttt[32], mem[32];
+        char label[128], sec[48], ips[32], gf[32], pct[32], sp[32], acc[32], ttt[32], mem[32];
+        config_label(&r->key, label, sizeof label);
         fmt_seconds(sec, sizeof sec, r);
         fmt_num(ips, sizeof ips, r->images_per_second, "%.0f");
         fmt_num(gf, sizeof gf, r->gflops_per_second, "%.2f");
@@ -107,14 +122,15 @@ static void print_md(FILE *f, const summary_row *rows, int n)
         fmt_target(ttt, sizeof ttt, r);
         fmt_num(mem, sizeof mem, r->peak_memory_bytes / 1048576.0, "%.1f");
         fprintf(f, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-                r->key.backend, r->key.precision, r->key.threads, r->key.devices, sec, ips, gf,
+                label, r->key.precision, r->key.threads, r->key.devices, sec, ips, gf,
                 pct, sp, acc, ttt, mem, r->status);
     }
 }
 
 static void print_csv(FILE *f, const summary_row *rows, int n)
 {
-    fprintf(f, "backend,precision,threads,devices,epoch_seconds_median,epoch_seconds_mean,"
+    fprintf(f, "backend,precision,threads,devices,replicas,ranks,epoch_seconds_median,"
+               "epoch_seconds_mean,"
                "epoch_seconds_stddev,timed_samples,warmup_epochs,images_per_second,"
                "gflops_per_second,percent_of_peak,peak_gflops,speedup_vs_naive,"
                "final_test_accuracy,macro_precision,macro_recall,macro_f1,target_accuracy,"
@@ -124,9 +140,10 @@ static void print_csv(FILE *f, const summary_row *rows, int n)
         csv_field(f, r->key.backend);
         fputc(',', f);
         csv_field(f, r->key.precision);
-        fprintf(f, ",%d,%d,%.6f,%.6f,%.6f,%d,%d,%.1f,%.3f,%.2f,%.1f,%.3f,%.6f,%.6f,%.6f,%.6f,"
-                   "%.4f,%.3f,%.0f,",
-                r->key.threads, r->key.devices, r->epoch_seconds_median, r->epoch_seconds_mean,
+        fprintf(f, ",%d,%d,%d,%d,%.6f,%.6f,%.6f,%d,%d,%.1f,%.3f,%.2f,%.1f,%.3f,%.6f,%.6f,%.6f,"
+                   "%.6f,%.4f,%.3f,%.0f,",
+                r->key.threads, r->key.devices, r->key.replicas, r->key.ranks,
+                r->epoch_seconds_median, r->epoch_seconds_mean,
                 r->epoch_seconds_stddev, r->timed_samples, r->warmup_epochs,
                 r->images_per_second, r->gflops_per_second, r->percent_of_peak, r->peak_gflops,
                 r->speedup_vs_naive, r->final_test_accuracy, r->macro_precision,
@@ -156,7 +173,8 @@ static void print_json(FILE *f, const summary_row *rows, int n)
         json_string(f, r->key.backend);
         fprintf(f, ", \"precision\": ");
         json_string(f, r->key.precision);
-        fprintf(f, ", \"threads\": %d, \"devices\": %d", r->key.threads, r->key.devices);
+        fprintf(f, ", \"threads\": %d, \"devices\": %d, \"replicas\": %d, \"ranks\": %d",
+                r->key.threads, r->key.devices, r->key.replicas, r->key.ranks);
         json_number(f, "epoch_seconds_median", "%.6f", r->epoch_seconds_median);
         json_number(f, "epoch_seconds_mean", "%.6f", r->epoch_seconds_mean);
         json_number(f, "epoch_seconds_stddev", "%.6f", r->epoch_seconds_stddev);
@@ -232,8 +250,11 @@ static void print_notes(FILE *f, const summary_row *rows, int n, const results *
             if (r->peak_gflops > 0)
                 fprintf(f, "%s %.1f GFLOP/s (%s)", n_shown > 1 ? "," : "", r->peak_gflops,
                         r->peak_source);
-            else
-                fprintf(f, "%s not measured for %s", n_shown > 1 ? "," : "", r->key.backend);
+            else {
+                char label[128];
+                config_label(&r->key, label, sizeof label);
+                fprintf(f, "%s not measured for %s", n_shown > 1 ? "," : "", label);
+            }
         }
         fprintf(f, ".\n");
         if (first->target_accuracy > 0)
@@ -258,9 +279,11 @@ static void print_eval(FILE *f, const summary_row *rows, int n)
             continue;
         if (!any++)
             fprintf(f, "\nevaluation on the test set (macro averages over the classes; "
-                       "confusion matrices in confusion-<backend>.csv):\n");
-        fprintf(f, "  %-10s accuracy %.4f  precision %.4f  recall %.4f  F1 %.4f\n",
-                r->key.backend, r->final_test_accuracy, r->macro_precision, r->macro_recall,
+                       "confusion matrices in confusion-<name>.csv):\n");
+        char label[128];
+        config_label(&r->key, label, sizeof label);
+        fprintf(f, "  %-10s accuracy %.4f  precision %.4f  recall %.4f  F1 %.4f\n", label,
+                r->final_test_accuracy, r->macro_precision, r->macro_recall,
                 r->macro_f1);
     }
 }
@@ -279,11 +302,10 @@ void print_summary(FILE *f, output_format fmt, const summary_row *rows, int n,
     fflush(f);
 }
 
-static int write_profile(results *r, const char *backend_name, const workload *w,
-                         const layer_times *t)
+static int write_profile(results *r, const char *label, const workload *w, const layer_times *t)
 {
-    char name[128];
-    snprintf(name, sizeof name, "profile-%s.csv", backend_name);
+    char name[160];
+    snprintf(name, sizeof name, "profile-%s.csv", label);
     FILE *f = results_file(r, name);
     if (!f)
         return -1;
@@ -295,8 +317,8 @@ static int write_profile(results *r, const char *backend_name, const workload *w
     return fclose(f) == 0 ? 0 : -1;
 }
 
-static void print_profile(FILE *out, const char *backend_name, const workload *w,
-                          const layer_times *t, int reps, int batch)
+static void print_profile(FILE *out, const char *label, const workload *w, const layer_times *t,
+                          int reps, int batch)
 {
     double fwd = t->loss_ms, bwd = t->update_ms;
     for (int i = 0; i < t->n_layers; i++) {
@@ -305,7 +327,7 @@ static void print_profile(FILE *out, const char *backend_name, const workload *w
     }
     double total = fwd + bwd;
     fprintf(out, "%s: time per layer, mean of %d steps on one batch of %d images\n",
-            backend_name, reps, batch);
+            label, reps, batch);
     fprintf(out, "  %-10s %12s %12s %7s\n", "layer", "forward ms", "backward ms", "share");
     for (int i = 0; i < t->n_layers && i < w->n_layers; i++)
         fprintf(out, "  %-10s %12.4f %12.4f %6.1f%%\n", w->layers[i].name, t->forward_ms[i],
@@ -319,22 +341,23 @@ static void print_profile(FILE *out, const char *backend_name, const workload *w
             bwd, total, total > 0 ? batch / (total * 1e-3) : 0.0);
 }
 
-int report_layer_profile(results *r, const backend *b, engine *e, const workload *w,
-                         const int32_t *indices, int batch, int reps, FILE *out)
+int report_layer_profile(results *r, const char *label, const backend *b, engine *e,
+                         const workload *w, const int32_t *indices, int batch, int reps,
+                         FILE *out)
 {
     if (!b->profile_layers) {
-        fprintf(out, "%s: no per-layer profile (this backend does not offer one)\n", b->name);
+        fprintf(out, "%s: no per-layer profile (this backend does not offer one)\n", label);
         return 0;
     }
     layer_times t;
     memset(&t, 0, sizeof t);
     if (b->profile_layers(e, indices, batch, reps, &t) != 0) {
-        fprintf(stderr, "bench: %s: per-layer profile failed: %s\n", b->name, b->error(e));
+        fprintf(stderr, "bench: %s: per-layer profile failed: %s\n", label, b->error(e));
         return -1;
     }
-    print_profile(out, b->name, w, &t, reps, batch);
-    if (write_profile(r, b->name, w, &t) != 0) {
-        fprintf(stderr, "bench: cannot write %s/profile-%s.csv\n", r->dir, b->name);
+    print_profile(out, label, w, &t, reps, batch);
+    if (write_profile(r, label, w, &t) != 0) {
+        fprintf(stderr, "bench: cannot write %s/profile-%s.csv\n", r->dir, label);
         return -1;
     }
     return 0;

@@ -13,12 +13,19 @@ typedef struct eval_stats {
     double macro_precision, macro_recall, macro_f1;
 } eval_stats;
 
+/* A configuration's name in tables, charts and file names: the backend,
+ * then "-xN" for N data-parallel replicas and "-Mranks" under mpirun, e.g.
+ * "naive", "naive-x2". The same backend may run with several --replicas in
+ * one run, so the backend alone does not name a row. */
+void config_label(const row_key *k, char *buf, size_t len);
+void config_label_of(const char *backend, int replicas, int ranks, char *buf, size_t len);
+
 /* Macro averages over the classes that occur (a class never predicted
  * counts precision 0, as scikit-learn's zero_division=0 does). */
 eval_stats eval_stats_of(const eval_counts *ev);
 
-/* confusion-<backend>.csv: rows are true classes, columns predictions. */
-int write_confusion(results *r, const char *backend_name, const eval_counts *ev);
+/* confusion-<label>.csv: rows are true classes, columns predictions. */
+int write_confusion(results *r, const char *label, const eval_counts *ev);
 
 /* The summary table in the chosen format on f. In md the notes that say how
  * to read it (which epoch times were used, what "% of peak" compares with,
@@ -28,12 +35,13 @@ void print_summary(FILE *f, output_format fmt, const summary_row *rows, int n,
                    const results *r);
 
 /* --profile-layers: runs b's profile_layers over `reps` steps of one batch,
- * writes profile-<backend>.csv (layer,forward_ms,backward_ms: one row per
+ * writes profile-<label>.csv (layer,forward_ms,backward_ms: one row per
  * layer, then "loss" = softmax cross-entropy with its gradient, counted as
  * forward, and "update" = the optimiser step, counted as backward) and
  * prints the table on out. A backend without the callback gets a note.
  * 0, or -1 when the profile failed or its file could not be written. */
-int report_layer_profile(results *r, const backend *b, engine *e, const workload *w,
-                         const int32_t *indices, int batch, int reps, FILE *out);
+int report_layer_profile(results *r, const char *label, const backend *b, engine *e,
+                         const workload *w, const int32_t *indices, int batch, int reps,
+                         FILE *out);
 
 #endif

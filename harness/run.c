@@ -306,7 +306,11 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
     if (cfg->profile_layers && r == cfg->repeat && !strcmp(a->status, "ok") && s->root) {
         /* the first batch of epoch 1, 10 steps, like `caffe time` */
         epoch_order(cfg->seed, 0, s->train.count, cfg->shuffle, s->order);
-        report_layer_profile(&s->res, b, e, &cfg->work, s->order, cfg->batch_size, 10, stderr);
+        row_key key = key_for(s, b, a);
+        char label[128];
+        config_label(&key, label, sizeof label);
+        report_layer_profile(&s->res, label, b, e, &cfg->work, s->order, cfg->batch_size, 10,
+                             stderr);
     }
     if (cfg->save_params[0] && r == cfg->repeat && !strcmp(a->status, "ok") && s->root)
         save_params(s, b, e, cfg->n_backends > 1);
@@ -591,8 +595,10 @@ static int run_backends(const run_config *cfg)
             failed = 1;
         if (!s.root)
             continue; /* rank 0 reports */
+        char label[128];
+        config_label(&row->key, label, sizeof label);
         if (!strcmp(row->status, "ok"))
-            write_confusion(&s.res, b->name, &runs[done - 1].final_eval);
+            write_confusion(&s.res, label, &runs[done - 1].final_eval);
         if (results_summary(&s.res, row) != 0)
             rc = 1;
         if (strcmp(row->status, "ok"))

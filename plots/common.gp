@@ -21,8 +21,16 @@ set datafile columnheaders
 summary = dir.'/summary.csv'
 epochs_csv = dir.'/epochs.csv'
 
-# The backends that finished (status ok), in summary.csv order, with their
-# threads and devices; every chart draws them in this order and colour.
+# A configuration's name: the backend, then "-xN" for N data-parallel
+# replicas and "-Mranks" under mpirun (as bench names it), since the same
+# backend may run with several --replicas in one run.
+# Read from the current row; x is unused (a gnuplot function needs one).
+config(x) = strcol("backend"). \
+            (column("replicas") > 1 ? sprintf('-x%d', column("replicas")) : ''). \
+            (column("ranks") > 1 ? sprintf('-%dranks', column("ranks")) : '')
+
+# The configurations that finished (status ok), in summary.csv order, with
+# their threads and devices; every chart draws them in this order and colour.
 backends = ''
 threads_of = ''
 devices_of = ''
@@ -30,14 +38,17 @@ run_cpu = ''
 run_gpu = ''
 run_date = ''
 run_workload = ''
+run_target = 0
 repeats_of = ''
 stats summary using (strcol("status") eq "ok" ? \
-    (backends = backends.' '.strcol("backend"), \
+    (backends = backends.' '.config(0), \
      threads_of = threads_of.' '.strcol("threads"), \
      devices_of = devices_of.' '.strcol("devices"), \
      repeats_of = repeats_of.' '.strcol("repeats"), 0) : 0, \
     run_cpu = strcol("cpu_model"), run_gpu = strcol("gpu_model"), \
-    run_date = strcol("date"), run_workload = strcol("workload"), 0) nooutput
+    run_date = strcol("date"), run_workload = strcol("workload"), \
+    run_target = column("target_accuracy") > run_target ? column("target_accuracy") : run_target, \
+    0) nooutput
 n_backends = words(backends)
 if (!exists("machine")) machine = run_cpu.(run_gpu eq 'none' || run_gpu eq '' ? '' : ' + '.run_gpu)
 if (!exists("date")) date = run_date[1:10]

@@ -6,7 +6,7 @@ if (!exists("plotdir")) plotdir = ARG0[1:strlen(ARG0) - strlen(chart) - 3]
 load plotdir.'common.gp'
 load plotdir.'bars.gp'
 
-ok_value(col) = index_of(strcol("backend")) > 0 ? column(col) : NaN
+ok_value(col) = index_of(config(0)) > 0 ? column(col) : NaN
 stats summary using (ok_value("epoch_seconds_median")) nooutput
 lo = STATS_min
 hi = STATS_max
@@ -21,10 +21,10 @@ if (use_log(lo, hi)) {
 set title sprintf("%s training: time per epoch (median; whiskers: fastest to slowest epoch), lower is better\n%s", \
                   run_workload, subtitle)
 
-plot summary using (position(strcol("backend"))):(column("epoch_seconds_median")): \
-         (index_of(strcol("backend"))) with boxes lc variable, \
-     '' using (position(strcol("backend"))):(column("epoch_seconds_min")):(0): \
+plot summary using (position(config(0))):(column("epoch_seconds_median")): \
+         (index_of(config(0))) with boxes lc variable, \
+     '' using (position(config(0))):(column("epoch_seconds_min")):(0): \
          (column("epoch_seconds_max") - column("epoch_seconds_min")) \
          with vectors heads size screen 0.008,90 lc rgb '#333333' lw 1, \
-     '' using (position(strcol("backend"))):(column("epoch_seconds_max")): \
+     '' using (position(config(0))):(column("epoch_seconds_max")): \
          (sprintf("%.3g s", column("epoch_seconds_median"))) with labels offset 0,0.9

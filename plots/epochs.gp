@@ -1,8 +1,8 @@
 # Per-epoch line charts from epochs.csv: x is the epoch. Loaded after
 # common.gp.
-of_run(name, r) = strcol("backend") eq name && column("repeat") == r && strcol("status") eq "ok"
+of_run(name, r) = config(0) eq name && column("repeat") == r && strcol("status") eq "ok"
 finished(name) = index_of(name) > 0 && strcol("status") eq "ok"
-stats epochs_csv using (finished(strcol("backend")) ? column("epoch") : NaN) nooutput
+stats epochs_csv using (finished(config(0)) ? column("epoch") : NaN) nooutput
 last_epoch = STATS_max
 set xrange [0.5:last_epoch + 0.5]
 set xlabel 'epoch'

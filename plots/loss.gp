@@ -5,10 +5,10 @@ if (!exists("plotdir")) plotdir = ARG0[1:strlen(ARG0) - strlen(chart) - 3]
 load plotdir.'common.gp'
 load plotdir.'epochs.gp'
 
-stats epochs_csv using (finished(strcol("backend")) ? column("train_loss") : NaN) nooutput
+stats epochs_csv using (finished(config(0)) ? column("train_loss") : NaN) nooutput
 lo = STATS_min
 hi = STATS_max
-stats epochs_csv using (finished(strcol("backend")) ? column("test_loss") : NaN) nooutput
+stats epochs_csv using (finished(config(0)) ? column("test_loss") : NaN) nooutput
 lo = STATS_min < lo ? STATS_min : lo
 hi = STATS_max > hi ? STATS_max : hi
 set yrange [lo - y_margin(lo, hi):hi + y_margin(lo, hi)]

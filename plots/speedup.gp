@@ -5,7 +5,7 @@ if (!exists("plotdir")) plotdir = ARG0[1:strlen(ARG0) - strlen(chart) - 3]
 load plotdir.'common.gp'
 load plotdir.'bars.gp'
 
-ok_value(col) = index_of(strcol("backend")) > 0 && column(col) > 0 ? column(col) : NaN
+ok_value(col) = index_of(config(0)) > 0 && column(col) > 0 ? column(col) : NaN
 stats summary using (ok_value("speedup_vs_naive")) nooutput
 lo = STATS_min < 1 ? STATS_min : 1
 hi = STATS_max > 1 ? STATS_max : 1
@@ -21,7 +21,7 @@ set title sprintf("%s training: speedup over the naive backend (images/s ratio),
                   run_workload, subtitle)
 set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb '#555555' front
 
-plot summary using (position(strcol("backend"))):(ok_value("speedup_vs_naive")): \
-         (index_of(strcol("backend"))) with boxes lc variable, \
-     '' using (position(strcol("backend"))):(ok_value("speedup_vs_naive")): \
+plot summary using (position(config(0))):(ok_value("speedup_vs_naive")): \
+         (index_of(config(0))) with boxes lc variable, \
+     '' using (position(config(0))):(ok_value("speedup_vs_naive")): \
          (sprintf("%.3gx", column("speedup_vs_naive"))) with labels offset 0,0.9

@@ -6,7 +6,7 @@ if (!exists("plotdir")) plotdir = ARG0[1:strlen(ARG0) - strlen(chart) - 3]
 load plotdir.'common.gp'
 load plotdir.'bars.gp'
 
-ok_value(col) = index_of(strcol("backend")) > 0 ? column(col) : NaN
+ok_value(col) = index_of(config(0)) > 0 ? column(col) : NaN
 stats summary using (ok_value("images_per_second")) nooutput
 lo = STATS_min
 hi = STATS_max
@@ -25,9 +25,9 @@ images(v) = v >= 10000 ? sprintf("%.0fk img/s", v / 1000) : sprintf("%.0f img/s"
 efficiency(g, pct) = pct > 0 ? sprintf("\n%.3g GFLOP/s, %.2g%% of peak", g, pct) \
                              : sprintf("\n%.3g GFLOP/s", g)
 
-plot summary using (position(strcol("backend"))):(column("images_per_second")): \
-         (index_of(strcol("backend"))) with boxes lc variable, \
-     '' using (position(strcol("backend"))):(column("images_per_second")): \
+plot summary using (position(config(0))):(column("images_per_second")): \
+         (index_of(config(0))) with boxes lc variable, \
+     '' using (position(config(0))):(column("images_per_second")): \
          (images(column("images_per_second")) \
           .efficiency(column("gflops_per_second"), column("percent_of_peak"))) \
          with labels offset 0,1.8

@@ -70,7 +70,16 @@ short_run "$tmp/one" --epochs 1 >/dev/null 2>"$tmp/one.err" || fail "one-epoch r
 if grep -E -i 'bench plot:|warning' "$tmp/one.err"; then fail "gnuplot complained on one epoch"; fi
 charts="epoch_time throughput accuracy loss" check_charts "$tmp/one"
 
-# two backends: the speedup chart too
+# two configurations of one backend (data-parallel replicas): each its own
+# bar and line, named naive and naive-x2
+short_run "$tmp/replicas" --epochs 2 --replicas 1,2 --profile-layers >"$tmp/replicas.out" \
+    2>"$tmp/replicas.err" || fail "--replicas 1,2 run failed: $(tail -3 "$tmp/replicas.err")"
+if grep -E -i 'bench plot:|warning' "$tmp/replicas.err"; then fail "gnuplot complained"; fi
+charts="epoch_time throughput speedup accuracy loss layers" check_charts "$tmp/replicas"
+[ -s "$tmp/replicas/confusion-naive-x2.csv" ] || fail "no confusion-naive-x2.csv"
+grep -q '^| naive-x2 |' "$tmp/replicas.out" || fail "naive-x2 not named in the summary table"
+
+# two backends
 if "$BENCH" --list | grep -q '^blas  *built, runnable'; then
     "$BENCH" --backend naive,blas --limit 512 --test-limit 256 --epochs 1 --out "$tmp/two" \
         >/dev/null 2>"$tmp/two.err" || fail "naive,blas run failed"

@@ -151,6 +151,23 @@ static void peak_and_percent(void **state)
 
 /* ---- the summary table ------------------------------------------------- */
 
+static void configuration_labels(void **state)
+{
+    (void)state;
+    char label[64];
+    config_label_of("naive", 1, 1, label, sizeof label);
+    assert_string_equal(label, "naive");
+    config_label_of("naive", 2, 1, label, sizeof label);
+    assert_string_equal(label, "naive-x2");
+    config_label_of("blas", 4, 2, label, sizeof label);
+    assert_string_equal(label, "blas-x4-2ranks");
+    row_key k = {.backend = "cuda", .replicas = 1, .ranks = 1};
+    config_label(&k, label, sizeof label);
+    assert_string_equal(label, "cuda");
+    config_label_of("naive", 16, 1, label, 6); /* cut short, still a string */
+    assert_string_equal(label, "naive");
+}
+
 static char *slurp(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -250,8 +267,9 @@ static void summary_formats(void **state)
     free(json);
 
     char *csv = print_to_string(FORMAT_CSV, rows, 2);
-    assert_true(strncmp(csv, "backend,precision,threads,devices,epoch_seconds_median,", 55) == 0);
-    assert_non_null(strstr(csv, "\nnaive,fp32,1,0,2.500000,"));
+    const char *header = "backend,precision,threads,devices,replicas,ranks,epoch_seconds_median,";
+    assert_true(strncmp(csv, header, strlen(header)) == 0);
+    assert_non_null(strstr(csv, "\nnaive,fp32,1,0,0,0,2.500000,"));
     free(csv);
 }
 
@@ -766,6 +784,7 @@ int main(void)
         cmocka_unit_test(eval_stats_on_known_matrix),
         cmocka_unit_test(eval_stats_absent_and_unpredicted_classes),
         cmocka_unit_test(peak_and_percent),
+        cmocka_unit_test(configuration_labels),
         cmocka_unit_test(summary_formats),
         cmocka_unit_test_setup_teardown(real_run_files, run_setup, run_teardown),
         cmocka_unit_test_setup_teardown(real_run_short_and_unreached_target, run_setup,
