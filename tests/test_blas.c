@@ -398,13 +398,20 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     blas_team_enter(&team);
     float *in_c = floats(n_in), *dout_c = floats(n_out), *out_c = floats(n_out);
     float *din_c = floats(n_in), *dw_c = floats(n_w), *db_c = floats(K);
+    const int R = C * kernel * kernel;
+    float *wb = floats(n_w + K), *dwb = floats(n_w + K);
     float *col = floats(blas_conv_col_floats(B, C, H, W, kernel, stride));
     float *dcol = floats(blas_conv_col_floats(B, C, H, W, kernel, stride));
     to_chwn(in_c, in, B, C, H * W);
     to_chwn(dout_c, dout, B, K, OH * OW);
-    blas_conv_forward(out_c, col, in_c, w, bias, B, C, H, W, K, kernel, stride, threads);
-    blas_conv_backward_params(dw_c, db_c, dout_c, col, B, C, H, W, K, kernel, stride, threads);
-    blas_conv_backward_data(din_c, dcol, dout_c, w, B, C, H, W, K, kernel, stride, threads);
+    blas_join_weight_bias(wb, w, bias, K, R);
+    blas_conv_forward(out_c, col, in_c, wb, B, C, H, W, K, kernel, stride, threads);
+    blas_conv_backward_params(dwb, dout_c, col, B, C, H, W, K, kernel, stride);
+    blas_conv_backward_data(din_c, dcol, dout_c, wb, B, C, H, W, K, kernel, stride, threads);
+    for (int k = 0; k < K; k++) {
+        memcpy(dw_c + (size_t)k * R, dwb + (size_t)k * (R + 1), sizeof(float) * R);
+        db_c[k] = dwb[(size_t)k * (R + 1) + R];
+    }
     /* compare in CHWN */
     float *expect_out = floats(n_out), *expect_din = floats(n_in);
     to_chwn(expect_out, out_n, B, K, OH * OW);
@@ -413,9 +420,9 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     assert_close(expect_din, din_c, n_in, "conv backward to data");
     assert_close(dw_n, dw_c, n_w, "conv backward to weights");
     assert_close(db_n, db_c, (size_t)K, "conv backward to bias");
-    float *all[] = {in,   w,    bias, dout,       scratch,   out_n, din_n,
-                    dw_n, db_n, in_c, dout_c,     out_c,     din_c, dw_c,
-                    db_c, col,  dcol, expect_out, expect_din};
+    float *all[] = {in,   w,    bias, dout,       scratch,    out_n, din_n,
+                    dw_n, db_n, in_c, dout_c,     out_c,      din_c, dw_c,
+                    db_c, col,  dcol, expect_out, expect_din, wb,    dwb};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }

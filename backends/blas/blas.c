@@ -34,12 +34,15 @@ struct engine {
      * conv_layers] are CHWN blocks of one group after another. The dense
      * layers run over the whole batch on [features][B] matrices: rows holds
      * the conv stage's output in that form, act[i + 1] for i >= conv_layers
-     * too. Conv layers keep their unfolded input (col) and each group's
-     * gradients (partial: weights then bias). */
+     * too. Conv layers keep their unfolded input (col), their weights with
+     * each channel's bias appended (weight_bias, blas_layers.h) and each
+     * group's gradients in that form (partial). */
     int conv_layers;
     float *act[WORKLOAD_MAX_LAYERS + 1], *rows, *d_rows;
-    float *col[WORKLOAD_MAX_LAYERS], *partial[WORKLOAD_MAX_LAYERS];
+    float *col[WORKLOAD_MAX_LAYERS], *weight_bias[WORKLOAD_MAX_LAYERS];
+    float *partial[WORKLOAD_MAX_LAYERS];
     float *d_a, *d_b;       /* gradients flowing back, in turn */
+    size_t max_act;         /* floats per image of the largest activation */
     float *d_col;           /* one slot of col2im scratch per thread */
     size_t d_col_per_image; /* floats of d_col scratch per image */
     int *labels, *predicted;
@@ -103,6 +106,7 @@ static void destroy(engine *e)
     for (int i = 0; i < WORKLOAD_MAX_LAYERS; i++) {
         free(e->col[i]);
         free(e->partial[i]);
+        free(e->weight_bias[i]);
     }
     free(e->rows);
     free(e->d_rows);
@@ -208,17 +212,21 @@ static engine *create(const workload *w, const engine_config *cfg, char *err, si
                 blas_conv_col_floats(1, l->in.c, l->in.h, l->in.w, l->kernel, l->stride);
             e->col[i] = alloc_floats(per_image * B);
             /* one group per GROUP_IMAGES images, or the whole batch as one */
+            e->weight_bias[i] = alloc_floats(l->weight_count + l->bias_count);
             e->partial[i] = alloc_floats((l->weight_count + l->bias_count) * G);
-            if (!e->col[i] || !e->partial[i])
+            if (!e->col[i] || !e->weight_bias[i] || !e->partial[i])
                 goto oom;
             if (i > 0 && per_image > e->d_col_per_image)
                 e->d_col_per_image = per_image;
         }
     }
     const size_t max_act = (size_t)workload_max_activation(w);
-    const size_t slots_images = (size_t)e->team.threads * GROUP_IMAGES > (size_t)B
-                                    ? (size_t)e->team.threads * GROUP_IMAGES
-                                    : (size_t)B;
+    e->max_act = max_act;
+    /* a slot per thread that takes groups (at most one per group), or the
+     * whole batch in one */
+    const int slots = e->team.threads < G ? e->team.threads : G;
+    const size_t slots_images =
+        (size_t)slots * GROUP_IMAGES > (size_t)B ? (size_t)slots * GROUP_IMAGES : (size_t)B;
     e->rows = alloc_floats((size_t)B * shape3_size(w->layers[e->conv_layers].in));
     e->d_rows = alloc_floats((size_t)B * shape3_size(w->layers[e->conv_layers].in));
     e->d_a = alloc_floats((size_t)B * max_act);
@@ -310,7 +318,7 @@ static float *group_block(float *base, shape3 s, int b0)
  * each group has reached. */
 static float *group_grad(const engine *e, float *base, int b0)
 {
-    return base + (size_t)b0 * workload_max_activation(&e->w);
+    return base + (size_t)b0 * e->max_act;
 }
 
 static size_t col_per_image(const layer *l)
@@ -338,8 +346,8 @@ static void group_forward_layer(engine *e, int i, int B, int b0, int n, int thre
     switch (l->kind) {
     case LAYER_CONV:
         blas_conv_forward(out, e->col[i] + (size_t)b0 * col_per_image(l), in,
-                          e->params + l->weight_offset, e->params + l->bias_offset, n, l->in.c,
-                          l->in.h, l->in.w, l->units, l->kernel, l->stride, threads);
+                          e->weight_bias[i], n, l->in.c, l->in.h, l->in.w, l->units, l->kernel,
+                          l->stride, threads);
         break;
     case LAYER_MAXPOOL:
         blas_maxpool_forward(out, in, n, l->in.c, l->in.h, l->in.w, l->kernel, l->stride,
@@ -373,11 +381,11 @@ static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, 
     case LAYER_CONV: {
         float *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
         const float *col = e->col[i] + (size_t)b0 * col_per_image(l);
-        blas_conv_backward_params(part, part + l->weight_count, d, col, n, l->in.c, l->in.h,
-                                  l->in.w, l->units, l->kernel, l->stride, threads);
+        blas_conv_backward_params(part, d, col, n, l->in.c, l->in.h, l->in.w, l->units,
+                                  l->kernel, l->stride);
         if (d_in)
-            blas_conv_backward_data(d_in, d_col, d, e->params + l->weight_offset, n, l->in.c,
-                                    l->in.h, l->in.w, l->units, l->kernel, l->stride, threads);
+            blas_conv_backward_data(d_in, d_col, d, e->weight_bias[i], n, l->in.c, l->in.h,
+                                    l->in.w, l->units, l->kernel, l->stride, threads);
         break;
     }
     case LAYER_MAXPOOL:
@@ -410,7 +418,9 @@ static plan plan_for(const engine *e, int B)
     const int own = e->team.split == BLAS_SPLIT_OWN;
     p.group_images = own ? GROUP_IMAGES : B;
     p.groups = (B + p.group_images - 1) / p.group_images;
-    p.group_threads = own && p.groups > 1 ? e->team.threads : 1;
+    p.group_threads = !own || p.groups == 1        ? 1
+                      : e->team.threads < p.groups ? e->team.threads
+                                                   : p.groups;
     p.layer_threads = own ? 1 : e->team.threads;
     return p;
 }
@@ -428,6 +438,19 @@ static float *d_col_slot(const engine *e, const plan *p)
     return e->d_col + (size_t)slot * GROUP_IMAGES * e->d_col_per_image;
 }
 
+/* Each conv layer's weights and biases as the GEMMs want them, from the
+ * current parameters. */
+static void join_conv_weights(engine *e)
+{
+    for (int i = 0; i < e->conv_layers; i++) {
+        const layer *l = &e->w.layers[i];
+        if (l->kind == LAYER_CONV)
+            blas_join_weight_bias(e->weight_bias[i], e->params + l->weight_offset,
+                                  e->params + l->bias_offset, l->units,
+                                  (int)(l->weight_count / l->bias_count));
+    }
+}
+
 /* Conv-stage layers [lo, hi) forward for the batch, group after group (a
  * whole pass in one parallel region, each group's data still in its
  * thread's cache from the layer before), the images gathered first when
@@ -440,6 +463,8 @@ static void conv_stage_forward(engine *e, const dataset *d, const int32_t *idx, 
             gather(e, d, idx, first, 0, B, B, e->team.threads);
         return;
     }
+    if (with_gather) /* a new pass: the parameters may have changed */
+        join_conv_weights(e);
     const plan p = plan_for(e, B);
 #pragma omp parallel for schedule(dynamic, 1)                                                 \
     num_threads(p.group_threads) if (p.group_threads > 1)
@@ -466,8 +491,9 @@ static void conv_stage_backward(engine *e, int B, int lo, int hi)
     }
 }
 
-/* The groups' weight and bias gradients, summed in group order, so that
- * the sum does not depend on which thread did which group. */
+/* The groups' [K][R + 1] gradients, summed in group order so that the sum
+ * does not depend on which thread did which group, and split into the
+ * flat layout's weights [K][R] and bias [K]. */
 static void conv_stage_sum_gradients(engine *e, int B)
 {
     const plan p = plan_for(e, B);
@@ -475,14 +501,22 @@ static void conv_stage_sum_gradients(engine *e, int B)
         const layer *l = &e->w.layers[i];
         if (l->kind != LAYER_CONV)
             continue;
+        const int K = l->units, R = (int)(l->weight_count / l->bias_count);
         const size_t count = l->weight_count + l->bias_count;
-        float *dst = e->grads + l->weight_offset; /* the bias follows the weights */
-        memcpy(dst, e->partial[i], sizeof(float) * count);
-        for (int g = 1; g < p.groups; g++) {
-            const float *src = e->partial[i] + (size_t)g * count;
-            for (size_t j = 0; j < count; j++)
-                dst[j] += src[j];
+        float *dw = e->grads + l->weight_offset, *db = e->grads + l->bias_offset;
+        for (int k = 0; k < K; k++) {
+            const float *src = e->partial[i] + (size_t)k * (R + 1);
+            memcpy(dw + (size_t)k * R, src, sizeof(float) * R);
+            db[k] = src[R];
         }
+        for (int g = 1; g < p.groups; g++)
+            for (int k = 0; k < K; k++) {
+                const float *src = e->partial[i] + g * count + (size_t)k * (R + 1);
+                float *w = dw + (size_t)k * R;
+                for (int r = 0; r < R; r++)
+                    w[r] += src[r];
+                db[k] += src[R];
+            }
     }
 }
 
@@ -701,6 +735,7 @@ static int profile_layers(engine *e, const int32_t *indices, int batch, int reps
     out->n_layers = L;
     conv_stage_forward(e, &e->train, indices, 0, batch, 1, 0, 0);
     for (int r = 0; r < reps; r++) {
+        join_conv_weights(e);
         for (int i = 0; i < L; i++) {
             double t0 = now_ms();
             if (i < C)

@@ -55,12 +55,22 @@ void blas_group_from_rows(float *dst, const float *src, int ld, int b0, int F, i
 
 size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride)
 {
-    return (size_t)C * kernel * kernel * blas_out_size(H, kernel, stride) *
+    return ((size_t)C * kernel * kernel + 1) * blas_out_size(H, kernel, stride) *
            blas_out_size(W, kernel, stride) * B;
 }
 
-/* col[(c, ki, kj)][(oy, ox, b)] = in[c][oy*s + ki][ox*s + kj][b]. With
- * stride 1 a whole output row (ox, b) is one contiguous run of the input. */
+void blas_join_weight_bias(float *weight_bias, const float *weight, const float *bias, int K,
+                           int R)
+{
+    for (int k = 0; k < K; k++) {
+        memcpy(weight_bias + (size_t)k * (R + 1), weight + (size_t)k * R, sizeof(float) * R);
+        weight_bias[(size_t)k * (R + 1) + R] = bias[k];
+    }
+}
+
+/* col[(c, ki, kj)][(oy, ox, b)] = in[c][oy*s + ki][ox*s + kj][b], then a row
+ * of ones. With stride 1 a whole output row (ox, b) is one contiguous run
+ * of the input. */
 static void im2col(float *col, const float *in, int B, int C, int H, int W, int kernel,
                    int stride, int threads)
 {
@@ -68,9 +78,14 @@ static void im2col(float *col, const float *in, int B, int C, int H, int W, int 
     const size_t N = (size_t)OH * OW * B, row = (size_t)OW * B;
     const int R = C * kernel * kernel;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int r = 0; r < R; r++) {
-        const int c = r / (kernel * kernel), ki = r / kernel % kernel, kj = r % kernel;
+    for (int r = 0; r <= R; r++) {
         float *dst = col + (size_t)r * N;
+        if (r == R) {
+            for (size_t j = 0; j < N; j++)
+                dst[j] = 1.0f;
+            continue;
+        }
+        const int c = r / (kernel * kernel), ki = r / kernel % kernel, kj = r % kernel;
         for (int oy = 0; oy < OH; oy++) {
             const float *src = in + ((size_t)(c * H + oy * stride + ki) * W + kj) * B;
             if (stride == 1) {
@@ -84,21 +99,14 @@ static void im2col(float *col, const float *in, int B, int C, int H, int W, int 
     }
 }
 
-void blas_conv_forward(float *out, float *col, const float *in, const float *weight,
-                       const float *bias, int B, int C, int H, int W, int K, int kernel,
-                       int stride, int threads)
+void blas_conv_forward(float *out, float *col, const float *in, const float *weight_bias,
+                       int B, int C, int H, int W, int K, int kernel, int stride, int threads)
 {
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
     im2col(col, in, B, C, H, W, kernel, stride, threads);
-    for (int k = 0; k < K; k++) {
-        float *o = out + (size_t)k * N;
-        const float v = bias[k];
-        for (int j = 0; j < N; j++)
-            o[j] = v;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, N, R, 1.0f, weight, R, col, N,
-                1.0f, out, N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, N, R + 1, 1.0f, weight_bias,
+                R + 1, col, N, 0.0f, out, N);
 }
 
 /* out[r] = sum of in[r][0..n) */
@@ -115,27 +123,27 @@ static void row_sums(float *out, const float *in, int rows, size_t n, int thread
     }
 }
 
-void blas_conv_backward_params(float *d_weight, float *d_bias, const float *d_out,
-                               const float *col, int B, int C, int H, int W, int K, int kernel,
-                               int stride, int threads)
+void blas_conv_backward_params(float *d_weight_bias, const float *d_out, const float *col,
+                               int B, int C, int H, int W, int K, int kernel, int stride)
 {
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
-    /* d_weight[K][R] = d_out[K][N] * col[R][N]^T */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, R, N, 1.0f, d_out, N, col, N, 0.0f,
-                d_weight, R);
-    row_sums(d_bias, d_out, K, (size_t)N, threads);
+    /* d_weight_bias[K][R + 1] = d_out[K][N] * col[R + 1][N]^T; the row of
+     * ones gives the bias gradient, the sum of d_out's rows */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, R + 1, N, 1.0f, d_out, N, col, N,
+                0.0f, d_weight_bias, R + 1);
 }
 
 void blas_conv_backward_data(float *d_in, float *d_col, const float *d_out,
-                             const float *weight, int B, int C, int H, int W, int K,
+                             const float *weight_bias, int B, int C, int H, int W, int K,
                              int kernel, int stride, int threads)
 {
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
-    /* d_col[R][N] = weight^T * d_out */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, N, K, 1.0f, weight, R, d_out, N,
-                0.0f, d_col, N);
+    /* d_col[R][N] = weight^T * d_out, the weights being the first R columns
+     * of weight_bias */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, N, K, 1.0f, weight_bias, R + 1,
+                d_out, N, 0.0f, d_col, N);
     /* fold back, a channel at a time: windows of different channels never
      * overlap, so channels may go to different threads */
     const size_t row = (size_t)OW * B;

@@ -61,20 +61,23 @@ void blas_gather_chwn(float *x, int ld, const uint8_t *images, size_t pixels,
 void blas_rows_from_group(float *dst, int ld, int b0, const float *src, int F, int B);
 void blas_group_from_rows(float *dst, const float *src, int ld, int b0, int F, int B);
 
-/* Convolution of B images, in[C][H][W][B] -> out[K][OH][OW][B].
- * col[C*k*k][OH*OW*B] is the unfolded input, filled by the forward pass and
- * read by the backward pass; d_col is scratch of the same size. */
+/* Convolution of B images, in[C][H][W][B] -> out[K][OH][OW][B], with
+ * R = C*k*k. The bias rides in the GEMM: weight_bias[K][R + 1] holds each
+ * output channel's weights followed by its bias, and col[R + 1][OH*OW*B],
+ * the unfolded input that the forward pass fills and the backward pass
+ * reads, ends with a row of ones. So there is no pass to add the bias and
+ * none to sum its gradient. d_col is scratch of the same size. */
 size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride);
-void blas_conv_forward(float *out, float *col, const float *in, const float *weight,
-                       const float *bias, int B, int C, int H, int W, int K, int kernel,
-                       int stride, int threads);
-/* d_weight[K][C*k*k] and d_bias[K] of these B images. */
-void blas_conv_backward_params(float *d_weight, float *d_bias, const float *d_out,
-                               const float *col, int B, int C, int H, int W, int K, int kernel,
-                               int stride, int threads);
+void blas_join_weight_bias(float *weight_bias, const float *weight, const float *bias, int K,
+                           int R);
+void blas_conv_forward(float *out, float *col, const float *in, const float *weight_bias,
+                       int B, int C, int H, int W, int K, int kernel, int stride, int threads);
+/* d_weight_bias[K][R + 1]: the weight and bias gradients of these B images. */
+void blas_conv_backward_params(float *d_weight_bias, const float *d_out, const float *col,
+                               int B, int C, int H, int W, int K, int kernel, int stride);
 /* d_in[C][H][W][B] from d_out[K][OH][OW][B]. */
 void blas_conv_backward_data(float *d_in, float *d_col, const float *d_out,
-                             const float *weight, int B, int C, int H, int W, int K,
+                             const float *weight_bias, int B, int C, int H, int W, int K,
                              int kernel, int stride, int threads);
 
 /* Max-pool over in[C][H][W][B]: the first largest input of each window (in
