@@ -201,7 +201,8 @@ static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
         return 2;
     }
     static const char *const needed[] = {
-        "backend", "workload", "threads", "devices", "replicas", "ranks", "repeats", "status",
+        "backend", "workload", "threads", "devices", "replicas", "ranks", "batch_size",
+        "repeats", "images_per_epoch", "status",
         "epoch_seconds_median", "epoch_seconds_min", "epoch_seconds_max", "images_per_second",
         "gflops_per_second", "percent_of_peak", "speedup_vs_naive", "final_test_accuracy",
         "cpu_model", "gpu_model", "date",

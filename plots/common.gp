@@ -39,6 +39,8 @@ run_gpu = ''
 run_date = ''
 run_workload = ''
 run_target = 0
+run_images = 0
+run_batch = 0
 repeats_of = ''
 stats summary using (strcol("status") eq "ok" ? \
     (backends = backends.' '.config(0), \
@@ -48,11 +50,12 @@ stats summary using (strcol("status") eq "ok" ? \
     run_cpu = strcol("cpu_model"), run_gpu = strcol("gpu_model"), \
     run_date = strcol("date"), run_workload = strcol("workload"), \
     run_target = column("target_accuracy") > run_target ? column("target_accuracy") : run_target, \
-    0) nooutput
+    run_images = column("images_per_epoch") > run_images ? column("images_per_epoch") : run_images, \
+    run_batch = column("batch_size"), 0) nooutput
 n_backends = words(backends)
 if (!exists("machine")) machine = run_cpu.(run_gpu eq 'none' || run_gpu eq '' ? '' : ' + '.run_gpu)
 if (!exists("date")) date = run_date[1:10]
-subtitle = machine.', '.date
+subtitle = machine.', '.date.sprintf(', %d images per epoch, batch %d', run_images, run_batch)
 
 # Position (1..n) of a backend on the x axis; NaN for one that did not finish.
 index_of(name) = sum [k=1:n_backends] (word(backends, k) eq name ? k : 0)
