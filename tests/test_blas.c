@@ -407,6 +407,8 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     blas_join_weight_bias(wb, w, bias, K, R);
     blas_conv_forward(out_c, col, in_c, wb, B, C, H, W, K, kernel, stride, threads);
     blas_conv_backward_params(dwb, dout_c, col, B, C, H, W, K, kernel, stride);
+    for (size_t i = 0; i < n_in; i++) /* whatever was there must go */
+        din_c[i] = 12345.0f;
     blas_conv_backward_data(din_c, dcol, dout_c, wb, B, C, H, W, K, kernel, stride, threads);
     for (int k = 0; k < K; k++) {
         memcpy(dw_c + (size_t)k * R, dwb + (size_t)k * (R + 1), sizeof(float) * R);
@@ -454,6 +456,8 @@ static void check_pool(int B, int C, int H, int W, int kernel, int stride, int w
     to_chwn(in_c, in, B, C, H * W);
     to_chwn(dout_c, dout, B, C, OH * OW);
     blas_maxpool_forward(out_c, in_c, B, C, H, W, kernel, stride, 2);
+    for (size_t i = 0; i < n_in; i++) /* whatever was there must go */
+        din_c[i] = 12345.0f;
     blas_maxpool_backward(din_c, dout_c, in_c, out_c, B, C, H, W, kernel, stride, 2);
     float *expect_out = floats(n_out);
     to_chwn(expect_out, out_n, B, C, OH * OW);
@@ -471,6 +475,8 @@ static void pool_layer_matches_naive(void **state)
     check_pool(4, 3, 8, 8, 2, 2, 0);
     check_pool(4, 3, 8, 8, 2, 2, 1);
     check_pool(3, 2, 9, 7, 3, 2, 1); /* overlapping windows add up */
+    check_pool(5, 2, 9, 7, 2, 2, 1); /* a row and a column no window covers */
+    check_pool(3, 2, 9, 9, 2, 3, 0); /* gaps between the windows */
 }
 
 /* ---------------------------------------------------------------------- */

@@ -205,9 +205,19 @@ void blas_maxpool_backward(float *d_in, const float *d_out, const float *in, con
                            int B, int C, int H, int W, int kernel, int stride, int threads)
 {
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
+    /* windows that neither overlap nor leave gaps between them (LeNet's)
+     * write each input's gradient once: no zeroing first, no adding */
+    const int tiles = stride == kernel;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int c = 0; c < C; c++) {
-        memset(d_in + (size_t)c * H * W * B, 0, sizeof(float) * (size_t)H * W * B);
+        float *dc = d_in + (size_t)c * H * W * B;
+        if (!tiles)
+            memset(dc, 0, sizeof(float) * (size_t)H * W * B);
+        else /* only the rows and columns past the last window */
+            for (int y = 0; y < H; y++) {
+                const int from = y < OH * stride ? OW * stride : 0;
+                memset(dc + ((size_t)y * W + from) * B, 0, sizeof(float) * (W - from) * B);
+            }
         for (int oy = 0; oy < OH; oy++)
             for (int ox = 0; ox < OW; ox++) {
                 const size_t at = ((size_t)(c * OH + oy) * OW + ox) * B;
@@ -225,6 +235,15 @@ void blas_maxpool_backward(float *d_in, const float *d_out, const float *in, con
                             const size_t off = from + ((size_t)ki * W + kj) * B + b0;
                             const float *x = in + off;
                             float *dx = d_in + off;
+                            if (tiles) {
+#pragma omp simd
+                                for (int b = 0; b < n; b++) {
+                                    const int first = x[b] == y[b] && taken[b] == 0.0f;
+                                    dx[b] = first ? dy[b] : 0.0f;
+                                    taken[b] = first ? 1.0f : taken[b];
+                                }
+                                continue;
+                            }
 #pragma omp simd
                             for (int b = 0; b < n; b++) {
                                 const int first = x[b] == y[b] && taken[b] == 0.0f;
