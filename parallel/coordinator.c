@@ -803,6 +803,7 @@ const backend *dp_wrap(const backend *inner, const dp_options *o, const char *na
     s->b.built = inner->built;
     s->b.not_built_reason = inner->not_built_reason;
     s->b.precisions = inner->precisions;
+    s->b.buffer_space = inner->buffer_space; /* buffer() hands out replica 0's */
     s->b.library_info = inner->library_info;
     s->b.peak_gflops = inner->peak_gflops ? peak_gflops : NULL;
     s->b.probe = slot_probes[slots_used];
@@ -861,6 +862,7 @@ const backend multi_gpu_backend = {
     .train_steps = train_steps,
     .evaluate = evaluate,
     .buffer = buffer,
+    .buffer_space = MEM_DEVICE,
     .placement = placement,
     .describe = describe,
     .peak_memory = peak_memory,
