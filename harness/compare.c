@@ -912,8 +912,9 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
         else
             snprintf(test, sizeof test, "threshold alone: %d vs %d samples are too few for the U test",
                      nb, nn);
+        /* slower: more time per image; faster: more images per second */
         const char *word = v.slowdown_pct >= 0 ? "slower" : "faster";
-        double size = v.slowdown_pct >= 0 ? v.slowdown_pct : (fig_b / fig_n - 1) * -100;
+        double size = v.slowdown_pct >= 0 ? v.slowdown_pct : (fig_n / fig_b - 1) * 100;
         snprintf(verdict, sizeof verdict, "%s%.1f%% %s (%s)", v.regression ? "REGRESSION " : "",
                  size, word, test);
         table_row(name, metric, cell_b, cell_n, change, verdict);
@@ -1125,9 +1126,9 @@ static void compare_usage(FILE *f)
         "devices. For each it prints images/s, s/epoch, final test accuracy and\n"
         "final train loss, BASE against NEW, and judges them.\n"
         "\n"
-        "  --max-slowdown PCT       images/s lower by more than PCT percent (NEW\n"
-        "                           taking PCT%% longer per image) regressed\n"
-        "                           (default 10)\n"
+        "  --max-slowdown PCT       a row taking more than PCT percent longer per\n"
+        "                           image than in BASE regressed (default 10, that\n"
+        "                           is images/s down by more than 9.1%%)\n"
         "  --max-accuracy-drop PTS  final test accuracy lower by more than PTS\n"
         "                           percentage points regressed (default 1.0)\n"
         "  --relative-to BACKEND    judge each row's images/s divided by BACKEND's\n"
@@ -1146,9 +1147,11 @@ static void compare_usage(FILE *f)
         "median epoch) differ by more than --max-slowdown and, when both runs\n"
         "have enough per-epoch samples in epochs.csv, a two-sided Mann-Whitney U\n"
         "test (normal approximation with tie and continuity corrections) finds\n"
-        "the samples different at --alpha. When the samples are too few for the\n"
-        "test ever to reach --alpha (3 against 3 or 4 with 0.05; 4 against 4 is\n"
-        "enough) the threshold alone decides, and the table says so.\n"
+        "the samples different at --alpha. The samples are the per-epoch images/s\n"
+        "of ok epochs, less the warm-up epochs the summary leaves out too. When\n"
+        "they are too few for the test ever to reach --alpha (3 against 3 or 4\n"
+        "with 0.05; 4 against 4 is enough) the threshold alone decides, and the\n"
+        "table says so.\n"
         "\n"
         "Numerics: the final train loss is deterministic for one seed, so a change\n"
         "beyond --loss-tolerance is CHANGED NUMERICS when both rows ran the same\n"
