@@ -303,7 +303,7 @@ speed_verdict judge_speed(double base, double next, const double *base_samples, 
 
 typedef struct run_row {
     const char *backend, *workload, *precision;
-    int batch_size, threads, devices;
+    int batch_size, threads, devices, replicas, ranks;
     const char *status, *message, *optimizer, *cpu_model; /* "" when absent */
     int epochs;            /* -1 when absent */
     long images_per_epoch; /* -1 when absent */
@@ -388,6 +388,7 @@ static double number_at(field_reader *r, int row, int col)
 
 typedef struct key_columns {
     int backend, workload, precision, batch_size, threads, devices, status;
+    int replicas, ranks; /* optional: 1 when absent (older runs) */
 } key_columns;
 
 static key_columns find_key_columns(field_reader *r)
@@ -400,15 +401,25 @@ static key_columns find_key_columns(field_reader *r)
         .threads = need_column(r, "threads"),
         .devices = need_column(r, "devices"),
         .status = need_column(r, "status"),
+        .replicas = csv_column(r->t, "replicas"),
+        .ranks = csv_column(r->t, "ranks"),
     };
     return k;
 }
 
+static int count_at(field_reader *r, int row, int col)
+{
+    return col < 0 ? 1 : (int)integer_at(r, row, col);
+}
+
+/* Data-parallel rows of one backend differ by replicas and ranks, so those
+ * join too when the files have them. */
 static int same_key(const run_row *a, const run_row *b)
 {
     return !strcmp(a->backend, b->backend) && !strcmp(a->workload, b->workload) &&
            !strcmp(a->precision, b->precision) && a->batch_size == b->batch_size &&
-           a->threads == b->threads && a->devices == b->devices;
+           a->threads == b->threads && a->devices == b->devices && a->replicas == b->replicas &&
+           a->ranks == b->ranks;
 }
 
 /* The configuration without the placement, which a failed or skipped row
@@ -421,8 +432,12 @@ static int same_loose_key(const run_row *a, const run_row *b)
 
 static void describe_row(const run_row *r, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s %s %s batch=%d threads=%d devices=%d", r->backend, r->workload,
-             r->precision, r->batch_size, r->threads, r->devices);
+    int n = snprintf(buf, len, "%s %s %s batch=%d threads=%d devices=%d", r->backend,
+                     r->workload, r->precision, r->batch_size, r->threads, r->devices);
+    if (r->replicas != 1 && n > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " replicas=%d", r->replicas);
+    if (r->ranks != 1 && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " ranks=%d", r->ranks);
 }
 
 static int push_sample(run_row *r, double v)
@@ -471,6 +486,8 @@ static int read_summary(run_files *run, char *err, size_t err_len)
         row->batch_size = (int)integer_at(&r, i, k.batch_size);
         row->threads = (int)integer_at(&r, i, k.threads);
         row->devices = (int)integer_at(&r, i, k.devices);
+        row->replicas = count_at(&r, i, k.replicas);
+        row->ranks = count_at(&r, i, k.ranks);
         row->status = text_at(&r, i, k.status);
         row->message = text_at(&r, i, message);
         row->optimizer = text_at(&r, i, optimizer);
@@ -523,6 +540,8 @@ static int read_epochs(run_files *run, char *err, size_t err_len)
             .batch_size = (int)integer_at(&r, i, k.batch_size),
             .threads = (int)integer_at(&r, i, k.threads),
             .devices = (int)integer_at(&r, i, k.devices),
+            .replicas = count_at(&r, i, k.replicas),
+            .ranks = count_at(&r, i, k.ranks),
         };
         double v = number_at(&r, i, ips);
         long epoch = integer_at(&r, i, epoch_col);
@@ -786,16 +805,18 @@ static void finding(tally *t, const char *kind, const char *row, const char *fmt
     fputc('\n', f);
 }
 
-/* The reference row for --relative-to: same workload and batch, ok. */
+/* The reference row for --relative-to: same workload and batch, ok; one
+ * replica in one process when there is such a row. */
 static const run_row *reference_row(const run_files *run, const char *ref, const run_row *like)
 {
-    for (int i = 0; i < run->n_rows; i++) {
-        const run_row *r = &run->rows[i];
-        if (!strcmp(r->backend, ref) && !strcmp(r->workload, like->workload) &&
-            r->batch_size == like->batch_size && is_ok(r) && r->images_per_second > 0 &&
-            r->epoch_seconds > 0)
-            return r;
-    }
+    for (int single = 1; single >= 0; single--)
+        for (int i = 0; i < run->n_rows; i++) {
+            const run_row *r = &run->rows[i];
+            if (!strcmp(r->backend, ref) && !strcmp(r->workload, like->workload) &&
+                r->batch_size == like->batch_size && is_ok(r) && r->images_per_second > 0 &&
+                r->epoch_seconds > 0 && (!single || (r->replicas == 1 && r->ranks == 1)))
+                return r;
+        }
     return NULL;
 }
 
@@ -865,7 +886,7 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
     double scale_b = 1, scale_n = 1;
     int speed_known = fig_b > 0 && fig_n > 0;
     const char *speed_why = "no images/s figure";
-    int is_reference = o->relative_to && !strcmp(b->backend, o->relative_to);
+    int is_reference = o->relative_to && reference_row(base, o->relative_to, b) == b;
     if (o->relative_to && !is_reference) {
         snprintf(metric_buf, sizeof metric_buf, "images/s / %s", o->relative_to);
         metric = metric_buf;
@@ -909,6 +930,9 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
         char test[160];
         if (v.u_test_used)
             snprintf(test, sizeof test, "U test p=%.4f, %d vs %d samples", v.p, nb, nn);
+        else if (nb == 0 || nn == 0)
+            snprintf(test, sizeof test, "threshold alone: no per-epoch samples in %s",
+                     nb ? "NEW" : nn ? "BASE" : "either run");
         else
             snprintf(test, sizeof test, "threshold alone: %d vs %d samples are too few for the U test",
                      nb, nn);
@@ -1056,8 +1080,8 @@ static int compare_runs(const compare_options *o, run_files *base, run_files *ne
         pairs += partner[i] >= 0;
     if (pairs == 0) {
         fprintf(stderr,
-                "bench compare: no common rows: %s and %s share no backend, workload, "
-                "precision, batch_size, threads and devices\n",
+                "bench compare: no common rows: %s and %s share no configuration "
+                "(backend, workload, precision, batch_size, threads, devices, replicas, ranks)\n",
                 base->summary_path, next->summary_path);
         free(partner);
         return 2;
@@ -1122,9 +1146,10 @@ static void compare_usage(FILE *f)
         "usage: ./bench compare [options] BASE NEW\n"
         "\n"
         "Compares two runs, each a run directory or its summary.csv, row by row:\n"
-        "rows are joined on backend, workload, precision, batch_size, threads and\n"
-        "devices. For each it prints images/s, s/epoch, final test accuracy and\n"
-        "final train loss, BASE against NEW, and judges them.\n"
+        "rows are joined on backend, workload, precision, batch_size, threads,\n"
+        "devices, replicas and ranks (the last two taken as 1 when absent). For\n"
+        "each it prints images/s, s/epoch, final test accuracy and final train\n"
+        "loss, BASE against NEW, and judges them.\n"
         "\n"
         "  --max-slowdown PCT       a row taking more than PCT percent longer per\n"
         "                           image than in BASE regressed (default 10, that\n"

@@ -21,7 +21,7 @@
  * except commit (git_commit) and run (the run directory's name). */
 static const char *const history_columns[] = {
     "commit", "date", "backend", "workload", "precision", "batch_size", "threads", "devices",
-    "epochs", "images_per_epoch", "images_per_second", "speedup_vs_naive",
+    "replicas", "ranks", "epochs", "images_per_epoch", "images_per_second", "speedup_vs_naive",
     "final_test_accuracy", "final_train_loss", "cpu_model", "host", "run", NULL,
 };
 
@@ -33,7 +33,8 @@ static const char *const required_columns[] = {
 
 /* Columns that identify a row: the same run's configuration twice. */
 static const char *const identity_columns[] = {
-    "date", "host", "backend", "workload", "precision", "batch_size", "threads", "devices", NULL,
+    "date", "host", "backend", "workload", "precision", "batch_size", "threads", "devices",
+    "replicas", "ranks", NULL,
 };
 
 static void usage(FILE *f)
@@ -96,6 +97,10 @@ static void history_values(const csv_table *s, int i, const char *run, const cha
         values[c] = col >= 0 ? s->rows[i][col] : "";
         if (!strcmp(history_columns[c], "commit") && !*values[c])
             values[c] = "unknown";
+        /* runs from before data parallelism had one replica in one process */
+        if ((!strcmp(history_columns[c], "replicas") || !strcmp(history_columns[c], "ranks")) &&
+            col < 0)
+            values[c] = "1";
     }
 }
 

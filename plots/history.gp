@@ -19,14 +19,18 @@ set datafile separator comma
 set datafile columnheaders
 
 # One pass over the file: the commits in order and the series (backend with
-# its threads and devices) of the chosen workload, as space-separated words.
+# its replicas, ranks, threads and devices, as in naive-x2/2t) of the chosen
+# workload, as space-separated words.
 commits = ' '
 series = ' '
-series_of(b, t, d) = b.(d > 0 ? sprintf('/%dgpu', d) : sprintf('/%dt', t))
+series_of(b, t, d, r, n) = b.(r > 1 ? sprintf('-x%d', r) : '').(n > 1 ? sprintf('-%dranks', n) : ''). \
+                          (d > 0 ? sprintf('/%dgpu', d) : sprintf('/%dt', t))
+series_here(x) = series_of(strcol("backend"), column("threads"), column("devices"), \
+                           column("replicas"), column("ranks"))
 remember(list, w) = strstrt(list, ' '.w.' ') > 0 ? list : list.w.' '
 stats file using (strcol("workload") eq workload ? \
     (commits = remember(commits, strcol("commit")), \
-     series = remember(series, series_of(strcol("backend"), column("threads"), column("devices"))), \
+     series = remember(series, series_here(0)), \
      0) : 0) nooutput
 if (words(series) == 0) {
     print sprintf("history.gp: no %s rows in %s", workload, file)
@@ -47,8 +51,7 @@ do for [i = 1:n_series * n_commits] { total[i] = 0; count[i] = 0 }
 cell(s, c) = series_k(s) * n_commits + commit_x(c) + 1
 add(i, v) = (total[i] = total[i] + v, count[i] = count[i] + 1, 0)
 stats file using (strcol("workload") eq workload && column(value_column) > 0 ? \
-    add(cell(series_of(strcol("backend"), column("threads"), column("devices")), \
-              strcol("commit")), column(value_column)) : 0) nooutput
+    add(cell(series_here(0), strcol("commit")), column(value_column)) : 0) nooutput
 at(k, x) = k * n_commits + x + 1
 
 # The means as a datablock: one block per series, a NaN (a gap in its line)

@@ -594,6 +594,31 @@ static void test_changed_numerics(void **state)
     free(r);
 }
 
+/* Data-parallel rows of one backend differ only by replicas: each joins
+ * its own kind, and the slower one is named with its replicas. */
+static void test_replicas_join_apart(void **state)
+{
+    pair *p = new_pair(*state, "replicas");
+    static const char header[] = "backend,workload,precision,threads,devices,replicas,ranks,"
+                                 "batch_size,status,images_per_second,epoch_seconds_median,"
+                                 "final_test_accuracy,final_train_loss\n";
+    char path[600], text[1024];
+    assert_int_equal(mkdir(p->base, 0777), 0);
+    assert_int_equal(mkdir(p->next, 0777), 0);
+    snprintf(path, sizeof path, "%s/summary.csv", p->base);
+    snprintf(text, sizeof text, "%snaive,lenet,fp32,1,0,1,1,128,ok,2400,2.5,0.78,0.6\n"
+                                "naive,lenet,fp32,2,0,2,1,128,ok,4400,1.36,0.78,0.6\n", header);
+    write_text(path, text);
+    snprintf(path, sizeof path, "%s/summary.csv", p->next);
+    snprintf(text, sizeof text, "%snaive,lenet,fp32,2,0,2,1,128,ok,3000,2.0,0.78,0.6\n"
+                                "naive,lenet,fp32,1,0,1,1,128,ok,2400,2.5,0.78,0.6\n", header);
+    write_text(path, text);
+    assert_int_equal(compare_pair(p, "--relative-to", "naive"), 1);
+    assert_true(line_has(p->out, "REGRESSION", "threads=2 devices=0 replicas=2", "images/s / naive"));
+    assert_true(line_has(p->out, "threads=1 devices=0 |", "reference (not judged)", NULL));
+    free(p);
+}
+
 static void test_unusable_input_exits_2(void **state)
 {
     fixture *f = *state;
@@ -663,6 +688,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_row_fails_skipped_row_is_noted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_relative_to_cancels_machine_speed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changed_numerics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replicas_join_apart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unusable_input_exits_2, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
