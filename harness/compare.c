@@ -1092,8 +1092,8 @@ static int compare_runs(const compare_options *o, run_files *base, run_files *ne
     if (o->relative_to)
         printf("speed: images/s divided by %s's images/s in the same run, so machine speed cancels\n",
                o->relative_to);
-    printf("limits: %g%% slowdown (and U test alpha %g when the samples allow), %g percentage points of "
-           "test accuracy, numerics %s\n\n",
+    printf("limits: slowdown %g%% (and U test at alpha %g when the samples allow), test accuracy "
+           "drop %g points, numerics %s\n\n",
            o->max_slowdown_pct, o->alpha, o->max_accuracy_drop_points,
            o->numerics_gate ? "gated" : "reported only");
     printf("| configuration | metric | BASE | NEW | NEW/BASE | verdict |\n");
