@@ -46,7 +46,7 @@ $(BUILD)/sgemm-peak: backends/blas/sgemm_peak_tool.c $(LIB_OBJS)
 bench-cpu: $(BENCH) $(BUILD)/sgemm-peak
 	BENCH=./$(BENCH) SGEMM_PEAK=$(BUILD)/sgemm-peak scripts/bench-cpu $(ARGS)
 else
-SKIPPED += blas_backend:_OpenBLAS_(cblas.h,_libopenblas)_with_OpenMP_not_found;_apt-get_install_libopenblas-dev_libopenblas0-openmp
+SKIPPED += blas_backend:_cblas.h,_libopenblas_or_OpenMP_not_found,_apt-get_install_libopenblas-dev_libopenblas0-openmp
 bench-cpu:
 	@echo "error: the blas backend is not built here (OpenBLAS or OpenMP missing); see make info" >&2; exit 2
 endif
