@@ -304,7 +304,7 @@ speed_verdict judge_speed(double base, double next, const double *base_samples, 
 typedef struct run_row {
     const char *backend, *workload, *precision;
     int batch_size, threads, devices, replicas, ranks;
-    const char *status, *message, *optimizer, *cpu_model; /* "" when absent */
+    const char *status, *message, *optimizer, *cpu_model, *details; /* "" when absent */
     int epochs;            /* -1 when absent */
     long images_per_epoch; /* -1 when absent */
     double images_per_second, epoch_seconds, accuracy, train_loss;
@@ -470,6 +470,7 @@ static int read_summary(run_files *run, char *err, size_t err_len)
     int message = csv_column(&run->summary, "message");
     int optimizer = csv_column(&run->summary, "optimizer");
     int cpu = csv_column(&run->summary, "cpu_model");
+    int details = csv_column(&run->summary, "details");
     int epochs = csv_column(&run->summary, "epochs");
     int images = csv_column(&run->summary, "images_per_epoch");
 
@@ -492,6 +493,7 @@ static int read_summary(run_files *run, char *err, size_t err_len)
         row->message = text_at(&r, i, message);
         row->optimizer = text_at(&r, i, optimizer);
         row->cpu_model = text_at(&r, i, cpu);
+        row->details = text_at(&r, i, details);
         row->epochs = (int)integer_at(&r, i, epochs);
         row->images_per_epoch = integer_at(&r, i, images);
         row->images_per_second = number_at(&r, i, ips);
@@ -862,6 +864,11 @@ static const char *numerics_incomparable(const run_files *base, const run_files 
         snprintf(why, len, "different or unknown CPU model (libraries pick other kernels)");
         return why;
     }
+    /* the engine's own account of its precision, math mode, library kernels */
+    if (strcmp(b->details, n->details)) {
+        snprintf(why, len, "engine details differ: '%.80s' vs '%.80s'", b->details, n->details);
+        return why;
+    }
     return NULL;
 }
 
@@ -1182,7 +1189,8 @@ static void compare_usage(FILE *f)
         "beyond --loss-tolerance is CHANGED NUMERICS when both rows ran the same\n"
         "training options (system.json's command line, less --out, --repeat,\n"
         "--backend and other options that cannot change the numbers), the same\n"
-        "epochs, images per epoch and optimizer, on the same CPU model. Otherwise\n"
+        "epochs, images per epoch and optimizer, on the same CPU model with the\n"
+        "same engine details (precision, math mode, library kernels). Otherwise\n"
         "the difference is shown and not judged.\n"
         "\n"
         "Status: a row ok in BASE that failed, diverged or was interrupted in NEW\n"

@@ -284,6 +284,7 @@ typedef struct fake_run {
     double jitter;          /* relative, uniform */
     const char *extra_args; /* appended to system.json's command line */
     int reorder_columns;    /* columns in another order, plus one more */
+    const char *kernels;    /* appended to the details column */
 } fake_run;
 
 #define IMAGES 6000
@@ -328,14 +329,15 @@ static void write_run(const char *dir, const fake_run *run)
         double ips = ok ? IMAGES / median : 0;
         if (run->reorder_columns)
             fprintf(s, "%s,%.1f,%s,%d,lenet,0,fp32,128,nesterov,%d,%d,%.6f,%.6f,%.6f,"
-                       "\"fp32, %d threads\",Test CPU,%s,42\n",
+                       "\"fp32, %d threads%s\",Test CPU,%s,42\n",
                     r->status, ips, r->backend, r->threads, run->epochs, IMAGES, median,
-                    r->accuracy, r->loss, r->threads, r->message);
+                    r->accuracy, r->loss, r->threads, run->kernels ? run->kernels : "", r->message);
         else
             fprintf(s, "%s,lenet,fp32,%d,0,1,1,128,nesterov,%d,%d,%d,%.6f,%.1f,%.6f,%.6f,"
-                       "\"fp32, %d threads\",%s,%s,Test CPU\n",
+                       "\"fp32, %d threads%s\",%s,%s,Test CPU\n",
                     r->backend, r->threads, run->epochs, run->repeats, IMAGES, median, ips,
-                    r->loss, r->accuracy, r->threads, r->status, r->message);
+                    r->loss, r->accuracy, r->threads, run->kernels ? run->kernels : "", r->status,
+                    r->message);
     }
     assert_int_equal(fclose(e), 0);
     assert_int_equal(fclose(s), 0);
@@ -433,7 +435,7 @@ static const fake_row two_backends[] = {
 static void test_identical_runs_pass(void **state)
 {
     pair *p = new_pair(*state, "same");
-    fake_run run = {two_backends, 2, 4, 3, 0.03, NULL, 0};
+    fake_run run = {two_backends, 2, 4, 3, 0.03, NULL, 0, NULL};
     rng_state = 1;
     write_run(p->base, &run);
     rng_state = 1;
@@ -448,7 +450,7 @@ static void test_identical_runs_pass(void **state)
 static void test_injected_slowdown_fails_naming_row_and_metric(void **state)
 {
     pair *p = new_pair(*state, "slow");
-    fake_run run = {two_backends, 2, 4, 3, 0.03, NULL, 0};
+    fake_run run = {two_backends, 2, 4, 3, 0.03, NULL, 0, NULL};
     rng_state = 2;
     write_run(p->base, &run);
     fake_row slower[2] = {two_backends[0], two_backends[1]};
@@ -464,7 +466,7 @@ static void test_injected_slowdown_fails_naming_row_and_metric(void **state)
 static void test_noisy_equal_runs_pass(void **state)
 {
     /* 20 pairs of runs, each epoch +-5% at random around the same speed */
-    fake_run run = {two_backends, 2, 4, 3, 0.05, NULL, 0};
+    fake_run run = {two_backends, 2, 4, 3, 0.05, NULL, 0, NULL};
     rng_state = 3;
     for (int i = 0; i < 20; i++) {
         char name[32];
@@ -481,7 +483,7 @@ static void test_noisy_equal_runs_pass(void **state)
 static void test_accuracy_drop_fails(void **state)
 {
     pair *p = new_pair(*state, "acc");
-    fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0};
+    fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0, NULL};
     rng_state = 4;
     write_run(p->base, &run);
     fake_row worse[2] = {two_backends[0], two_backends[1]};
@@ -499,7 +501,7 @@ static void test_accuracy_drop_fails(void **state)
 static void test_failed_row_fails_skipped_row_is_noted(void **state)
 {
     pair *p = new_pair(*state, "status");
-    fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0};
+    fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0, NULL};
     rng_state = 5;
     write_run(p->base, &run);
     /* a row that never started has threads 0: joined on the backend */
@@ -526,7 +528,7 @@ static void test_failed_row_fails_skipped_row_is_noted(void **state)
 static void test_relative_to_cancels_machine_speed(void **state)
 {
     pair *p = new_pair(*state, "machine");
-    fake_run run = {two_backends, 2, 4, 3, 0.02, NULL, 0};
+    fake_run run = {two_backends, 2, 4, 3, 0.02, NULL, 0, NULL};
     rng_state = 6;
     write_run(p->base, &run);
     fake_row slow_machine[2] = {two_backends[0], two_backends[1]};
@@ -558,7 +560,7 @@ static void test_relative_to_cancels_machine_speed(void **state)
 static void test_changed_numerics(void **state)
 {
     pair *p = new_pair(*state, "numerics");
-    fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0};
+    fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0, NULL};
     rng_state = 8;
     write_run(p->base, &run);
     fake_row changed[2] = {two_backends[0], two_backends[1]};
@@ -589,9 +591,21 @@ static void test_changed_numerics(void **state)
     write_run(r->next, &run);
     assert_int_equal(compare_pair(r, NULL, NULL), 0);
     assert_true(line_has(r->out, "not judged", "training options differ", "seed=7"));
+
+    /* other library kernels: not judged either */
+    pair *k = new_pair(*state, "kernels");
+    run.extra_args = NULL;
+    run.rows = two_backends;
+    write_run(k->base, &run);
+    run.rows = changed;
+    run.kernels = ", OpenBLAS Haswell";
+    write_run(k->next, &run);
+    assert_int_equal(compare_pair(k, NULL, NULL), 0);
+    assert_true(line_has(k->out, "not judged", "engine details differ", "Haswell"));
     free(p);
     free(q);
     free(r);
+    free(k);
 }
 
 /* Data-parallel rows of one backend differ only by replicas: each joins
@@ -623,7 +637,7 @@ static void test_unusable_input_exits_2(void **state)
 {
     fixture *f = *state;
     pair *p = new_pair(f, "broken");
-    fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0};
+    fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0, NULL};
     write_run(p->base, &run);
     char missing[600];
     snprintf(missing, sizeof missing, "%s/nowhere", f->dir);
@@ -632,7 +646,7 @@ static void test_unusable_input_exits_2(void **state)
 
     /* no common rows */
     static const fake_row other[] = {{"cuda", 1, 50000, 0.78, 0.6, "ok", ""}};
-    fake_run run2 = {other, 1, 4, 3, 0.0, NULL, 0};
+    fake_run run2 = {other, 1, 4, 3, 0.0, NULL, 0, NULL};
     write_run(p->next, &run2);
     assert_int_equal(compare_pair(p, NULL, NULL), 2);
     assert_true(line_has(p->out, "no common rows", NULL, NULL));
