@@ -325,6 +325,7 @@ typedef struct run_files {
     int n_settings;
     int have_settings;
     char settings_why[256]; /* why they are unknown */
+    char compiler[256], libraries[1024]; /* from system.json; "" when absent */
     char *settings_text;
 } run_files;
 
@@ -625,6 +626,34 @@ static void skip_space(char **p)
         (*p)++;
 }
 
+/* Copies the string value of "key" in a flat JSON object into out ("" when
+ * absent). Leaves text as it was. */
+static void json_text_field(const char *text, const char *key, char *out, size_t len)
+{
+    out[0] = 0;
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\"", key);
+    const char *p = strstr(text, quoted);
+    if (!p)
+        return;
+    p += strlen(quoted);
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    if (*p++ != ':')
+        return;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p++ != '"')
+        return;
+    size_t n = 0;
+    for (; *p && *p != '"' && n + 1 < len; p++) {
+        if (*p == '\\' && p[1])
+            p++; /* the escaped character itself is enough for equality */
+        out[n++] = *p;
+    }
+    out[n] = 0;
+}
+
 static int is_training_option(const char *name)
 {
     for (const char *const *o = not_training_options; *o; o++)
@@ -667,6 +696,8 @@ static void read_settings(run_files *run)
         return;
     }
     run->settings_text = text;
+    json_text_field(text, "compiler", run->compiler, sizeof run->compiler);
+    json_text_field(text, "libraries", run->libraries, sizeof run->libraries);
     char *p = strstr(text, "\"command_line\"");
     if (p) {
         p += strlen("\"command_line\"");
@@ -862,6 +893,15 @@ static const char *numerics_incomparable(const run_files *base, const run_files 
     }
     if (!*b->cpu_model || strcmp(b->cpu_model, n->cpu_model)) {
         snprintf(why, len, "different or unknown CPU model (libraries pick other kernels)");
+        return why;
+    }
+    /* another compiler or library version may round differently */
+    if (strcmp(base->compiler, next->compiler)) {
+        snprintf(why, len, "compilers differ: '%.60s' vs '%.60s'", base->compiler, next->compiler);
+        return why;
+    }
+    if (strcmp(base->libraries, next->libraries)) {
+        snprintf(why, len, "library versions differ (system.json)");
         return why;
     }
     /* the engine's own account of its precision, math mode, library kernels */
@@ -1189,9 +1229,10 @@ static void compare_usage(FILE *f)
         "beyond --loss-tolerance is CHANGED NUMERICS when both rows ran the same\n"
         "training options (system.json's command line, less --out, --repeat,\n"
         "--backend and other options that cannot change the numbers), the same\n"
-        "epochs, images per epoch and optimizer, on the same CPU model with the\n"
-        "same engine details (precision, math mode, library kernels). Otherwise\n"
-        "the difference is shown and not judged.\n"
+        "epochs, images per epoch and optimizer, on the same CPU model, compiler\n"
+        "and library versions, with the same engine details (precision, math\n"
+        "mode, library kernels). Otherwise the difference is shown and not\n"
+        "judged.\n"
         "\n"
         "Status: a row ok in BASE that failed, diverged or was interrupted in NEW\n"
         "regressed; a row skipped in NEW, or in only one run, is a note (that\n"

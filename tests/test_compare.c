@@ -602,6 +602,26 @@ static void test_changed_numerics(void **state)
     write_run(k->next, &run);
     assert_int_equal(compare_pair(k, NULL, NULL), 0);
     assert_true(line_has(k->out, "not judged", "engine details differ", "Haswell"));
+
+    /* another compiler: not judged */
+    pair *c = new_pair(*state, "compiler");
+    run.kernels = NULL;
+    run.rows = two_backends;
+    write_run(c->base, &run);
+    run.rows = changed;
+    write_run(c->next, &run);
+    char path[600], text[1024];
+    snprintf(path, sizeof path, "%s/system.json", c->next);
+    snprintf(text, sizeof text, "{\"compiler\": \"gcc 14.2.0\", \"command_line\": [\"./bench\", "
+                                "\"--epochs\", \"4\", \"--limit\", \"6000\"]}\n");
+    write_text(path, text);
+    snprintf(path, sizeof path, "%s/system.json", c->base);
+    snprintf(text, sizeof text, "{\"compiler\": \"gcc 12.2.0\", \"command_line\": [\"./bench\", "
+                                "\"--epochs\", \"4\", \"--limit\", \"6000\"]}\n");
+    write_text(path, text);
+    assert_int_equal(compare_pair(c, NULL, NULL), 0);
+    assert_true(line_has(c->out, "not judged", "compilers differ", "gcc 14.2.0"));
+    free(c);
     free(p);
     free(q);
     free(r);
