@@ -17,7 +17,7 @@ ifeq ($(HAVE_MPI),1)
 $(BUILD)/parallel/world_mpi.o: CFLAGS += -DHAVE_MPI $(MPI_CFLAGS)
 LDLIBS += $(MPI_LIBS)
 else
-SKIPPED += MPI:_mpicc_not_found_or_cannot_link;_apt-get_install_libopenmpi-dev_openmpi-bin
+SKIPPED += MPI:_mpicc_not_found_or_cannot_link,_install_libopenmpi-dev_and_openmpi-bin
 endif
 
 # CUDA-side helpers follow the cuda backend's build (-DHAVE_CUDA in CFLAGS).
@@ -32,7 +32,7 @@ ifeq ($(HAVE_NCCL),1)
 $(BUILD)/parallel/comm_nccl.o: CFLAGS += -DHAVE_NCCL
 LDLIBS += -L$(CUDA_HOME)/lib64 -lnccl -Wl,-rpath,$(CUDA_HOME)/lib64
 else
-SKIPPED += NCCL_communicator:_nccl.h_or_libnccl_not_found_in_$(CUDA_HOME);_multi-gpu_reduces_through_host_memory
+SKIPPED += NCCL_communicator:_nccl.h_or_libnccl_not_found_in_$(CUDA_HOME),_multi-gpu_reduces_through_host_memory
 endif
 else
 SKIPPED += NCCL_communicator:_needs_the_cuda_backend
