@@ -69,6 +69,11 @@ static int add(const backend **out, int *n, int max, const backend *b, char *err
 int dp_expand_backends(const run_config *cfg, const backend *const *in, int n,
                        const backend **out, int max, char *err, size_t err_len)
 {
+    if (world_size() > 1 && (cfg->n_replicas > 1 || cfg->replicas[0] != 1)) {
+        snprintf(err, err_len, "under mpirun every rank is one replica: leave out --replicas "
+                               "and choose the count with mpirun -np N");
+        return -1;
+    }
     int count = 0;
     for (int i = 0; i < n; i++) {
         const backend *b = in[i];
