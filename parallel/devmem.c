@@ -36,6 +36,11 @@ int devmem_to_host(float *host, const float *dev, size_t n, int device, char *er
     cudaError_t rc = cudaSetDevice(device);
     if (rc != cudaSuccess)
         return CUDA_FAIL(rc, "cudaSetDevice");
+    /* the engine may have written dev on a stream of its own that the
+     * legacy stream does not wait for */
+    rc = cudaDeviceSynchronize();
+    if (rc != cudaSuccess)
+        return CUDA_FAIL(rc, "cudaDeviceSynchronize before copying to the host");
     rc = cudaMemcpy(host, dev, sizeof(float) * n, cudaMemcpyDeviceToHost);
     if (rc != cudaSuccess)
         return CUDA_FAIL(rc, "cudaMemcpy device to host");
@@ -51,6 +56,11 @@ int devmem_to_device(float *dev, const float *host, size_t n, int device, char *
     rc = cudaMemcpy(dev, host, sizeof(float) * n, cudaMemcpyHostToDevice);
     if (rc != cudaSuccess)
         return CUDA_FAIL(rc, "cudaMemcpy host to device");
+    /* from pageable memory the copy may still be in flight, and the
+     * engine's next work may run on a stream that does not wait for it */
+    rc = cudaDeviceSynchronize();
+    if (rc != cudaSuccess)
+        return CUDA_FAIL(rc, "cudaDeviceSynchronize after copying to the device");
     return 0;
 }
 
