@@ -40,7 +40,7 @@ TEST_SCRIPTS := # shell tests: exit 0 pass, 77 skip (run after the programs)
 SKIPPED :=
 
 # Optional parts add their sources, flags and tests here.
-include $(sort $(wildcard backends/*/module.mk parallel/module.mk harness/module.mk))
+include $(sort $(wildcard backends/*/module.mk parallel/module.mk harness/module.mk tests/module.mk fuzz/module.mk))
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
 TEST_BINS := $(TESTS:%=$(BUILD)/tests/%)

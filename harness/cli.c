@@ -236,6 +236,15 @@ static const struct option options[] = {
     {0, 0, 0, 0},
 };
 
+static int unknown_option(const char *arg)
+{
+    fprintf(stderr, "bench: unknown option '%s'; options are:", arg);
+    for (const struct option *o = options; o->name; o++)
+        fprintf(stderr, " --%s", o->name);
+    fprintf(stderr, "\n(see ./bench --help)\n");
+    return 2;
+}
+
 int cli_parse(int argc, char **argv, run_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -303,7 +312,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         case O_LIST: list_backends(); return 1;
         case O_HELP: usage(stdout); return 1;
         case ':': rc = usage_error("%s needs a value%s", argv[optind - 1], ""); break;
-        default: rc = usage_error("unknown option '%s'%s", argv[optind - 1], ""); break;
+        default: rc = unknown_option(argv[optind - 1]); break;
         }
     }
     if (rc)

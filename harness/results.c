@@ -1,9 +1,11 @@
 #include "harness/results.h"
 
 #include <errno.h>
+#include <stdio_ext.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define KEY_HEADER "backend,workload,precision,threads,devices,replicas,ranks,batch_size,optimizer"
 
@@ -49,11 +51,16 @@ static void write_key(FILE *f, const row_key *k)
     csv_field(f, k->optimizer);
 }
 
-/* Flushes and reports a failed write (a full disk shows up here). */
-static int finish_row(FILE *f, const char *dir, const char *name)
+/* Flushes and reports a failed write (a full disk shows up here). A row
+ * that did not fit is cut off at row_start, so the file still ends on a
+ * whole row. */
+static int finish_row(FILE *f, const char *dir, const char *name, long row_start)
 {
     if (fflush(f) != 0 || ferror(f)) {
         fprintf(stderr, "bench: cannot write %s/%s: %s\n", dir, name, strerror(errno));
+        __fpurge(f);
+        if (row_start >= 0 && ftruncate(fileno(f), row_start) == 0)
+            fseek(f, row_start, SEEK_SET);
         return -1;
     }
     return 0;
@@ -143,7 +150,8 @@ int results_open(results *r, const run_config *cfg, char *err, size_t err_len)
     }
     fputs(epochs_header, r->epochs);
     fputs(summary_header, r->summary);
-    if (finish_row(r->epochs, r->dir, "epochs.csv") || finish_row(r->summary, r->dir, "summary.csv")) {
+    if (finish_row(r->epochs, r->dir, "epochs.csv", 0) ||
+        finish_row(r->summary, r->dir, "summary.csv", 0)) {
         snprintf(err, err_len, "cannot write the CSV headers in %s", r->dir);
         return -1;
     }
@@ -153,6 +161,7 @@ int results_open(results *r, const run_config *cfg, char *err, size_t err_len)
 int results_epoch(results *r, const epoch_row *row)
 {
     FILE *f = r->epochs;
+    long start = ftell(f);
     write_key(f, &row->key);
     fprintf(f, ",%d,%d,%ld,%.6f,%.1f,%.3f,%.6f,%.6f,%.6f,", row->repeat, row->epoch, row->images,
             row->epoch_seconds, row->images_per_second, row->gflops_per_second, row->train_loss,
@@ -161,12 +170,13 @@ int results_epoch(results *r, const epoch_row *row)
     fputc(',', f);
     csv_field(f, row->message);
     fputc('\n', f);
-    return finish_row(f, r->dir, "epochs.csv");
+    return finish_row(f, r->dir, "epochs.csv", start);
 }
 
 int results_summary(results *r, const summary_row *row)
 {
     FILE *f = r->summary;
+    long start = ftell(f);
     write_key(f, &row->key);
     fprintf(f, ",%d,%d,%ld,%.6f,%.6f,%.6f,%.1f,%.3f,%.2f,%.3f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.0f,",
             row->epochs, row->repeats, row->images_per_epoch, row->epoch_seconds_median,
@@ -197,7 +207,7 @@ int results_summary(results *r, const summary_row *row)
     if (row->scaling_efficiency > 0)
         fprintf(f, "%.4f", row->scaling_efficiency);
     fputc('\n', f);
-    return finish_row(f, r->dir, "summary.csv");
+    return finish_row(f, r->dir, "summary.csv", start);
 }
 
 int results_close(results *r)

@@ -3,6 +3,7 @@
  * epoch and writing a row as it ends. */
 #include "harness/run.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@ static void install_signal_handlers(void)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART; /* a signal must not fail a CSV write with EINTR */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
@@ -265,6 +267,11 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         }
         if (!strcmp(a->status, "ok") && evaluate(s, b, e, a, &ev) == 0 && ev.count > 0) {
             test_loss = ev.loss_sum / ev.count;
+            if (!isfinite(test_loss)) {
+                a->status = "diverged";
+                snprintf(a->message, sizeof a->message,
+                         "test loss became NaN or Inf after epoch %d", ep + 1);
+            }
             long correct = 0;
             for (int k = 0; k < ev.classes; k++)
                 correct += ev.confusion[k * ev.classes + k];
@@ -597,8 +604,12 @@ static int run_backends(const run_config *cfg)
             continue; /* rank 0 reports */
         char label[128];
         config_label(&row->key, label, sizeof label);
-        if (!strcmp(row->status, "ok"))
-            write_confusion(&s.res, label, &runs[done - 1].final_eval);
+        if (!strcmp(row->status, "ok") &&
+            write_confusion(&s.res, label, &runs[done - 1].final_eval) != 0) {
+            fprintf(stderr, "bench: cannot write %s/confusion-%s.csv: %s\n", s.res.dir, label,
+                    strerror(errno));
+            rc = 1;
+        }
         if (results_summary(&s.res, row) != 0)
             rc = 1;
         if (strcmp(row->status, "ok"))

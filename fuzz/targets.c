@@ -1,0 +1,194 @@
+#include "fuzz/targets.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "harness/idx.h"
+#include "harness/paramfile.h"
+
+#define FUZZ_CLASSES 10
+
+/* A failure must leave one non-empty line that starts with "name: ". */
+static void check_message(const char *err, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(err, name, n) != 0 || strncmp(err + n, ": ", 2) != 0 || !err[n + 2] ||
+        strchr(err, '\n') || strchr(err, '\r')) {
+        fprintf(stderr, "bad error message for %s: \"%s\"\n", name, err);
+        abort();
+    }
+}
+
+static void check_labels(const uint8_t *labels, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (labels[i] >= FUZZ_CLASSES) {
+            fprintf(stderr, "accepted label %u at %d\n", labels[i], i);
+            abort();
+        }
+}
+
+/* In memory: a success must describe exactly the bytes given. */
+static void parse_images_as(const uint8_t *data, size_t size, int rows, int cols)
+{
+    char err[1024] = "";
+    const uint8_t *pixels = NULL;
+    int count = 0;
+    if (idx_parse_images(data, size, "mem", rows, cols, &pixels, &count, err, sizeof err)) {
+        check_message(err, "mem");
+        return;
+    }
+    if (count < 1 || pixels != data + 16 || size != 16 + (size_t)count * rows * cols) {
+        fprintf(stderr, "accepted %zu bytes as %d images of %dx%d\n", size, count, rows, cols);
+        abort();
+    }
+}
+
+int fuzz_idx_parse(const uint8_t *data, size_t size)
+{
+    parse_images_as(data, size, 28, 28);
+    parse_images_as(data, size, 2, 3);
+    char err[1024] = "";
+    const uint8_t *labels = NULL;
+    int count = 0;
+    if (idx_parse_labels(data, size, "mem", FUZZ_CLASSES, &labels, &count, err, sizeof err)) {
+        check_message(err, "mem");
+    } else {
+        if (count < 1 || labels != data + 8 || size != 8 + (size_t)count) {
+            fprintf(stderr, "accepted %zu bytes as %d labels\n", size, count);
+            abort();
+        }
+        check_labels(labels, count);
+    }
+    return 0;
+}
+
+/* From a file: the bytes go into an in-memory file (no disk, one per
+ * process) that the loader opens by its /proc path. */
+int fuzz_idx_file(const uint8_t *data, size_t size)
+{
+    static int fd = -1;
+    static char path[64];
+    if (fd < 0) {
+        fd = memfd_create("idx", 0);
+        if (fd < 0) {
+            perror("memfd_create");
+            abort();
+        }
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    }
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != (ssize_t)size) {
+        perror("writing the memfd");
+        abort();
+    }
+    int plain = !(size >= 2 && data[0] == 0x1f && data[1] == 0x8b);
+    char err[1024] = "";
+    uint8_t *out = NULL;
+    int count = 0;
+    if (idx_load_images(path, 2, 3, &out, &count, err, sizeof err)) {
+        check_message(err, path);
+        if (out) {
+            fprintf(stderr, "failed load left a buffer\n");
+            abort();
+        }
+    } else {
+        if (count < 1 || !out ||
+            (plain && (size != 16 + (size_t)count * 6 || memcmp(out, data + 16, size - 16)))) {
+            fprintf(stderr, "accepted %zu bytes as %d images of 2x3\n", size, count);
+            abort();
+        }
+        free(out);
+    }
+    out = NULL;
+    if (idx_load_labels(path, FUZZ_CLASSES, &out, &count, err, sizeof err)) {
+        check_message(err, path);
+        if (out) {
+            fprintf(stderr, "failed load left a buffer\n");
+            abort();
+        }
+    } else {
+        if (count < 1 || !out ||
+            (plain && (size != 8 + (size_t)count || memcmp(out, data + 8, size - 8)))) {
+            fprintf(stderr, "accepted %zu bytes as %d labels\n", size, count);
+            abort();
+        }
+        check_labels(out, count);
+        free(out);
+    }
+    return 0;
+}
+
+void fuzz_tiny_workload(workload *w)
+{
+    memset(w, 0, sizeof *w);
+    w->name = "tiny";
+    w->input = (shape3){1, 3, 3};
+    w->classes = 3;
+    w->n_layers = 2;
+    layer *conv = &w->layers[0], *dense = &w->layers[1];
+    *conv = (layer){.kind = LAYER_CONV, .name = "conv", .kernel = 2, .stride = 1, .units = 2,
+                    .in = {1, 3, 3}, .out = {2, 2, 2}, .weight_offset = 0, .weight_count = 8,
+                    .bias_offset = 8, .bias_count = 2};
+    *dense = (layer){.kind = LAYER_DENSE, .name = "fc", .units = 3, .in = {2, 2, 2},
+                     .out = {3, 1, 1}, .weight_offset = 10, .weight_count = 24,
+                     .bias_offset = 34, .bias_count = 3};
+    w->param_count = 37;
+}
+
+/* A success must fill every value with a finite float and re-encode to the
+ * very bytes given (the format has one spelling); a failure must leave the
+ * output untouched. */
+static void parse_tiny_params(const uint8_t *data, size_t size, const workload *w)
+{
+    static const float sentinel = -12345.0f;
+    float params[64];
+    size_t n = w->param_count;
+    for (size_t i = 0; i < n; i++)
+        params[i] = sentinel;
+    char err[1024] = "";
+    if (paramfile_parse(data, size, w, params, err, sizeof err)) {
+        check_message(err, "<param file>");
+        for (size_t i = 0; i < n; i++)
+            if (params[i] != sentinel) {
+                fprintf(stderr, "failed parse wrote value %zu\n", i);
+                abort();
+            }
+        return;
+    }
+    uint8_t again[1024];
+    if (size != paramfile_size(w) || size > sizeof again ||
+        paramfile_encode(w, params, again, size, "again", err, sizeof err) != size ||
+        memcmp(again, data, size)) {
+        fprintf(stderr, "accepted %zu bytes that do not re-encode to themselves\n", size);
+        abort();
+    }
+}
+
+/* LeNet: inputs this small are never valid; the message must still be right. */
+static void parse_lenet_params(const uint8_t *data, size_t size, const workload *w,
+                               float *params)
+{
+    char err[1024] = "";
+    if (paramfile_parse(data, size, w, params, err, sizeof err))
+        check_message(err, "<param file>");
+    else if (size != paramfile_size(w))
+        abort();
+}
+
+int fuzz_paramfile(const uint8_t *data, size_t size)
+{
+    static workload tiny, lenet;
+    static float *lenet_params;
+    if (!lenet_params) {
+        fuzz_tiny_workload(&tiny);
+        if (workload_get("lenet", &lenet) != 0 ||
+            !(lenet_params = malloc(sizeof(float) * lenet.param_count)))
+            abort();
+    }
+    parse_tiny_params(data, size, &tiny);
+    parse_lenet_params(data, size, &lenet, lenet_params);
+    return 0;
+}

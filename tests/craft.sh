@@ -1,0 +1,105 @@
+# Helpers sourced by the fault, command-line and signal tests: crafting IDX
+# files, running ./bench, checking CSV files. Not a test itself.
+
+# The bench under test as an absolute path (tests run it from temp dirs).
+BENCH=${BENCH:-./bench}
+case "$BENCH" in /*) ;; *) BENCH="$PWD/${BENCH#./}" ;; esac
+if [ ! -x "$BENCH" ]; then
+    echo "$0: $BENCH not built (make first)" >&2
+    exit 1
+fi
+export LC_ALL=C
+
+failures=0
+checks=0
+pass() { checks=$((checks + 1)); }
+fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL: $*"; }
+skip_check() { echo "SKIP: $*"; }
+
+# be32 V: four bytes, big-endian.
+be32() {
+    printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $((($1 >> 24) & 255)) $((($1 >> 16) & 255)) \
+        $((($1 >> 8) & 255)) $(($1 & 255)))"
+}
+
+# pixels N: N deterministic pseudo-random bytes (1..255).
+pixels() {
+    awk -v n="$1" 'BEGIN { srand(7); for (i = 0; i < n; i++) printf "%c", 1 + int(rand() * 255) }'
+}
+
+# labels N: 0 1 2 ... 9 0 1 ... (N bytes).
+labels() {
+    local n=$1 i
+    for ((i = 0; i + 10 <= n; i += 10)); do printf '\0\1\2\3\4\5\6\7\10\11'; done
+    printf '\0\1\2\3\4\5\6\7\10\11' | head -c $((n - i))
+}
+
+# images_file PATH COUNT [ROWS COLS MAGIC DATA_BYTES]
+images_file() {
+    local path=$1 count=$2 rows=${3:-28} cols=${4:-28} magic=${5:-2051}
+    local data=${6:-$((count * rows * cols))}
+    { be32 "$magic"; be32 "$count"; be32 "$rows"; be32 "$cols"; pixels "$data"; } >"$path"
+}
+
+# labels_file PATH COUNT [MAGIC DATA_BYTES]
+labels_file() {
+    local path=$1 count=$2 magic=${3:-2049} data=${4:-$2}
+    { be32 "$magic"; be32 "$count"; labels "$data"; } >"$path"
+}
+
+# make_dataset DIR TRAIN TEST: four plain IDX files, 28x28, labels 0..9.
+make_dataset() {
+    mkdir -p "$1"
+    images_file "$1/train-images-idx3-ubyte" "$2"
+    labels_file "$1/train-labels-idx1-ubyte" "$2"
+    images_file "$1/t10k-images-idx3-ubyte" "$3"
+    labels_file "$1/t10k-labels-idx1-ubyte" "$3"
+}
+
+# put_bytes FILE OFFSET PRINTF_BYTES: overwrite bytes in place.
+put_bytes() {
+    printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
+# csv_fields_ok FILE: every line has the header's number of fields
+# (quoted fields may hold commas).
+csv_fields_ok() {
+    awk '
+    function fields(s,   n, q, i, c) {
+        n = 1; q = 0
+        for (i = 1; i <= length(s); i++) {
+            c = substr(s, i, 1)
+            if (c == "\"") q = !q
+            else if (c == "," && !q) n++
+        }
+        return q ? -1 : n
+    }
+    NR == 1 { want = fields($0); next }
+    fields($0) != want { printf "%s line %d has %d fields, the header %d\n", FILENAME, NR, fields($0), want; bad = 1 }
+    END { exit bad }' "$1"
+}
+
+# csv_column FILE NAME: the values of column NAME, one a line (no quoted
+# commas before that column: key columns are plain).
+csv_column() {
+    awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"
+}
+
+# run_as_nobody CMD...: runs CMD as an unprivileged user, or returns 77
+# when no way to do that is available.
+run_as_nobody() {
+    if [ "$(id -u)" -ne 0 ]; then
+        "$@"
+    elif command -v setpriv >/dev/null; then
+        setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"
+    elif command -v runuser >/dev/null; then
+        runuser -u nobody -- "$@"
+    else
+        return 77
+    fi
+}
+
+finish() {
+    echo "$(basename "$0"): $checks checks, $failures failed"
+    [ "$failures" -eq 0 ]
+}

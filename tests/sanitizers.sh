@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The test programs again, built with AddressSanitizer and UBSan
+# (-fno-sanitize-recover=all: the first finding fails the test) in a build
+# directory of their own, $BUILD-asan; then short runs of that ./bench: a
+# naive and a blas training run, and the command-line and bad-file tests.
+#
+# What is left out, and why:
+#   - test_naive and test_blas: minutes under ASan on 2 cores (finite
+#     differences over whole networks). The same layer code runs here in
+#     the short training runs below, and under valgrind (tests/valgrind.sh).
+#   - the test programs' runs of ./bench on the whole data set (BENCH is
+#     pointed nowhere, so they report themselves skipped): minutes under ASan.
+#   - CUDA (NVCC and CUDA_HOME pointed nowhere): GPU code cannot run on the
+#     machines without a GPU, and the CUDA driver under ASan needs
+#     protect_shadow_gap=0 and reports its own allocations; GPU memory is
+#     checked with compute-sanitizer (scripts/gpu-check) instead.
+#   - leaks inside OpenBLAS, libgomp and Open MPI: suppressed
+#     (tests/lsan.supp); they are the libraries' thread pools and
+#     one-time initialisation, not this project's memory.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+base=${BUILD:-build}
+asan=$base-asan
+cc=${CC:-gcc}
+if ! printf 'int main(void){return 0;}\n' |
+        "$cc" -x c - -o /dev/null -fsanitize=address,undefined 2>/dev/null; then
+    echo "sanitizers: $cc cannot link -fsanitize=address,undefined (install libasan/libubsan): skipped"
+    exit 77
+fi
+# A make of our own, not the calling make's variables.
+unset MAKEFLAGS MFLAGS MAKELEVEL
+vars=(BUILD="$asan" BENCH="$asan/bench" NVCC=/nonexistent CUDA_HOME=/nonexistent
+      EXTRA_CFLAGS='-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -Wno-error'
+      EXTRA_LDFLAGS='-fsanitize=address,undefined')
+# -Wno-error: GCC warns differently at -O1 with the sanitisers (known
+# -Wformat-truncation and -Wstringop-overflow false positives); the normal
+# build keeps -Werror.
+skip_programs="test_naive test_blas"
+programs=()
+for p in $(make -s "${vars[@]}" print-test-programs); do
+    case " $skip_programs " in *" $(basename "$p") "*) continue ;; esac
+    programs+=("$p")
+done
+echo "building ${#programs[@]} test programs and ./bench with -fsanitize=address,undefined in $asan/"
+mkdir -p "$asan"
+if ! make -s -j2 "${vars[@]}" "$asan/bench" "${programs[@]}" >"$asan/sanitizers-build.log" 2>&1; then
+    tail -30 "$asan/sanitizers-build.log"
+    echo "sanitizers: the sanitiser build failed (log: $asan/sanitizers-build.log)"
+    exit 1
+fi
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:check_initialization_order=1:detect_stack_use_after_return=1
+export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+echo "not sanitised here: $skip_programs (too slow under ASan; see the header of this script)"
+# BENCH points nowhere: the programs' whole-data-set runs of ./bench (minutes
+# under ASan) skip; the short runs below cover ./bench.
+BENCH=/nonexistent BUILD=$asan scripts/run-tests "${programs[@]}" || exit 1
+
+# Short runs of the sanitised ./bench.
+status=0
+tmp=$(mktemp -d /tmp/sanitizers.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+(
+    export BENCH="$PWD/$asan/bench"
+    source tests/craft.sh
+    make_dataset "$tmp/data" 320 100
+)
+backends=naive
+"$asan/bench" --list | grep -q '^blas .*built, runnable' && backends=naive,blas
+echo "== $asan/bench --backend $backends (2 epochs, 320 images, ASan + UBSan)"
+if ! "$asan/bench" --backend "$backends" --epochs 2 --batch-size 64 --data "$tmp/data" \
+        --out "$tmp/run" --save-params "$tmp/p" >"$tmp/out" 2>&1 ||
+   ! "$asan/bench" --backend naive --epochs 1 --batch-size 64 --data "$tmp/data" \
+        --out "$tmp/run2" --init-params "$tmp/p.naive" >>"$tmp/out" 2>&1; then
+    tail -40 "$tmp/out"
+    echo "sanitizers: a short run of the sanitised ./bench failed"
+    status=1
+fi
+for t in tests/test_cli.sh tests/test_faults.sh; do
+    echo "== $t with the sanitised ./bench"
+    if ! SANITIZED=1 BENCH=$asan/bench bash "$t" >"$tmp/out" 2>&1; then
+        tail -20 "$tmp/out"
+        echo "sanitizers: $t failed with the sanitised ./bench"
+        status=1
+    else
+        tail -1 "$tmp/out"
+    fi
+done
+[ "$status" -eq 0 ] && echo "sanitizers: clean"
+exit $status

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Command-line errors: each bad flag or value is refused with exit status 2,
+# one message naming the flag and, for a choice, the valid choices; nothing
+# is trained and no results directory is made. Uses a small crafted data
+# set (tests/craft.sh) so the checks against the data are quick.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+source tests/craft.sh
+
+tmp=$(mktemp -d /tmp/test_cli.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+make_dataset "$tmp/data" 300 100
+mkdir "$tmp/cwd"
+
+# refuse NAME KEYWORD... -- ARGS...: exit 2, every KEYWORD on stderr.
+refuse() {
+    local name=$1 keys=() rc
+    shift
+    while [ "$1" != "--" ]; do keys+=("$1"); shift; done
+    shift
+    (cd "$tmp/cwd" && "$BENCH" "$@" >"$tmp/out" 2>"$tmp/err"); rc=$?
+    if [ "$rc" -ne 2 ]; then
+        fail "$name: exit status $rc, expected 2 ($(head -c 300 "$tmp/err"))"
+        return
+    fi
+    for k in "${keys[@]}"; do
+        if ! grep -qF -- "$k" "$tmp/err"; then
+            fail "$name: stderr lacks '$k': $(cat "$tmp/err")"
+            return
+        fi
+    done
+    if [ -s "$tmp/out" ]; then
+        fail "$name: printed to stdout: $(head -c 200 "$tmp/out")"
+        return
+    fi
+    pass
+}
+
+D=(--data "$tmp/data" --backend naive --epochs 1)
+
+refuse "unknown flag" "unknown option '--epoch-count'" "--epochs" "--backend" -- --epoch-count 3
+refuse "stray argument" "unexpected argument 'naive'" -- naive
+refuse "flag without value" "--epochs needs a value" -- --epochs
+refuse "unknown backend" "unknown backend 'gpu'" "naive" "blas" "cuda" "all" -- --backend gpu
+refuse "unknown backend in a list" "unknown backend 'nave'" "naive" -- --backend naive,nave
+refuse "empty backend list" "--backend needs at least one name" "naive" -- --backend ,
+refuse "backend twice" "listed twice" -- --backend naive,naive
+refuse "unknown workload" "unknown workload 'resnet'" "lenet" "mlp" -- --workload resnet
+refuse "unknown optimizer" "unknown optimizer 'rmsprop'" "nesterov" "sgd" "adam" -- --optimizer rmsprop
+refuse "unknown precision" "unknown precision 'fp8'" "fp32" "tf32" "bf16" "fp16" -- --precision fp8
+refuse "unknown format" "unknown format 'xml'" "md" "csv" "json" -- --format xml
+refuse "zero epochs" "--epochs" "1..100000" "'0'" -- --epochs 0
+refuse "negative epochs" "--epochs" "'-3'" -- --epochs -3
+refuse "epochs not a number" "--epochs" "'ten'" -- --epochs ten
+refuse "epochs with junk" "--epochs" "'5x'" -- --epochs 5x
+refuse "epochs overflow" "--epochs" -- --epochs 99999999999999999999
+refuse "zero batch size" "--batch-size" "'0'" -- --batch-size 0
+refuse "negative limit" "--limit" "'-1'" -- --limit -1
+refuse "zero test limit" "--test-limit" "'0'" -- --test-limit 0
+refuse "zero learning rate" "--lr" "'0'" -- --lr 0
+refuse "NaN learning rate" "--lr" "'nan'" -- --lr nan
+refuse "momentum of 1" "--momentum" -- --momentum 1
+refuse "negative weight decay" "--weight-decay" -- --weight-decay -0.1
+refuse "zero threads" "--threads" -- --threads 0
+refuse "negative device" "--device" -- --device -1
+refuse "zero repeats" "--repeat" -- --repeat 0
+refuse "target accuracy above 1" "--target-accuracy" -- --target-accuracy 1.5
+refuse "cuda-graph not on/off" "--cuda-graph expects on or off" -- --cuda-graph yes
+refuse "empty --out" "--out needs a path" -- --out ""
+# Checks against the data: after loading it, before any results.
+refuse "batch larger than the data" "--batch-size 512" "300 training images" -- "${D[@]}" --batch-size 512
+refuse "batch larger than --limit" "--batch-size 128" "100 training images" -- "${D[@]}" --limit 100
+refuse "--limit beyond the data" "--limit 301" "300 training images" "$tmp/data" -- "${D[@]}" --limit 301
+refuse "--test-limit beyond the data" "--test-limit 101" "100 test images" -- "${D[@]}" --test-limit 101
+
+if [ -e "$tmp/cwd/results" ]; then
+    fail "a refused command line left a results directory: $(ls "$tmp/cwd/results")"
+else
+    pass
+fi
+
+# The control: the same data and flags, well formed, do run.
+if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --limit 256 --out "$tmp/good" >/dev/null 2>"$tmp/err"); then
+    pass
+else
+    fail "control run failed: $(cat "$tmp/err")"
+fi
+finish

@@ -1,0 +1,302 @@
+#!/usr/bin/env bash
+# Bad input files, end to end through ./bench: every malformed IDX or
+# parameter file is refused with exit status 2 and exactly one line on
+# stderr naming the file and the problem, before any results directory is
+# made. Then faults at run time: a diverging backend, two runs at once, an
+# --out that is taken, unwritable or on a full disk.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+source tests/craft.sh
+
+tmp=$(mktemp -d /tmp/test_faults.XXXXXX)
+chmod 755 "$tmp" # the permission cases run as an unprivileged user
+mounted=""
+cleanup() {
+    [ -n "$mounted" ] && umount "$mounted" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+mkdir "$tmp/cwd"
+chmod 777 "$tmp/cwd"
+make_dataset "$tmp/good" 300 100
+cases=0
+
+# refused NAME FILE KEYWORD [DATA_DIR] [-- EXTRA_ARGS...]: ./bench on DATA_DIR
+# (default $tmp/d) exits 2 with one stderr line holding FILE and KEYWORD,
+# and makes no results directory. RUN_AS may hold a command prefix.
+refused() {
+    local name=$1 file=$2 key=$3 data=${4:-$tmp/d} rc lines
+    shift 3
+    [ $# -gt 0 ] && shift
+    [ "${1:-}" = "--" ] && shift
+    cases=$((cases + 1))
+    local out="$tmp/out-$cases"
+    (cd "$tmp/cwd" && ${RUN_AS:-} timeout 120 "$BENCH" --backend naive --epochs 1 --data "$data" \
+        --out "$out" "$@" >"$tmp/stdout" 2>"$tmp/err"); rc=$?
+    lines=$(wc -l <"$tmp/err")
+    if [ "$rc" -ne 2 ]; then
+        fail "$name: exit status $rc, expected 2 ($(head -c 300 "$tmp/err"))"
+    elif [ "$lines" -ne 1 ]; then
+        fail "$name: $lines lines on stderr, expected 1: $(cat "$tmp/err")"
+    elif ! grep -qF -- "$file" "$tmp/err"; then
+        fail "$name: the message does not name $file: $(cat "$tmp/err")"
+    elif ! grep -qiF -- "$key" "$tmp/err"; then
+        fail "$name: the message lacks '$key': $(cat "$tmp/err")"
+    elif [ -e "$out" ] || [ -e "$tmp/cwd/results" ]; then
+        fail "$name: a results directory was made for a refused input"
+    else
+        pass
+    fi
+}
+
+# fresh: $tmp/d becomes a copy of the good data set.
+fresh() { rm -rf "$tmp/d"; cp -r "$tmp/good" "$tmp/d"; chmod 755 "$tmp/d"; }
+
+TI=train-images-idx3-ubyte
+TL=train-labels-idx1-ubyte
+
+# The control: the good data set trains, so each refusal below is the fault's.
+fresh
+if (cd "$tmp/cwd" && "$BENCH" --backend naive --epochs 1 --limit 128 --batch-size 64 --data "$tmp/d" \
+        --out "$tmp/control" --save-params "$tmp/lenet.params" >/dev/null 2>"$tmp/err"); then
+    pass
+else
+    fail "the good data set does not train: $(cat "$tmp/err")"
+fi
+
+# IDX files ----------------------------------------------------------------
+fresh; images_file "$tmp/d/$TI" 300 28 28 $((0x12345678))
+refused "images: bad magic" "$tmp/d/$TI" "bad magic"
+fresh; images_file "$tmp/d/$TI" 300 28 28 $((0x801))
+refused "images: a label file's magic" "$tmp/d/$TI" "label file"
+fresh; images_file "$tmp/d/$TI" 300 28 28 $((0x0D03))
+refused "images: float elements" "$tmp/d/$TI" "element type 0x0d"
+fresh; images_file "$tmp/d/$TI" 300 28 28 $((0x804))
+refused "images: 4 dimensions" "$tmp/d/$TI" "4 dimensions"
+fresh; head -c 10 "$tmp/good/$TI" >"$tmp/d/$TI"
+refused "images: truncated header" "$tmp/d/$TI" "header is truncated"
+fresh; head -c 5000 "$tmp/good/$TI" >"$tmp/d/$TI"
+refused "images: truncated data" "$tmp/d/$TI" "truncated"
+fresh; printf 'xyz' >>"$tmp/d/$TI"
+refused "images: trailing bytes" "$tmp/d/$TI" "3 trailing bytes"
+fresh; images_file "$tmp/d/$TI" 300 32 32
+refused "images: 32x32, the workload takes 28x28" "$tmp/d/$TI" "expects 28x28"
+fresh; images_file "$tmp/d/$TI" 0
+refused "images: zero images" "$tmp/d/$TI" "no images"
+fresh; : >"$tmp/d/$TI"
+refused "images: empty file" "$tmp/d/$TI" "empty"
+fresh; images_file "$tmp/d/$TI" $((0xFFFFFFFF)) $((0xFFFFFFFF)) $((0xFFFFFFFF)) 2051 0
+refused "images: dimensions overflow a size" "$tmp/d/$TI" "too large"
+# A 16-byte file whose header claims 2.1 GB: refused as truncated without
+# allocating what it claims (run with at most 1 GiB of data memory; one
+# OpenBLAS thread, as its threads' buffers would count against it too).
+limit_memory() { (ulimit -d 1048576 && OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 exec "$@"); }
+fresh; images_file "$tmp/d/$TI" 2700000 28 28 2051 0
+if [ -n "${SANITIZED:-}" ]; then
+    skip_check "2.1 GB claim under a memory limit: AddressSanitizer's shadow memory needs more"
+else
+    RUN_AS=limit_memory refused "images: 2.1 GB claimed by a 16-byte file" "$tmp/d/$TI" \
+        "data is truncated"
+fi
+fresh; labels_file "$tmp/d/$TL" 299
+refused "labels: fewer labels than images" "$tmp/d/$TL" "holds 299 labels"
+fresh; labels_file "$tmp/d/$TL" 300; put_bytes "$tmp/d/$TL" $((8 + 17)) '\12'
+refused "labels: label 10" "$tmp/d/$TL" "label 10 at index 17 is outside 0..9"
+fresh; labels_file "$tmp/d/$TL" 300 $((0x803))
+refused "labels: an image file's magic" "$tmp/d/$TL" "image file"
+fresh; labels_file "$tmp/d/$TL" $((0xFFFFFFF0)) 2049 0
+refused "labels: count over the size limit" "$tmp/d/$TL" "too large"
+fresh; labels_file "$tmp/d/t10k-labels-idx1-ubyte" 100; put_bytes "$tmp/d/t10k-labels-idx1-ubyte" 99 '\377'
+refused "test labels: label 255" "$tmp/d/t10k-labels-idx1-ubyte" "label 255 at index 91"
+fresh; rm "$tmp/d/$TL"
+refused "labels: missing" "$tmp/d/$TL" "no such file"
+fresh; rm "$tmp/d/$TI"; mkdir "$tmp/d/$TI"
+refused "images: a directory" "$tmp/d/$TI" "is a directory"
+refused "--data: a regular file" "$tmp/good/$TI" "not a directory" "$tmp/good/$TI"
+refused "--data: missing" "$tmp/none" "no such directory" "$tmp/none"
+if command -v gzip >/dev/null; then
+    fresh; gzip -n "$tmp/d/$TI"
+    put_bytes "$tmp/d/$TI.gz" 10 '\377\377\377\377'
+    refused "images: corrupt gzip stream" "$tmp/d/$TI.gz" "corrupt gzip"
+    fresh; gzip -n -c "$tmp/good/$TI" | head -c 3000 >"$tmp/d/$TI.gz"; rm "$tmp/d/$TI"
+    refused "images: truncated gzip stream" "$tmp/d/$TI.gz" "truncated"
+    fresh; gzip -n "$tmp/d/$TL"; printf 'junk' >>"$tmp/d/$TL.gz"
+    refused "labels: garbage after the gzip stream" "$tmp/d/$TL.gz" "trailing garbage"
+else
+    skip_check "gzip not installed: the corrupt-gzip cases are not run"
+fi
+# No permission: as root every file is readable, so run as nobody.
+fresh; chmod 000 "$tmp/d/$TI"
+if run_as_nobody true 2>/dev/null; then
+    RUN_AS=run_as_nobody refused "images: no read permission" "$tmp/d/$TI" "Permission denied"
+else
+    skip_check "no way to drop root here (setpriv, runuser): no-permission case not run"
+fi
+
+# Parameter files (--init-params) -------------------------------------------
+P="$tmp/p.params"
+pfile() { rm -rf "$P"; cp "$tmp/lenet.params" "$P"; chmod 644 "$P"; }
+fresh
+if [ -s "$tmp/lenet.params" ]; then
+    pfile; : >"$P"
+    refused "params: empty" "$P" "empty" "" -- --init-params "$P"
+    pfile; put_bytes "$P" 0 'LBPARAMZ'
+    refused "params: bad magic" "$P" "bad magic" "" -- --init-params "$P"
+    pfile; put_bytes "$P" 8 '\2'
+    refused "params: version 2" "$P" "version 2" "" -- --init-params "$P"
+    pfile; truncate -s 12 "$P"
+    refused "params: truncated header" "$P" "truncated" "" -- --init-params "$P"
+    pfile; truncate -s 100000 "$P"
+    refused "params: truncated values" "$P" "truncated" "" -- --init-params "$P"
+    pfile; printf '\0\0\0\0' >>"$P"
+    refused "params: trailing bytes" "$P" "4 trailing bytes" "" -- --init-params "$P"
+    pfile; put_bytes "$P" 16 '\377\377\377\177'
+    refused "params: corrupt name length" "$P" "name length" "" -- --init-params "$P"
+    pfile; put_bytes "$P" 36 '\25'
+    refused "params: wrong shape" "$P" "different workload" "" -- --init-params "$P"
+    pfile; put_bytes "$P" $((52 + 4 * 7)) '\0\0\300\177'
+    refused "params: a NaN value" "$P" "NaN" "" -- --init-params "$P"
+    pfile; put_bytes "$P" $((52 + 4 * 3)) '\0\0\200\377'
+    refused "params: a -Inf value" "$P" "-Inf" "" -- --init-params "$P"
+    if (cd "$tmp/cwd" && "$BENCH" --backend naive --workload mlp --epochs 1 --limit 128 --data "$tmp/d" \
+            --out "$tmp/mlp" --save-params "$tmp/mlp.params" >/dev/null 2>&1); then
+        refused "params: saved for the mlp, loaded for lenet" "$tmp/mlp.params" \
+            "different workload" "" -- --init-params "$tmp/mlp.params"
+    else
+        fail "could not save an mlp parameter file"
+    fi
+    refused "params: a directory" "$tmp/d" "is a directory" "" -- --init-params "$tmp/d"
+    refused "params: missing" "$tmp/none.params" "No such file" "" -- --init-params "$tmp/none.params"
+    pfile; chmod 000 "$P"
+    if run_as_nobody true 2>/dev/null; then
+        RUN_AS=run_as_nobody refused "params: no read permission" "$P" "Permission denied" "" \
+            -- --init-params "$P"
+    else
+        skip_check "no way to drop root here: params no-permission case not run"
+    fi
+    # the control: the good file is taken
+    if (cd "$tmp/cwd" && "$BENCH" --backend naive --epochs 1 --limit 128 --batch-size 64 \
+            --data "$tmp/d" --out "$tmp/reload" --init-params "$tmp/lenet.params" \
+            >/dev/null 2>"$tmp/err"); then
+        pass
+    else
+        fail "the saved parameter file is not taken back: $(cat "$tmp/err")"
+    fi
+else
+    fail "the control run saved no parameter file: parameter cases not run"
+fi
+echo "$cases malformed inputs refused by ./bench, one line each, no results made"
+
+# Run-time faults (the MLP: quick, even under the sanitisers) ---------------
+fresh
+M=(--workload mlp --epochs 1 --limit 128 --batch-size 64 --data "$tmp/d")
+# Divergence: naive diverges in epoch 3 at this learning rate; the run goes
+# on to the next backend, which trains from the same start.
+next=$("$BENCH" --list | awk '$1 != "naive" && /built, runnable/ { print $1; exit }')
+if [ -n "$next" ]; then list="naive,$next"; else list="naive,cuda"; fi
+(cd "$tmp/cwd" && "$BENCH" --backend "$list" --workload mlp --epochs 4 --lr 1e3 --batch-size 32 \
+    --limit 256 --data "$tmp/d" --out "$tmp/div" >/dev/null 2>"$tmp/err"); rc=$?
+E="$tmp/div/epochs.csv"
+if [ "$rc" -ne 0 ] || [ ! -s "$E" ]; then
+    fail "diverging run: exit status $rc: $(tail -3 "$tmp/err")"
+else
+    naive_status=$(paste -d' ' <(csv_column "$E" backend) <(csv_column "$E" status) |
+        awk '$1 == "naive" { print $2 }' | tr '\n' ' ')
+    case "$naive_status" in
+    *"diverged "*) pass ;;
+    *) fail "naive at --lr 1e3: statuses '$naive_status', expected a diverged row" ;;
+    esac
+    [ "${naive_status%diverged }" != "$naive_status" ] && [ -z "${naive_status##*diverged }" ] &&
+        pass || fail "naive went on after its diverged row: '$naive_status'"
+    grep -q '^naive,.*,diverged,' "$tmp/div/summary.csv" && pass ||
+        fail "summary.csv has no diverged row for naive"
+    if [ -n "$next" ]; then
+        first=$(awk -F, -v b="$next" '$1 == b' "$E" | head -1)
+        case "$first" in
+        "$next,"*",1,"*",ok,"*) pass ;;
+        *) fail "$next did not train after naive diverged: first row '$first'" ;;
+        esac
+    else
+        grep -q '^cuda,.*,skipped,' "$tmp/div/summary.csv" && pass ||
+            fail "the run did not go on to the next backend after naive diverged"
+        skip_check "no second runnable backend: only checked that the run went on past naive"
+    fi
+    csv_fields_ok "$E" && pass || fail "epochs.csv of the diverging run does not parse"
+fi
+
+# Two runs at once with the default results directory get two directories.
+(cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" >/dev/null 2>&1) &
+p1=$!
+(cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" >/dev/null 2>&1) &
+p2=$!
+wait $p1; r1=$?
+wait $p2; r2=$?
+dirs=$(ls "$tmp/cwd/results" 2>/dev/null | wc -l)
+if [ "$r1" -eq 0 ] && [ "$r2" -eq 0 ] && [ "$dirs" -eq 2 ]; then
+    for d in "$tmp/cwd/results"/*; do
+        [ "$(wc -l <"$d/epochs.csv")" -eq 2 ] && pass || fail "$d/epochs.csv holds other than one row"
+    done
+else
+    fail "two runs at once: exit statuses $r1 and $r2, $dirs results directories (expected 0, 0, 2)"
+fi
+rm -rf "$tmp/cwd/results"
+
+# An --out that already holds a run is refused, and left as it was.
+sum=$(cksum <"$tmp/control/epochs.csv")
+(cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --out "$tmp/control" >/dev/null 2>"$tmp/err")
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q "$tmp/control/epochs.csv" "$tmp/err" &&
+        [ "$(cksum <"$tmp/control/epochs.csv")" = "$sum" ]; then
+    pass
+else
+    fail "--out of an earlier run: exit status $rc, $(cat "$tmp/err")"
+fi
+
+# Two runs started at once on the same new --out: one runs, one is refused.
+for i in 1 2; do
+    (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --out "$tmp/same" >/dev/null 2>&1
+        echo $? >"$tmp/same-rc-$i") &
+done
+wait
+got=$(cat "$tmp/same-rc-1" "$tmp/same-rc-2" | sort | tr '\n' ' ')
+[ "$got" = "0 2 " ] && pass || fail "two runs on one --out: exit statuses $got, expected 0 and 2"
+
+# Unwritable --out: under a regular file, and in /proc.
+for out in /etc/passwd/run /proc/lenet-bench-run; do
+    (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --out "$out" >/dev/null 2>"$tmp/err")
+    rc=$?
+    if [ "$rc" -ne 0 ] && grep -qF "$out" "$tmp/err"; then pass
+    else fail "--out $out: exit status $rc, message: $(cat "$tmp/err")"; fi
+done
+
+# Full disk: a 16 KiB tmpfs with one page taken leaves room for the three
+# files' first pages; epochs.csv overflows its page within 60 epochs.
+mkdir "$tmp/small"
+if mount -t tmpfs -o size=16k tmpfs "$tmp/small" 2>/dev/null; then
+    mounted="$tmp/small"
+    head -c 4096 /dev/zero >"$tmp/small/filler"
+    (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --epochs 60 --out "$tmp/small/run" \
+        >/dev/null 2>"$tmp/err"); rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "cannot write $tmp/small/run/epochs.csv: No space left" "$tmp/err"; then
+        pass
+    else
+        fail "full disk: exit status $rc, message: $(grep -v '^naive ' "$tmp/err")"
+    fi
+    if [ -s "$tmp/small/run/epochs.csv" ] && csv_fields_ok "$tmp/small/run/epochs.csv" &&
+            [ "$(tail -c 1 "$tmp/small/run/epochs.csv" | od -An -c | tr -d ' ')" = '\n' ]; then
+        pass
+    else
+        fail "full disk: epochs.csv does not end on a whole row"
+    fi
+    rm -rf "$tmp/small/run"
+    # Completely full: the run directory's files cannot be started.
+    head -c 16384 /dev/zero >"$tmp/small/filler2" 2>/dev/null
+    (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --out "$tmp/small/run" >/dev/null 2>"$tmp/err")
+    rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "$tmp/small/run.*No space left" "$tmp/err"; then pass
+    else fail "disk full at start: exit status $rc, message: $(cat "$tmp/err")"; fi
+    umount "$tmp/small" && mounted=""
+else
+    skip_check "cannot mount a small tmpfs here (not root, or no permission): full-disk cases not run"
+fi
+finish

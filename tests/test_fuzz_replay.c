@@ -1,0 +1,126 @@
+/* Replays the fuzz seed corpus and every saved regression input
+ * (fuzz/corpus/<target>/, fuzz/regressions/<target>/) through the fuzz
+ * targets, which abort on a broken invariant. Built like every test, so
+ * `make test` replays them plainly and tests/sanitizers.sh replays them
+ * under AddressSanitizer and UBSan. Run from the repository root. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz/targets.c"
+
+typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
+
+/* Runs fn on every file in dir; returns how many (0 when dir is absent). */
+static int replay_dir(const char *dir, fuzz_fn fn)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "rb");
+        if (!f)
+            fail_msg("cannot open %s", path);
+        uint8_t *buf = malloc(1 << 20);
+        assert_non_null(buf);
+        size_t len = fread(buf, 1, 1 << 20, f);
+        assert_int_equal(ferror(f), 0);
+        fclose(f);
+        /* an exact-size copy, so reading past the end is caught by ASan */
+        uint8_t *exact = malloc(len ? len : 1);
+        assert_non_null(exact);
+        memcpy(exact, buf, len);
+        free(buf);
+        fn(exact, len);
+        free(exact);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void replay(const char *target, fuzz_fn fn)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "fuzz/corpus/%s", target);
+    int seeds = replay_dir(dir, fn);
+    snprintf(dir, sizeof dir, "fuzz/regressions/%s", target);
+    int regressions = replay_dir(dir, fn);
+    print_message("%s: %d seeds and %d regression inputs replayed\n", target, seeds,
+                  regressions);
+    if (seeds == 0)
+        fail_msg("no seeds in fuzz/corpus/%s (run from the repository root)", target);
+}
+
+static void test_idx_parse(void **state)
+{
+    (void)state;
+    replay("idx_parse", fuzz_idx_parse);
+}
+
+static void test_idx_file(void **state)
+{
+    (void)state;
+    replay("idx_file", fuzz_idx_file);
+}
+
+static void test_paramfile(void **state)
+{
+    (void)state;
+    replay("paramfile", fuzz_paramfile);
+}
+
+/* The seeds named valid-* must be accepted: otherwise the fuzzers would
+ * start with nothing that reaches the end of a parser. */
+static void test_valid_seeds_parse(void **state)
+{
+    (void)state;
+    workload tiny;
+    fuzz_tiny_workload(&tiny);
+    static const char *files[] = {"fuzz/corpus/paramfile/valid-tiny",
+                                  "fuzz/corpus/idx_parse/valid-images-2x3",
+                                  "fuzz/corpus/idx_parse/valid-labels"};
+    for (int i = 0; i < 3; i++) {
+        FILE *f = fopen(files[i], "rb");
+        if (!f)
+            fail_msg("cannot open %s", files[i]);
+        uint8_t buf[4096];
+        size_t len = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        char err[1024] = "";
+        float params[64];
+        const uint8_t *out;
+        int count, rc;
+        if (i == 0)
+            rc = paramfile_parse(buf, len, &tiny, params, err, sizeof err);
+        else if (i == 1)
+            rc = idx_parse_images(buf, len, "mem", 2, 3, &out, &count, err, sizeof err);
+        else
+            rc = idx_parse_labels(buf, len, "mem", 10, &out, &count, err, sizeof err);
+        if (rc)
+            fail_msg("%s: %s", files[i], err);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_idx_parse),
+        cmocka_unit_test(test_idx_file),
+        cmocka_unit_test(test_paramfile),
+        cmocka_unit_test(test_valid_seeds_parse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
