@@ -1,7 +1,10 @@
 # Fuzzing the input parsers with libFuzzer (clang):
 #   make fuzz                 builds $(BUILD)/fuzz/<target> for each target
 #   make fuzz-run             runs each for FUZZ_SECONDS (default 60) from the
-#                             seeds in fuzz/corpus/<target>/; new inputs go
+#                             seeds in fuzz/corpus/<target>/ (a single
+#                             allocation over 64 MB counts as a crash: no
+#                             small input may make a parser allocate that);
+#                             new inputs go
 #                             to $(BUILD)/fuzz/corpus-<target>/, crashes to
 #                             $(BUILD)/fuzz/crash-<target>-*
 # A crash found becomes an input under fuzz/regressions/<target>/, which
@@ -29,7 +32,7 @@ fuzz-run: $(FUZZ_BINS)
 	@for t in $(FUZZ_TARGETS); do \
 	    mkdir -p $(BUILD)/fuzz/corpus-$$t; \
 	    echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
-	    $(BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    $(BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=64 -print_final_stats=1 \
 	        -artifact_prefix=$(BUILD)/fuzz/crash-$$t- \
 	        $(BUILD)/fuzz/corpus-$$t fuzz/corpus/$$t $$(test -d fuzz/regressions/$$t && echo fuzz/regressions/$$t) \
 	        > $(BUILD)/fuzz/$$t.log 2>&1; rc=$$?; \
