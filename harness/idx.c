@@ -8,26 +8,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "harness/errmsg.h"
+
 #ifdef HAVE_ZLIB
 #include <zlib.h>
 #endif
 
-/* "name: message" into err, on one line. */
-static void fail(char *err, size_t err_len, const char *name, const char *fmt, ...)
-{
-    if (!err || !err_len)
-        return;
-    int n = snprintf(err, err_len, "%s: ", name);
-    if (n < 0 || (size_t)n >= err_len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + n, err_len - (size_t)n, fmt, ap);
-    va_end(ap);
-    for (char *p = err; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-}
 
 static uint32_t be32(const uint8_t *p)
 {
@@ -51,41 +37,41 @@ static int check_header(const uint8_t *hdr, size_t avail, const char *name, int 
     uint32_t other = want_ndims == 3 ? IDX_MAGIC_LABELS : IDX_MAGIC_IMAGES;
 
     if (avail == 0) {
-        fail(err, err_len, name, "file is empty, expected an IDX %s file", what);
+        errmsg_set(err, err_len, name, "file is empty, expected an IDX %s file", what);
         return -1;
     }
     if (avail < 4) {
-        fail(err, err_len, name, "file is truncated: %zu bytes, too short for an IDX header",
+        errmsg_set(err, err_len, name, "file is truncated: %zu bytes, too short for an IDX header",
              avail);
         return -1;
     }
     uint32_t magic = be32(hdr);
     if (magic != want) {
         if (hdr[0] == 0x1f && hdr[1] == 0x8b)
-            fail(err, err_len, name,
+            errmsg_set(err, err_len, name,
                  "bad magic 0x%08x: data is gzip-compressed, expected IDX %s data (0x%08x)",
                  magic, what, want);
         else if (magic == other)
-            fail(err, err_len, name,
+            errmsg_set(err, err_len, name,
                  "bad magic 0x%08x: this is an IDX %s file, expected %s (0x%08x)", magic,
                  want_ndims == 3 ? "label" : "image", want_ndims == 3 ? "images" : "labels",
                  want);
         else if (hdr[0] || hdr[1])
-            fail(err, err_len, name, "bad magic 0x%08x: not an IDX file (expected 0x%08x)",
+            errmsg_set(err, err_len, name, "bad magic 0x%08x: not an IDX file (expected 0x%08x)",
                  magic, want);
         else if (hdr[2] != 0x08)
-            fail(err, err_len, name,
+            errmsg_set(err, err_len, name,
                  "bad magic 0x%08x: element type 0x%02x is not unsigned byte (0x08)", magic,
                  hdr[2]);
         else
-            fail(err, err_len, name,
+            errmsg_set(err, err_len, name,
                  "bad magic 0x%08x: %u dimensions, an IDX %s file has %d (0x%08x)", magic,
                  hdr[3], what, want_ndims, want);
         return -1;
     }
     h->header_len = 4 + 4 * (size_t)want_ndims;
     if (avail < h->header_len) {
-        fail(err, err_len, name, "header is truncated: %zu of %zu bytes", avail,
+        errmsg_set(err, err_len, name, "header is truncated: %zu of %zu bytes", avail,
              h->header_len);
         return -1;
     }
@@ -101,26 +87,26 @@ static int check_header(const uint8_t *hdr, size_t avail, const char *name, int 
     }
     if (too_big || total > IDX_MAX_BYTES) {
         if (want_ndims == 3)
-            fail(err, err_len, name,
+            errmsg_set(err, err_len, name,
                  "header dimensions %u x %u x %u are too large (over the %zu-byte limit)",
                  dims[0], dims[1], dims[2], IDX_MAX_BYTES);
         else
-            fail(err, err_len, name,
+            errmsg_set(err, err_len, name,
                  "header dimension %u is too large (over the %zu-byte limit)", dims[0],
                  IDX_MAX_BYTES);
         return -1;
     }
     if (dims[0] == 0) {
-        fail(err, err_len, name, "header says the file holds no %ss", what);
+        errmsg_set(err, err_len, name, "header says the file holds no %ss", what);
         return -1;
     }
     if (dims[0] > INT_MAX) {
-        fail(err, err_len, name, "header dimension %u is too large (at most %d %ss)",
+        errmsg_set(err, err_len, name, "header dimension %u is too large (at most %d %ss)",
              dims[0], INT_MAX, what);
         return -1;
     }
     if (want_ndims == 3 && ((long long)dims[1] != rows || (long long)dims[2] != cols)) {
-        fail(err, err_len, name, "images are %ux%u (rows x cols), the workload expects %dx%d",
+        errmsg_set(err, err_len, name, "images are %ux%u (rows x cols), the workload expects %dx%d",
              dims[1], dims[2], rows, cols);
         return -1;
     }
@@ -134,7 +120,7 @@ static int check_labels(const uint8_t *labels, int count, const char *name, int 
 {
     for (int i = 0; i < count; i++) {
         if (labels[i] >= classes) {
-            fail(err, err_len, name, "label %u at index %d is outside 0..%d", labels[i], i,
+            errmsg_set(err, err_len, name, "label %u at index %d is outside 0..%d", labels[i], i,
                  classes - 1);
             return -1;
         }
@@ -147,13 +133,13 @@ static int check_length(size_t len, const idx_header *h, const char *name, char 
 {
     size_t want = h->header_len + h->data_len;
     if (len < want) {
-        fail(err, err_len, name,
+        errmsg_set(err, err_len, name,
              "data is truncated: the header describes %zu bytes of data, the file has %zu",
              h->data_len, len - h->header_len);
         return -1;
     }
     if (len > want) {
-        fail(err, err_len, name, "%zu trailing bytes after the %zu bytes of data the header "
+        errmsg_set(err, err_len, name, "%zu trailing bytes after the %zu bytes of data the header "
              "describes", len - want, h->data_len);
         return -1;
     }
@@ -208,42 +194,42 @@ static int source_open(source *s, const char *path, char *err, size_t err_len)
     if (!s->f) {
         int e = errno;
         if (e == ENOENT)
-            fail(err, err_len, path, "no such file (pass --data DIR, or install Debian's "
+            errmsg_set(err, err_len, path, "no such file (pass --data DIR, or install Debian's "
                  "dataset-fashion-mnist for %s/)", IDX_DEFAULT_DIR);
         else
-            fail(err, err_len, path, "cannot open: %s", strerror(e));
+            errmsg_set(err, err_len, path, "cannot open: %s", strerror(e));
         return -1;
     }
     struct stat st;
     if (fstat(fileno(s->f), &st) != 0) {
-        fail(err, err_len, path, "cannot stat: %s", strerror(errno));
+        errmsg_set(err, err_len, path, "cannot stat: %s", strerror(errno));
         goto bad;
     }
     if (S_ISDIR(st.st_mode)) {
-        fail(err, err_len, path, "is a directory, expected an IDX file");
+        errmsg_set(err, err_len, path, "is a directory, expected an IDX file");
         goto bad;
     }
     if (!S_ISREG(st.st_mode)) {
-        fail(err, err_len, path, "is not a regular file");
+        errmsg_set(err, err_len, path, "is not a regular file");
         goto bad;
     }
     unsigned char m[2];
     size_t got = fread(m, 1, 2, s->f);
     if (ferror(s->f)) {
-        fail(err, err_len, path, "read error: %s", strerror(errno));
+        errmsg_set(err, err_len, path, "read error: %s", strerror(errno));
         goto bad;
     }
     if (got == 2 && m[0] == 0x1f && m[1] == 0x8b) {
 #ifdef HAVE_ZLIB
         s->gz = 1;
         if (inflateInit2(&s->zs, 16 + MAX_WBITS) != Z_OK) {
-            fail(err, err_len, path, "cannot start zlib: %s",
+            errmsg_set(err, err_len, path, "cannot start zlib: %s",
                  s->zs.msg ? s->zs.msg : "out of memory");
             goto bad;
         }
         s->zinit = 1;
 #else
-        fail(err, err_len, path, "file is gzip-compressed but zlib support is not built in "
+        errmsg_set(err, err_len, path, "file is gzip-compressed but zlib support is not built in "
              "(install zlib1g-dev and rebuild, or gunzip the file)");
         goto bad;
 #endif
@@ -276,7 +262,7 @@ static int source_read(source *s, uint8_t *dst, size_t n, size_t *got, char *err
     if (!s->gz) {
         *got = fread(dst, 1, n, s->f);
         if (*got < n && ferror(s->f)) {
-            fail(err, err_len, s->path, "read error: %s", strerror(errno));
+            errmsg_set(err, err_len, s->path, "read error: %s", strerror(errno));
             return -1;
         }
         return 0;
@@ -287,7 +273,7 @@ static int source_read(source *s, uint8_t *dst, size_t n, size_t *got, char *err
             size_t r = fread(s->in, 1, sizeof s->in, s->f);
             if (r == 0) {
                 if (ferror(s->f)) {
-                    fail(err, err_len, s->path, "read error: %s", strerror(errno));
+                    errmsg_set(err, err_len, s->path, "read error: %s", strerror(errno));
                     return -1;
                 }
                 s->in_eof = 1;
@@ -303,7 +289,7 @@ static int source_read(source *s, uint8_t *dst, size_t n, size_t *got, char *err
             }
             /* Another gzip member follows (as `cat a.gz b.gz` makes). */
             if (inflateReset(&s->zs) != Z_OK) {
-                fail(err, err_len, s->path, "zlib error: cannot reset the stream");
+                errmsg_set(err, err_len, s->path, "zlib error: cannot reset the stream");
                 return -1;
             }
         }
@@ -319,23 +305,23 @@ static int source_read(source *s, uint8_t *dst, size_t n, size_t *got, char *err
             s->member_end = 0;
         } else if (rc == Z_BUF_ERROR) {
             if (s->in_eof && s->zs.avail_in == 0) {
-                fail(err, err_len, s->path,
+                errmsg_set(err, err_len, s->path,
                      "gzip stream is truncated (unexpected end of compressed data)");
                 return -1;
             }
         } else if (rc == Z_DATA_ERROR && s->member_end) {
-            fail(err, err_len, s->path, "corrupt gzip stream: trailing garbage after the "
+            errmsg_set(err, err_len, s->path, "corrupt gzip stream: trailing garbage after the "
                  "end of the compressed data (zlib: %s)", s->zs.msg ? s->zs.msg : "data error");
             return -1;
         } else {
-            fail(err, err_len, s->path, "corrupt gzip stream (zlib: %s)",
+            errmsg_set(err, err_len, s->path, "corrupt gzip stream (zlib: %s)",
                  s->zs.msg ? s->zs.msg : zError(rc));
             return -1;
         }
     }
     return 0;
 #else
-    fail(err, err_len, s->path, "zlib support is not built in");
+    errmsg_set(err, err_len, s->path, "zlib support is not built in");
     return -1;
 #endif
 }
@@ -365,7 +351,7 @@ static int load_file(const char *path, int want_ndims, int rows, int cols, int c
     for (;;) {
         uint8_t *grown = realloc(buf, cap);
         if (!grown) {
-            fail(err, err_len, path, "out of memory for %zu bytes", cap);
+            errmsg_set(err, err_len, path, "out of memory for %zu bytes", cap);
             goto bad;
         }
         buf = grown;
@@ -379,7 +365,7 @@ static int load_file(const char *path, int want_ndims, int rows, int cols, int c
     uint8_t extra;
     size_t more = 0;
     if (have < h.data_len) {
-        fail(err, err_len, path,
+        errmsg_set(err, err_len, path,
              "data is truncated: the header describes %zu bytes of data, the %s has %zu",
              h.data_len, s.gz ? "decompressed file" : "file", have);
         goto bad;
@@ -388,14 +374,14 @@ static int load_file(const char *path, int want_ndims, int rows, int cols, int c
         goto bad;
     if (more) {
         if (s.gz) {
-            fail(err, err_len, path, "trailing bytes: decompresses to more than the %zu "
+            errmsg_set(err, err_len, path, "trailing bytes: decompresses to more than the %zu "
                  "bytes of data the header describes", h.data_len);
         } else {
             struct stat st;
             long long n = fstat(fileno(s.f), &st) == 0
                               ? (long long)st.st_size - (long long)(hlen + h.data_len)
                               : 1;
-            fail(err, err_len, path,
+            errmsg_set(err, err_len, path,
                  "%lld trailing bytes after the %zu bytes of data the header describes", n,
                  h.data_len);
         }
@@ -438,14 +424,14 @@ static int find_file(const char *dir, const char *split, const char *kind, int n
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         int w = snprintf(path, path_len, forms[i], dir, split, kind, n);
         if (w < 0 || (size_t)w >= path_len) {
-            fail(err, err_len, dir, "path is too long");
+            errmsg_set(err, err_len, dir, "path is too long");
             return -1;
         }
         if (stat(path, &st) == 0 || errno != ENOENT)
             return 0; /* exists (or exists but cannot be looked at: say so on open) */
     }
     snprintf(path, path_len, "%s/%s-%s-idx%d-ubyte", dir, split, kind, n);
-    fail(err, err_len, path, "no such file (nor .gz, nor the %s-%s.idx%d-ubyte spelling); "
+    errmsg_set(err, err_len, path, "no such file (nor .gz, nor the %s-%s.idx%d-ubyte spelling); "
          "pass --data DIR, or install Debian's dataset-fashion-mnist for %s/",
          split, kind, n, IDX_DEFAULT_DIR);
     return -1;
@@ -465,20 +451,20 @@ int idx_load_split(const char *dir, const char *split, int classes, int rows, in
 {
     memset(out, 0, sizeof *out);
     if (classes < 1 || classes > 256 || rows < 1 || cols < 1) {
-        fail(err, err_len, dir, "bad request: %d classes, %dx%d images", classes, rows, cols);
+        errmsg_set(err, err_len, dir, "bad request: %d classes, %dx%d images", classes, rows, cols);
         return -1;
     }
     struct stat st;
     if (stat(dir, &st) != 0) {
         if (errno == ENOENT)
-            fail(err, err_len, dir, "no such directory; pass --data DIR, or install Debian's "
+            errmsg_set(err, err_len, dir, "no such directory; pass --data DIR, or install Debian's "
                  "dataset-fashion-mnist for %s/", IDX_DEFAULT_DIR);
         else
-            fail(err, err_len, dir, "cannot look at the data directory: %s", strerror(errno));
+            errmsg_set(err, err_len, dir, "cannot look at the data directory: %s", strerror(errno));
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) {
-        fail(err, err_len, dir, "is not a directory; --data expects the directory holding "
+        errmsg_set(err, err_len, dir, "is not a directory; --data expects the directory holding "
              "the IDX files");
         return -1;
     }
@@ -495,7 +481,7 @@ int idx_load_split(const char *dir, const char *split, int classes, int rows, in
         return -1;
     }
     if (n_images != n_labels) {
-        fail(err, err_len, lpath, "holds %d labels but %s holds %d images", n_labels, ipath,
+        errmsg_set(err, err_len, lpath, "holds %d labels but %s holds %d images", n_labels, ipath,
              n_images);
         free(images);
         free(labels);

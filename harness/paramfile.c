@@ -10,22 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* "name: message" into err, on one line. */
-static void fail(char *err, size_t err_len, const char *name, const char *fmt, ...)
-{
-    if (!err || !err_len)
-        return;
-    int n = snprintf(err, err_len, "%s: ", name);
-    if (n < 0 || (size_t)n >= err_len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + n, err_len - (size_t)n, fmt, ap);
-    va_end(ap);
-    for (char *p = err; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-}
+#include "harness/errmsg.h"
+
 
 static uint32_t get32(const uint8_t *p)
 {
@@ -111,7 +97,7 @@ size_t paramfile_encode(const workload *w, const float *params, uint8_t *buf, si
 {
     size_t need = paramfile_size(w);
     if (len < need) {
-        fail(err, err_len, name, "buffer of %zu bytes is too small, the file takes %zu", len,
+        errmsg_set(err, err_len, name, "buffer of %zu bytes is too small, the file takes %zu", len,
              need);
         return 0;
     }
@@ -134,7 +120,7 @@ size_t paramfile_encode(const workload *w, const float *params, uint8_t *buf, si
         for (size_t k = 0; k < t.count; k++) {
             float v = params[t.offset + k];
             if (!isfinite(v)) {
-                fail(err, err_len, name, "refusing to save: tensor %s value %zu is %s", t.name,
+                errmsg_set(err, err_len, name, "refusing to save: tensor %s value %zu is %s", t.name,
                      k, isnan(v) ? "NaN" : (v > 0 ? "Inf" : "-Inf"));
                 return 0;
             }
@@ -149,29 +135,29 @@ static int walk(const uint8_t *buf, size_t len, const char *name, const workload
                 float *params, char *err, size_t err_len)
 {
     if (len == 0) {
-        fail(err, err_len, name, "file is empty, expected a parameter file");
+        errmsg_set(err, err_len, name, "file is empty, expected a parameter file");
         return -1;
     }
     if (memcmp(buf, PARAMFILE_MAGIC, len < 8 ? len : 8) != 0) {
-        fail(err, err_len, name, "bad magic: not a lenet-bench parameter file (expected "
+        errmsg_set(err, err_len, name, "bad magic: not a lenet-bench parameter file (expected "
              "\"%s\")", PARAMFILE_MAGIC);
         return -1;
     }
     if (len < 16) {
-        fail(err, err_len, name, "file is truncated: %zu bytes, the header alone takes 16",
+        errmsg_set(err, err_len, name, "file is truncated: %zu bytes, the header alone takes 16",
              len);
         return -1;
     }
     uint32_t version = get32(buf + 8);
     if (version != PARAMFILE_VERSION) {
-        fail(err, err_len, name, "format version %u is not supported (this build reads "
+        errmsg_set(err, err_len, name, "format version %u is not supported (this build reads "
              "version %u)", version, PARAMFILE_VERSION);
         return -1;
     }
     uint32_t count = get32(buf + 12);
     int n = workload_tensor_count(w);
     if (count != (uint32_t)n) {
-        fail(err, err_len, name, "holds %u tensors, workload %s has %d: it was saved for a "
+        errmsg_set(err, err_len, name, "holds %u tensors, workload %s has %d: it was saved for a "
              "different workload", count, w->name, n);
         return -1;
     }
@@ -180,42 +166,42 @@ static int walk(const uint8_t *buf, size_t len, const char *name, const workload
         tensor t;
         tensor_get(w, i, &t);
         if (len - p < 4) {
-            fail(err, err_len, name, "file is truncated at tensor %d (%s)", i, t.name);
+            errmsg_set(err, err_len, name, "file is truncated at tensor %d (%s)", i, t.name);
             return -1;
         }
         uint32_t l = get32(buf + p);
         p += 4;
         if (l == 0 || l > PARAMFILE_MAX_NAME) {
-            fail(err, err_len, name, "tensor %d: name length %u is outside 1..%u (corrupt "
+            errmsg_set(err, err_len, name, "tensor %d: name length %u is outside 1..%u (corrupt "
                  "file)", i, l, PARAMFILE_MAX_NAME);
             return -1;
         }
         if (len - p < l) {
-            fail(err, err_len, name, "file is truncated in the name of tensor %d (%s)", i,
+            errmsg_set(err, err_len, name, "file is truncated in the name of tensor %d (%s)", i,
                  t.name);
             return -1;
         }
         if (l != strlen(t.name) || memcmp(buf + p, t.name, l) != 0) {
             char got[PARAMFILE_MAX_NAME * 4 + 8];
             printable(got, sizeof got, buf + p, l);
-            fail(err, err_len, name, "tensor %d is \"%s\", workload %s expects \"%s\": it "
+            errmsg_set(err, err_len, name, "tensor %d is \"%s\", workload %s expects \"%s\": it "
                  "was saved for a different workload", i, got, w->name, t.name);
             return -1;
         }
         p += l;
         if (len - p < 4) {
-            fail(err, err_len, name, "file is truncated in the shape of tensor %s", t.name);
+            errmsg_set(err, err_len, name, "file is truncated in the shape of tensor %s", t.name);
             return -1;
         }
         uint32_t nd = get32(buf + p);
         p += 4;
         if (nd == 0 || nd > PARAMFILE_MAX_DIMS) {
-            fail(err, err_len, name, "tensor %s: %u dimensions is outside 1..%u (corrupt "
+            errmsg_set(err, err_len, name, "tensor %s: %u dimensions is outside 1..%u (corrupt "
                  "file)", t.name, nd, PARAMFILE_MAX_DIMS);
             return -1;
         }
         if (len - p < 4 * (size_t)nd) {
-            fail(err, err_len, name, "file is truncated in the shape of tensor %s", t.name);
+            errmsg_set(err, err_len, name, "file is truncated in the shape of tensor %s", t.name);
             return -1;
         }
         uint32_t dims[PARAMFILE_MAX_DIMS], want[4];
@@ -232,20 +218,20 @@ static int walk(const uint8_t *buf, size_t len, const char *name, const workload
                 want[d] = (uint32_t)t.dims[d];
             shape_str(a, sizeof a, dims, nd);
             shape_str(b, sizeof b, want, (uint32_t)t.ndims);
-            fail(err, err_len, name, "tensor %s has shape %s in the file, workload %s "
+            errmsg_set(err, err_len, name, "tensor %s has shape %s in the file, workload %s "
                  "expects %s: it was saved for a different workload", t.name, a, w->name, b);
             return -1;
         }
         /* The shape equals the workload's, so count is the workload's own. */
         if ((len - p) / 4 < t.count) {
-            fail(err, err_len, name, "file is truncated in the values of tensor %s (%zu of "
+            errmsg_set(err, err_len, name, "file is truncated in the values of tensor %s (%zu of "
                  "%zu bytes)", t.name, len - p, 4 * t.count);
             return -1;
         }
         for (size_t k = 0; k < t.count; k++) {
             float v = get_float(buf + p + 4 * k);
             if (!isfinite(v)) {
-                fail(err, err_len, name, "tensor %s value %zu is %s", t.name, k,
+                errmsg_set(err, err_len, name, "tensor %s value %zu is %s", t.name, k,
                      isnan(v) ? "NaN" : (v > 0 ? "Inf" : "-Inf"));
                 return -1;
             }
@@ -255,7 +241,7 @@ static int walk(const uint8_t *buf, size_t len, const char *name, const workload
         p += 4 * t.count;
     }
     if (p != len) {
-        fail(err, err_len, name, "%zu trailing bytes after the last tensor", len - p);
+        errmsg_set(err, err_len, name, "%zu trailing bytes after the last tensor", len - p);
         return -1;
     }
     return 0;
@@ -280,27 +266,27 @@ int paramfile_load(const char *path, const workload *w, float *params, char *err
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fail(err, err_len, path, "cannot open: %s", strerror(errno));
+        errmsg_set(err, err_len, path, "cannot open: %s", strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
-        fail(err, err_len, path, "cannot stat: %s", strerror(errno));
+        errmsg_set(err, err_len, path, "cannot stat: %s", strerror(errno));
         fclose(f);
         return -1;
     }
     if (S_ISDIR(st.st_mode)) {
-        fail(err, err_len, path, "is a directory, expected a parameter file");
+        errmsg_set(err, err_len, path, "is a directory, expected a parameter file");
         fclose(f);
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        fail(err, err_len, path, "is not a regular file");
+        errmsg_set(err, err_len, path, "is not a regular file");
         fclose(f);
         return -1;
     }
     if ((unsigned long long)st.st_size > PARAMFILE_MAX_BYTES) {
-        fail(err, err_len, path, "is %lld bytes, more than any parameter file (limit %zu; "
+        errmsg_set(err, err_len, path, "is %lld bytes, more than any parameter file (limit %zu; "
              "workload %s takes %zu)", (long long)st.st_size, PARAMFILE_MAX_BYTES, w->name,
              paramfile_size(w));
         fclose(f);
@@ -309,21 +295,21 @@ int paramfile_load(const char *path, const workload *w, float *params, char *err
     size_t size = (size_t)st.st_size;
     uint8_t *buf = malloc(size + 1);
     if (!buf) {
-        fail(err, err_len, path, "out of memory for %zu bytes", size);
+        errmsg_set(err, err_len, path, "out of memory for %zu bytes", size);
         fclose(f);
         return -1;
     }
     /* Read one byte more than stat said, to notice a file that grew. */
     size_t got = fread(buf, 1, size + 1, f);
     if (ferror(f)) {
-        fail(err, err_len, path, "read error: %s", strerror(errno));
+        errmsg_set(err, err_len, path, "read error: %s", strerror(errno));
         free(buf);
         fclose(f);
         return -1;
     }
     fclose(f);
     if (got != size) {
-        fail(err, err_len, path, "changed size while being read");
+        errmsg_set(err, err_len, path, "changed size while being read");
         free(buf);
         return -1;
     }
@@ -357,7 +343,7 @@ int paramfile_save(const char *path, const workload *w, const float *params, cha
     size_t size = paramfile_size(w);
     uint8_t *buf = malloc(size);
     if (!buf) {
-        fail(err, err_len, path, "out of memory for %zu bytes", size);
+        errmsg_set(err, err_len, path, "out of memory for %zu bytes", size);
         return -1;
     }
     if (paramfile_encode(w, params, buf, size, path, err, err_len) != size) {
@@ -367,7 +353,7 @@ int paramfile_save(const char *path, const workload *w, const float *params, cha
     size_t tlen = strlen(path) + 32;
     char *tmp = malloc(tlen);
     if (!tmp) {
-        fail(err, err_len, path, "out of memory");
+        errmsg_set(err, err_len, path, "out of memory");
         free(buf);
         return -1;
     }
@@ -379,7 +365,7 @@ int paramfile_save(const char *path, const workload *w, const float *params, cha
             break;
     }
     if (fd < 0) {
-        fail(err, err_len, path, "cannot create a temporary file beside it (%s): %s", tmp,
+        errmsg_set(err, err_len, path, "cannot create a temporary file beside it (%s): %s", tmp,
              strerror(errno));
         free(tmp);
         free(buf);
@@ -405,7 +391,7 @@ int paramfile_save(const char *path, const workload *w, const float *params, cha
         e = errno;
     }
     if (rc != 0) {
-        fail(err, err_len, path, "%s: %s (nothing saved; any earlier file is unchanged)",
+        errmsg_set(err, err_len, path, "%s: %s (nothing saved; any earlier file is unchanged)",
              step, strerror(e));
         unlink(tmp);
     }
