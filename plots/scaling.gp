@@ -1,9 +1,10 @@
 # Data-parallel scaling: training images/s against the number of replicas,
 # one line per way of running them (threads of one process, MPI ranks), the
-# one-replica baseline, the ideal (R x the baseline) and, for the same cores
-# without replicas, one replica with R x the threads. Higher is better.
+# one-replica baseline, the ideal (R x the baseline), R independent copies
+# of one replica run at once (the same cores with no communication) and one
+# replica with R x the threads. Higher is better.
 # Reads the summary that scripts/scaling writes (mode,replicas,cores,runs,
-# median_images_per_second,scaling_efficiency,speedup_vs_one).
+# median_images_per_second,scaling_efficiency,speedup_vs_one,vs_copies).
 # Variables (gnuplot -e "name='value'; ..."):
 #   data     scaling-summary.csv: required
 #   out      the image to write (default: beside data, scaling.png)
@@ -64,4 +65,6 @@ plot data using (column("replicas")):(pick("one")) with points pt 7 ps 1.6 lc rg
      data using (column("replicas")):(pick("mpi")):(eff("mpi")) with labels \
           offset 4, 0 tc rgb '#d62728' notitle, \
      data using (strcol("mode") eq "threads" ? column("cores") : NaN):(pick("threads")) \
-          with points pt 13 ps 1.8 lc rgb '#2ca02c' title 'one replica, R x the threads'
+          with points pt 13 ps 1.8 lc rgb '#2ca02c' title 'one replica, R x the threads', \
+     data using (column("replicas")):(pick("copies")) with points pt 6 ps 2 lw 2 \
+          lc rgb '#9467bd' title 'R independent copies at once (no communication)'
