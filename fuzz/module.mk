@@ -23,7 +23,7 @@ FUZZ_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 .PHONY: fuzz fuzz-run
 fuzz: $(FUZZ_BINS)
 
-$(BUILD)/fuzz/%: fuzz/fuzz_main.c $(FUZZ_SRCS) fuzz/targets.h harness/idx.h harness/paramfile.h workloads/workload.h
+$(BUILD)/fuzz/%: fuzz/fuzz_main.c $(FUZZ_SRCS) $(wildcard fuzz/*.h harness/*.h workloads/*.h)
 	@mkdir -p $(dir $@)
 	@command -v $(FUZZ_CC) >/dev/null || { echo "error: $(FUZZ_CC) not found; install clang and libclang-rt-14-dev" >&2; exit 2; }
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_TARGET=fuzz_$* -o $@ fuzz/fuzz_main.c $(FUZZ_SRCS) $(FUZZ_LDLIBS)
