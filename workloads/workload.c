@@ -128,6 +128,22 @@ int workload_get(const char *name, workload *out)
     return -1;
 }
 
+const char *workload_check(const workload *w)
+{
+    if (w->n_layers < 1 || w->n_layers > WORKLOAD_MAX_LAYERS)
+        return "workload has no layers or too many";
+    if (w->classes < 1 || w->classes > WORKLOAD_MAX_CLASSES ||
+        shape3_size(w->layers[w->n_layers - 1].out) != w->classes)
+        return "workload's last layer does not give one logit per class";
+    for (int i = 0; i < w->n_layers; i++) {
+        const layer *l = &w->layers[i];
+        if ((l->kind == LAYER_CONV || l->kind == LAYER_MAXPOOL) &&
+            (l->kernel < 1 || l->stride < 1 || l->kernel > l->in.h || l->kernel > l->in.w))
+            return "convolution or pool with a bad kernel or stride";
+    }
+    return NULL;
+}
+
 int workload_max_activation(const workload *w)
 {
     int m = shape3_size(w->input);

@@ -59,6 +59,11 @@ typedef struct workload {
 /* Fills *out and returns 0, or returns -1 for an unknown name. */
 int workload_get(const char *name, workload *out);
 
+/* NULL when the layer list is one every backend can train (1 to
+ * WORKLOAD_MAX_LAYERS layers, one logit per class at the end, kernels and
+ * strides that fit their inputs); otherwise why not, in a few words. */
+const char *workload_check(const workload *w);
+
 /* "lenet, mlp": for usage messages. */
 const char *workload_names(void);
 

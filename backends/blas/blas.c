@@ -155,20 +155,15 @@ static const char *check_workload(const workload *w, const engine_config *cfg)
         return "thread count must be 0 (every core) or more";
     if (cfg->precision != PREC_FP32)
         return "the blas backend computes in fp32 only";
-    if (w->n_layers < 1 || w->n_layers > WORKLOAD_MAX_LAYERS)
-        return "workload has no layers or too many";
-    if (w->classes < 1 || w->classes > WORKLOAD_MAX_CLASSES ||
-        shape3_size(w->layers[w->n_layers - 1].out) != w->classes)
-        return "workload's last layer does not give one logit per class";
+    const char *why = workload_check(w);
+    if (why)
+        return why;
     if (w->layers[w->n_layers - 1].kind != LAYER_DENSE)
         return "workload's last layer must be a dense layer";
     if (conv_stage_layers(w) < 0)
         return "a convolution or pool after a dense layer is not supported";
     for (int i = 0; i < w->n_layers; i++) {
         const layer *l = &w->layers[i];
-        if ((l->kind == LAYER_CONV || l->kind == LAYER_MAXPOOL) &&
-            (l->kernel < 1 || l->stride < 1 || l->kernel > l->in.h || l->kernel > l->in.w))
-            return "convolution or pool with a bad kernel or stride";
         if (l->kind == LAYER_MAXPOOL && l->kernel > 15)
             return "pool windows above 15x15 are not supported";
     }

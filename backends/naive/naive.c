@@ -78,17 +78,8 @@ static engine *create(const workload *w, const engine_config *cfg, char *err, si
         why = "batch size must be at least 1";
     else if (cfg->precision != PREC_FP32)
         why = "the naive backend computes in fp32 only";
-    else if (w->n_layers < 1 || w->n_layers > WORKLOAD_MAX_LAYERS)
-        why = "workload has no layers or too many";
-    else if (w->classes < 1 || w->classes > WORKLOAD_MAX_CLASSES ||
-             shape3_size(w->layers[w->n_layers - 1].out) != w->classes)
-        why = "workload's last layer does not give one logit per class";
-    for (int i = 0; !why && i < w->n_layers; i++) {
-        const layer *l = &w->layers[i];
-        if ((l->kind == LAYER_CONV || l->kind == LAYER_MAXPOOL) &&
-            (l->kernel < 1 || l->stride < 1 || l->kernel > l->in.h || l->kernel > l->in.w))
-            why = "convolution or pool with a bad kernel or stride";
-    }
+    else
+        why = workload_check(w);
     if (why) {
         if (err && err_len)
             snprintf(err, err_len, "naive: %s", why);
