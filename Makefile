@@ -14,7 +14,7 @@ NVCC ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
 
 OPT ?= -O3 -march=native
-WARN := -Wall -Wextra -Werror
+WARN := -Wall -Wextra $(if $(filter 0,$(WERROR)),,-Werror)
 CFLAGS := -std=c11 $(OPT) -g $(WARN) -D_GNU_SOURCE -I. -MMD -MP $(EXTRA_CFLAGS)
 LDFLAGS := $(EXTRA_LDFLAGS)
 LDLIBS := -lm
@@ -37,7 +37,7 @@ LIB_SRCS := $(wildcard workloads/*.c) backends/registry.c $(wildcard backends/co
 CU_SRCS :=
 TESTS :=        # cmocka programs: tests/<name>.c
 TEST_SCRIPTS := # shell tests: exit 0 pass, 77 skip (run after the programs)
-SKIPPED :=
+SKIPPED := $(if $(HAVE_ZLIB),,reading_.gz_data:_zlib.h_or_libz_not_found,_gunzip_the_data_files)
 
 # Optional parts add their sources, flags and tests here.
 include $(sort $(wildcard backends/*/module.mk parallel/module.mk harness/module.mk tests/module.mk fuzz/module.mk))

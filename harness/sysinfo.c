@@ -214,7 +214,7 @@ static void read_libraries(sysinfo *s)
         const backend *b = backend_at(i);
         if (!b->built || !b->library_info)
             continue;
-        char info[256] = "";
+        char info[512] = "";
         b->library_info(info, sizeof info);
         if (!info[0] || strstr(s->libraries, info))
             continue;

@@ -20,19 +20,20 @@ else
 SKIPPED += MPI:_mpicc_not_found_or_cannot_link,_install_libopenmpi-dev_and_openmpi-bin
 endif
 
-# CUDA-side helpers follow the cuda backend's build (-DHAVE_CUDA in CFLAGS).
+# CUDA-side helpers follow the cuda backend's build (-DHAVE_CUDA in CFLAGS);
+# where cudart and NCCL come from: backends/cuda/find-libs.mk.
+include backends/cuda/find-libs.mk
 ifneq ($(filter -DHAVE_CUDA,$(CFLAGS)),)
-PAR_CUDA_FLAGS := -I$(CUDA_HOME)/include
+PAR_CUDA_FLAGS := $(CUDA_INC_FLAGS) $(NCCL_INC_FLAGS)
 $(BUILD)/parallel/devmem.o $(BUILD)/parallel/comm_nccl.o: CFLAGS += $(PAR_CUDA_FLAGS)
-ifeq ($(filter -lcudart,$(LDLIBS)),)
-LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
+ifeq ($(findstring libcudart,$(LDLIBS)),)
+LDLIBS += $(CUDART_LINK_FLAGS)
 endif
-HAVE_NCCL := $(call probe,$(H)include <nccl.h>\nint main(void){int v;return ncclGetVersion(&v);}\n,$(PAR_CUDA_FLAGS) -L$(CUDA_HOME)/lib64 -lnccl -lcudart)
 ifeq ($(HAVE_NCCL),1)
 $(BUILD)/parallel/comm_nccl.o: CFLAGS += -DHAVE_NCCL
-LDLIBS += -L$(CUDA_HOME)/lib64 -lnccl -Wl,-rpath,$(CUDA_HOME)/lib64
+LDLIBS += $(NCCL_LINK_FLAGS)
 else
-SKIPPED += NCCL_communicator:_nccl.h_or_libnccl_not_found_in_$(CUDA_HOME),_multi-gpu_reduces_through_host_memory
+SKIPPED += NCCL_communicator:_$(subst $(FIND_LIBS_SPACE),_,$(strip $(NCCL_WHY))),_multi-gpu_reduces_through_host_memory
 endif
 else
 SKIPPED += NCCL_communicator:_needs_the_cuda_backend
