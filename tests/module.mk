@@ -9,3 +9,11 @@ TEST_SCRIPTS += tests/test_cli.sh tests/test_faults.sh tests/test_signals.sh \
 .PHONY: print-test-programs
 print-test-programs:
 	@echo $(TEST_BINS)
+
+# Where make finds the CUDA libraries (backends/cuda/find-libs.mk), and
+# scripts/gpu-check rehearsed in the GPU machine's library layout (needs
+# root; skipped otherwise). `make gpu-rehearsal` runs the rehearsal alone.
+TEST_SCRIPTS += tests/test_find_libs.sh tests/test_gpu_rehearsal.sh
+.PHONY: gpu-rehearsal
+gpu-rehearsal:
+	@scripts/gpu-check --rehearse; rc=$$?; [ $$rc -eq 3 ] || [ $$rc -eq 0 ]

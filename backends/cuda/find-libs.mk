@@ -31,6 +31,8 @@
 #   NCCL_WHY         when HAVE_NCCL is empty: why (one line)
 #   CUDA_LIBS_FROM   one line: where each piece was found, or that it was not
 #                    (printed by `make info`)
+# The reasons hold no shell metacharacters: the Makefile's info target
+# prints the SKIPPED notes through the shell.
 ifndef FIND_LIBS_DONE
 FIND_LIBS_DONE := 1
 FIND_LIBS_COMMA := ,
@@ -85,7 +87,7 @@ ifeq ($(CUDA_NVCC),)
 CUDA_LIBS_WHY := nvcc not found on PATH nor in $(CUDA_HOME)/bin
 else ifeq ($(and $(CUDART_AT),$(CUBLAS_AT),$(CUDNN_AT)),)
 CUDA_LIBS_WHY := $(strip $(if $(CUDART_AT),,cudart) $(if $(CUBLAS_AT),,cuBLAS) $(if $(CUDNN_AT),,cuDNN)) \
-                 not found (header and versioned library) in $(CUDNN_PLACES_TEXT)
+                 not found, header and versioned library, in $(if $(CUDNN_AT),$(CUDA_PLACES_TEXT),$(CUDNN_PLACES_TEXT))
 else
 HAVE_CUDA_LIBS := $(call probe,$(H)include <cudnn.h>\n$(H)include <cublas_v2.h>\n$(H)include <cuda_runtime_api.h>\nint main(void){cublasHandle_t h;int v;cudaRuntimeGetVersion(&v);return (int)cudnnGetVersion()+(int)cublasCreate(&h);}\n,$(CUDA_INC_FLAGS) $(CUDA_LINK_FLAGS))
 CUDA_LIBS_WHY := $(if $(HAVE_CUDA_LIBS),,a program using cudart, cuBLAS and cuDNN from there does not link)
