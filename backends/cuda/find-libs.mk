@@ -1,8 +1,11 @@
-# Where the CUDA libraries come from, for the cuda backend and the NCCL
-# communicator. Included by backends/cuda/module.mk and parallel/module.mk
-# (twice is harmless); only defines variables and adds to `make info`.
+# Where the CUDA toolkit and its libraries come from, for backends/cuda/
+# module.mk (the cuda module) and parallel/module.mk (the nccl module).
+# Included by the top Makefile before any module.mk, so the module files do
+# not depend on the order they are read in; only defines variables and adds
+# to `make info`.
 #
 # Inputs (make or environment variables):
+#   CUDA        0 leaves all of it out (make CUDA=0)
 #   NVCC        nvcc to use (default nvcc): from PATH, else $(CUDA_HOME)/bin
 #   CUDA_HOME   the CUDA toolkit (default /usr/local/cuda)
 #   CUDNN_HOME  when set, the only place cuDNN is looked for (include/, lib64/ or lib/)
@@ -25,18 +28,19 @@
 #   HAVE_CUDA_LIBS   1 when nvcc, cudart, cuBLAS and cuDNN are found and a
 #                    one-line program using all three links; else empty
 #   CUDA_LIBS_WHY    when HAVE_CUDA_LIBS is empty: why (one line)
-#   NCCL_INC_FLAGS   -I flag for nccl.h
-#   NCCL_LINK_FLAGS  -L, -l: and rpath flags for NCCL
+#   NCCL_INC_FLAGS   -I flags for nccl.h and the CUDA headers it needs
+#   NCCL_LINK_FLAGS  -L, -l: and rpath flags for NCCL and cudart
 #   HAVE_NCCL        1 when NCCL is found and links beside cudart; else empty
 #   NCCL_WHY         when HAVE_NCCL is empty: why (one line)
 #   CUDA_LIBS_FROM   one line: where each piece was found, or that it was not
 #                    (printed by `make info`)
 # The reasons hold no shell metacharacters: the Makefile's info target
 # prints the SKIPPED notes through the shell.
-ifndef FIND_LIBS_DONE
-FIND_LIBS_DONE := 1
 FIND_LIBS_COMMA := ,
-FIND_LIBS_SPACE := $(FIND_LIBS_DONE:1=) $(FIND_LIBS_DONE:1=)
+FIND_LIBS_EMPTY :=
+FIND_LIBS_SPACE := $(FIND_LIBS_EMPTY) $(FIND_LIBS_EMPTY)
+CUDA ?= 1
+ifneq ($(CUDA),0)
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC ?= nvcc
@@ -93,14 +97,14 @@ HAVE_CUDA_LIBS := $(call probe,$(H)include <cudnn.h>\n$(H)include <cublas_v2.h>\
 CUDA_LIBS_WHY := $(if $(HAVE_CUDA_LIBS),,a program using cudart, cuBLAS and cuDNN from there does not link)
 endif
 
-NCCL_INC_FLAGS := $(if $(NCCL_AT),$(call piece_inc,$(NCCL_AT)))
-NCCL_LINK_FLAGS := $(if $(NCCL_AT),$(call piece_link,$(NCCL_AT)))
+NCCL_INC_FLAGS := $(if $(NCCL_AT),$(call piece_inc,$(NCCL_AT)) $(CUDA_INC_FLAGS))
+NCCL_LINK_FLAGS := $(if $(NCCL_AT),$(call piece_link,$(NCCL_AT)) $(CUDART_LINK_FLAGS))
 ifeq ($(NCCL_AT),)
 NCCL_WHY := nccl.h and a versioned libnccl not found in $(NCCL_PLACES_TEXT)
 else ifeq ($(CUDART_AT),)
 NCCL_WHY := NCCL needs cudart, which was not found
 else
-HAVE_NCCL := $(call probe,$(H)include <nccl.h>\nint main(void){int v;return ncclGetVersion(&v);}\n,$(CUDA_INC_FLAGS) $(NCCL_INC_FLAGS) $(NCCL_LINK_FLAGS) $(CUDART_LINK_FLAGS))
+HAVE_NCCL := $(call probe,$(H)include <nccl.h>\nint main(void){int v;return ncclGetVersion(&v);}\n,$(NCCL_INC_FLAGS) $(NCCL_LINK_FLAGS))
 NCCL_WHY := $(if $(HAVE_NCCL),,a program calling ncclGetVersion does not link with $(NCCL_LINK_FLAGS))
 endif
 
@@ -108,4 +112,7 @@ endif
 info: cuda-libs-info
 cuda-libs-info:
 	@echo 'note: CUDA libraries: $(subst ','"'"',$(strip $(CUDA_LIBS_FROM)))'
+else
+CUDA_LIBS_WHY := left out with make CUDA=0
+NCCL_WHY := left out with make CUDA=0
 endif
