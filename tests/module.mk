@@ -14,7 +14,7 @@ print-test-programs:
 TEST_SCRIPTS += tests/test_find_libs.sh
 
 # scripts/gpu-check rehearsed in the GPU machine's library layout, without a
-# GPU (scripts/gpu-rehearsal; root). 45-80 s on two cores, so not part of
+# GPU (scripts/gpu-rehearsal; root). 45-90 s on two cores, so not part of
 # `make test`. Passes when the rehearsal ends in "no GPU: ..." (exit 3) or,
 # with a GPU, every check passes.
 .PHONY: gpu-rehearsal
