@@ -44,7 +44,8 @@ SKIPPED :=
 MODULES :=      # $(BUILD)/modules/<name>.so, added by module_rule
 
 # What every backend module links from the program's own sources.
-MODULE_SHARED_OBJS := $(BUILD)/workloads/workload.o $(BUILD)/backends/common/optimizer.o
+MODULE_SHARED_OBJS := $(BUILD)/workloads/workload.o $(BUILD)/backends/common/optimizer.o \
+                      $(BUILD)/backends/common/host_engine.o
 
 # module_rule NAME,OBJECTS,LIBRARIES: builds $(BUILD)/modules/NAME.so.
 define module_rule
