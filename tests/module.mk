@@ -9,3 +9,6 @@ TEST_SCRIPTS += tests/test_cli.sh tests/test_faults.sh tests/test_signals.sh \
 .PHONY: print-test-programs
 print-test-programs:
 	@echo $(TEST_BINS)
+# Every backend of the registry against naive, and data-parallel against
+# one replica (tests/test_equivalence.c).
+TESTS += test_equivalence
