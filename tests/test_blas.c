@@ -58,22 +58,9 @@ static float *floats(size_t n)
     return p;
 }
 
-static optimizer_config optimizer(optimizer_kind kind)
-{
-    optimizer_config o = {kind, kind == OPT_ADAM ? 0.001f : 0.01f, 0.9f, 5e-4f, 0.9f, 0.999f,
-                          1e-8f};
-    return o;
-}
-
 static engine_config config(optimizer_kind kind, int threads)
 {
-    engine_config c;
-    memset(&c, 0, sizeof c);
-    c.batch_size = BATCH;
-    c.opt = optimizer(kind);
-    c.threads = threads;
-    c.precision = PREC_FP32;
-    return c;
+    return test_config(BATCH, kind, threads);
 }
 
 /* An engine of backend b, holding the seed-123 parameters of w and both

@@ -36,7 +36,7 @@
  * the others allow). The synthetic images carry noise everywhere; on
  * Fashion-MNIST, whose flat black backgrounds make many pool windows near
  * ties, two correct fp32 implementations agree for about 15 steps and then
- * drift apart at the 1e-2 level, which is why these tests use them.
+ * drift apart at the 1e-2 level, which is why the images here are synthetic.
  *
  * Reduced precisions (tf32, fp16, bf16) use the bounds argued in
  * tests/test_cuda.c (check_low_precision) from each format's unit roundoff:
@@ -119,19 +119,9 @@ static tolerance tolerance_for(precision p, const optimizer_config *opt)
 /* ---------------------------------------------------------------------- */
 /* Runs                                                                     */
 
-static optimizer_config optimizer(optimizer_kind kind)
-{
-    return (optimizer_config){kind,   kind == OPT_ADAM ? 0.001f : 0.01f, 0.9f, 5e-4f, 0.9f,
-                              0.999f, 1e-8f};
-}
-
 static engine_config config(optimizer_kind kind, precision p)
 {
-    engine_config c;
-    memset(&c, 0, sizeof c);
-    c.batch_size = BATCH;
-    c.opt = optimizer(kind);
-    c.threads = THREADS;
+    engine_config c = test_config(BATCH, kind, THREADS);
     c.precision = p;
     c.cuda_graph = 1; /* the harness's defaults */
     c.data_on_device = 1;
@@ -311,7 +301,7 @@ static void train_against_reference(void **state)
     }
     const run *ref = run_of(t->ref, t->workload, t->kind, PREC_FP32);
     const run *got = run_of(t->b, t->workload, t->kind, t->prec);
-    const optimizer_config opt = optimizer(t->kind);
+    const optimizer_config opt = test_optimizer(t->kind);
     const tolerance tol = tolerance_for(t->prec, &opt);
     char what[192];
     snprintf(what, sizeof what, "%s against %s", t->name, t->ref->name);

@@ -88,6 +88,16 @@ double host_now_ms(void);
 
 /* Entries of the contract, for the backend table ------------------------ */
 
+/* All of them, as designated initialisers:
+ *   const backend mine = {.name = "mine", ..., HOST_ENGINE_ENTRIES,
+ *                         .create = create, .destroy = destroy,
+ *                         .compute_gradients = ..., .apply_update = ...}; */
+#define HOST_ENGINE_ENTRIES                                                                    \
+    .probe = host_probe, .error = host_error, .set_params = host_set_params,                  \
+    .get_params = host_get_params, .bind_dataset = host_bind_dataset,                         \
+    .train_steps = host_train_steps, .evaluate = host_evaluate, .buffer = host_buffer,        \
+    .buffer_space = MEM_HOST, .profile_layers = host_profile_layers
+
 int host_probe(void *ctx, char *why, size_t why_len); /* a CPU always can */
 const char *host_error(engine *e);
 int host_set_params(engine *e, const float *params);
