@@ -34,12 +34,6 @@ int host_fail(host_engine *h, const char *fmt, ...)
     return -1;
 }
 
-static void say(char *err, size_t err_len, const char *name, const char *why)
-{
-    if (err && err_len)
-        snprintf(err, err_len, "%s: %s", name, why);
-}
-
 engine *host_engine_create(const backend *b, const host_layers *layers, size_t size,
                            const workload *w, const engine_config *cfg,
                            const char *(*check)(const workload *w, const engine_config *cfg),
@@ -57,7 +51,8 @@ engine *host_engine_create(const backend *b, const host_layers *layers, size_t s
     } else if (!(why = workload_check(w)) && check)
         why = check(w, cfg);
     if (why) {
-        say(err, err_len, b->name, why);
+        if (err && err_len)
+            snprintf(err, err_len, "%s: %s", b->name, why);
         return NULL;
     }
 
