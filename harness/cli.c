@@ -13,7 +13,7 @@
 
 #define DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
 
-static const char *precision_names[] = {"fp32", "tf32", "bf16", "fp16"};
+static const char *precision_names[] = {"fp32", "tf32", "bf16", "fp16", "fp64"};
 static const char *optimizer_names[] = {"sgd", "nesterov", "adam"};
 
 const char *optimizer_name(optimizer_kind k) { return optimizer_names[k]; }
@@ -53,7 +53,7 @@ static void usage(FILE *f)
         "                       instead of all-reducing gradients every step (default 0)\n"
         "  --average-optimizer-state  with K > 0: average the optimiser state too\n"
         "  --step-losses FILE   write every training step's loss to FILE (CSV)\n"
-        "  --precision P        fp32 (default), tf32, bf16 or fp16 (GPU backends)\n"
+        "  --precision P        fp32 (default), tf32, bf16 or fp16 (GPU backends), fp64\n"
         "  --cuda-graph on|off  replay the training step as a CUDA graph (default on)\n"
         "  --data-on-device on|off  keep the training set on the GPU (default on)\n"
         "  --repeat N           train each backend N times (statistics over runs)\n"
@@ -292,7 +292,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         case O_THREADS: rc = parse_int("--threads", optarg, 1, 1024, &cfg->engine.threads); break;
         case O_DEVICE: rc = parse_int("--device", optarg, 0, 1023, &cfg->engine.device); break;
         case O_PRECISION:
-            rc = pick("precision", optarg, precision_names, 4, "fp32, tf32, bf16, fp16", &prec);
+            rc = pick("precision", optarg, precision_names, 5, "fp32, tf32, bf16, fp16, fp64", &prec);
             break;
         case O_GRAPH: rc = parse_on_off("--cuda-graph", optarg, &cfg->engine.cuda_graph); break;
         case O_RESIDENT:

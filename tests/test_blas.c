@@ -244,7 +244,7 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     fill(bias, K, &r);
     fill(dout, n_out, &r);
     /* naive, NCHW */
-    float *scratch = floats(conv_scratch_floats(C, H, W, kernel, stride));
+    float *scratch = floats(conv_scratch_count(C, H, W, kernel, stride));
     float *out_n = floats(n_out), *din_n = floats(n_in), *dw_n = floats(n_w),
           *db_n = floats(K);
     conv_forward(out_n, in, w, bias, B, C, H, W, K, kernel, stride, scratch);

@@ -164,7 +164,7 @@ static void check_dense_gemm(int B, int I, int O, uint64_t seed)
 {
     rng r = {seed};
     float *x = floats((size_t)B * I), *W = floats((size_t)O * I), *dy = floats((size_t)B * O);
-    float *bias = floats((size_t)O), *scratch = floats(dense_scratch_floats(B, I, O));
+    float *bias = floats((size_t)O), *scratch = floats(dense_scratch_count(B, I, O));
     for (size_t i = 0; i < (size_t)B * I; i++)
         x[i] = (float)(rng_uniform(&r) * 2 - 1);
     for (size_t i = 0; i < (size_t)O * I; i++)

@@ -102,7 +102,7 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     const size_t n_in = (size_t)B * C * H * W, n_w = (size_t)K * C * kernel * kernel,
                  n_out = (size_t)B * K * OH * OW;
     conv_ctx c = {floats(n_in), floats(n_w), floats(K),
-                  floats(conv_scratch_floats(C, H, W, kernel, stride)),
+                  floats(conv_scratch_count(C, H, W, kernel, stride)),
                   B, C, H, W, K, kernel, stride};
     float *out = floats(n_out), *coef = floats(n_out);
     float *d_in = floats(n_in), *d_w = floats(n_w), *d_b = floats(K);
@@ -244,7 +244,7 @@ static void check_dense(int B, int I, int O, uint64_t seed)
 {
     rng r = {seed};
     const size_t n_in = (size_t)B * I, n_w = (size_t)O * I, n_out = (size_t)B * O;
-    dense_ctx c = {floats(n_in), floats(n_w), floats(O), floats(dense_scratch_floats(B, I, O)),
+    dense_ctx c = {floats(n_in), floats(n_w), floats(O), floats(dense_scratch_count(B, I, O)),
                    B, I, O};
     float *out = floats(n_out), *coef = floats(n_out);
     float *d_in = floats(n_in), *d_w = floats(n_w), *d_b = floats(O);
