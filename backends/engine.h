@@ -105,6 +105,9 @@ typedef struct backend {
     void *ctx;
     /* 1 if the backend can run here; else 0 with the reason in why. */
     int (*probe)(void *ctx, char *why, size_t why_len);
+    /* Optional: 1 if precision p, one of `precisions`, runs on this
+     * machine; else 0 with the reason ("this CPU lacks AVX512_BF16"). */
+    int (*probe_precision)(void *ctx, precision p, char *why, size_t why_len);
     engine *(*create)(void *ctx, const workload *w, const engine_config *cfg, char *err,
                       size_t err_len);
     void (*destroy)(engine *e);

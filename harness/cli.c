@@ -66,6 +66,25 @@ static void usage(FILE *f)
         "  --help               this text\n");
 }
 
+/* "precisions here: fp32, fp64; not bf16: <why>" for --list. */
+static const char *precisions_here(const backend *b, char *buf, size_t len)
+{
+    char runs[128] = "", refused[384] = "", why[256];
+    for (int p = 0; p < PRECISION_COUNT; p++) {
+        if (!(backend_precisions(b) & (1u << p)))
+            continue;
+        const char *name = precision_name((precision)p);
+        if (backend_runnable(b, (precision)p, why, sizeof why))
+            snprintf(runs + strlen(runs), sizeof runs - strlen(runs), "%s%s",
+                     runs[0] ? ", " : "", name);
+        else
+            snprintf(refused + strlen(refused), sizeof refused - strlen(refused), "; not %s: %s",
+                     name, why);
+    }
+    snprintf(buf, len, "precisions here: %s%s", runs, refused);
+    return buf;
+}
+
 static void list_backends(void)
 {
     for (int i = 0; i < backend_count(); i++) {
@@ -76,7 +95,8 @@ static void list_backends(void)
         else if (!backend_runnable(b, PREC_FP32, why, sizeof why))
             printf("%-10s built, not runnable here: %s\n", b->name, why);
         else
-            printf("%-10s built, runnable: %s\n", b->name, b->summary);
+            printf("%-10s built, runnable: %s (%s)\n", b->name, b->summary,
+                   precisions_here(b, why, sizeof why));
     }
     dp_print_support(stdout);
 }
