@@ -90,7 +90,7 @@ int check_output_path(const char *flag, const char *path, char *err, size_t err_
         int e = errno;
         if (e == ENOENT)
             snprintf(err, err_len, "%s %s: its directory %.*s does not exist", flag, path,
-                     dir_len ? dir_len : 1, dir_len ? path : ".");
+                     dir_len > 1 ? dir_len - 1 : 1, dir_len ? path : ".");
         else
             snprintf(err, err_len, "%s %s: cannot create a file there: %s", flag, path,
                      strerror(e));
@@ -102,4 +102,52 @@ int check_output_path(const char *flag, const char *path, char *err, size_t err_
     unlink(probe);
     free(probe);
     return 0;
+}
+
+FILE *create_new_file(const char *flag, const char *path, int *created, char *err,
+                      size_t err_len)
+{
+    *created = 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+        *created = 1;
+    } else if (errno == EEXIST) {
+        /* O_NONBLOCK: a FIFO with no reader fails here instead of waiting */
+        fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        int e = fd < 0 ? errno : 0;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0) {
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        } else {
+            if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+                snprintf(err, err_len, "%s %s: exists (%lld bytes); it is never overwritten: "
+                         "remove it or pick another name", flag, path, (long long)st.st_size);
+            else if (fd >= 0 || e == ENXIO)
+                snprintf(err, err_len, "%s %s: is not a regular file (a FIFO, device or socket)",
+                         flag, path);
+            else
+                snprintf(err, err_len, "%s %s: cannot open: %s", flag, path, strerror(e));
+            if (fd >= 0)
+                close(fd);
+            errno = e ? e : EEXIST;
+            return NULL;
+        }
+    }
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, err_len, "%s %s: cannot create: %s", flag, path, strerror(e));
+        errno = e;
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        snprintf(err, err_len, "%s %s: %s", flag, path, strerror(e));
+        close(fd);
+        if (*created)
+            unlink(path);
+        errno = e;
+        return NULL;
+    }
+    return f;
 }

@@ -30,4 +30,12 @@ int write_failure_status(int err);
  * "flag path: reason" in err and errno set. */
 int check_output_path(const char *flag, const char *path, char *err, size_t err_len);
 
+/* Creates path for writing (given with `flag`), refusing to overwrite: an
+ * existing file is taken only when it is empty (made beforehand with
+ * mktemp or touch), never a FIFO, device or directory. *created says
+ * whether this call made it (to remove it again if the run stops before
+ * writing). NULL with "flag path: reason" in err and errno set. */
+FILE *create_new_file(const char *flag, const char *path, int *created, char *err,
+                      size_t err_len);
+
 #endif
