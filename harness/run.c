@@ -27,7 +27,17 @@
 
 static volatile sig_atomic_t stop_signal;
 
-static void on_signal(int sig) { stop_signal = sig; }
+/* The first signal stops the run after the current row; a second one (the
+ * run is stuck, or the user insists) ends the process at once. */
+static void on_signal(int sig)
+{
+    if (stop_signal) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+}
 
 static void install_signal_handlers(void)
 {
