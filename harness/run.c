@@ -634,8 +634,10 @@ static int run_backends(const run_config *cfg)
             if (strcmp(runs[r].status, "ok"))
                 break;
         }
-        if (done == 0)
+        if (done == 0) {
+            n_rows--; /* nothing to report: the row stays unwritten */
             continue;
+        }
         fill_summary(&s, b, runs, done, row, samples);
         /* keep the strings past the next backend's attempts */
         snprintf(row_text[n_rows - 1][0], 512, "%s", row->details);
