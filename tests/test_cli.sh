@@ -119,6 +119,17 @@ else
     fail "--flag=value forms: $(cat "$tmp/err")"
 fi
 
+# Exit status 3: a backend that cannot run here, asked for alone, says why.
+blocked=$("$BENCH" --list | awk '/not runnable here|not built/ { print $1; exit }')
+if [ -n "$blocked" ]; then
+    (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --backend "$blocked" --out "$tmp/blocked" \
+        >/dev/null 2>"$tmp/err"); rc=$?
+    if [ "$rc" -eq 3 ] && grep -q "$blocked" "$tmp/err" && [ ! -e "$tmp/blocked" ]; then pass
+    else fail "--backend $blocked (cannot run here): exit status $rc, expected 3: $(cat "$tmp/err")"; fi
+else
+    skip_check "every backend runs here: exit status 3 not checked"
+fi
+
 # More threads than online cores: a warning on stderr, and the run goes on.
 cores=$(getconf _NPROCESSORS_ONLN)
 if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --workload mlp --limit 256 --threads $((cores + 1)) \

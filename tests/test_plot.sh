@@ -129,4 +129,7 @@ PATH=/nonexistent short_run "$tmp/nognuplot" --epochs 1 >/dev/null 2>"$tmp/nognu
     fail "a run without gnuplot failed"
 grep -q 'apt-get install gnuplot-nox' "$tmp/nognuplot.err" || fail "no install hint without gnuplot"
 [ ! -e "$tmp/nognuplot/epoch_time.png" ] || fail "a chart without gnuplot?"
+PATH=/nonexistent "$BENCH" plot "$tmp/nognuplot" 2>"$tmp/nognuplot.err"
+rc=$?
+[ $rc -eq 3 ] || fail "bench plot without gnuplot exited $rc, expected 3"
 echo "test_plot: ok"
