@@ -237,8 +237,10 @@ static int save_params(run_state *s, const backend *b, engine *e, int several)
         fprintf(stderr, "bench: %s: cannot read back the parameters to save\n", b->name);
     else if (paramfile_save(path, &cfg->work, p, err, sizeof err) != 0)
         fprintf(stderr, "bench: %s\n", err);
-    else
-        rc = 0, fprintf(stderr, "%s: parameters saved to %s\n", b->name, path);
+    else {
+        fprintf(stderr, "%s: parameters saved to %s\n", b->name, path);
+        rc = 0;
+    }
     free(p);
     return rc;
 }
