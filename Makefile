@@ -103,6 +103,10 @@ $(BUILD)/%_f64.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DLB_REAL_DOUBLE -c -o $@ $<
 
+$(BUILD)/%_bf16.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DLB_REAL_BF16 -c -o $@ $<
+
 .SECONDEXPANSION:
 $(BUILD)/tests/%: tests/%.c $(LIB_OBJS) $$(TEST_OBJS_$$*) | $(MODULES)
 	@mkdir -p $(dir $@)

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/blas/bf16.h"
 #include "backends/blas/blas.h"
 #include "backends/blas/sgemm_peak.h"
 #include "backends/engine.h"
@@ -391,7 +392,7 @@ static void describes_itself(void **state)
     engine_config c = config(OPT_SGD, 3);
     engine *e = start(bb, &w, &c);
     bb->describe(e, text, sizeof text);
-    assert_non_null(strstr(text, "fp32, 3 threads, OpenBLAS"));
+    assert_non_null(strstr(text, "fp32 (sgemm), 3 threads, OpenBLAS"));
     size_t n = 1;
     assert_non_null(bb->buffer(e, BUF_OPT_STATE, &n));
     assert_int_equal(n, 0); /* sgd keeps no state */
@@ -415,7 +416,7 @@ static void bad_requests_fail_cleanly(void **state)
     engine_config c = config(OPT_NESTEROV, 2);
     c.precision = PREC_FP16;
     assert_null(backend_create(bb, &w, &c, err, sizeof err));
-    assert_non_null(strstr(err, "fp32"));
+    assert_non_null(strstr(err, "does not compute in fp16"));
     c = config(OPT_NESTEROV, 2);
     c.batch_size = 0;
     assert_null(backend_create(bb, &w, &c, err, sizeof err));
@@ -444,6 +445,42 @@ static void bad_requests_fail_cleanly(void **state)
     bb->destroy(NULL);
 }
 
+/* bf16 operands are rounded to nearest, ties to even; --precision bf16 runs
+ * where the CPU and OpenBLAS can, and is refused with the reason
+ * elsewhere (here, on a CPU without AVX512_BF16). */
+static void bf16_rounds_and_is_refused_with_its_reason(void **state)
+{
+    (void)state;
+    assert_int_equal(blas_bf16_round(1.0f), 0x3f80);
+    assert_int_equal(blas_bf16_round(-2.0f), 0xc000);
+    assert_int_equal(blas_bf16_round(1.0f + 0x1p-8f), 0x3f80);        /* tie: to even */
+    assert_int_equal(blas_bf16_round(1.0f + 3 * 0x1p-8f), 0x3f82);    /* tie: to even */
+    assert_int_equal(blas_bf16_round(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81); /* above the tie */
+    assert_int_equal(blas_bf16_round(INFINITY), 0x7f80);
+    const unsigned short nan_bits = blas_bf16_round(NAN);
+    assert_true((nan_bits & 0x7f80) == 0x7f80 && (nan_bits & 0x7f) != 0);
+
+    char why[512] = "", runnable_why[512] = "", err[512] = "";
+    workload w;
+    assert_int_equal(workload_get("mlp", &w), 0);
+    engine_config c = config(OPT_SGD, 2);
+    c.precision = PREC_BF16;
+    if (blas_bf16_available(why, sizeof why)) {
+        engine *e = start(bb, &w, &c);
+        char text[256] = "";
+        bb->describe(e, text, sizeof text);
+        assert_non_null(strstr(text, "bf16 (sbgemm"));
+        bb->destroy(e);
+        return;
+    }
+    print_message("bf16 not available here: %s\n", why);
+    assert_true(strstr(why, "AVX512_BF16") || strstr(why, "cblas_sbgemm"));
+    assert_int_equal(backend_runnable(bb, PREC_BF16, runnable_why, sizeof runnable_why), 0);
+    assert_string_equal(runnable_why, why);
+    assert_null(backend_create(bb, &w, &c, err, sizeof err));
+    assert_non_null(strstr(err, why));
+}
+
 static void sgemm_peak_probe_measures(void **state)
 {
     (void)state;
@@ -465,6 +502,7 @@ int main(void)
         cmocka_unit_test(profile_leaves_the_model_alone),
         cmocka_unit_test(describes_itself),
         cmocka_unit_test(bad_requests_fail_cleanly),
+        cmocka_unit_test(bf16_rounds_and_is_refused_with_its_reason),
         cmocka_unit_test(sgemm_peak_probe_measures),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

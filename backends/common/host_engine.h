@@ -48,7 +48,7 @@ typedef struct host_engine {
      * float in fp32 engines (and bf16: the master weights), double in fp64
      * engines (real_size 8), as the _f64 names. The _f32 names are the
      * float ones again, so that code written over `real` (real.h) can say
-     * h->R(params). */
+     * h->TYPED(params). */
     size_t real_size;
     union { float *params; float *params_f32; double *params_f64; };
     union { float *grads; float *grads_f32; double *grads_f64; };

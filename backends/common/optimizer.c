@@ -7,7 +7,7 @@
 #include "backends/common/elementwise.h"
 #include "backends/common/real.h"
 
-#ifndef LB_REAL_DOUBLE
+#ifdef LB_REAL_PLAIN
 int optimizer_state_per_param(optimizer_kind kind)
 {
     switch (kind) {

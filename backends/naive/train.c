@@ -54,7 +54,7 @@ static void load_pixels(engine *e, const dataset *d, const int32_t *idx, int fir
 static void forward_layer(engine *e, int i, int B)
 {
     const layer *l = &e->h.w.layers[i];
-    const real *in = e->act[i], *params = e->h.R(params);
+    const real *in = e->act[i], *params = e->h.TYPED(params);
     real *out = e->act[i + 1];
     switch (l->kind) {
     case LAYER_CONV:
@@ -79,8 +79,8 @@ static void backward_layer(engine *e, int i, int B, const real *d_out, real *d_i
 {
     const layer *l = &e->h.w.layers[i];
     const real *in = e->act[i];
-    const real *W = e->h.R(params) + l->weight_offset;
-    real *dW = e->h.R(grads) + l->weight_offset, *db = e->h.R(grads) + l->bias_offset;
+    const real *W = e->h.TYPED(params) + l->weight_offset;
+    real *dW = e->h.TYPED(grads) + l->weight_offset, *db = e->h.TYPED(grads) + l->bias_offset;
     switch (l->kind) {
     case LAYER_CONV:
         conv_backward_weights(dW, d_out, in, B, l->in.c, l->in.h, l->in.w, l->units,
@@ -151,8 +151,8 @@ static int apply_update(engine *e, float grad_scale)
 {
     host_engine *h = &e->h;
     h->step++;
-    optimizer_update(&h->w, &h->cfg.opt, h->R(params), h->R(grads), grad_scale,
-                     h->R(opt_state), h->step);
+    optimizer_update(&h->w, &h->cfg.opt, h->TYPED(params), h->TYPED(grads), grad_scale,
+                     h->TYPED(opt_state), h->step);
     return 0;
 }
 
