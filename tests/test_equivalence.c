@@ -41,7 +41,13 @@
  * Reduced precisions (tf32, fp16, bf16) use the bounds argued in
  * tests/test_cuda.c (check_low_precision) from each format's unit roundoff:
  * per-step loss within 1e-2, 2e-2 and 6e-2 relative, the parameters within
- * 10 times that (relative to max(|p|, 1e-2)).
+ * 10 times that (relative to max(|p|, 1e-2)); with Adam, which gives an
+ * element whose gradient is rounding noise a full lr-sized step whatever
+ * its size, the parameter vector as a whole (relative L2) instead. Measured
+ * for blas bf16 with its numerics emulated on a CPU without bf16 (operands
+ * rounded to bf16, products by sgemm), over these 51 steps: loss 2.3e-4
+ * (sgd), 1.4e-2 (nesterov), 4.1e-2 (adam); parameters 0.039 and 0.43
+ * relative (sgd, nesterov), L2 0.05 (adam).
  *
  * fp64. A backend's fp64 runs are compared with naive's fp64 runs, on the
  * losses the engines computed before rounding them to float (last_loss).
@@ -151,11 +157,12 @@ static tolerance tolerance_for(const backend *b, precision p, precision ref_prec
                            .eval_loss_floor = p == PREC_FP64 ? 1e-2 * TEST_IMAGES : 1e-6};
     const double rel = p == PREC_TF32 ? 1e-2 : p == PREC_FP16 ? 2e-2 : 6e-2;
     const double floor_ = p == PREC_BF16 ? 5e-2 : rel;
+    const int adam = opt->kind == OPT_ADAM;
     return (tolerance){.loss_rel = rel,
                        .loss_floor = floor_,
                        .param_abs = INFINITY,
-                       .param_l2 = INFINITY,
-                       .param_rel = 10 * rel,
+                       .param_l2 = adam ? 10 * rel : INFINITY,
+                       .param_rel = adam ? INFINITY : 10 * rel,
                        .eval_moved = 2 * TEST_IMAGES * 3 / 100,
                        .eval_loss_rel = rel,
                        .eval_loss_floor = 1e-6};
