@@ -11,9 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "harness/compare.h"
 #include "harness/config.h"
-#include "harness/results.h"
+#include "harness/csv.h"
 
 #define DEFAULT_HISTORY "results/history.csv"
 

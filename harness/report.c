@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "harness/csv.h"
 #include "harness/sysinfo.h"
 
 void config_label_of(const char *backend, int replicas, int ranks, char *buf, size_t len)

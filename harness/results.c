@@ -7,6 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/csv.h"
+
 #define KEY_HEADER "backend,workload,precision,threads,devices,replicas,ranks,batch_size,optimizer"
 
 static const char epochs_header[] =
@@ -21,23 +23,6 @@ static const char summary_header[] =
     "cpu_model,host,git_commit,date,timed_samples,warmup_epochs,epoch_seconds_min,"
     "epoch_seconds_max,peak_gflops,peak_source,gpu_model,target_accuracy,"
     "scaling_efficiency\n";
-
-void csv_field(FILE *f, const char *s)
-{
-    if (!s)
-        s = "";
-    if (!strpbrk(s, ",\"\n\r")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
-    }
-    fputc('"', f);
-}
 
 static void write_key(FILE *f, const row_key *k)
 {

@@ -72,7 +72,4 @@ int results_summary(results *r, const summary_row *row);
 FILE *results_file(results *r, const char *name);
 int results_close(results *r);
 
-/* Writes s as one CSV field, quoted when it needs to be. */
-void csv_field(FILE *f, const char *s);
-
 #endif

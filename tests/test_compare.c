@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness/compare.h"
+#include "harness/csv.h"
 #include "harness/stats.h"
 
 /* ---- Mann-Whitney U ------------------------------------------------------- */
