@@ -24,6 +24,7 @@
 #include "harness/config.h"
 #include "harness/csv.h"
 #include "harness/stats.h"
+#include "harness/status.h"
 #include "harness/sysinfo.h"
 
 /* ---- judging speed ------------------------------------------------------- */
@@ -50,7 +51,8 @@ speed_verdict judge_speed(double base, double next, const double *base_samples, 
 typedef struct run_row {
     const char *backend, *workload, *precision;
     int batch_size, threads, devices, replicas, ranks;
-    const char *status, *message, *optimizer, *cpu_model, *details; /* "" when absent */
+    run_status status;
+    const char *message, *optimizer, *cpu_model, *details; /* "" when absent */
     int epochs;            /* -1 when absent */
     long images_per_epoch; /* -1 when absent */
     double images_per_second, epoch_seconds, accuracy, train_loss;
@@ -153,6 +155,22 @@ static key_columns find_key_columns(field_reader *r)
     return k;
 }
 
+static run_status status_at(field_reader *r, int row, int col)
+{
+    run_status s = STATUS_FAILED;
+    if (col < 0 || r->failed)
+        return s;
+    const char *text = r->t->rows[row][col];
+    if (status_parse(text, &s) != 0) {
+        snprintf(r->err, r->err_len,
+                 "%s:%d: column 'status': '%s' is not a status (ok, failed, diverged, "
+                 "interrupted, skipped)",
+                 r->path, r->t->lines[row], text);
+        r->failed = 1;
+    }
+    return s;
+}
+
 static int count_at(field_reader *r, int row, int col)
 {
     return col < 0 ? 1 : (int)integer_at(r, row, col);
@@ -226,7 +244,7 @@ static int read_summary(run_files *run, char *err, size_t err_len)
         row->devices = (int)integer_at(&r, i, k.devices);
         row->replicas = count_at(&r, i, k.replicas);
         row->ranks = count_at(&r, i, k.ranks);
-        row->status = text_at(&r, i, k.status);
+        row->status = status_at(&r, i, k.status);
         row->message = text_at(&r, i, message);
         row->optimizer = text_at(&r, i, optimizer);
         row->cpu_model = text_at(&r, i, cpu);
@@ -284,9 +302,10 @@ static int read_epochs(run_files *run, char *err, size_t err_len)
         };
         double v = number_at(&r, i, ips);
         long epoch = integer_at(&r, i, epoch_col);
+        run_status status = status_at(&r, i, k.status);
         if (r.failed)
             return -1;
-        if (strcmp(text_at(&r, i, k.status), "ok") || !(v > 0))
+        if (status != STATUS_OK || !(v > 0))
             continue;
         for (int j = 0; j < run->n_rows; j++)
             if (same_key(&run->rows[j], &e)) {
@@ -438,8 +457,8 @@ typedef struct tally {
     FILE *findings; /* printed after the table */
 } tally;
 
-static int is_ok(const run_row *r) { return !strcmp(r->status, "ok"); }
-static int is_skipped(const run_row *r) { return !strcmp(r->status, "skipped"); }
+static int is_ok(const run_row *r) { return r->status == STATUS_OK; }
+static int is_skipped(const run_row *r) { return r->status == STATUS_SKIPPED; }
 
 static void finding(tally *t, const char *kind, const char *row, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -677,17 +696,18 @@ static void judge_status(const run_row *b, const run_row *n, tally *t)
     char name[512];
     describe_row(is_ok(b) ? b : n, name, sizeof name);
     t->compared++;
-    table_row(name, "status", b->status, n->status, "-",
+    const char *was = status_name(b->status), *now = status_name(n->status);
+    table_row(name, "status", was, now, "-",
               is_ok(b) && !is_skipped(n) ? "REGRESSION" : "not compared");
     if (is_ok(b) && is_skipped(n))
         finding(t, "NOTE", name, "skipped in NEW (%s); not compared", n->message);
     else if (is_ok(b))
-        finding(t, "REGRESSION", name, "ok in BASE, %s in NEW: %s", n->status,
+        finding(t, "REGRESSION", name, "ok in BASE, %s in NEW: %s", now,
                 *n->message ? n->message : "(no message)");
     else if (is_ok(n))
-        finding(t, "NOTE", name, "%s in BASE, ok in NEW", b->status);
+        finding(t, "NOTE", name, "%s in BASE, ok in NEW", was);
     else
-        finding(t, "NOTE", name, "%s in BASE, %s in NEW", b->status, n->status);
+        finding(t, "NOTE", name, "%s in BASE, %s in NEW", was, now);
 }
 
 static void print_samples_line(const run_files *run)
@@ -788,7 +808,8 @@ static int compare_runs(const compare_options *o, run_files *base, run_files *ne
                 continue;
             char name[512];
             describe_row(r, name, sizeof name);
-            finding(&t, "NOTE", name, "only in %s (%s); not compared", run->label, r->status);
+            finding(&t, "NOTE", name, "only in %s (%s); not compared", run->label,
+                    status_name(r->status));
         }
     }
     if (t.findings && fclose(t.findings) == 0 && findings_len) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "harness/csv.h"
+#include "harness/status.h"
 #include "harness/report.h"
 
 enum { VARS_LEN = 16384, OUTPUT_LEN = 2048, MSG_LEN = 2 * PATH_MAX + 1024 };
@@ -216,7 +217,8 @@ static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
         }
     size_t used = 0;
     for (int r = 0; r < t.n_rows; r++) {
-        if (strcmp(field(&t, r, "status"), "ok") != 0)
+        run_status status;
+        if (status_parse(field(&t, r, "status"), &status) != 0 || status != STATUS_OK)
             continue;
         const char *backend = field(&t, r, "backend");
         char name[128];

@@ -59,7 +59,7 @@ typedef struct run_state {
 
 /* Outcome of training one backend once. */
 typedef struct attempt {
-    const char *status;
+    run_status status;
     char message[512];
     double *epoch_seconds; /* one per completed epoch */
     int epochs_done;
@@ -103,7 +103,7 @@ static int evaluate(const run_state *s, const backend *b, engine *e, attempt *a,
 {
     memset(ev, 0, sizeof *ev);
     if (b->evaluate(e, s->test.count, ev) != 0) {
-        a->status = "failed";
+        a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "evaluate: %s", b->error(e));
         return -1;
     }
@@ -140,13 +140,13 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
         double t0 = now_seconds();
         if (b->train_steps(e, s->order + (size_t)done_steps * batch, batch, k,
                            s->losses + done_steps) != 0) {
-            a->status = "failed";
+            a->status = STATUS_FAILED;
             snprintf(a->message, sizeof a->message, "train: %s", b->error(e));
             break;
         }
         double dt = now_seconds() - t0;
         if (!all_finite(s->losses + done_steps, k)) {
-            a->status = "diverged";
+            a->status = STATUS_DIVERGED;
             snprintf(a->message, sizeof a->message, "loss became NaN or Inf in epoch %d",
                      epoch + 1);
         }
@@ -154,7 +154,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
             *loss_sum += s->losses[done_steps + i];
         write_step_losses(s, b, a, epoch, done_steps, k, batch, s->losses + done_steps);
         done_steps += k;
-        if (strcmp(a->status, "ok"))
+        if (a->status != STATUS_OK)
             break;
         /* aim each call at about a quarter of a second */
         double per_step = dt / k;
@@ -165,10 +165,10 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
                             *loss_sum / done_steps);
     }
     long images = (long)done_steps * batch;
-    if (rest && done_steps == full_steps && !stop_signal && !strcmp(a->status, "ok")) {
+    if (rest && done_steps == full_steps && !stop_signal && a->status == STATUS_OK) {
         float last;
         if (b->train_steps(e, s->order + (size_t)full_steps * batch, rest, 1, &last) != 0) {
-            a->status = "failed";
+            a->status = STATUS_FAILED;
             snprintf(a->message, sizeof a->message, "train: %s", b->error(e));
         } else {
             /* weight the partial batch by its size in the epoch mean */
@@ -176,7 +176,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
             write_step_losses(s, b, a, epoch, full_steps, 1, rest, &last);
             images += rest;
             if (!isfinite(last)) {
-                a->status = "diverged";
+                a->status = STATUS_DIVERGED;
                 snprintf(a->message, sizeof a->message, "loss became NaN or Inf in epoch %d",
                          epoch + 1);
             }
@@ -191,12 +191,12 @@ static engine *start_engine(run_state *s, const backend *b, attempt *a)
     char err[512] = "";
     engine *e = b->create(&s->cfg->work, &s->cfg->engine, err, sizeof err);
     if (!e) {
-        a->status = "failed";
+        a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "create: %s", err[0] ? err : "unknown error");
         return NULL;
     }
     if (b->set_params(e, s->init_params) != 0 || b->bind_dataset(e, &s->train, &s->test) != 0) {
-        a->status = "failed";
+        a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "setup: %s", b->error(e));
         b->destroy(e);
         return NULL;
@@ -234,7 +234,7 @@ static void save_params(run_state *s, const backend *b, engine *e, int several)
 static int train_backend(run_state *s, const backend *b, int r, attempt *a)
 {
     const run_config *cfg = s->cfg;
-    a->status = "ok";
+    a->status = STATUS_OK;
     a->time_to_target = -1;
     a->peak_memory = 0;
     a->device_peak_gflops = 0;
@@ -250,7 +250,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
     else
         snprintf(label, sizeof label, "%s", b->name);
     int io_error = 0;
-    for (int ep = 0; ep < cfg->epochs && !strcmp(a->status, "ok"); ep++) {
+    for (int ep = 0; ep < cfg->epochs && a->status == STATUS_OK; ep++) {
         progress prog;
         if (s->root)
             progress_start(&prog, label, ep + 1, cfg->epochs, s->train.count);
@@ -260,15 +260,15 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         double train_loss = steps > 0 ? loss_sum / steps : NAN;
         eval_counts ev = {0};
         double test_loss = NAN, accuracy = NAN;
-        if (stop_signal && !strcmp(a->status, "ok")) {
-            a->status = "interrupted";
+        if (stop_signal && a->status == STATUS_OK) {
+            a->status = STATUS_INTERRUPTED;
             snprintf(a->message, sizeof a->message, "stopped by signal %d during epoch %d",
                      (int)stop_signal, ep + 1);
         }
-        if (!strcmp(a->status, "ok") && evaluate(s, b, e, a, &ev) == 0 && ev.count > 0) {
+        if (a->status == STATUS_OK && evaluate(s, b, e, a, &ev) == 0 && ev.count > 0) {
             test_loss = ev.loss_sum / ev.count;
             if (!isfinite(test_loss)) {
-                a->status = "diverged";
+                a->status = STATUS_DIVERGED;
                 snprintf(a->message, sizeof a->message,
                          "test loss became NaN or Inf after epoch %d", ep + 1);
             }
@@ -301,16 +301,16 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         }
         if (s->root)
             progress_finish(&prog, images, seconds, train_loss, accuracy, a->status);
-        if (!strcmp(a->status, "ok")) {
+        if (a->status == STATUS_OK) {
             a->epoch_seconds[a->epochs_done++] = seconds;
             a->final_train_loss = train_loss;
         }
     }
     if (b->peak_memory)
         a->peak_memory = b->peak_memory(e);
-    if (b->peak_gflops && !strcmp(a->status, "ok"))
+    if (b->peak_gflops && a->status == STATUS_OK)
         a->device_peak_gflops = b->peak_gflops(e);
-    if (cfg->profile_layers && r == cfg->repeat && !strcmp(a->status, "ok") && s->root) {
+    if (cfg->profile_layers && r == cfg->repeat && a->status == STATUS_OK && s->root) {
         /* the first batch of epoch 1, 10 steps, like `caffe time` */
         epoch_order(cfg->seed, 0, s->train.count, cfg->shuffle, s->order);
         row_key key = key_for(s, b, a);
@@ -319,7 +319,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         report_layer_profile(&s->res, label, b, e, &cfg->work, s->order, cfg->batch_size, 10,
                              stderr);
     }
-    if (cfg->save_params[0] && r == cfg->repeat && !strcmp(a->status, "ok") && s->root)
+    if (cfg->save_params[0] && r == cfg->repeat && a->status == STATUS_OK && s->root)
         save_params(s, b, e, cfg->n_backends > 1);
     b->destroy(e);
     return io_error ? -1 : 0;
@@ -367,7 +367,7 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
             samples[reached++] = runs[r].time_to_target;
     row->time_to_target_seconds = reached ? stats_of(samples, reached).median : -1;
     row->target_accuracy = cfg->target_accuracy;
-    if (!strcmp(last->status, "ok") && s->root) {
+    if (last->status == STATUS_OK && s->root) {
         peak_measure pk = {last->device_peak_gflops, "the backend's GEMM probe on its device"};
         if (pk.gflops <= 0)
             pk = row->key.devices == 0 ? cpu_peak_gflops(row->key.threads)
@@ -381,7 +381,7 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
     row->status = last->status;
     row->message = last->message;
     for (int r = 0; r < n_runs; r++)
-        if (strcmp(runs[r].status, "ok")) {
+        if (runs[r].status != STATUS_OK) {
             row->status = runs[r].status;
             row->message = runs[r].message;
         }
@@ -472,7 +472,7 @@ static double scaling_efficiency(const run_state *s, const backend *b, const sum
 {
     const char *base = dp_base_name(b);
     const int replicas = row->key.replicas;
-    if (replicas < 1 || row->images_per_second <= 0 || strcmp(row->status, "ok"))
+    if (replicas < 1 || row->images_per_second <= 0 || row->status != STATUS_OK)
         return 0;
     if (replicas == 1 && row->key.ranks == 1)
         return 1; /* its own baseline */
@@ -560,7 +560,7 @@ static int run_backends(const run_config *cfg)
             memset(row, 0, sizeof *row);
             attempt none = {.threads = 0, .replicas = 1};
             row->key = key_for(&s, b, &none);
-            row->status = "skipped";
+            row->status = STATUS_SKIPPED;
             snprintf(row_text[n_rows - 1][1], 512, "%s", reasons[i]);
             row->message = row_text[n_rows - 1][1];
             row->time_to_target_seconds = -1;
@@ -576,7 +576,7 @@ static int run_backends(const run_config *cfg)
                 break;
             }
             done = r + 1;
-            if (strcmp(runs[r].status, "ok"))
+            if (runs[r].status != STATUS_OK)
                 break;
         }
         if (done == 0)
@@ -587,24 +587,24 @@ static int run_backends(const run_config *cfg)
         snprintf(row_text[n_rows - 1][1], 512, "%s", row->message);
         row->details = row_text[n_rows - 1][0];
         row->message = row_text[n_rows - 1][1];
-        if (!strcmp(row->status, "ok") && row->key.replicas == 1 && row->key.ranks == 1 &&
+        if (row->status == STATUS_OK && row->key.replicas == 1 && row->key.ranks == 1 &&
             s.n_baselines < MAX_RUN_BACKENDS) {
             s.baseline_name[s.n_baselines] = b->name;
             s.baseline_images_per_second[s.n_baselines++] = row->images_per_second;
         }
         row->scaling_efficiency = scaling_efficiency(&s, b, row);
-        if (!strcmp(b->name, "naive") && !strcmp(row->status, "ok") && row->key.replicas == 1 &&
+        if (!strcmp(b->name, "naive") && row->status == STATUS_OK && row->key.replicas == 1 &&
             row->key.ranks == 1) {
             s.naive_images_per_second = row->images_per_second;
             row->speedup_vs_naive = 1;
         }
-        if (!strcmp(row->status, "failed"))
+        if (row->status == STATUS_FAILED)
             failed = 1;
         if (!s.root)
             continue; /* rank 0 reports */
         char label[128];
         config_label(&row->key, label, sizeof label);
-        if (!strcmp(row->status, "ok") &&
+        if (row->status == STATUS_OK &&
             write_confusion(&s.res, label, &runs[done - 1].final_eval) != 0) {
             fprintf(stderr, "bench: cannot write %s/confusion-%s.csv: %s\n", s.res.dir, label,
                     strerror(errno));
@@ -612,8 +612,8 @@ static int run_backends(const run_config *cfg)
         }
         if (results_summary(&s.res, row) != 0)
             rc = 1;
-        if (strcmp(row->status, "ok"))
-            fprintf(stderr, "%-10s %s: %s\n", b->name, row->status, row->message);
+        if (row->status != STATUS_OK)
+            fprintf(stderr, "%-10s %s: %s\n", b->name, status_name(row->status), row->message);
     }
 
     if (s.step_losses && fclose(s.step_losses) != 0) {

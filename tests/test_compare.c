@@ -696,6 +696,13 @@ static void test_unusable_input_exits_2(void **state)
     assert_int_equal(compare_pair(p, NULL, NULL), 2);
     assert_true(line_has(p->out, "summary.csv:2:", "'images_per_second'", "'fast'"));
 
+    /* a status that is none of the known ones */
+    write_text(path, "backend,workload,precision,batch_size,threads,devices,status,"
+                     "images_per_second,epoch_seconds_median,final_test_accuracy,final_train_loss\n"
+                     "naive,lenet,fp32,128,1,0,fine,100,1,0.5,0.5\n");
+    assert_int_equal(compare_pair(p, NULL, NULL), 2);
+    assert_true(line_has(p->out, "summary.csv:2:", "'fine' is not a status", NULL));
+
     /* usage errors */
     assert_int_equal(compare_pair(p, "--max-slowdown", "ten"), 2);
     assert_int_equal(compare_pair(p, "--numerics", "maybe"), 2);

@@ -227,7 +227,7 @@ static void summary_formats(void **state)
     summary_row rows[2];
     memset(rows, 0, sizeof rows);
     rows[0].key = (row_key){.backend = "naive", .precision = "fp32", .threads = 1};
-    rows[0].status = "ok";
+    rows[0].status = STATUS_OK;
     rows[0].epochs = 4;
     rows[0].repeats = 1;
     rows[0].epoch_seconds_median = 2.5;
@@ -244,7 +244,7 @@ static void summary_formats(void **state)
     rows[0].gflops_per_second = 25;
     rows[0].percent_of_peak = 25;
     rows[1].key = (row_key){.backend = "cuda", .precision = "fp32"};
-    rows[1].status = "skipped";
+    rows[1].status = STATUS_SKIPPED;
     rows[1].message = "no \"GPU\" here";
     rows[1].time_to_target_seconds = -1;
     rows[1].final_test_accuracy = NAN;
@@ -266,10 +266,22 @@ static void summary_formats(void **state)
     assert_non_null(strstr(json, "\"message\": \"no \\\"GPU\\\" here\""));
     free(json);
 
+    /* --format csv: summary.csv's columns, in its order */
     char *csv = print_to_string(FORMAT_CSV, rows, 2);
-    const char *header = "backend,precision,threads,devices,replicas,ranks,epoch_seconds_median,";
+    const char *header =
+        "backend,workload,precision,threads,devices,replicas,ranks,batch_size,optimizer,epochs,"
+        "repeats,images_per_epoch,epoch_seconds_median,epoch_seconds_mean,epoch_seconds_stddev,"
+        "images_per_second,gflops_per_second,percent_of_peak,speedup_vs_naive,final_train_loss,"
+        "final_test_accuracy,macro_precision,macro_recall,macro_f1,time_to_target_seconds,"
+        "peak_memory_bytes,details,status,message,cpu_model,host,git_commit,date,timed_samples,"
+        "warmup_epochs,epoch_seconds_min,epoch_seconds_max,peak_gflops,peak_source,gpu_model,"
+        "target_accuracy,scaling_efficiency\n";
     assert_true(strncmp(csv, header, strlen(header)) == 0);
-    assert_non_null(strstr(csv, "\nnaive,fp32,1,0,0,0,2.500000,"));
+    assert_non_null(strstr(csv, "\nnaive,,fp32,1,0,0,0,0,,4,1,0,2.500000,0.000000,0.250000,"
+                                "24000.0,25.000,25.00,1.000,0.000000,0.850000,"));
+    assert_non_null(strstr(csv, ",ok,,Test CPU,,,,3,1,0.000000,0.000000,100.0,test probe,none,"
+                                "0.9000,\n")); /* no scaling efficiency: empty */
+    assert_non_null(strstr(csv, ",skipped,\"no \"\"GPU\"\" here\",Test CPU,"));
     free(csv);
 }
 
@@ -735,6 +747,26 @@ static void real_run_short_and_unreached_target(void **state)
     table_free(sm);
 }
 
+/* --format csv prints summary.csv again: the same header and lines, byte
+ * for byte, so a script may read either. */
+static void real_run_csv_is_summary_csv(void **state)
+{
+    run_fixture *f = *state;
+    double wall;
+    assert_int_equal(run_bench(f, "d", "--epochs 1 --target-accuracy 0.05 --format csv", &wall), 0);
+    char path[512];
+    snprintf(path, sizeof path, "%s/d.out", f->dir);
+    char *printed = slurp(path);
+    snprintf(path, sizeof path, "%s/d/summary.csv", f->dir);
+    char *file = slurp(path);
+    assert_non_null(printed);
+    assert_non_null(file);
+    assert_non_null(strstr(file, "\nnaive,lenet,fp32,1,0,1,1,128,nesterov,1,1,512,"));
+    assert_string_equal(printed, file);
+    free(printed);
+    free(file);
+}
+
 /* A target first met after epoch 1: the time covers every epoch up to the
  * one whose evaluation met it. The target is chosen from run "c0"'s own
  * accuracies (the run is deterministic), so it is met at a known epoch. */
@@ -789,6 +821,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(real_run_files, run_setup, run_teardown),
         cmocka_unit_test_setup_teardown(real_run_short_and_unreached_target, run_setup,
                                         run_teardown),
+        cmocka_unit_test_setup_teardown(real_run_csv_is_summary_csv, run_setup, run_teardown),
         cmocka_unit_test_setup_teardown(real_run_time_to_target_later_epoch, run_setup,
                                         run_teardown),
     };
