@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness/alloc.h"
 #include "harness/idx.h"
 #include "harness/init.h"
 #include "harness/paramfile.h"
@@ -83,8 +84,8 @@ static row_key key_for(const run_state *s, const backend *b, const attempt *a)
         .devices = a->devices,
         .replicas = a->replicas,
         .ranks = world_size(),
-        .batch_size = cfg->batch_size,
-        .optimizer = optimizer_name(cfg->opt.kind),
+        .batch_size = cfg->engine.batch_size,
+        .optimizer = optimizer_name(cfg->engine.opt.kind),
     };
     return k;
 }
@@ -128,7 +129,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
                         progress *prog, double *seconds, double *loss_sum)
 {
     const run_config *cfg = s->cfg;
-    int n = s->train.count, batch = cfg->batch_size;
+    int n = s->train.count, batch = cfg->engine.batch_size;
     int full_steps = n / batch, rest = n % batch;
     epoch_order(cfg->seed, epoch, n, cfg->shuffle, s->order);
 
@@ -219,8 +220,8 @@ static void save_params(run_state *s, const backend *b, engine *e, int several)
         snprintf(path, sizeof path, "%s.%s", cfg->save_params, b->name);
     else
         snprintf(path, sizeof path, "%s", cfg->save_params);
-    float *p = malloc(sizeof(float) * cfg->work.param_count);
-    if (!p || b->get_params(e, p) != 0)
+    float *p = xmalloc(sizeof(float) * cfg->work.param_count);
+    if (b->get_params(e, p) != 0)
         fprintf(stderr, "bench: %s: cannot read back the parameters to save\n", b->name);
     else if (paramfile_save(path, &cfg->work, p, err, sizeof err) != 0)
         fprintf(stderr, "bench: %s\n", err);
@@ -256,7 +257,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
             progress_start(&prog, label, ep + 1, cfg->epochs, s->train.count);
         double seconds, loss_sum;
         long images = train_epoch(s, b, e, ep, a, &prog, &seconds, &loss_sum);
-        double steps = (double)images / cfg->batch_size;
+        double steps = (double)images / cfg->engine.batch_size;
         double train_loss = steps > 0 ? loss_sum / steps : NAN;
         eval_counts ev = {0};
         double test_loss = NAN, accuracy = NAN;
@@ -316,7 +317,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         row_key key = key_for(s, b, a);
         char label[128];
         config_label(&key, label, sizeof label);
-        report_layer_profile(&s->res, label, b, e, &cfg->work, s->order, cfg->batch_size, 10,
+        report_layer_profile(&s->res, label, b, e, &cfg->work, s->order, cfg->engine.batch_size, 10,
                              stderr);
     }
     if (cfg->save_params[0] && r == cfg->repeat && a->status == STATUS_OK && s->root)
@@ -403,13 +404,9 @@ static int load_inputs(run_state *s)
         s->train.count = cfg->limit;
     if (cfg->test_limit)
         s->test.count = cfg->test_limit;
-    s->init_params = malloc(sizeof(float) * w->param_count);
-    s->order = malloc(sizeof(int32_t) * (size_t)s->train.count);
-    s->losses = malloc(sizeof(float) * ((size_t)s->train.count / cfg->batch_size + 1));
-    if (!s->init_params || !s->order || !s->losses) {
-        fprintf(stderr, "bench: out of memory\n");
-        return 1;
-    }
+    s->init_params = xmalloc(sizeof(float) * w->param_count);
+    s->order = xmalloc(sizeof(int32_t) * (size_t)s->train.count);
+    s->losses = xmalloc(sizeof(float) * ((size_t)s->train.count / cfg->engine.batch_size + 1));
     if (cfg->init_params[0]) {
         if (paramfile_load(cfg->init_params, w, s->init_params, err, sizeof err) != 0) {
             fprintf(stderr, "bench: %s\n", err);
@@ -539,21 +536,22 @@ static int run_backends(const run_config *cfg)
     if (s.root)
         fprintf(stderr, "%s: %d training and %d test images from %s, %s, batch %d, %d epoch%s -> %s\n",
             cfg->work.name, s.train.count, s.test.count, cfg->data_dir,
-            optimizer_name(cfg->opt.kind), cfg->batch_size, cfg->epochs,
+            optimizer_name(cfg->engine.opt.kind), cfg->engine.batch_size, cfg->epochs,
             cfg->epochs == 1 ? "" : "s", s.res.dir);
     install_signal_handlers();
 
+    /* a row's details and message are its own copies (freed at the end):
+     * the attempts that held them are reused by the next backend */
     summary_row rows[MAX_RUN_BACKENDS];
-    char row_text[MAX_RUN_BACKENDS][2][512];
     int n_rows = 0, failed = 0;
-    double *samples = malloc(sizeof(double) * (size_t)cfg->epochs * cfg->repeat);
-    attempt *runs = calloc((size_t)cfg->repeat, sizeof *runs);
+    double *samples = xcalloc((size_t)cfg->epochs * cfg->repeat, sizeof(double));
+    attempt *runs = xcalloc((size_t)cfg->repeat, sizeof *runs);
     for (int r = 0; r < cfg->repeat; r++)
-        runs[r].epoch_seconds = malloc(sizeof(double) * (size_t)cfg->epochs);
+        runs[r].epoch_seconds = xcalloc((size_t)cfg->epochs, sizeof(double));
 
     for (int i = 0; i < n && !stop_signal && rc == 0; i++) {
         const backend *b = order[i];
-        summary_row *row = &rows[n_rows++];
+        summary_row *row = &rows[n_rows];
         if (!runnable[i]) {
             if (s.root)
                 fprintf(stderr, "%-10s skipped: %s\n", b->name, reasons[i]);
@@ -561,9 +559,9 @@ static int run_backends(const run_config *cfg)
             attempt none = {.threads = 0, .replicas = 1};
             row->key = key_for(&s, b, &none);
             row->status = STATUS_SKIPPED;
-            snprintf(row_text[n_rows - 1][1], 512, "%s", reasons[i]);
-            row->message = row_text[n_rows - 1][1];
+            row->message = xstrdup(reasons[i]);
             row->time_to_target_seconds = -1;
+            n_rows++;
             if (s.root && results_summary(&s.res, row) != 0)
                 rc = 1;
             continue;
@@ -580,13 +578,11 @@ static int run_backends(const run_config *cfg)
                 break;
         }
         if (done == 0)
-            continue;
+            continue; /* a results file could not be written: no row */
         fill_summary(&s, b, runs, done, row, samples);
-        /* keep the strings past the next backend's attempts */
-        snprintf(row_text[n_rows - 1][0], 512, "%s", row->details);
-        snprintf(row_text[n_rows - 1][1], 512, "%s", row->message);
-        row->details = row_text[n_rows - 1][0];
-        row->message = row_text[n_rows - 1][1];
+        row->details = xstrdup(row->details);
+        row->message = xstrdup(row->message);
+        n_rows++;
         if (row->status == STATUS_OK && row->key.replicas == 1 && row->key.ranks == 1 &&
             s.n_baselines < MAX_RUN_BACKENDS) {
             s.baseline_name[s.n_baselines] = b->name;
@@ -627,6 +623,10 @@ static int run_backends(const run_config *cfg)
         fprintf(stderr, "results in %s\n", s.res.dir);
         if (!stop_signal)
             plot_after_run(s.res.dir);
+    }
+    for (int i = 0; i < n_rows; i++) {
+        free((char *)rows[i].details);
+        free((char *)rows[i].message);
     }
     for (int r = 0; r < cfg->repeat; r++)
         free(runs[r].epoch_seconds);

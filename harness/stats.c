@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/alloc.h"
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -15,9 +17,7 @@ sample_stats stats_of(const double *v, int n)
     sample_stats s = {0};
     if (n <= 0)
         return s;
-    double *sorted = malloc(sizeof(double) * (size_t)n);
-    if (!sorted)
-        return s;
+    double *sorted = xmalloc(sizeof(double) * (size_t)n);
     memcpy(sorted, v, sizeof(double) * (size_t)n);
     qsort(sorted, (size_t)n, sizeof(double), cmp_double);
     s.n = n;
@@ -68,9 +68,7 @@ u_test mann_whitney_u(const double *x, int nx, const double *y, int ny)
     int n = nx + ny;
     if (nx < 1 || ny < 1)
         return r;
-    tagged *all = malloc(sizeof(tagged) * (size_t)n);
-    if (!all)
-        return r;
+    tagged *all = xmalloc(sizeof(tagged) * (size_t)n);
     for (int i = 0; i < nx; i++)
         all[i] = (tagged){x[i], 1};
     for (int i = 0; i < ny; i++)
