@@ -10,7 +10,6 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include "harness/compare.h"
 #include "harness/csv.h"
 #include "harness/stats.h"
+#include "tests/scratch.h"
 
 /* ---- Mann-Whitney U ------------------------------------------------------- */
 
@@ -191,32 +191,18 @@ static void test_speed_beyond_limit_but_not_significant(void **state)
 /* ---- files ---------------------------------------------------------------- */
 
 typedef struct fixture {
-    char dir[256];
+    char dir[SCRATCH_DIR_LEN];
 } fixture;
-
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "/tmp/test_compare.XXXXXX");
-    if (!mkdtemp(f->dir))
-        return -1;
-    *state = f;
-    return 0;
+    *state = scratch_fixture(sizeof(fixture), "test_compare");
+    return *state ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-    fixture *f = *state;
-    nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    free(f);
+    scratch_fixture_free(*state);
     return 0;
 }
 

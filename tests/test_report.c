@@ -9,7 +9,6 @@
 #include <cmocka.h>
 
 #include <ctype.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include "harness/peak.h"
 #include "harness/report.h"
 #include "harness/stats.h"
+#include "tests/scratch.h"
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
 
@@ -91,19 +91,25 @@ static void warmup_rule(void **state)
 
 /* ---- evaluation statistics --------------------------------------------- */
 
+/* m: rows are true classes, columns predictions; count: images scored. */
+static eval_stats eval_stats_of_3x3(const long m[3][3], long count)
+{
+    eval_counts ev;
+    memset(&ev, 0, sizeof ev);
+    ev.classes = 3;
+    ev.count = count;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            ev.confusion[i * 3 + j] = m[i][j];
+    return eval_stats_of(&ev);
+}
+
 static void eval_stats_on_known_matrix(void **state)
 {
     (void)state;
     /* rows: true class, columns: predicted */
     static const long m[3][3] = {{5, 1, 0}, {2, 3, 1}, {0, 0, 4}};
-    eval_counts ev;
-    memset(&ev, 0, sizeof ev);
-    ev.classes = 3;
-    ev.count = 16;
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++)
-            ev.confusion[i * 3 + j] = m[i][j];
-    eval_stats s = eval_stats_of(&ev);
+    eval_stats s = eval_stats_of_3x3(m, 16);
     assert_close(s.accuracy, 12.0 / 16.0, 1e-12);
     /* precision 5/7, 3/4, 4/5; recall 5/6, 3/6, 4/4 (scikit-learn's macro) */
     assert_close(s.macro_precision, 0.7547619047619047, 1e-12);
@@ -117,22 +123,13 @@ static void eval_stats_absent_and_unpredicted_classes(void **state)
     /* class 1 never predicted (precision 0), class 2 never occurs (left
      * out of the macro averages) */
     static const long m[3][3] = {{4, 0, 0}, {2, 0, 0}, {0, 0, 0}};
-    eval_counts ev;
-    memset(&ev, 0, sizeof ev);
-    ev.classes = 3;
-    ev.count = 6;
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++)
-            ev.confusion[i * 3 + j] = m[i][j];
-    eval_stats s = eval_stats_of(&ev);
+    eval_stats s = eval_stats_of_3x3(m, 6);
     assert_close(s.accuracy, 4.0 / 6.0, 1e-12);
     assert_close(s.macro_precision, (4.0 / 6.0 + 0) / 2, 1e-12);
     assert_close(s.macro_recall, (1.0 + 0) / 2, 1e-12);
     assert_close(s.macro_f1, (0.8 + 0) / 2, 1e-12);
 
-    memset(&ev, 0, sizeof ev);
-    ev.classes = 3;
-    s = eval_stats_of(&ev); /* nothing scored */
+    s = eval_stats_of_3x3(m, 0); /* nothing scored */
     assert_close(s.accuracy, 0, 0);
 }
 
@@ -487,28 +484,15 @@ static int json_valid(const char *text, char keys[][64], int max_keys, int *n_ke
 /* ---- short real runs --------------------------------------------------- */
 
 typedef struct run_fixture {
-    char dir[256];
+    char dir[SCRATCH_DIR_LEN];
     char bench[512];
 } run_fixture;
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static int run_setup(void **state)
 {
-    run_fixture *f = calloc(1, sizeof *f);
+    run_fixture *f = scratch_fixture(sizeof *f, "test_report");
     if (!f)
         return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/test_report.XXXXXX");
-    if (!mkdtemp(f->dir)) {
-        free(f);
-        return -1;
-    }
     const char *bench = getenv("BENCH");
     snprintf(f->bench, sizeof f->bench, "%s", bench && *bench ? bench : "./bench");
     *state = f;
@@ -517,9 +501,7 @@ static int run_setup(void **state)
 
 static int run_teardown(void **state)
 {
-    run_fixture *f = *state;
-    nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    free(f);
+    scratch_fixture_free(*state);
     return 0;
 }
 
