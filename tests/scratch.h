@@ -52,4 +52,18 @@ static inline void scratch_fixture_free(void *f)
     free(f);
 }
 
+/* Defines the cmocka setup() and teardown() of a test whose state is a
+ * `type` as above, its directory /tmp/<name>.XXXXXX. */
+#define SCRATCH_SETUP_TEARDOWN(type, name)                                                      \
+    static int setup(void **state)                                                               \
+    {                                                                                            \
+        *state = scratch_fixture(sizeof(type), name);                                            \
+        return *state ? 0 : -1;                                                                  \
+    }                                                                                            \
+    static int teardown(void **state)                                                            \
+    {                                                                                            \
+        scratch_fixture_free(*state);                                                            \
+        return 0;                                                                                \
+    }
+
 #endif

@@ -28,17 +28,7 @@ typedef struct fixture {
     char err[1024];
 } fixture;
 
-static int setup(void **state)
-{
-    *state = scratch_fixture(sizeof(fixture), "test_idx");
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    scratch_fixture_free(*state);
-    return 0;
-}
+SCRATCH_SETUP_TEARDOWN(fixture, "test_idx")
 
 static char *path_in(const fixture *f, const char *name)
 {
