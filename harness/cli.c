@@ -1,6 +1,8 @@
 #include "harness/config.h"
 #include "harness/idx.h"
-#include "parallel/plan.h"
+#include "harness/plan.h"
+
+#include "backends/registry.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -13,7 +15,6 @@
 static const char *precision_names[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *optimizer_names[] = {"sgd", "nesterov", "adam"};
 
-const char *precision_name(precision p) { return precision_names[p]; }
 const char *optimizer_name(optimizer_kind k) { return optimizer_names[k]; }
 
 static void usage(FILE *f)
@@ -69,7 +70,7 @@ static void list_backends(void)
         char why[512] = "";
         if (!b->built)
             printf("%-10s not built: %s\n", b->name, b->not_built_reason);
-        else if (b->probe && !b->probe(why, sizeof why))
+        else if (!backend_runnable(b, PREC_FP32, why, sizeof why))
             printf("%-10s built, not runnable here: %s\n", b->name, why);
         else
             printf("%-10s built, runnable: %s\n", b->name, b->summary);

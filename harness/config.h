@@ -57,7 +57,6 @@ int cli_parse(int argc, char **argv, run_config *cfg);
 /* Checks that needs the loaded data (batch size, --limit). 0 or 2. */
 int cli_check_against_data(const run_config *cfg, int train_count, int test_count);
 
-const char *precision_name(precision p);
 const char *optimizer_name(optimizer_kind k);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/registry.h"
 #include "harness/alloc.h"
 #include "harness/idx.h"
 #include "harness/init.h"
@@ -22,7 +23,7 @@
 #include "harness/results.h"
 #include "harness/stats.h"
 #include "harness/timer.h"
-#include "parallel/plan.h"
+#include "harness/plan.h"
 #include "parallel/world.h"
 
 static volatile sig_atomic_t stop_signal;
@@ -190,7 +191,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
 static engine *start_engine(run_state *s, const backend *b, attempt *a)
 {
     char err[512] = "";
-    engine *e = b->create(&s->cfg->work, &s->cfg->engine, err, sizeof err);
+    engine *e = backend_create(b, &s->cfg->work, &s->cfg->engine, err, sizeof err);
     if (!e) {
         a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "create: %s", err[0] ? err : "unknown error");
@@ -205,10 +206,8 @@ static engine *start_engine(run_state *s, const backend *b, attempt *a)
     a->threads = 1;
     a->devices = 0;
     a->replicas = 1;
-    if (b->placement)
-        b->placement(e, &a->threads, &a->devices, &a->replicas);
-    if (b->describe)
-        b->describe(e, a->details, sizeof a->details);
+    backend_placement(b, e, &a->threads, &a->devices, &a->replicas);
+    backend_describe(b, e, a->details, sizeof a->details);
     return e;
 }
 
@@ -307,10 +306,9 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
             a->final_train_loss = train_loss;
         }
     }
-    if (b->peak_memory)
-        a->peak_memory = b->peak_memory(e);
-    if (b->peak_gflops && a->status == STATUS_OK)
-        a->device_peak_gflops = b->peak_gflops(e);
+    a->peak_memory = backend_peak_memory(b, e);
+    if (a->status == STATUS_OK)
+        a->device_peak_gflops = backend_peak_gflops(b, e);
     if (cfg->profile_layers && r == cfg->repeat && a->status == STATUS_OK && s->root) {
         /* the first batch of epoch 1, 10 steps, like `caffe time` */
         epoch_order(cfg->seed, 0, s->train.count, cfg->shuffle, s->order);
@@ -450,16 +448,7 @@ static int plan(const run_config *cfg, const backend **order, char reasons[][512
         const backend *b = order[i];
         runnable[i] = 0;
         reasons[i][0] = 0;
-        unsigned precs = b->precisions ? b->precisions : 1u << PREC_FP32;
-        if (!b->built)
-            snprintf(reasons[i], 512, "not built: %s", b->not_built_reason);
-        else if (b->probe && !b->probe(reasons[i], 512))
-            ; /* probe wrote the reason */
-        else if (!(precs & (1u << cfg->engine.precision)))
-            snprintf(reasons[i], 512, "does not support --precision %s",
-                     precision_name(cfg->engine.precision));
-        else
-            runnable[i] = 1;
+        runnable[i] = backend_runnable(b, cfg->engine.precision, reasons[i], 512);
     }
     return n;
 }

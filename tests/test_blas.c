@@ -37,6 +37,7 @@
 #include "backends/blas/blas.h"
 #include "backends/blas/sgemm_peak.h"
 #include "backends/engine.h"
+#include "backends/registry.h"
 #include "backends/naive/layers.h"
 #include "harness/init.h"
 #include "tests/testing.h"
@@ -97,7 +98,7 @@ static engine_config config(optimizer_kind kind, int threads)
 static engine *start(const backend *b, const workload *w, const engine_config *c)
 {
     char err[256] = "";
-    engine *e = b->create(w, c, err, sizeof err);
+    engine *e = backend_create(b, w, c, err, sizeof err);
     if (!e)
         fail_msg("%s: create failed: %s", b->name, err);
     float *p = floats(w->param_count);
@@ -526,7 +527,7 @@ static void describes_itself(void **state)
     bb->library_info(info, sizeof info);
     assert_int_equal(strncmp(info, "OpenBLAS ", 9), 0);
     assert_non_null(strchr(info, '('));
-    assert_int_equal(bb->probe(why, sizeof why), 1);
+    assert_int_equal(backend_runnable(bb, PREC_FP32, why, sizeof why), 1);
     assert_string_equal(why, "");
     workload w;
     assert_int_equal(workload_get("mlp", &w), 0);
@@ -556,15 +557,15 @@ static void bad_requests_fail_cleanly(void **state)
     char err[256] = "";
     engine_config c = config(OPT_NESTEROV, 2);
     c.precision = PREC_FP16;
-    assert_null(bb->create(&w, &c, err, sizeof err));
+    assert_null(backend_create(bb, &w, &c, err, sizeof err));
     assert_non_null(strstr(err, "fp32"));
     c = config(OPT_NESTEROV, 2);
     c.batch_size = 0;
-    assert_null(bb->create(&w, &c, err, sizeof err));
+    assert_null(backend_create(bb, &w, &c, err, sizeof err));
     assert_non_null(strstr(err, "batch"));
 
     c = config(OPT_NESTEROV, 2);
-    engine *e = bb->create(&w, &c, err, sizeof err);
+    engine *e = backend_create(bb, &w, &c, err, sizeof err);
     assert_non_null(e);
     int32_t idx[BATCH] = {0};
     eval_counts ev;

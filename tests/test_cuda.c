@@ -31,6 +31,7 @@
 #include "backends/cuda/dense_gemm.h"
 #include "backends/cuda/step_state.h"
 #include "backends/engine.h"
+#include "backends/registry.h"
 #include "backends/naive/layers.h"
 #include "harness/init.h"
 #include "tests/testing.h"
@@ -250,7 +251,7 @@ static void test_loss_scaling(void **state)
 /* ---------------------------------------------------------------------- */
 /* CPU: probe, library versions, and what ./bench does with them           */
 
-static int gpu_present(char *why, size_t len) { return cuda()->probe(why, len); }
+static int gpu_present(char *why, size_t len) { return backend_runnable(cuda(), PREC_FP32, why, len); }
 
 static void test_probe(void **state)
 {
@@ -276,7 +277,7 @@ static void test_probe(void **state)
     cfg.batch_size = 8;
     cfg.opt = (optimizer_config){OPT_NESTEROV, 0.01f, 0.9f, 5e-4f, 0.9f, 0.999f, 1e-8f};
     char err[512] = "";
-    assert_null(cuda()->create(&w, &cfg, err, sizeof err));
+    assert_null(backend_create(cuda(), &w, &cfg, err, sizeof err));
     assert_true(strlen(err) > 0);
     assert_non_null(strstr(err, "cuda"));
 }
@@ -374,7 +375,7 @@ static void train(const backend *b, run *r)
     assert_int_equal(synth_make(&tr, TRAIN_IMAGES, 28, 28, 10, r->seed), 0);
     assert_int_equal(synth_make(&te, TEST_IMAGES, 28, 28, 10, r->seed + 1), 0);
     char err[512] = "";
-    engine *e = b->create(&w, &r->cfg, err, sizeof err);
+    engine *e = backend_create(b, &w, &r->cfg, err, sizeof err);
     if (!e)
         fail_msg("%s: create: %s", b->name, err);
     float *init = floats(w.param_count);
@@ -630,7 +631,7 @@ static void rig_up(rig *g, const char *wname, const engine_config *cfg)
 {
     assert_int_equal(workload_get(wname, &g->w), 0);
     char err[512] = "";
-    g->e = cuda()->create(&g->w, cfg, err, sizeof err);
+    g->e = backend_create(cuda(), &g->w, cfg, err, sizeof err);
     if (!g->e)
         fail_msg("create: %s", err);
     assert_int_equal(synth_make(&g->data, 64, 28, 28, 10, 801), 0);
@@ -656,7 +657,7 @@ static void test_errors(void **state)
     char err[512] = "";
     engine_config cfg = make_config(8, OPT_SGD, PREC_FP32);
     cfg.device = 1000;
-    assert_null(cuda()->create(&w, &cfg, err, sizeof err));
+    assert_null(backend_create(cuda(), &w, &cfg, err, sizeof err));
     assert_non_null(strstr(err, "device"));
 
     cfg = make_config(8, OPT_SGD, PREC_FP32);
@@ -692,7 +693,7 @@ static void test_data_parallel_hooks(void **state)
     rig_up(&a, "lenet", &cfg);
     rig_up(&c, "lenet", &cfg);
     char err[256] = "";
-    engine *ne = nb->create(&a.w, &cfg, err, sizeof err);
+    engine *ne = backend_create(nb, &a.w, &cfg, err, sizeof err);
     assert_non_null(ne);
     nb->set_params(ne, a.init);
     nb->bind_dataset(ne, &a.data.d, &a.data.d);

@@ -45,8 +45,10 @@
 
 #include "backends/common/optimizer.h"
 #include "backends/cuda/dense_gemm.h"
+#include "backends/cuda/devmem.h"
 #include "backends/cuda/kernels.h"
 #include "backends/engine.h"
+#include "backends/module.h"
 
 #define MAX_LAYERS WORKLOAD_MAX_LAYERS
 #define PARTIAL_PLANS 2                          /* cached plans for other batch sizes */
@@ -177,8 +179,9 @@ static int call_failed(engine *e, const char *file, int line, const char *call, 
 
 /* ------------------------------------------------------------------ probe */
 
-static int probe(char *why, size_t why_len)
+static int probe(void *ctx, char *why, size_t why_len)
 {
+    (void)ctx;
     int count = 0;
     cudaError_t rc = cudaGetDeviceCount(&count);
     if (rc != cudaSuccess) {
@@ -1025,8 +1028,10 @@ static void destroy(engine *e)
     free(e);
 }
 
-static engine *create(const workload *w, const engine_config *cfg, char *err, size_t err_len)
+static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
+                      size_t err_len)
 {
+    (void)ctx;
     const char *why = NULL;
     if (!w || !cfg)
         why = "no workload or configuration";
@@ -1598,3 +1603,16 @@ const backend cuda_backend = {
     .profile_layers = profile_layers,
     .peak_gflops = peak_gflops,
 };
+
+/* The cuda module's tables: the backend, and device memory helpers for the
+ * data-parallel communicators. */
+LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)
+{
+    if (abi != LB_MODULE_ABI)
+        return NULL;
+    if (strcmp(table, "backend") == 0)
+        return &cuda_backend;
+    if (strcmp(table, "devmem") == 0)
+        return &cuda_devmem_table;
+    return NULL;
+}

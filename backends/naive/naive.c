@@ -43,8 +43,9 @@ static int fail(engine *e, const char *fmt, ...)
     return -1;
 }
 
-static int probe(char *why, size_t why_len)
+static int probe(void *ctx, char *why, size_t why_len)
 {
+    (void)ctx;
     if (why && why_len)
         why[0] = '\0';
     return 1;
@@ -69,8 +70,10 @@ static void destroy(engine *e)
 
 static float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 
-static engine *create(const workload *w, const engine_config *cfg, char *err, size_t err_len)
+static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
+                      size_t err_len)
 {
+    (void)ctx;
     const char *why = NULL;
     if (!w || !cfg)
         why = "no workload or configuration";
