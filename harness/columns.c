@@ -53,15 +53,15 @@ static void md_mebibytes(char *buf, size_t len, const summary_row *r)
 #define SYSTEM(n, off) .name = n, .kind = COL_SYSTEM, .offset = off
 
 /* The configuration, first in both files (row_key is each row's `key`). */
-#define KEY_COLUMNS(row)                                                                         \
-    {TEXT("backend", offsetof(row, key.backend)), .md_title = "backend", .md_cell = md_label}, \
-    {TEXT("workload", offsetof(row, key.workload))},                                         \
-    {TEXT("precision", offsetof(row, key.precision)), .md_title = "precision"},              \
-    {INT("threads", offsetof(row, key.threads)), .md_title = "threads"},                     \
-    {INT("devices", offsetof(row, key.devices)), .md_title = "devices"},                     \
-    {INT("replicas", offsetof(row, key.replicas))},                                          \
-    {INT("ranks", offsetof(row, key.ranks))},                                                \
-    {INT("batch_size", offsetof(row, key.batch_size))},                                      \
+#define KEY_COLUMNS(row)                                                                           \
+    {TEXT("backend", offsetof(row, key.backend)), .md_title = "backend", .md_cell = md_label},     \
+    {TEXT("workload", offsetof(row, key.workload))},                                               \
+    {TEXT("precision", offsetof(row, key.precision)), .md_title = "precision"},                    \
+    {INT("threads", offsetof(row, key.threads)), .md_title = "threads"},                           \
+    {INT("devices", offsetof(row, key.devices)), .md_title = "devices"},                           \
+    {INT("replicas", offsetof(row, key.replicas))},                                                \
+    {INT("ranks", offsetof(row, key.ranks))},                                                      \
+    {INT("batch_size", offsetof(row, key.batch_size))},                                            \
     {TEXT("optimizer", offsetof(row, key.optimizer))}
 
 #define S(field) offsetof(summary_row, field)

@@ -552,6 +552,18 @@ static table *read_run_csv(run_fixture *f, const char *run, const char *file)
     return t;
 }
 
+/* The text of file `name` in the test's directory; fails the test when it
+ * cannot be read. */
+static char *slurp_in(const run_fixture *f, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", f->dir, name);
+    char *text = slurp(path);
+    if (!text)
+        fail_msg("cannot read %s", path);
+    return text;
+}
+
 static void check_columns(const table *t, const char *const *names, int n, const char *file)
 {
     for (int i = 0; i < n; i++)
@@ -659,10 +671,7 @@ static void real_run_files(void **state)
         assert_true(num(pr, r, "forward_ms") >= 0 && num(pr, r, "backward_ms") >= 0);
 
     /* system.json: valid JSON with the system record's keys */
-    char path[512];
-    snprintf(path, sizeof path, "%s/a/system.json", f->dir);
-    char *sys = slurp(path);
-    assert_non_null(sys);
+    char *sys = slurp_in(f, "a/system.json");
     char keys[64][64];
     int n_keys;
     assert_int_equal(json_valid(sys, keys, 64, &n_keys), 0);
@@ -682,16 +691,12 @@ static void real_run_files(void **state)
     free(sys);
 
     /* --format json: stdout holds the summary as JSON and nothing else */
-    snprintf(path, sizeof path, "%s/a.out", f->dir);
-    char *out = slurp(path);
-    assert_non_null(out);
+    char *out = slurp_in(f, "a.out");
     assert_int_equal(json_valid(out, keys, 64, &n_keys), 0);
     assert_non_null(strstr(out, "\"backend\": \"naive\""));
     free(out);
     /* the profile table and the evaluation line went to stderr */
-    snprintf(path, sizeof path, "%s/a.err", f->dir);
-    char *err = slurp(path);
-    assert_non_null(err);
+    char *err = slurp_in(f, "a.err");
     assert_non_null(strstr(err, "naive: time per layer"));
     assert_non_null(strstr(err, "naive      accuracy"));
     free(err);
@@ -717,10 +722,7 @@ static void real_run_short_and_unreached_target(void **state)
     double both[2] = {num(ep, 1, "epoch_seconds"), num(ep, 2, "epoch_seconds")};
     assert_close(num(sm, 1, "epoch_seconds_median"), stats_of(both, 2).median, 2e-6);
     assert_true(num(sm, 1, "time_to_target_seconds") < 0);
-    char path[512];
-    snprintf(path, sizeof path, "%s/b.out", f->dir);
-    char *md = slurp(path);
-    assert_non_null(md);
+    char *md = slurp_in(f, "b.out");
     assert_non_null(strstr(md, "| naive | fp32 | 1 | 0 |"));
     assert_non_null(strstr(md, "| not reached |"));
     assert_non_null(strstr(md, "every epoch of 1 run"));
@@ -736,13 +738,8 @@ static void real_run_csv_is_summary_csv(void **state)
     run_fixture *f = *state;
     double wall;
     assert_int_equal(run_bench(f, "d", "--epochs 1 --target-accuracy 0.05 --format csv", &wall), 0);
-    char path[512];
-    snprintf(path, sizeof path, "%s/d.out", f->dir);
-    char *printed = slurp(path);
-    snprintf(path, sizeof path, "%s/d/summary.csv", f->dir);
-    char *file = slurp(path);
-    assert_non_null(printed);
-    assert_non_null(file);
+    char *printed = slurp_in(f, "d.out");
+    char *file = slurp_in(f, "d/summary.csv");
     assert_non_null(strstr(file, "\nnaive,lenet,fp32,1,0,1,1,128,nesterov,1,1,512,"));
     assert_string_equal(printed, file);
     free(printed);
