@@ -325,7 +325,8 @@ static int read_epochs(run_files *run, char *err, size_t err_len)
  * are part of the row's configuration already). */
 static const char *const not_training_options[] = {
     "backend", "out", "repeat", "format", "profile-layers", "target-accuracy", "threads",
-    "device", "cuda-graph", "data-on-device", "list", "help", NULL,
+    "device", "cuda-graph", "data-on-device", "list", "help", "no-peak", "step-losses",
+    NULL,
 };
 
 static int cmp_strings(const void *a, const void *b)

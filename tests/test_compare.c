@@ -554,6 +554,17 @@ static void test_changed_numerics(void **state)
     pair *q = write_pair(*state, "rounding", run, rounded);
     assert_int_equal(compare_pair(q, NULL, NULL), 0);
 
+    /* options that cannot change the numbers leave them judged */
+    pair *o = new_pair(*state, "no-peak");
+    run.rows = two_backends;
+    write_run(o->base, &run);
+    run.rows = changed;
+    run.extra_args = ", \"--no-peak\", \"--step-losses\", \"steps.csv\", \"--format\", \"json\"";
+    write_run(o->next, &run);
+    assert_int_equal(compare_pair(o, NULL, NULL), 1);
+    assert_true(line_has(o->out, "NUMERICS", "naive", "train loss"));
+    free(o);
+
     /* another seed: the loss may differ, and is not judged */
     pair *r = new_pair(*state, "seed");
     run.rows = two_backends;
