@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harness/alloc.h"
+#include "harness/fileio.h"
 
 void csv_field(FILE *f, const char *s)
 {
@@ -25,9 +26,10 @@ void csv_field(FILE *f, const char *s)
 
 char *read_text_file(const char *path, size_t *len, char *err, size_t err_len)
 {
-    FILE *f = fopen(path, "rb");
+    const char *problem;
+    FILE *f = fopen_regular(path, &problem); /* a FIFO would block the read */
     if (!f) {
-        snprintf(err, err_len, "cannot open %s: %s", path, strerror(errno));
+        snprintf(err, err_len, "cannot open %s: %s", path, problem);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
