@@ -790,6 +790,32 @@ int count_main(int argc, char **argv)
 
 /* ---- compare and history ------------------------------------------------------- */
 
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int count_path(const char *arg, char *path, size_t len)
+{
+    size_t n = strlen(arg), suffix = strlen(COUNT_FILE);
+    if (!is_dir(arg)) /* counts.csv, or a copy named like base-counts.csv */
+        return n >= suffix && !strcmp(arg + n - suffix, COUNT_FILE) &&
+               snprintf(path, len, "%s", arg) < (int)len;
+    return snprintf(path, len, "%s/" COUNT_FILE, arg) < (int)len && access(path, F_OK) == 0;
+}
+
+int count_only(const char *arg)
+{
+    char path[PATH_LEN + 32];
+    if (!count_path(arg, path, sizeof path))
+        return 0;
+    if (!is_dir(arg))
+        return 1;
+    snprintf(path, sizeof path, "%s/summary.csv", arg);
+    return access(path, F_OK) != 0;
+}
+
 /* What must be the same for two counts to be comparable: the code counted
  * depends on the compiler and target, OpenBLAS's version and kernels, and
  * the CPU valgrind presents (glibc picks its string functions by it). */

@@ -13,6 +13,8 @@
 #ifndef LB_COUNT_H
 #define LB_COUNT_H
 
+#include <stddef.h>
+
 /* Where the counts and their history live by default. */
 #define COUNT_FILE "counts.csv"
 #define COUNT_HISTORY "results/count-history.csv"
@@ -33,6 +35,12 @@ int count_compare(const char *base_path, const char *new_path, double max_growth
 /* Appends the rows of counts.csv (run directory `run`) to the count history
  * file; rows already there are not added again. 0, or 2 on bad input. */
 int count_history(const char *counts_path, const char *history_path, const char *run);
+
+/* 1 when arg is a file whose name ends in counts.csv, or a directory holding one, with its path in
+ * path; else 0. */
+int count_path(const char *arg, char *path, size_t len);
+/* 1 when arg holds counts and no timings (no summary.csv beside them). */
+int count_only(const char *arg);
 
 /* The gate's default limit on growth, percent (see README, "Instruction
  * counts"). */

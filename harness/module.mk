@@ -5,3 +5,6 @@ TESTS += test_compare
 TEST_SCRIPTS += tests/test_compare.sh
 TESTS += test_report
 TEST_SCRIPTS += tests/test_plot.sh
+# The instruction-count gate (./bench count, bench compare on counts.csv)
+# fails a build whose naive kernels are compiled at -O0.
+TEST_SCRIPTS += tests/test_count.sh
