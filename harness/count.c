@@ -36,6 +36,10 @@
 #include "harness/results.h"
 #include "harness/sysinfo.h"
 
+#ifndef COUNT_BUILD_FLAGS
+#define COUNT_BUILD_FLAGS "unknown flags"
+#endif
+
 #define MAX_ITEMS 16
 #define ITEM_LEN 40
 #define DEFAULT_BLAS_CORE "Sandybridge"
@@ -197,9 +201,9 @@ static int child_main(const count_options *o)
     if (blas && blas->built && blas->library_info)
         blas->library_info(blas_info, sizeof blas_info);
     const char *coretype = getenv("OPENBLAS_CORETYPE");
-    fprintf(meta, "commit=%s\ncompiler=%s\nbuild=%s\ncpu_seen=%s\nhost_cpu=%s\nblas=%s\n"
+    fprintf(meta, "commit=%s\ncompiler=%s\nbuild=%s, %s\ncpu_seen=%s\nhost_cpu=%s\nblas=%s\n"
                   "openblas_coretype=%s\n",
-            sys.git_commit, sys.compiler, sys.build, cpu, sys.cpu_model, blas_info,
+            sys.git_commit, sys.compiler, sys.build, COUNT_BUILD_FLAGS, cpu, sys.cpu_model, blas_info,
             coretype ? coretype : "unset");
 
     const workload *w = &o->work;

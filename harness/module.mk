@@ -8,3 +8,9 @@ TEST_SCRIPTS += tests/test_plot.sh
 # The instruction-count gate (./bench count, bench compare on counts.csv)
 # fails a build whose naive kernels are compiled at -O0.
 TEST_SCRIPTS += tests/test_count.sh
+
+# ./bench count records the optimisation and target flags of its build (the
+# counts depend on them); count.o is rebuilt when OPT changes.
+$(shell mkdir -p $(BUILD) && (test "$$(cat $(BUILD)/opt-flags 2>/dev/null)" = "$(OPT)" || echo "$(OPT)" > $(BUILD)/opt-flags))
+$(BUILD)/harness/count.o: $(BUILD)/opt-flags
+$(BUILD)/harness/count.o: CFLAGS += -DCOUNT_BUILD_FLAGS='"$(OPT)"'
