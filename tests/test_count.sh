@@ -63,4 +63,17 @@ sed 's/gcc [0-9.]*/gcc 0.0.0/' "$tmp/slow/counts.csv" >"$tmp/other-compiler-coun
 expect 0 "NOT JUDGED: compiler differs" -- "$tmp/base" "$tmp/other-compiler-counts.csv"
 awk -F, -v OFS=, 'NR == 2 { $7 = "lots" } 1' "$tmp/base/counts.csv" >"$tmp/broken-counts.csv"
 expect 2 "instructions_per_image 'lots' is not a positive number" -- "$tmp/base" "$tmp/broken-counts.csv"
+
+# The count history: appended once, drawn by plots/history.gp with counts=1.
+"$bench" history --counts-file "$tmp/history.csv" "$tmp/base" >/dev/null &&
+    "$bench" history --counts-file "$tmp/history.csv" "$tmp/slow/counts.csv" >/dev/null &&
+    "$bench" history --counts-file "$tmp/history.csv" "$tmp/base" >"$tmp/out" ||
+    fail "bench history of counts failed"
+grep -q "0 count rows of base appended to .*, 1 already there" "$tmp/out" || { cat "$tmp/out"; fail "a count row was added twice"; }
+[ "$(grep -c '^[^,]*,[^,]*,train-naive,' "$tmp/history.csv")" -eq 2 ] || fail "the count history lacks its rows"
+if command -v gnuplot >/dev/null; then
+    gnuplot -e "counts=1; file='$tmp/history.csv'; out='$tmp/history.png'" plots/history.gp \
+        >"$tmp/gp.log" 2>&1 && [ -s "$tmp/history.png" ] && [ ! -s "$tmp/gp.log" ] ||
+        { cat "$tmp/gp.log"; fail "plots/history.gp counts=1 did not draw cleanly"; }
+fi
 echo "test_count: ok"
