@@ -1,7 +1,9 @@
-# lenet-bench. `make` builds ./bench with every backend this machine can
-# build; `make test` runs the test suite; `make run` installs what is missing,
-# builds and runs the benchmark. Dependencies are detected by compiling a
-# one-line probe, not by asking the package manager.
+# lenet-bench. `make` builds ./bench and a module for every heavy backend
+# this machine can build ($(BUILD)/modules/*.so, loaded when that backend is
+# used); `make test` runs the test suite; `make run` installs what is
+# missing, builds and runs the benchmark. Dependencies are detected by
+# compiling a one-line probe, not by asking the package manager.
+# Switches: BLAS=0, CUDA=0, MPI=0 leave that part out on a machine that has it.
 
 .DEFAULT_GOAL := all
 BUILD ?= build
@@ -14,10 +16,11 @@ NVCC ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
 
 OPT ?= -O3 -march=native
-WARN := -Wall -Wextra -Werror
-CFLAGS := -std=c11 $(OPT) -g $(WARN) -D_GNU_SOURCE -I. -MMD -MP $(EXTRA_CFLAGS)
+WARN := -Wall -Wextra $(if $(filter 0,$(WERROR)),,-Werror)
+# -fPIC: the modules link some of the program's objects too
+CFLAGS := -std=c11 $(OPT) -g $(WARN) -D_GNU_SOURCE -I. -fPIC -MMD -MP $(EXTRA_CFLAGS)
 LDFLAGS := $(EXTRA_LDFLAGS)
-LDLIBS := -lm
+LDLIBS := -lm -ldl
 
 # probe NAME: 1 when `printf CODE | cc -x c - FLAGS` links.
 H := \#
@@ -32,27 +35,56 @@ endif
 HAVE_CMOCKA := $(call probe,$(H)include <stdarg.h>\n$(H)include <stddef.h>\n$(H)include <stdint.h>\n$(H)include <setjmp.h>\n$(H)include <cmocka.h>\nint main(void){return 0;}\n,-lcmocka)
 
 # Sources of the program, less main.c (tests link these too).
-LIB_SRCS := $(wildcard workloads/*.c) backends/registry.c $(wildcard backends/common/*.c) \
-            $(wildcard backends/naive/*.c) $(filter-out harness/main.c,$(wildcard harness/*.c))
-CU_SRCS :=
-TESTS :=        # cmocka programs: tests/<name>.c
+LIB_SRCS := $(wildcard workloads/*.c) backends/registry.c backends/module.c \
+            $(wildcard backends/common/*.c) $(wildcard backends/naive/*.c) \
+            $(filter-out harness/main.c,$(wildcard harness/*.c))
+TESTS :=        # cmocka programs: tests/<name>.c; TEST_OBJS_<name>, TEST_LIBS_<name> extra
 TEST_SCRIPTS := # shell tests: exit 0 pass, 77 skip (run after the programs)
-SKIPPED :=
+SKIPPED := $(if $(HAVE_ZLIB),,reading_.gz_data:_zlib.h_or_libz_not_found,_gunzip_the_data_files)
+MODULES :=      # $(BUILD)/modules/<name>.so, added by module_rule
 
-# Optional parts add their sources, flags and tests here.
-include $(sort $(wildcard backends/*/module.mk parallel/module.mk harness/module.mk tests/module.mk fuzz/module.mk))
+# What every backend module links from the program's own sources.
+MODULE_SHARED_OBJS := $(BUILD)/workloads/workload.o $(BUILD)/backends/common/optimizer.o \
+                      $(BUILD)/backends/common/host_engine.o
 
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
+# module_rule NAME,OBJECTS,LIBRARIES: builds $(BUILD)/modules/NAME.so.
+define module_rule
+MODULES += $(BUILD)/modules/$(1).so
+MODULE_OBJS += $(2)
+$(BUILD)/modules/$(1).so: $(2) backends/module.map
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$(LDFLAGS) -shared -Wl,--no-undefined -Wl,-Bsymbolic \
+	    -Wl,--version-script=backends/module.map -o $$@ $(2) $(3) -lm
+endef
+
+# Library detection first, so that the module files below may be read in
+# any order; then each part adds its sources, modules, flags and tests.
+include backends/cuda/find-libs.mk
+include $(wildcard backends/*/module.mk parallel/module.mk harness/module.mk tests/module.mk fuzz/module.mk)
+
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_BINS := $(TESTS:%=$(BUILD)/tests/%)
+
+# The module loader looks beside the program first (the build directory as
+# given), then in this build's absolute path.
+$(BUILD)/backends/module.o: CFLAGS += -DLB_BUILD_DIR='"$(BUILD)"' -DLB_BUILD_DIR_ABS='"$(abspath $(BUILD))"'
 
 # The commit recorded with every run; sysinfo.o is rebuilt when it changes.
 GIT_COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
 $(shell mkdir -p $(BUILD) && (test "$$(cat $(BUILD)/git-commit 2>/dev/null)" = "$(GIT_COMMIT)" || echo "$(GIT_COMMIT)" > $(BUILD)/git-commit))
 $(BUILD)/harness/sysinfo.o: $(BUILD)/git-commit
+
+# Objects are rebuilt when the flags change (another OPT, a sanitiser, a
+# switch), not only when their sources do.
+BUILD_FLAGS := $(CC) $(CFLAGS) $(NVCCFLAGS)
+$(shell test "$$(cat $(BUILD)/build-flags 2>/dev/null)" = '$(BUILD_FLAGS)' || echo '$(BUILD_FLAGS)' > $(BUILD)/build-flags)
+$(LIB_OBJS) $(BUILD)/harness/main.o $(MODULE_OBJS): $(BUILD)/build-flags
 $(BUILD)/harness/sysinfo.o: CFLAGS += -DGIT_COMMIT='"$(GIT_COMMIT)"'
 
-.PHONY: all test run clean deps info
-all: $(BENCH) info
+.PHONY: all modules test run clean deps info
+all: $(BENCH) modules info
+
+modules: $(MODULES)
 
 info:
 	@for s in $(SKIPPED); do echo "note: skipped $$s" | tr '_' ' '; done
@@ -64,9 +96,10 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%: tests/%.c $(LIB_OBJS)
+.SECONDEXPANSION:
+$(BUILD)/tests/%: tests/%.c $(LIB_OBJS) $$(TEST_OBJS_$$*) | $(MODULES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJS) $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJS) $(TEST_OBJS_$*) $(LDLIBS) $(TEST_LIBS_$*) -lcmocka
 
 # `make test` first installs what the tests need (scripts/install-deps test:
 # as root it installs, otherwise it prints the one command to run), then
@@ -76,7 +109,7 @@ test:
 	@scripts/install-deps test
 	@$(MAKE) --no-print-directory test TEST_DEPS_CHECKED=1
 else ifeq ($(HAVE_CMOCKA),1)
-test: $(BENCH) $(TEST_BINS)
+test: $(BENCH) $(MODULES) $(TEST_BINS)
 	@BENCH=./$(BENCH) BUILD=$(BUILD) scripts/run-tests $(TEST_BINS) $(TEST_SCRIPTS)
 else
 test:

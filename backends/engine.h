@@ -40,6 +40,14 @@ typedef struct optimizer_config {
 } optimizer_config;
 
 typedef enum precision { PREC_FP32, PREC_TF32, PREC_BF16, PREC_FP16 } precision;
+#define PRECISION_COUNT 4
+
+/* The name --precision takes and the CSV shows. */
+static inline const char *precision_name(precision p)
+{
+    static const char *const names[PRECISION_COUNT] = {"fp32", "tf32", "bf16", "fp16"};
+    return (unsigned)p < PRECISION_COUNT ? names[p] : "unknown";
+}
 
 typedef struct engine_config {
     int batch_size;  /* largest batch a step will be given */
@@ -86,9 +94,13 @@ typedef struct backend {
     const char *not_built_reason;
     unsigned precisions; /* bit (1u << precision) per supported one; 0: fp32 only */
 
+    /* Handed back to probe and create, so that one pair of functions can
+     * serve many backends (each data-parallel wrapper points it at its own
+     * options). NULL for most backends. */
+    void *ctx;
     /* 1 if the backend can run here; else 0 with the reason in why. */
-    int (*probe)(char *why, size_t why_len);
-    engine *(*create)(const workload *w, const engine_config *cfg, char *err,
+    int (*probe)(void *ctx, char *why, size_t why_len);
+    engine *(*create)(void *ctx, const workload *w, const engine_config *cfg, char *err,
                       size_t err_len);
     void (*destroy)(engine *e);
     const char *(*error)(engine *e);
@@ -108,7 +120,8 @@ typedef struct backend {
     /* Scores the first `limit` test images (all when limit <= 0). */
     int (*evaluate)(engine *e, int limit, eval_counts *out);
 
-    /* Optional (NULL when not offered) --------------------------------- */
+    /* Optional (NULL when not offered; backends/registry.h has wrappers
+     * that supply the defaults) ------------------------------------------ */
 
     /* Data parallelism: gradients of the mean loss over `batch` images into
      * BUF_GRADS without updating; then apply_update(scale) multiplies the
@@ -135,12 +148,10 @@ typedef struct backend {
      * probe), for "% of peak" in the summary. NULL on CPU engines: the
      * harness then probes the CPU with the engine's thread count. */
     double (*peak_gflops)(engine *e);
+    /* CPU backends: GFLOP/s their GEMM library reaches on `threads` threads
+     * (a short sgemm probe), which the harness's own multiply-add probe of
+     * the CPU may be raised to; <= 0 when not measured. */
+    double (*library_peak_gflops)(int threads);
 } backend;
-
-/* The registry (backends/registry.c): every backend known to this build,
- * built or not, in a fixed order. */
-int backend_count(void);
-const backend *backend_at(int i);
-const backend *backend_find(const char *name);
 
 #endif

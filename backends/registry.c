@@ -1,37 +1,64 @@
-/* Every backend this program knows, built or not, in the order they run
- * under --backend all. A backend compiled out still appears, so --list can
- * say why it is missing. */
+/* The registry (see registry.h). */
+#include "backends/registry.h"
+
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
-#include "backends/engine.h"
-#include "parallel/coordinator.h" /* multi_gpu_backend */
+#include "backends/module.h"
 
-extern const backend naive_backend;
+extern const backend naive_backend;     /* backends/naive/naive.c */
+extern const backend multi_gpu_backend; /* parallel/coordinator.c */
+
+/* A backend in a module: its entry holds what the registry knows without
+ * loading it, and is filled with the module's table when loaded. */
+typedef struct module_entry {
+    backend b;
+    const char *module;
+    int tried;
+    const backend *table; /* the module's own, NULL until loaded */
+    char why[512];        /* why it did not load */
+} module_entry;
+
 #ifdef HAVE_BLAS
-extern const backend blas_backend;
+#define BLAS_BUILT 1
 #else
-static const backend blas_backend = {
-    .name = "blas",
-    .summary = "OpenBLAS GEMMs + OpenMP loops",
-    .not_built_reason = "OpenBLAS (cblas.h, -lopenblas) or OpenMP not found at build time",
-};
+#define BLAS_BUILT 0
 #endif
 #ifdef HAVE_CUDA
-extern const backend cuda_backend;
+#define CUDA_BUILT 1
 #else
-static const backend cuda_backend = {
-    .name = "cuda",
-    .summary = "one GPU: cuDNN convolutions, cuBLAS dense layers",
-    .not_built_reason = "nvcc, cuDNN or cuBLAS not found at build time",
-};
+#define CUDA_BUILT 0
 #endif
+
+static module_entry blas_entry = {
+    .b = {.name = "blas",
+          .summary = "OpenBLAS GEMMs over the whole batch + OpenMP loops, fp32",
+          .built = BLAS_BUILT,
+          .not_built_reason = "OpenBLAS (cblas.h, libopenblas) or OpenMP not found at build "
+                              "time, or left out with make BLAS=0"},
+    .module = "blas",
+};
+
+static module_entry cuda_entry = {
+    .b = {.name = "cuda",
+          .summary = "one GPU: cuDNN convolutions, cuBLAS dense layers",
+          .built = CUDA_BUILT,
+          .not_built_reason = "nvcc, cuDNN or cuBLAS not found at build time, or left out "
+                              "with make CUDA=0"},
+    .module = "cuda",
+};
+
+static module_entry *const modules[] = {&blas_entry, &cuda_entry};
 
 static const backend *const registry[] = {
     &naive_backend,
-    &blas_backend,
-    &cuda_backend,
+    &blas_entry.b,
+    &cuda_entry.b,
     &multi_gpu_backend,
 };
+
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int backend_count(void) { return (int)(sizeof registry / sizeof registry[0]); }
 
@@ -43,4 +70,152 @@ const backend *backend_find(const char *name)
         if (strcmp(registry[i]->name, name) == 0)
             return registry[i];
     return NULL;
+}
+
+static module_entry *entry_of(const backend *b)
+{
+    for (size_t i = 0; i < sizeof modules / sizeof modules[0]; i++)
+        if (&modules[i]->b == b)
+            return modules[i];
+    return NULL;
+}
+
+/* Loads b's module if b lives in one; 0, or -1 with the reason. */
+static int ensure_loaded(const backend *b, char *why, size_t why_len)
+{
+    module_entry *m = entry_of(b);
+    if (!m)
+        return 0;
+    pthread_mutex_lock(&load_lock);
+    if (!m->tried) {
+        m->tried = 1;
+        const backend *t = module_table(m->module, "backend", m->why, sizeof m->why);
+        if (t && strcmp(t->name, m->b.name) != 0) {
+            snprintf(m->why, sizeof m->why, "module %s holds backend %s, not %s", m->module,
+                     t->name, m->b.name);
+            t = NULL;
+        }
+        if (t) {
+            m->table = t;
+            m->b = *t;
+        }
+    }
+    int rc = m->table ? 0 : -1;
+    if (rc)
+        snprintf(why, why_len, "%s", m->why);
+    pthread_mutex_unlock(&load_lock);
+    return rc;
+}
+
+int backend_loaded(const backend *b)
+{
+    module_entry *m = entry_of(b);
+    if (!m)
+        return b->built;
+    pthread_mutex_lock(&load_lock);
+    int loaded = m->table != NULL;
+    pthread_mutex_unlock(&load_lock);
+    return loaded;
+}
+
+unsigned backend_precisions(const backend *b)
+{
+    return b->precisions ? b->precisions : 1u << PREC_FP32;
+}
+
+int backend_runnable(const backend *b, precision p, char *why, size_t why_len)
+{
+    char tmp[8];
+    if (!why || why_len == 0)
+        why = tmp, why_len = sizeof tmp;
+    why[0] = '\0';
+    if (!b->built) {
+        snprintf(why, why_len, "not built: %s", b->not_built_reason);
+        return 0;
+    }
+    if (ensure_loaded(b, why, why_len) != 0)
+        return 0;
+    if (b->probe && !b->probe(b->ctx, why, why_len))
+        return 0;
+    if (!(backend_precisions(b) & (1u << p))) {
+        snprintf(why, why_len, "does not support --precision %s", precision_name(p));
+        return 0;
+    }
+    return 1;
+}
+
+int backend_supports_data_parallel(const backend *b, char *why, size_t why_len)
+{
+    if (ensure_loaded(b, why, why_len) != 0)
+        return 0;
+    if (!b->compute_gradients || !b->apply_update || !b->buffer) {
+        snprintf(why, why_len, "the %s backend offers no data-parallel entries "
+                               "(compute_gradients, apply_update, buffer)", b->name);
+        return 0;
+    }
+    return 1;
+}
+
+engine *backend_create(const backend *b, const workload *w, const engine_config *cfg,
+                       char *err, size_t err_len)
+{
+    if (ensure_loaded(b, err, err_len) != 0)
+        return NULL;
+    if (!b->create) {
+        snprintf(err, err_len, "%s: not built", b->name);
+        return NULL;
+    }
+    return b->create(b->ctx, w, cfg, err, err_len);
+}
+
+void backend_placement(const backend *b, engine *e, int *threads, int *devices, int *replicas)
+{
+    *threads = 1, *devices = 0, *replicas = 1;
+    if (b->placement)
+        b->placement(e, threads, devices, replicas);
+}
+
+void backend_describe(const backend *b, engine *e, char *buf, size_t len)
+{
+    if (len)
+        buf[0] = '\0';
+    if (b->describe)
+        b->describe(e, buf, len);
+}
+
+size_t backend_peak_memory(const backend *b, engine *e)
+{
+    return b->peak_memory ? b->peak_memory(e) : 0;
+}
+
+double backend_peak_gflops(const backend *b, engine *e)
+{
+    return b->peak_gflops ? b->peak_gflops(e) : 0;
+}
+
+double backend_library_peak_gflops(const backend *b, int threads)
+{
+    return b->library_peak_gflops ? b->library_peak_gflops(threads) : 0;
+}
+
+int backend_profile_layers(const backend *b, engine *e, const int32_t *indices, int batch,
+                           int reps, layer_times *out, char *err, size_t err_len)
+{
+    if (!b->profile_layers) {
+        snprintf(err, err_len, "the %s backend cannot time its layers", b->name);
+        return -1;
+    }
+    if (b->profile_layers(e, indices, batch, reps, out) != 0) {
+        snprintf(err, err_len, "%s", b->error(e));
+        return -1;
+    }
+    return 0;
+}
+
+void backend_library_info(const backend *b, char *buf, size_t len)
+{
+    if (len)
+        buf[0] = '\0';
+    if (backend_loaded(b) && b->library_info)
+        b->library_info(buf, len);
 }

@@ -1,5 +1,7 @@
 #include "harness/config.h"
-#include "parallel/plan.h"
+#include "harness/plan.h"
+
+#include "backends/registry.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -14,7 +16,6 @@
 static const char *precision_names[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *optimizer_names[] = {"sgd", "nesterov", "adam"};
 
-const char *precision_name(precision p) { return precision_names[p]; }
 const char *optimizer_name(optimizer_kind k) { return optimizer_names[k]; }
 
 static void usage(FILE *f)
@@ -57,6 +58,8 @@ static void usage(FILE *f)
         "  --data-on-device on|off  keep the training set on the GPU (default on)\n"
         "  --repeat N           train each backend N times (statistics over runs)\n"
         "  --profile-layers     time each layer's forward and backward\n"
+        "  --no-peak            skip the peak GFLOP/s probe after each run (no %% of peak;\n"
+        "                       for short or instrumented runs, e.g. under a sanitizer)\n"
         "  --target-accuracy X  report the time to reach test accuracy X (0..1)\n"
         "  --format md|csv|json summary printed at the end (default md)\n"
         "  --list               list backends: built or not, runnable here or not\n"
@@ -70,7 +73,7 @@ static void list_backends(void)
         char why[512] = "";
         if (!b->built)
             printf("%-10s not built: %s\n", b->name, b->not_built_reason);
-        else if (b->probe && !b->probe(why, sizeof why))
+        else if (!backend_runnable(b, PREC_FP32, why, sizeof why))
             printf("%-10s built, not runnable here: %s\n", b->name, why);
         else
             printf("%-10s built, runnable: %s\n", b->name, b->summary);
@@ -197,7 +200,7 @@ enum {
     O_BACKEND = 256, O_WORKLOAD, O_EPOCHS, O_BATCH, O_LIMIT, O_TEST_LIMIT, O_DATA,
     O_OPTIMIZER, O_LR, O_MOMENTUM, O_DECAY, O_SEED, O_NO_SHUFFLE, O_INIT, O_SAVE, O_OUT,
     O_THREADS, O_DEVICE, O_PRECISION, O_GRAPH, O_RESIDENT, O_REPEAT, O_PROFILE, O_TARGET,
-    O_FORMAT, O_LIST, O_HELP, O_REPLICAS, O_GPUS, O_AVG_FREQ, O_AVG_STATE, O_STEP_LOSSES,
+    O_FORMAT, O_LIST, O_HELP, O_REPLICAS, O_GPUS, O_AVG_FREQ, O_AVG_STATE, O_STEP_LOSSES, O_NO_PEAK,
 };
 
 static const struct option options[] = {
@@ -224,6 +227,7 @@ static const struct option options[] = {
     {"data-on-device", required_argument, 0, O_RESIDENT},
     {"repeat", required_argument, 0, O_REPEAT},
     {"profile-layers", no_argument, 0, O_PROFILE},
+    {"no-peak", no_argument, 0, O_NO_PEAK},
     {"target-accuracy", required_argument, 0, O_TARGET},
     {"format", required_argument, 0, O_FORMAT},
     {"replicas", required_argument, 0, O_REPLICAS},
@@ -296,6 +300,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
             break;
         case O_REPEAT: rc = parse_int("--repeat", optarg, 1, 1000, &cfg->repeat); break;
         case O_PROFILE: cfg->profile_layers = 1; break;
+        case O_NO_PEAK: cfg->no_peak = 1; break;
         case O_TARGET:
             rc = parse_double("--target-accuracy", optarg, 0, 1, 1, &cfg->target_accuracy);
             break;

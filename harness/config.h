@@ -43,6 +43,7 @@ typedef struct run_config {
 
     int repeat;             /* runs of each backend */
     int profile_layers;
+    int no_peak;            /* --no-peak: no peak-GFLOP/s probe after a run */
     double target_accuracy; /* 0: not asked */
     output_format format;
 
@@ -57,7 +58,6 @@ int cli_parse(int argc, char **argv, run_config *cfg);
 /* Checks that needs the loaded data (batch size, --limit). 0 or 2. */
 int cli_check_against_data(const run_config *cfg, int train_count, int test_count);
 
-const char *precision_name(precision p);
 const char *optimizer_name(optimizer_kind k);
 
 #endif

@@ -29,6 +29,7 @@
 #endif
 
 #include "backends/engine.h"
+#include "backends/registry.h"
 #include "harness/compare.h"
 #include "harness/config.h"
 #include "harness/idx.h"
@@ -122,6 +123,11 @@ static int child_backend(const count_options *o, const char *name, const dataset
     if (!want_train && !want_eval)
         return 0;
     const backend *b = backend_find(name);
+    char why[512];
+    if (!b || !backend_runnable(b, PREC_FP32, why, sizeof why)) {
+        fprintf(stderr, "bench count: %s cannot run: %s\n", name, b ? why : "no such backend");
+        return -1;
+    }
     engine_config cfg = {
         .batch_size = o->batch,
         .opt = {.kind = OPT_NESTEROV, .lr = (float)o->work.default_lr,
@@ -132,7 +138,7 @@ static int child_backend(const count_options *o, const char *name, const dataset
         .precision = PREC_FP32,
     };
     char err[512] = "";
-    engine *e = b->create(&o->work, &cfg, err, sizeof err);
+    engine *e = backend_create(b, &o->work, &cfg, err, sizeof err);
     if (!e) {
         fprintf(stderr, "bench count: %s: create: %s\n", name, err[0] ? err : "unknown error");
         return -1;
@@ -196,10 +202,14 @@ static int child_main(const count_options *o)
     sysinfo_collect(&sys);
     char cpu[64];
     cpuid_brand(cpu, sizeof cpu);
+    /* OpenBLAS's version and the kernels it picked, with OPENBLAS_CORETYPE
+     * as the parent set it (loading the module here is not counted). */
     const backend *blas = backend_find("blas");
-    char blas_info[256] = "none";
-    if (blas && blas->built && blas->library_info)
-        blas->library_info(blas_info, sizeof blas_info);
+    char blas_info[256] = "none", why[512] = "";
+    if (blas && backend_runnable(blas, PREC_FP32, why, sizeof why))
+        backend_library_info(blas, blas_info, sizeof blas_info);
+    else
+        snprintf(blas_info, sizeof blas_info, "none (%.200s)", why[0] ? why : "not in this build");
     const char *coretype = getenv("OPENBLAS_CORETYPE");
     fprintf(meta, "commit=%s\ncompiler=%s\nbuild=%s, %s\ncpu_seen=%s\nhost_cpu=%s\nblas=%s\n"
                   "openblas_coretype=%s\n",
@@ -656,13 +666,7 @@ static int runnable(const char *name, char *why, size_t why_len)
         snprintf(why, why_len, "no backend called %s", name);
         return 0;
     }
-    if (!b->built) {
-        snprintf(why, why_len, "not built: %s", b->not_built_reason);
-        return 0;
-    }
-    if (b->probe && !b->probe(why, why_len))
-        return 0;
-    return 1;
+    return backend_runnable(b, PREC_FP32, why, why_len);
 }
 
 static int parse_items(count_options *o, const char *list)

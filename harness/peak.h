@@ -6,7 +6,7 @@
 
 typedef struct peak_measure {
     double gflops;      /* 0: not measured */
-    const char *source; /* how it was measured, e.g. "OpenBLAS sgemm, 2 threads" */
+    const char *source; /* how it was measured, e.g. "sgemm of the blas backend's library, 2 threads" */
 } peak_measure;
 
 /* Peak single-precision GFLOP/s of `threads` CPU threads: the higher of a

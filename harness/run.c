@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/registry.h"
 #include "harness/idx.h"
 #include "harness/init.h"
 #include "harness/paramfile.h"
@@ -21,7 +22,7 @@
 #include "harness/results.h"
 #include "harness/stats.h"
 #include "harness/timer.h"
-#include "parallel/plan.h"
+#include "harness/plan.h"
 #include "parallel/world.h"
 
 static volatile sig_atomic_t stop_signal;
@@ -189,7 +190,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
 static engine *start_engine(run_state *s, const backend *b, attempt *a)
 {
     char err[512] = "";
-    engine *e = b->create(&s->cfg->work, &s->cfg->engine, err, sizeof err);
+    engine *e = backend_create(b, &s->cfg->work, &s->cfg->engine, err, sizeof err);
     if (!e) {
         a->status = "failed";
         snprintf(a->message, sizeof a->message, "create: %s", err[0] ? err : "unknown error");
@@ -204,10 +205,8 @@ static engine *start_engine(run_state *s, const backend *b, attempt *a)
     a->threads = 1;
     a->devices = 0;
     a->replicas = 1;
-    if (b->placement)
-        b->placement(e, &a->threads, &a->devices, &a->replicas);
-    if (b->describe)
-        b->describe(e, a->details, sizeof a->details);
+    backend_placement(b, e, &a->threads, &a->devices, &a->replicas);
+    backend_describe(b, e, a->details, sizeof a->details);
     return e;
 }
 
@@ -306,10 +305,9 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
             a->final_train_loss = train_loss;
         }
     }
-    if (b->peak_memory)
-        a->peak_memory = b->peak_memory(e);
-    if (b->peak_gflops && !strcmp(a->status, "ok"))
-        a->device_peak_gflops = b->peak_gflops(e);
+    a->peak_memory = backend_peak_memory(b, e);
+    if (!strcmp(a->status, "ok") && !cfg->no_peak)
+        a->device_peak_gflops = backend_peak_gflops(b, e);
     if (cfg->profile_layers && r == cfg->repeat && !strcmp(a->status, "ok") && s->root) {
         /* the first batch of epoch 1, 10 steps, like `caffe time` */
         epoch_order(cfg->seed, 0, s->train.count, cfg->shuffle, s->order);
@@ -369,7 +367,9 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
     row->target_accuracy = cfg->target_accuracy;
     if (!strcmp(last->status, "ok") && s->root) {
         peak_measure pk = {last->device_peak_gflops, "the backend's GEMM probe on its device"};
-        if (pk.gflops <= 0)
+        if (cfg->no_peak)
+            pk = (peak_measure){0, "not measured (--no-peak)"};
+        else if (pk.gflops <= 0)
             pk = row->key.devices == 0 ? cpu_peak_gflops(row->key.threads)
                                        : (peak_measure){0, "not measured"};
         row->peak_gflops = pk.gflops;
@@ -453,16 +453,7 @@ static int plan(const run_config *cfg, const backend **order, char reasons[][512
         const backend *b = order[i];
         runnable[i] = 0;
         reasons[i][0] = 0;
-        unsigned precs = b->precisions ? b->precisions : 1u << PREC_FP32;
-        if (!b->built)
-            snprintf(reasons[i], 512, "not built: %s", b->not_built_reason);
-        else if (b->probe && !b->probe(reasons[i], 512))
-            ; /* probe wrote the reason */
-        else if (!(precs & (1u << cfg->engine.precision)))
-            snprintf(reasons[i], 512, "does not support --precision %s",
-                     precision_name(cfg->engine.precision));
-        else
-            runnable[i] = 1;
+        runnable[i] = backend_runnable(b, cfg->engine.precision, reasons[i], 512);
     }
     return n;
 }

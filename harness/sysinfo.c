@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backends/engine.h"
+#include "backends/registry.h"
 #include "parallel/world.h"
 
 #ifndef GIT_COMMIT
@@ -211,11 +211,9 @@ static void read_libraries(sysinfo *s)
 {
     size_t used = 0;
     for (int i = 0; i < backend_count(); i++) {
-        const backend *b = backend_at(i);
-        if (!b->built || !b->library_info)
-            continue;
-        char info[256] = "";
-        b->library_info(info, sizeof info);
+        /* only what this run loaded: asking must not map a library */
+        char info[512] = "";
+        backend_library_info(backend_at(i), info, sizeof info);
         if (!info[0] || strstr(s->libraries, info))
             continue;
         APPEND(s->libraries, used, "%s%s", used ? "; " : "", info);

@@ -8,13 +8,14 @@
  * on this member's stream, and waits for that stream before returning: the
  * result is ready for the engine's next call. Per-member weights use NCCL's
  * pre-multiplied sum, so no extra kernel scales the buffer. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "parallel/comm.h"
+#include "backends/module.h"
+#include "parallel/comm_nccl.h"
 
-#ifdef HAVE_NCCL
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -115,22 +116,28 @@ static const comm_ops nccl_ops = {
     .destroy = nccl_destroy,
 };
 
-int nccl_available(char *why, size_t why_len)
+static int available(char *why, size_t why_len)
 {
     if (why && why_len)
         why[0] = '\0';
     return 1;
 }
 
-void nccl_version_string(char *buf, size_t len)
+static void version_string(char *buf, size_t len)
 {
     int v = 0;
     if (ncclGetVersion(&v) != ncclSuccess) {
         snprintf(buf, len, "NCCL (version unknown)");
         return;
     }
+    /* where it was loaded from: CUDA_HOME, NCCL_HOME or a Python wheel */
+    Dl_info at;
+    char dir[160] = "?";
+    if (dladdr((const void *)ncclGetVersion, &at) && at.dli_fname && strrchr(at.dli_fname, '/'))
+        snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(at.dli_fname, '/') - at.dli_fname),
+                 at.dli_fname);
     /* since 2.9 the code is major*10000 + minor*100 + patch */
-    snprintf(buf, len, "NCCL %d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+    snprintf(buf, len, "NCCL %d.%d.%d (%s)", v / 10000, v / 100 % 100, v % 100, dir);
 }
 
 /* A member for `device` with its stream and scratch; comm set by the caller. */
@@ -162,7 +169,7 @@ static nccl_member *member_new(int device, int rank, int size, char *err, size_t
     return m;
 }
 
-int nccl_comms_create_local(int n, const int *devices, communicator **out, int *peer_pairs,
+static int comms_create_local(int n, const int *devices, communicator **out, int *peer_pairs,
                             char *err, size_t err_len)
 {
     *peer_pairs = 0;
@@ -221,7 +228,7 @@ int nccl_comms_create_local(int n, const int *devices, communicator **out, int *
     return 0;
 }
 
-communicator *nccl_comm_create_rank(int device, int rank, int size, bytes_broadcast_fn bcast,
+static communicator *comm_create_rank(int device, int rank, int size, bytes_broadcast_fn bcast,
                                     char *err, size_t err_len)
 {
     /* rank 0 sends the id, or ok = 0 when it has none, so no rank waits for
@@ -261,34 +268,15 @@ communicator *nccl_comm_create_rank(int device, int rank, int size, bytes_broadc
     return &m->base;
 }
 
-#else
+static const nccl_table table = {
+    .available = available,
+    .version_string = version_string,
+    .comms_create_local = comms_create_local,
+    .comm_create_rank = comm_create_rank,
+};
 
-static const char no_nccl[] = "built without NCCL (nccl.h or libnccl not found with CUDA at "
-                              "build time)";
-
-int nccl_available(char *why, size_t why_len)
+/* The nccl module's one table. */
+LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *name)
 {
-    snprintf(why, why_len, "%s", no_nccl);
-    return 0;
+    return abi == LB_MODULE_ABI && strcmp(name, "nccl") == 0 ? &table : NULL;
 }
-
-void nccl_version_string(char *buf, size_t len) { snprintf(buf, len, "%s", no_nccl); }
-
-int nccl_comms_create_local(int n, const int *devices, communicator **out, int *peer_pairs,
-                            char *err, size_t err_len)
-{
-    (void)n, (void)devices, (void)out;
-    *peer_pairs = 0;
-    snprintf(err, err_len, "%s", no_nccl);
-    return -1;
-}
-
-communicator *nccl_comm_create_rank(int device, int rank, int size, bytes_broadcast_fn bcast,
-                                    char *err, size_t err_len)
-{
-    (void)device, (void)rank, (void)size, (void)bcast;
-    snprintf(err, err_len, "%s", no_nccl);
-    return NULL;
-}
-
-#endif

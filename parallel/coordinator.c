@@ -6,6 +6,7 @@
  * stay in step whatever chunks of steps the harness hands each of them. */
 #include "parallel/coordinator.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/module.h"
+#include "backends/registry.h"
 #include "parallel/comm.h"
 #include "parallel/workers.h"
 #include "parallel/world.h"
@@ -133,7 +136,7 @@ static void run_job(void *ctx, int l)
         engine_config c = e->inner_cfg;
         c.device = r->device;
         char err[300] = "";
-        r->e = b->create(&e->w, &c, err, sizeof err);
+        r->e = backend_create(b, &e->w, &c, err, sizeof err);
         if (!r->e) {
             snprintf(r->err, sizeof r->err, "replica %d: %s", r->global, err[0] ? err : "create failed");
             r->rc = -1;
@@ -221,8 +224,8 @@ static void run_job(void *ctx, int l)
             set_rep_error(r, b, "get_params");
         break;
     case JOB_DESCRIBE:
-        if (l == 0 && b->describe)
-            b->describe(r->e, e->describe_buf, sizeof e->describe_buf);
+        if (l == 0)
+            backend_describe(b, r->e, e->describe_buf, sizeof e->describe_buf);
         break;
     }
 }
@@ -466,9 +469,8 @@ static float *buffer(engine *e, engine_buffer which, size_t *count)
 
 static void placement(engine *e, int *threads, int *devices, int *replicas)
 {
-    int t = 1, d = 0, r = 1;
-    if (e->inner->placement)
-        e->inner->placement(e->rep[0].e, &t, &d, &r);
+    int t, d, r;
+    backend_placement(e->inner, e->rep[0].e, &t, &d, &r);
     /* the whole job's hardware: threads and GPUs over every replica */
     *threads = t * e->total;
     *replicas = e->total;
@@ -504,10 +506,8 @@ static void describe(engine *e, char *buf, size_t len)
 static size_t peak_memory(engine *e)
 {
     size_t peak = 0;
-    if (!e->inner->peak_memory)
-        return 0;
     for (int l = 0; l < e->local; l++) {
-        size_t p = e->inner->peak_memory(e->rep[l].e);
+        size_t p = backend_peak_memory(e->inner, e->rep[l].e);
         peak = p > peak ? p : peak;
     }
     return peak;
@@ -520,7 +520,7 @@ static double peak_gflops(engine *e)
         return 0;
     int threads, devices, replicas;
     placement(e, &threads, &devices, &replicas);
-    return e->inner->peak_gflops(e->rep[0].e) * (devices > 0 ? devices : 1);
+    return backend_peak_gflops(e->inner, e->rep[0].e) * (devices > 0 ? devices : 1);
 }
 
 static void destroy(engine *e)
@@ -539,16 +539,6 @@ static void destroy(engine *e)
 }
 
 /* Creation --------------------------------------------------------------- */
-
-int dp_supports(const backend *b, char *why, size_t why_len)
-{
-    if (!b->compute_gradients || !b->apply_update || !b->buffer) {
-        snprintf(why, why_len, "the %s backend offers no data-parallel entries "
-                               "(compute_gradients, apply_update, buffer)", b->name);
-        return 0;
-    }
-    return 1;
-}
 
 /* Picks each replica's device and the communicator kind. */
 static int plan_devices(engine *e, const engine_config *cfg)
@@ -634,7 +624,7 @@ static engine *dp_create(const backend *inner, const dp_options *o, const worklo
                          const engine_config *cfg, char *err, size_t err_len)
 {
     char why[256];
-    if (!dp_supports(inner, why, sizeof why)) {
+    if (!backend_supports_data_parallel(inner, why, sizeof why)) {
         snprintf(err, err_len, "%s", why);
         return NULL;
     }
@@ -701,67 +691,53 @@ static engine *dp_create(const backend *inner, const dp_options *o, const worklo
 
 /* Backends ------------------------------------------------------------- */
 
-/* Wrapped backends live in slots, each with its own create function (the
- * contract's create has no context argument). */
-#define DP_SLOTS 16
-
-typedef struct dp_slot {
+/* What a wrapped backend knows: its context (backend.ctx). Wrappers are
+ * made once per distinct (inner, options, name) and live as long as the
+ * program, kept in a list so that dp_wrap can hand the same one out again. */
+typedef struct dp_wrapper {
     backend b;
     const backend *inner;
     dp_options opt;
     char name[64];
     char summary[160];
-} dp_slot;
+    struct dp_wrapper *next;
+} dp_wrapper;
 
-static dp_slot slots[DP_SLOTS];
-static int slots_used;
+static dp_wrapper *wrappers;
+static pthread_mutex_t wrappers_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int probe_slot(const dp_slot *s, char *why, size_t why_len)
+static int wrapped_probe(void *ctx, char *why, size_t why_len)
 {
-    if (!s->inner->built) {
-        snprintf(why, why_len, "the %s backend is not built: %s", s->inner->name,
-                 s->inner->not_built_reason);
+    dp_wrapper *w = ctx;
+    /* every backend runs fp32; the wrapper's precisions are the inner's */
+    if (!backend_runnable(w->inner, PREC_FP32, why, why_len) ||
+        !backend_supports_data_parallel(w->inner, why, why_len))
         return 0;
-    }
-    if (s->inner->probe && !s->inner->probe(why, why_len))
-        return 0;
-    if (!dp_supports(s->inner, why, why_len))
-        return 0;
-    if (s->opt.spread_over_gpus && world_size() > 1) {
+    /* what the inner backend says of itself, known now that it is loaded */
+    w->b.precisions = w->inner->precisions;
+    w->b.buffer_space = w->inner->buffer_space; /* buffer() hands out replica 0's */
+    w->b.library_info = w->inner->library_info;
+    if (w->opt.spread_over_gpus && world_size() > 1) {
         snprintf(why, why_len, "uses the GPUs of one process; under mpirun run --backend %s, "
-                               "one GPU per rank", s->inner->name);
+                               "one GPU per rank", w->inner->name);
         return 0;
     }
-    if (s->opt.spread_over_gpus && devmem_device_count(why, why_len) < 1)
+    if (w->opt.spread_over_gpus && devmem_device_count(why, why_len) < 1)
         return 0;
     return 1;
 }
 
-#define DP_SLOT_FUNCS(i)                                                                  \
-    static int probe_##i(char *why, size_t len) { return probe_slot(&slots[i], why, len); } \
-    static engine *create_##i(const workload *w, const engine_config *c, char *err,       \
-                              size_t len)                                                 \
-    {                                                                                     \
-        return dp_create(slots[i].inner, &slots[i].opt, w, c, err, len);                  \
-    }
-DP_SLOT_FUNCS(0) DP_SLOT_FUNCS(1) DP_SLOT_FUNCS(2) DP_SLOT_FUNCS(3)
-DP_SLOT_FUNCS(4) DP_SLOT_FUNCS(5) DP_SLOT_FUNCS(6) DP_SLOT_FUNCS(7)
-DP_SLOT_FUNCS(8) DP_SLOT_FUNCS(9) DP_SLOT_FUNCS(10) DP_SLOT_FUNCS(11)
-DP_SLOT_FUNCS(12) DP_SLOT_FUNCS(13) DP_SLOT_FUNCS(14) DP_SLOT_FUNCS(15)
+static engine *wrapped_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
+                              size_t err_len)
+{
+    const dp_wrapper *d = ctx;
+    return dp_create(d->inner, &d->opt, w, cfg, err, err_len);
+}
 
-typedef int (*probe_fn)(char *, size_t);
-typedef engine *(*create_fn)(const workload *, const engine_config *, char *, size_t);
-static const probe_fn slot_probes[DP_SLOTS] = {
-    probe_0, probe_1, probe_2, probe_3, probe_4, probe_5, probe_6, probe_7,
-    probe_8, probe_9, probe_10, probe_11, probe_12, probe_13, probe_14, probe_15,
-};
-static const create_fn slot_creates[DP_SLOTS] = {
-    create_0, create_1, create_2, create_3, create_4, create_5, create_6, create_7,
-    create_8, create_9, create_10, create_11, create_12, create_13, create_14, create_15,
-};
-
-/* The entries every wrapped backend shares; probe and create come per slot. */
+/* The entries every wrapped backend shares. */
 static const backend dp_entries = {
+    .probe = wrapped_probe,
+    .create = wrapped_create,
     .destroy = destroy,
     .error = error,
     .set_params = set_params,
@@ -773,6 +749,7 @@ static const backend dp_entries = {
     .placement = placement,
     .describe = describe,
     .peak_memory = peak_memory,
+    .peak_gflops = peak_gflops,
 };
 
 static int same_options(const dp_options *a, const dp_options *b)
@@ -782,68 +759,64 @@ static int same_options(const dp_options *a, const dp_options *b)
            a->spread_over_gpus == b->spread_over_gpus;
 }
 
+/* The wrapper behind b, or NULL when b is not one. */
+static const dp_wrapper *wrapper_of(const backend *b)
+{
+    return b && b->create == wrapped_create ? b->ctx : NULL;
+}
+
 const backend *dp_wrap(const backend *inner, const dp_options *o, const char *name)
 {
     if (!name)
         name = inner->name;
-    for (int i = 0; i < slots_used; i++)
-        if (slots[i].inner == inner && same_options(&slots[i].opt, o) &&
-            strcmp(slots[i].name, name) == 0)
-            return &slots[i].b;
-    if (slots_used == DP_SLOTS)
-        return NULL;
-    dp_slot *s = &slots[slots_used];
-    s->inner = inner;
-    s->opt = *o;
-    snprintf(s->name, sizeof s->name, "%s", name);
-    snprintf(s->summary, sizeof s->summary, "%s, data-parallel", inner->summary);
-    s->b = dp_entries;
-    s->b.name = s->name;
-    s->b.summary = s->summary;
-    s->b.built = inner->built;
-    s->b.not_built_reason = inner->not_built_reason;
-    s->b.precisions = inner->precisions;
-    s->b.buffer_space = inner->buffer_space; /* buffer() hands out replica 0's */
-    s->b.library_info = inner->library_info;
-    s->b.peak_gflops = inner->peak_gflops ? peak_gflops : NULL;
-    s->b.probe = slot_probes[slots_used];
-    s->b.create = slot_creates[slots_used];
-    slots_used++;
-    return &s->b;
+    pthread_mutex_lock(&wrappers_lock);
+    dp_wrapper *w = wrappers;
+    while (w && !(w->inner == inner && same_options(&w->opt, o) && strcmp(w->name, name) == 0))
+        w = w->next;
+    if (!w && (w = calloc(1, sizeof *w))) {
+        w->inner = inner;
+        w->opt = *o;
+        snprintf(w->name, sizeof w->name, "%s", name);
+        snprintf(w->summary, sizeof w->summary, "%s, data-parallel", inner->summary);
+        w->b = dp_entries;
+        w->b.ctx = w;
+        w->b.name = w->name;
+        w->b.summary = w->summary;
+        w->b.built = inner->built;
+        w->b.not_built_reason = inner->not_built_reason;
+        w->next = wrappers;
+        wrappers = w;
+    }
+    pthread_mutex_unlock(&wrappers_lock);
+    return w ? &w->b : NULL;
 }
 
 /* multi-gpu ------------------------------------------------------------- */
 
-#ifdef HAVE_CUDA
-extern const backend cuda_backend;
-static const backend *const multi_gpu_inner = &cuda_backend;
-#else
-static const backend *const multi_gpu_inner = NULL;
-#endif
-
 static const dp_options multi_gpu_defaults = {.replicas = 0, .spread_over_gpus = 1};
 
-static int multi_gpu_probe(char *why, size_t why_len)
+static int multi_gpu_probe(void *ctx, char *why, size_t why_len)
 {
-    if (!multi_gpu_inner) {
-        snprintf(why, why_len, "built without CUDA");
-        return 0;
-    }
-    dp_slot s = {.inner = multi_gpu_inner, .opt = multi_gpu_defaults};
-    return probe_slot(&s, why, why_len);
+    (void)ctx;
+    dp_wrapper w = {.inner = backend_find("cuda"), .opt = multi_gpu_defaults};
+    return wrapped_probe(&w, why, why_len);
 }
 
-static engine *multi_gpu_create(const workload *w, const engine_config *cfg, char *err,
-                                size_t err_len)
+static engine *multi_gpu_create(void *ctx, const workload *w, const engine_config *cfg,
+                                char *err, size_t err_len)
 {
-    if (!multi_gpu_inner) {
-        snprintf(err, err_len, "multi-gpu: built without CUDA");
-        return NULL;
-    }
-    return dp_create(multi_gpu_inner, &multi_gpu_defaults, w, cfg, err, err_len);
+    (void)ctx;
+    return dp_create(backend_find("cuda"), &multi_gpu_defaults, w, cfg, err, err_len);
 }
 
-static void multi_gpu_library_info(char *buf, size_t len) { nccl_version_string(buf, len); }
+/* Only once NCCL was loaded by this run: the system record never loads it. */
+static void multi_gpu_library_info(char *buf, size_t len)
+{
+    if (module_loaded("nccl"))
+        nccl_version_string(buf, len);
+    else if (len)
+        buf[0] = '\0';
+}
 
 const backend multi_gpu_backend = {
     .name = "multi-gpu",
@@ -873,9 +846,7 @@ const backend multi_gpu_backend = {
 const char *dp_base_name(const backend *b)
 {
     if (b == &multi_gpu_backend)
-        return multi_gpu_inner ? multi_gpu_inner->name : "cuda";
-    for (int i = 0; i < slots_used; i++)
-        if (b == &slots[i].b)
-            return slots[i].inner->name;
-    return NULL;
+        return "cuda";
+    const dp_wrapper *w = wrapper_of(b);
+    return w ? w->inner->name : NULL;
 }

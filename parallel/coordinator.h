@@ -47,8 +47,9 @@ typedef struct dp_options {
 } dp_options;
 
 /* A backend that trains `inner` data-parallel with options o, under `name`
- * (NULL: inner's name). Backends are kept in a small fixed table, one per
- * distinct (inner, options, name); NULL when the table is full. */
+ * (NULL: inner's name); the same one each time for the same (inner,
+ * options, name), alive until the program ends. NULL when out of memory.
+ * Its probe loads and probes inner. */
 const backend *dp_wrap(const backend *inner, const dp_options *o, const char *name);
 
 /* For a backend made by dp_wrap or the multi-gpu backend: the name of the
@@ -56,11 +57,8 @@ const backend *dp_wrap(const backend *inner, const dp_options *o, const char *na
  * NULL for any other backend. */
 const char *dp_base_name(const backend *b);
 
-/* 1 if b offers everything the coordinator needs; else 0 with the reason. */
-int dp_supports(const backend *b, char *why, size_t why_len);
-
-/* The `multi-gpu` backend (every visible GPU, synchronous); registered in
- * backends/registry.c. */
+/* The `multi-gpu` backend (every visible GPU, synchronous), defined here
+ * and listed by backends/registry.c. */
 extern const backend multi_gpu_backend;
 
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backends/engine.h"
+#include "backends/registry.h"
 #include "backends/naive/layers.h"
 #include "harness/init.h"
 #include "tests/testing.h"
@@ -375,7 +376,7 @@ static engine *make_engine(const char *wname, workload *w, const engine_config *
 {
     assert_int_equal(workload_get(wname, w), 0);
     char err[256] = "";
-    engine *e = nb->create(w, cfg, err, sizeof err);
+    engine *e = backend_create(nb, w, cfg, err, sizeof err);
     if (!e)
         fail_msg("create: %s", err);
     return e;
@@ -749,7 +750,7 @@ static void test_errors(void **state)
 {
     (void)state;
     char why[64] = "x";
-    assert_int_equal(nb->probe(why, sizeof why), 1);
+    assert_int_equal(backend_runnable(nb, PREC_FP32, why, sizeof why), 1);
     assert_string_equal(nb->name, "naive");
     assert_true(nb->built);
 
@@ -757,12 +758,12 @@ static void test_errors(void **state)
     assert_int_equal(workload_get("lenet", &w), 0);
     char err[256] = "";
     engine_config cfg = make_config(0, OPT_SGD);
-    assert_null(nb->create(&w, &cfg, err, sizeof err));
+    assert_null(backend_create(nb, &w, &cfg, err, sizeof err));
     assert_true(strlen(err) > 0 && !strchr(err, '\n'));
     cfg = make_config(4, OPT_SGD);
     cfg.precision = PREC_BF16;
     err[0] = '\0';
-    assert_null(nb->create(&w, &cfg, err, sizeof err));
+    assert_null(backend_create(nb, &w, &cfg, err, sizeof err));
     assert_true(strlen(err) > 0);
 
     cfg = make_config(4, OPT_SGD);

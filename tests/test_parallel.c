@@ -19,20 +19,15 @@
 #include <string.h>
 
 #include "backends/engine.h"
+#include "backends/registry.h"
 #include "harness/init.h"
 #include "parallel/comm.h"
+#include "harness/plan.h"
 #include "parallel/coordinator.h"
-#include "parallel/plan.h"
 #include "parallel/workers.h"
 #include "tests/testing.h"
 
 extern const backend naive_backend;
-#ifdef HAVE_BLAS
-extern const backend blas_backend;
-#endif
-#ifdef HAVE_CUDA
-extern const backend cuda_backend;
-#endif
 
 /* ---------------------------------------------------------------------- */
 /* The in-process communicator and the worker team                         */
@@ -250,7 +245,7 @@ static engine_config config(int batch, optimizer_kind kind)
 static engine *start(const backend *b, const setup *s, const engine_config *c)
 {
     char err[512] = "";
-    engine *e = b->create(&s->w, c, err, sizeof err);
+    engine *e = backend_create(b, &s->w, c, err, sizeof err);
     if (!e)
         fail_msg("%s: create: %s", b->name, err);
     assert_int_equal(b->set_params(e, s->init), 0);
@@ -350,11 +345,11 @@ static void test_blas_replicas_equal_one(void **state)
     (void)state;
 #ifdef HAVE_BLAS
     char why[256] = "";
-    if (blas_backend.probe && !blas_backend.probe(why, sizeof why)) {
+    if (!backend_runnable(backend_find("blas"), PREC_FP32, why, sizeof why)) {
         print_message("blas cannot run here: %s\n", why);
         skip();
     }
-    check_sync(&blas_backend, "lenet", OPT_NESTEROV, 2, 16, 12, 5, 1e-5, 1e-4);
+    check_sync(backend_find("blas"), "lenet", OPT_NESTEROV, 2, 16, 12, 5, 1e-5, 1e-4);
 #else
     print_message("blas backend not built: not checked\n");
     skip();
@@ -506,27 +501,27 @@ static void test_multi_gpu_equals_one_gpu(void **state)
         print_message("multi-gpu not built: %s\n", multi_gpu_backend.not_built_reason);
         skip();
     }
-    if (!multi_gpu_backend.probe(why, sizeof why)) {
+    if (!backend_runnable(&multi_gpu_backend, PREC_FP32, why, sizeof why)) {
         print_message("multi-gpu cannot run here: %s\n", why);
         skip();
     }
 #ifdef HAVE_CUDA
     /* fp32 on the GPU sums in other orders: a looser bound than the CPU's */
-    check_sync(&cuda_backend, "lenet", OPT_NESTEROV, 2, 32, 10, 0, 1e-4, 1e-3);
+    check_sync(backend_find("cuda"), "lenet", OPT_NESTEROV, 2, 32, 10, 0, 1e-4, 1e-3);
     dp_options o = {.replicas = 2, .spread_over_gpus = 1};
-    const backend *mg = dp_wrap(&cuda_backend, &o, "multi-gpu");
+    const backend *mg = dp_wrap(backend_find("cuda"), &o, "multi-gpu");
     setup s;
     make_setup(&s, "lenet", 32 * 10);
     engine_config c = config(32, OPT_NESTEROV);
-    engine *one = start(&cuda_backend, &s, &c), *two = start(mg, &s, &c);
+    engine *one = start(backend_find("cuda"), &s, &c), *two = start(mg, &s, &c);
     float ref[16], got[16];
-    train(&cuda_backend, one, s.order, 32, 10, 0, ref);
+    train(backend_find("cuda"), one, s.order, 32, 10, 0, ref);
     train(mg, two, s.order, 32, 10, 0, got);
     expect_close("multi-gpu x2 losses", got, ref, 10, 1e-4, 0.0);
     char desc[256];
     mg->describe(two, desc, sizeof desc);
     print_message("multi-gpu: %s\n", desc);
-    cuda_backend.destroy(one);
+    backend_find("cuda")->destroy(one);
     mg->destroy(two);
     free_setup(&s);
 #endif

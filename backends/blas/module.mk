@@ -1,9 +1,13 @@
-# The blas backend: OpenBLAS (through CBLAS) plus OpenMP.
+# The blas backend: OpenBLAS (through CBLAS) plus OpenMP, built as the module
+# $(BUILD)/modules/blas.so, so that OpenBLAS is mapped (and starts its
+# threads) only when the blas backend is probed or run. BLAS=0 leaves it out.
 #
 # Prefers Debian's OpenMP build of OpenBLAS, linked by path with an rpath:
 # then OpenBLAS and our own parallel loops share one OpenMP thread pool.
 # The default libopenblas.so (the update-alternatives choice) is usually the
 # pthreads build, with a pool of its own; it is the fallback.
+BLAS ?= 1
+ifneq ($(BLAS),0)
 BLAS_MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 BLAS_OPENMP_DIR := /usr/lib/$(BLAS_MULTIARCH)/openblas-openmp
 BLAS_PROBE_CODE := $(H)include <cblas.h>\n$(H)include <omp.h>\nint main(void){openblas_set_num_threads(1);return openblas_get_parallel()+omp_get_max_threads()<0;}\n
@@ -25,26 +29,34 @@ BLAS_LIBS := $(BLAS_OPENMP_LINK)
 else ifeq ($(call probe,$(BLAS_PROBE_CODE),$(BLAS_PROBE_FLAGS) $(BLAS_INC) -lopenblas),1)
 BLAS_LIBS := -lopenblas
 endif
+endif
 
 .PHONY: bench-cpu
 ifneq ($(BLAS_LIBS),)
 HAVE_BLAS := 1
 CFLAGS += -DHAVE_BLAS
-LIB_SRCS += backends/blas/blas.c backends/blas/blas_layers.c backends/blas/sgemm_peak.c
-LDLIBS += $(BLAS_LIBS) -fopenmp
+BLAS_OBJS := $(BUILD)/backends/blas/blas.o $(BUILD)/backends/blas/blas_layers.o \
+             $(BUILD)/backends/blas/sgemm_peak.o
+$(eval $(call module_rule,blas,$(BLAS_OBJS) $(MODULE_SHARED_OBJS),$(BLAS_LIBS) -fopenmp))
 TESTS += test_blas
+TEST_OBJS_test_blas := $(BLAS_OBJS)
+TEST_LIBS_test_blas := $(BLAS_LIBS) -fopenmp
 $(BUILD)/backends/blas/%.o: CFLAGS += -fopenmp $(BLAS_INC)
 $(BUILD)/tests/test_blas: CFLAGS += $(BLAS_INC)
 
 # The measured sgemm ceiling that the CPU benchmark divides by.
-$(BUILD)/sgemm-peak: backends/blas/sgemm_peak_tool.c $(LIB_OBJS)
+$(BUILD)/sgemm-peak: backends/blas/sgemm_peak_tool.c $(BLAS_OBJS) $(MODULE_SHARED_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fopenmp $(BLAS_INC) $(LDFLAGS) -o $@ $< $(LIB_OBJS) $(LDLIBS)
+	$(CC) $(CFLAGS) -fopenmp $(BLAS_INC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) -fopenmp -lm
 
 # naive vs blas vs the PyTorch peer on the full training set (several
 # minutes); ARGS go to scripts/bench-cpu (see its --help).
 bench-cpu: $(BENCH) $(BUILD)/sgemm-peak
 	BENCH=./$(BENCH) SGEMM_PEAK=$(BUILD)/sgemm-peak scripts/bench-cpu $(ARGS)
+else ifeq ($(BLAS),0)
+SKIPPED += blas_backend:_left_out_with_make_BLAS=0
+bench-cpu:
+	@echo "error: the blas backend was left out (make BLAS=0)" >&2; exit 2
 else
 SKIPPED += blas_backend:_cblas.h,_libopenblas_or_OpenMP_not_found,_apt-get_install_libopenblas-dev_libopenblas0-openmp
 bench-cpu:

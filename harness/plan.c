@@ -1,9 +1,10 @@
-#include "parallel/plan.h"
+#include "harness/plan.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/registry.h"
 #include "parallel/comm.h"
 #include "parallel/world.h"
 
@@ -112,7 +113,7 @@ void dp_print_support(FILE *f)
     size_t used = (size_t)snprintf(line, sizeof line, "data-parallel (--replicas N, threads):");
     for (int i = 0; i < backend_count(); i++) {
         const backend *b = backend_at(i);
-        if (b->built && b != &multi_gpu_backend && dp_supports(b, why, sizeof why) &&
+        if (b->built && b != &multi_gpu_backend && backend_supports_data_parallel(b, why, sizeof why) &&
             used < sizeof line)
             used += (size_t)snprintf(line + used, sizeof line - used, "%s %s",
                                      users++ ? "," : "", b->name);

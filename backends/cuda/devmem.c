@@ -1,12 +1,8 @@
-/* Device memory helpers for the communicators that stage GPU buffers through
- * host memory, and the device count the multi-gpu backend probes. Built
- * against the CUDA runtime when the CUDA backend is built; otherwise every
- * call explains that there is no CUDA support. */
+/* Device memory helpers (devmem.h), part of the cuda module. */
+#include "backends/cuda/devmem.h"
+
 #include <stdio.h>
 
-#include "parallel/comm.h"
-
-#ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 /* Fills err with the failed call, its error and where; evaluates to -1. */
@@ -15,7 +11,7 @@
               __LINE__),                                                                 \
      -1)
 
-int devmem_device_count(char *why, size_t why_len)
+static int device_count(char *why, size_t why_len)
 {
     int n = 0;
     cudaError_t rc = cudaGetDeviceCount(&n);
@@ -30,7 +26,7 @@ int devmem_device_count(char *why, size_t why_len)
     return n;
 }
 
-int devmem_to_host(float *host, const float *dev, size_t n, int device, char *err,
+static int to_host(float *host, const float *dev, size_t n, int device, char *err,
                    size_t err_len)
 {
     cudaError_t rc = cudaSetDevice(device);
@@ -47,7 +43,7 @@ int devmem_to_host(float *host, const float *dev, size_t n, int device, char *er
     return 0;
 }
 
-int devmem_to_device(float *dev, const float *host, size_t n, int device, char *err,
+static int to_device(float *dev, const float *host, size_t n, int device, char *err,
                      size_t err_len)
 {
     cudaError_t rc = cudaSetDevice(device);
@@ -64,30 +60,8 @@ int devmem_to_device(float *dev, const float *host, size_t n, int device, char *
     return 0;
 }
 
-#else
-
-static const char no_cuda[] = "built without CUDA (nvcc, cuDNN or cuBLAS not found at build time)";
-
-int devmem_device_count(char *why, size_t why_len)
-{
-    snprintf(why, why_len, "%s", no_cuda);
-    return 0;
-}
-
-int devmem_to_host(float *host, const float *dev, size_t n, int device, char *err,
-                   size_t err_len)
-{
-    (void)host, (void)dev, (void)n, (void)device;
-    snprintf(err, err_len, "%s", no_cuda);
-    return -1;
-}
-
-int devmem_to_device(float *dev, const float *host, size_t n, int device, char *err,
-                     size_t err_len)
-{
-    (void)host, (void)dev, (void)n, (void)device;
-    snprintf(err, err_len, "%s", no_cuda);
-    return -1;
-}
-
-#endif
+const devmem_table cuda_devmem_table = {
+    .device_count = device_count,
+    .to_host = to_host,
+    .to_device = to_device,
+};

@@ -1,0 +1,40 @@
+/* Backends as modules: the heavy backends (blas, cuda) and the NCCL
+ * communicator are shared objects under $(BUILD)/modules/, opened with
+ * dlopen the first time the registry or a communicator needs them. So
+ * `--help`, `--list` of one backend, a naive run and the subcommands never
+ * map OpenBLAS, the CUDA runtime, cuDNN, cuBLAS or NCCL, and a library
+ * that fails to load costs only the backend that needs it (with the
+ * loader's message as the reason).
+ *
+ * A module exports one symbol, lb_module_entry, which hands out the
+ * module's tables by name ("backend", "devmem", "nccl") for the ABI the
+ * program was built with. */
+#ifndef LB_MODULE_H
+#define LB_MODULE_H
+
+#include <stddef.h>
+
+/* Bumped whenever a table handed across the module boundary changes
+ * shape (struct backend, the devmem and NCCL tables). */
+#define LB_MODULE_ABI 3
+
+/* What a module defines (exactly one per module). */
+#define LB_MODULE_ENTRY_NAME "lb_module_entry"
+typedef const void *(*lb_module_entry_fn)(int abi, const char *table);
+#define LB_MODULE_EXPORT __attribute__((visibility("default")))
+
+/* Table `table` of module `name`, loading the module on first use. NULL
+ * with the reason in why (file missing, a library it needs missing, a
+ * module from another build). Thread-safe. */
+const void *module_table(const char *name, const char *table, char *why, size_t why_len);
+
+/* 1 when module `name` has been loaded by this process. */
+int module_loaded(const char *name);
+
+/* Where modules are looked for, first match wins: $LENET_BENCH_MODULES,
+ * then <program's directory>/<build dir>/modules, then the build's own
+ * directory (an absolute path fixed at build time). Writes the path the
+ * module `name` was (or would be) loaded from. */
+void module_path(const char *name, char *buf, size_t len);
+
+#endif

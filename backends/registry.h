@@ -1,0 +1,58 @@
+/* The registry: the one list of backends and the only way in.
+ *
+ * Every backend known to this build, built or not, in the order they run
+ * under --backend all. The heavy ones live in modules (backends/module.h)
+ * and are loaded by backend_runnable(), the first call that needs them;
+ * until then their entry holds only the name, summary and whether they
+ * were built. The wrappers below supply the defaults for the contract's
+ * optional entries, so no caller tests a function pointer. */
+#ifndef LB_REGISTRY_H
+#define LB_REGISTRY_H
+
+#include <stddef.h>
+
+#include "backends/engine.h"
+
+int backend_count(void);
+const backend *backend_at(int i);
+const backend *backend_find(const char *name);
+
+/* 1 if b is built, loads here, can run here and computes in precision p;
+ * else 0 with the reason in why ("not built: ...", the loader's message,
+ * the probe's answer, "does not support --precision bf16"). Loads b's
+ * module on first use: call it before any entry below. */
+int backend_runnable(const backend *b, precision p, char *why, size_t why_len);
+
+/* 1 when b's entries can be called without loading anything: b is not in
+ * a module, or its module is loaded. */
+int backend_loaded(const backend *b);
+
+/* Precisions b runs (bit 1u << precision each), fp32 when it says none. */
+unsigned backend_precisions(const backend *b);
+
+/* 1 when b offers the entries data parallelism needs (compute_gradients,
+ * apply_update, buffer); else 0 with the reason. */
+int backend_supports_data_parallel(const backend *b, char *why, size_t why_len);
+
+engine *backend_create(const backend *b, const workload *w, const engine_config *cfg,
+                       char *err, size_t err_len);
+
+/* Optional entries, with their defaults. */
+/* threads 1, devices 0, replicas 1 */
+void backend_placement(const backend *b, engine *e, int *threads, int *devices, int *replicas);
+/* "" */
+void backend_describe(const backend *b, engine *e, char *buf, size_t len);
+/* 0 */
+size_t backend_peak_memory(const backend *b, engine *e);
+/* 0: the harness probes the CPU instead */
+double backend_peak_gflops(const backend *b, engine *e);
+/* 0: not measured */
+double backend_library_peak_gflops(const backend *b, int threads);
+/* -1 with a message in err when b cannot profile its layers */
+int backend_profile_layers(const backend *b, engine *e, const int32_t *indices, int batch,
+                           int reps, layer_times *out, char *err, size_t err_len);
+/* Libraries and versions of a backend that is loaded; "" for one that is
+ * not (asking must not load a library the run did not use). */
+void backend_library_info(const backend *b, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,89 @@
+/* The GPU side of the data-parallel code (comm.h's devmem_* and nccl_*),
+ * reached through the cuda and nccl modules, which are loaded the first
+ * time one of these is called: a CPU-only run never maps the CUDA runtime
+ * or NCCL. */
+#include <stdio.h>
+
+#include "backends/cuda/devmem.h"
+#include "backends/module.h"
+#include "parallel/comm.h"
+#include "parallel/comm_nccl.h"
+
+#ifdef HAVE_CUDA
+static const devmem_table *devmem(char *why, size_t why_len)
+{
+    return module_table("cuda", "devmem", why, why_len);
+}
+#else
+static const devmem_table *devmem(char *why, size_t why_len)
+{
+    snprintf(why, why_len, "built without CUDA (nvcc, cuDNN or cuBLAS not found at build "
+                           "time, or make CUDA=0)");
+    return NULL;
+}
+#endif
+
+#ifdef HAVE_NCCL
+static const nccl_table *nccl(char *why, size_t why_len)
+{
+    return module_table("nccl", "nccl", why, why_len);
+}
+#else
+static const nccl_table *nccl(char *why, size_t why_len)
+{
+    snprintf(why, why_len, "built without NCCL (nccl.h or libnccl not found with CUDA at "
+                           "build time)");
+    return NULL;
+}
+#endif
+
+int devmem_device_count(char *why, size_t why_len)
+{
+    const devmem_table *t = devmem(why, why_len);
+    return t ? t->device_count(why, why_len) : 0;
+}
+
+int devmem_to_host(float *host, const float *dev, size_t n, int device, char *err,
+                   size_t err_len)
+{
+    const devmem_table *t = devmem(err, err_len);
+    return t ? t->to_host(host, dev, n, device, err, err_len) : -1;
+}
+
+int devmem_to_device(float *dev, const float *host, size_t n, int device, char *err,
+                     size_t err_len)
+{
+    const devmem_table *t = devmem(err, err_len);
+    return t ? t->to_device(dev, host, n, device, err, err_len) : -1;
+}
+
+int nccl_available(char *why, size_t why_len)
+{
+    char tmp[256];
+    if (!why || !why_len)
+        why = tmp, why_len = sizeof tmp;
+    const nccl_table *t = nccl(why, why_len);
+    return t ? t->available(why, why_len) : 0;
+}
+
+void nccl_version_string(char *buf, size_t len)
+{
+    const nccl_table *t = nccl(buf, len);
+    if (t)
+        t->version_string(buf, len);
+}
+
+int nccl_comms_create_local(int n, const int *devices, communicator **out, int *peer_pairs,
+                            char *err, size_t err_len)
+{
+    *peer_pairs = 0;
+    const nccl_table *t = nccl(err, err_len);
+    return t ? t->comms_create_local(n, devices, out, peer_pairs, err, err_len) : -1;
+}
+
+communicator *nccl_comm_create_rank(int device, int rank, int size, bytes_broadcast_fn bcast,
+                                    char *err, size_t err_len)
+{
+    const nccl_table *t = nccl(err, err_len);
+    return t ? t->comm_create_rank(device, rank, size, bcast, err, err_len) : NULL;
+}
