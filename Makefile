@@ -124,7 +124,7 @@ COUNT_OPT ?= -O3 -march=x86-64-v3
 .PHONY: count
 count:
 	@$(MAKE) --no-print-directory BUILD=$(COUNT_BUILD) BENCH=$(COUNT_BUILD)/bench \
-	    OPT='$(COUNT_OPT)' NVCC=none CUDA_HOME=/nonexistent MPICC=none all
+	    OPT='$(COUNT_OPT)' CUDA=0 MPI=0 all
 	$(COUNT_BUILD)/bench count $(ARGS)
 
 deps:

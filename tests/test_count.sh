@@ -38,7 +38,7 @@ rm -rf "$slow"
 cp -a "$fast" "$slow"
 rm -f "$slow"/backends/naive/*.o
 naive_objs=$(for c in backends/naive/*.c; do echo "$slow/${c%.c}.o"; done)
-flags=(NVCC=none CUDA=0 MPI=0)
+flags=(CUDA=0 MPI=0) # as `make count` builds
 if ! make -s BUILD="$slow" BENCH="$slow/bench" OPT='-O0 -march=x86-64-v3' "${flags[@]}" \
         $naive_objs >"$tmp/slow.log" 2>&1 ||
    ! cp -p "$fast/build-flags" "$slow/build-flags" ||
