@@ -201,8 +201,6 @@ int history_main(int argc, char **argv)
     char counts_path[PATH_LEN + 32];
     int counts_rc = -1;
     if (count_path(arg, counts_path, sizeof counts_path)) {
-        if (!is_dir) /* RUN/counts.csv names RUN */
-            run_name(arg, 0, run, sizeof run);
         counts_rc = count_history(counts_path, counts_file, run);
         if (count_only(arg))
             return counts_rc;
