@@ -568,8 +568,8 @@ static int parent_main(const count_options *o)
     for (int i = 0; i < o->n_items; i++)
         snprintf(items + strlen(items), sizeof items - strlen(items), "%s%s", i ? "," : "",
                  o->items[i]);
-    char *argv[] = {(char *)o->valgrind, "--tool=callgrind", "--instr-atstart=no",
-                    "--dump-line=no", out_file, "-q", self, "count", "--child", meta_path,
+    char *argv[] = {(char *)o->valgrind, "--tool=callgrind", "--instr-atstart=no", out_file,
+                    "-q", self, "count", "--child", meta_path,
                     "--items", items, "--steps", steps, "--batch-size", batch,
                     "--eval-images", eval, "--workload", (char *)o->work.name, "--data",
                     (char *)o->data_dir, NULL};
