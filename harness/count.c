@@ -30,11 +30,10 @@
 
 #include "backends/engine.h"
 #include "backends/registry.h"
-#include "harness/compare.h"
 #include "harness/config.h"
+#include "harness/csv.h"
 #include "harness/idx.h"
 #include "harness/init.h"
-#include "harness/results.h"
 #include "harness/sysinfo.h"
 
 #ifndef COUNT_BUILD_FLAGS
@@ -609,6 +608,8 @@ static int parent_main(const count_options *o)
 
 static void count_usage(FILE *f)
 {
+    char workloads[256];
+    workload_names(workloads, sizeof workloads);
     fprintf(f,
         "usage: ./bench count [options]      (normally: make count)\n"
         "\n"
@@ -642,7 +643,7 @@ static void count_usage(FILE *f)
         "counts with ./bench compare BASE NEW (directories or counts.csv files).\n"
         "Exit status: 0 counted, 1 the counted run failed, 2 bad input, 3 valgrind\n"
         "missing or this build cannot be counted.\n",
-        workload_names());
+        workloads);
 }
 
 static int parse_int(const char *flag, const char *s, int lo, int hi, int *out)
@@ -757,8 +758,10 @@ int count_main(int argc, char **argv)
         return 2;
     }
     if (workload_get(workload_name, &o.work) != 0) {
+        char workloads[256];
+        workload_names(workloads, sizeof workloads);
         fprintf(stderr, "bench count: --workload: '%s' is not one of %s\n", workload_name,
-                workload_names());
+                workloads);
         return 2;
     }
     if (!o.batch)
