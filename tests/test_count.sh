@@ -50,6 +50,12 @@ fi
     { cat "$tmp/slow-count.log"; fail "counting the slow build failed"; }
 
 bench=$fast/bench
+# Bad requests are refused before valgrind starts: one line, exit 2.
+for bad in "--items nothing" "--steps 0" "--workload none" "--batch-size x"; do
+    "$bench" count $bad --out "$tmp/bad" >/dev/null 2>"$tmp/err"; rc=$?
+    [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] ||
+        { cat "$tmp/err"; fail "count $bad exited $rc, expected 2 with one line"; }
+done
 # expect STATUS PATTERN -- compare arguments: the exit status and a line of the report
 expect() {
     local want=$1 pattern=$2; shift 3
