@@ -3,3 +3,6 @@
 # tree when it is not beside the program.
 LIB_SRCS += $(wildcard backends/peer/*.c)
 $(BUILD)/backends/peer/pytorch.o: CFLAGS += -DLB_SOURCE_DIR_ABS='"$(abspath .)"'
+# The peer against naive (skipped without torch); its faults end to end.
+TESTS += test_peer
+TEST_SCRIPTS += tests/test_peers.sh
