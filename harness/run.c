@@ -237,6 +237,13 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
     a->time_to_target = -1;
     a->peak_memory = 0;
     a->device_peak_gflops = 0;
+    /* nothing of the previous backend's attempt may reach this one's row
+     * when it fails before its first epoch */
+    a->message[0] = a->details[0] = '\0';
+    a->final_train_loss = 0;
+    memset(&a->final_eval, 0, sizeof a->final_eval);
+    a->threads = a->devices = 0;
+    a->replicas = 1;
     s->repeat = r;
     engine *e = start_engine(s, b, a);
     if (!e)

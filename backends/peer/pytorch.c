@@ -52,7 +52,8 @@
 #define TRAIN_S_PER_IMAGE 0.01
 #define EVAL_S_PER_IMAGE 0.005
 #define DATA_BYTES_PER_S 10e6
-/* after a signal (the run is stopping) the call in flight gets this long */
+/* after a signal (the run is stopping) the call in flight gets this long,
+ * or the base timeout when that is shorter */
 #define GRACE_AFTER_SIGNAL_S 10.0
 #define EXIT_WAIT_S 5.0
 
@@ -287,7 +288,8 @@ static wait_result channel_wait(channel *c, short events, double *deadline)
         int ms = left > 1e6 ? 1000000000 : (int)(left * 1000) + 1;
         int r = poll(fds, c->err >= 0 ? 2 : 1, ms);
         if (r < 0 && errno == EINTR) {
-            double grace = now_s() + GRACE_AFTER_SIGNAL_S;
+            double base = base_timeout();
+            double grace = now_s() + (base < GRACE_AFTER_SIGNAL_S ? base : GRACE_AFTER_SIGNAL_S);
             if (grace < *deadline)
                 *deadline = grace;
             continue;

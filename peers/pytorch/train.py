@@ -329,7 +329,8 @@ def describe(device, args):
                  f"cudnn.benchmark {'on' if torch.backends.cudnn.benchmark else 'off'}")
     else:
         onednn = "oneDNN" if torch.backends.mkldnn.is_available() else "no oneDNN"
-        where = (f"{torch.get_num_threads()} threads, {onednn}, "
+        threads = torch.get_num_threads()
+        where = (f"{threads} thread{'' if threads == 1 else 's'}, {onednn}, "
                  f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '')}")
     math_mode = "fp32, TF32 on" if args.precision == "tf32" else "fp32, TF32 off"
     return f"PyTorch {torch.__version__} {where}; {math_mode}"
