@@ -134,6 +134,13 @@ grep '^pytorch-cpu,' "$tmp/real/summary.csv" | grep -q "PyTorch .*fp32, TF32 off
     fail "pytorch-cpu's details do not say its torch and math: $(grep pytorch "$tmp/real/summary.csv")"
 grep -q '"[^"]*PyTorch [0-9]' "$tmp/real/system.json" && pass ||
     fail "system.json does not record the PyTorch version"
+# the charts tell the peer from the suite
+if command -v gnuplot >/dev/null; then
+    grep -q "pytorch-cpu (peer)" "$tmp/real/throughput.svg" && grep -q "hatched: framework peer" \
+        "$tmp/real/throughput.svg" && pass || fail "throughput.svg does not mark the peer"
+else
+    skip_check "gnuplot is not installed: no charts to check"
+fi
 # one epoch from the same start and order: the same mean loss to 4 digits
 a=$(value_of "$tmp/real/epochs.csv" naive train_loss)
 b=$(value_of "$tmp/real/epochs.csv" pytorch-cpu train_loss)
