@@ -29,6 +29,14 @@ import struct
 import sys
 import time
 
+# Serve mode answers on a duplicate of stdout; stdout itself goes to stderr
+# before anything is imported, so that nothing printed on the way can garble
+# an answer (see serve()).
+ANSWERS = None
+if __name__ == "__main__" and "--serve" in sys.argv[1:]:
+    ANSWERS = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+
 # Before torch loads the system BLAS (see the module comment).
 OPENBLAS_NUM_THREADS_PRESET = "OPENBLAS_NUM_THREADS" in os.environ
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -299,8 +307,9 @@ def evaluate(net, x, y, batch):
 #   eval LIMIT                     -> ok COUNT LOSS_SUM CLASSES C00 C01 ... (confusion)
 #   quit (or end of input)         -> exits 0
 #
-# The protocol goes to a duplicate of the original stdout; stdout itself is
-# pointed at stderr, so nothing torch prints can garble an answer.
+# The answers go to a duplicate of the original stdout; stdout itself is
+# pointed at stderr before torch is imported, so nothing printed can garble
+# an answer.
 
 
 def probe_line():
@@ -350,8 +359,7 @@ def read_exact(stream, n):
 
 def serve(args):
     commands = sys.stdin.buffer
-    answers = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # stray prints go to stderr, never into an answer
+    answers = ANSWERS if ANSWERS is not None else os.fdopen(os.dup(1), "wb")
 
     def answer(line, payload=b""):
         answers.write(line.encode() + b"\n" + payload)
@@ -396,12 +404,16 @@ def serve(args):
                 answer("ok", flat.cpu().numpy().astype("<f4").tobytes())
             elif cmd == "data":
                 n, m, rows, cols = (int(w) for w in rest)
+                # the whole payload first, so that an error leaves the
+                # next command where it should be
+                raw = [(k, read_exact(commands, k * rows * cols), read_exact(commands, k))
+                       for k in (n, m)]
                 if (rows, cols) != (28, 28):
                     raise ValueError(f"images are {rows}x{cols}, the workload takes 28x28")
                 sets = []
-                for k in (n, m):
-                    images = np.frombuffer(read_exact(commands, k * rows * cols), dtype=np.uint8)
-                    labels = np.frombuffer(read_exact(commands, k), dtype=np.uint8)
+                for k, image_bytes, label_bytes in raw:
+                    images = np.frombuffer(image_bytes, dtype=np.uint8)
+                    labels = np.frombuffer(label_bytes, dtype=np.uint8)
                     if k and labels.max() >= classes:
                         raise ValueError(f"a label is {labels.max()}, expected 0..{classes - 1}")
                     x = torch.from_numpy(images.astype(np.float32) / np.float32(255.0))
