@@ -89,6 +89,25 @@ fault exit "exited with status 3: RuntimeError: the stand-in fails on purpose"
 fault garbage "answered 'hello, this is not the protocol'"
 fault hang "gave no answer to params within 3 s"
 
+# SIGTERM while the peer hangs: the call in flight gets a short grace (the
+# base timeout, 4 s here, below the 10 s default), then the run ends with
+# 130 and the peer is gone.
+PEER_STANDIN=hang LENET_BENCH_PYTORCH_SCRIPT="$tmp/standin.py" LENET_BENCH_PEER_TIMEOUT=4 \
+    "$BENCH" --backend pytorch-cpu "${D[@]}" --out "$tmp/run-term" >/dev/null 2>"$tmp/err" &
+pid=$!
+# the run has started (its handlers are set) once it names its data
+for _ in $(seq 100); do grep -q '^lenet:' "$tmp/err" && break; sleep 0.1; done
+sleep 0.5
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+pid=""
+[ "$rc" -eq 130 ] && pass || fail "SIGTERM during a hung peer: exit status $rc, expected 130"
+grep -q "after the run was interrupted" "$tmp/err" && pass ||
+    fail "SIGTERM during a hung peer: $(cat "$tmp/err")"
+left=$(left_behind "$tmp/standin.py")
+[ -z "$left" ] && pass || fail "SIGTERM: peer processes left behind: $left"
+
 # A missing script: not runnable, with the reason, in --list and alone.
 LENET_BENCH_PYTORCH_SCRIPT="$tmp/none.py" "$BENCH" --list >"$tmp/list" 2>&1
 grep -q "^pytorch-cpu  *built, not runnable here: .*none.py not found" "$tmp/list" && pass ||

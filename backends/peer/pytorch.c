@@ -70,7 +70,8 @@ typedef struct channel {
     size_t in_len;
     char tail[TAIL_LEN]; /* the end of its stderr */
     size_t tail_len;
-    int status; /* waitpid status once reaped */
+    int status;    /* waitpid status once reaped */
+    int signalled; /* a signal cut a wait short */
 } channel;
 
 static double now_s(void)
@@ -290,8 +291,10 @@ static wait_result channel_wait(channel *c, short events, double *deadline)
         if (r < 0 && errno == EINTR) {
             double base = base_timeout();
             double grace = now_s() + (base < GRACE_AFTER_SIGNAL_S ? base : GRACE_AFTER_SIGNAL_S);
-            if (grace < *deadline)
+            if (grace < *deadline) {
                 *deadline = grace;
+                c->signalled = 1;
+            }
             continue;
         }
         if (r < 0)
@@ -558,7 +561,12 @@ static int fail_child(engine *e, const char *what, wait_result w, const char *li
     char how[400];
     switch (w) {
     case TIMED_OUT:
-        snprintf(how, sizeof how, "gave no answer to %s within %.0f s; killed it", what, limit_s);
+        if (e->ch.signalled)
+            snprintf(how, sizeof how, "gave no answer to %s after the run was interrupted; "
+                                      "killed it", what);
+        else
+            snprintf(how, sizeof how, "gave no answer to %s within %.0f s; killed it", what,
+                     limit_s);
         channel_reap(&e->ch, 0);
         break;
     case CLOSED:
