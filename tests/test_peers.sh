@@ -89,9 +89,9 @@ fault exit "exited with status 3: RuntimeError: the stand-in fails on purpose"
 fault garbage "answered 'hello, this is not the protocol'"
 fault hang "gave no answer to params within 3 s"
 
-# SIGTERM while the peer hangs: the call in flight gets a short grace (the
-# base timeout, 4 s here, below the 10 s default), then the run ends with
-# 130 and the peer is gone.
+# SIGTERM while the peer hangs: the call in flight gets a short grace (10 s,
+# or the base timeout when shorter: 4 s here), then the run ends with 130,
+# the row says why and the peer is gone.
 PEER_STANDIN=hang LENET_BENCH_PYTORCH_SCRIPT="$tmp/standin.py" LENET_BENCH_PEER_TIMEOUT=4 \
     "$BENCH" --backend pytorch-cpu "${D[@]}" --out "$tmp/run-term" >/dev/null 2>"$tmp/err" &
 pid=$!

@@ -71,7 +71,7 @@ typedef struct channel {
     char tail[TAIL_LEN]; /* the end of its stderr */
     size_t tail_len;
     int status;    /* waitpid status once reaped */
-    int signalled; /* a signal cut a wait short */
+    int signalled; /* a signal came during a wait (the run is stopping) */
 } channel;
 
 static double now_s(void)
@@ -291,10 +291,9 @@ static wait_result channel_wait(channel *c, short events, double *deadline)
         if (r < 0 && errno == EINTR) {
             double base = base_timeout();
             double grace = now_s() + (base < GRACE_AFTER_SIGNAL_S ? base : GRACE_AFTER_SIGNAL_S);
-            if (grace < *deadline) {
+            if (grace < *deadline)
                 *deadline = grace;
-                c->signalled = 1;
-            }
+            c->signalled = 1;
             continue;
         }
         if (r < 0)
