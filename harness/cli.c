@@ -71,11 +71,11 @@ static void list_backends(void)
         const backend *b = backend_at(i);
         char why[512] = "";
         if (!b->built)
-            printf("%-12s not built: %s\n", b->name, b->not_built_reason);
+            printf("%-10s not built: %s\n", b->name, b->not_built_reason);
         else if (!backend_runnable(b, PREC_FP32, why, sizeof why))
-            printf("%-12s built, not runnable here: %s\n", b->name, why);
+            printf("%-10s built, not runnable here: %s\n", b->name, why);
         else
-            printf("%-12s built, runnable: %s\n", b->name, b->summary);
+            printf("%-10s built, runnable: %s\n", b->name, b->summary);
     }
     dp_print_support(stdout);
 }
