@@ -323,6 +323,14 @@ def set_math(device, precision):
     """fp32 means fp32: TF32 off for matmul and cuDNN (torch enables it for
     cuDNN convolutions by default); tf32 turns both on (GPU only)."""
     tf32 = precision == "tf32"
+    if hasattr(torch.backends, "fp32_precision"):
+        # PyTorch 2.9 on: the new settings only (mixing them with the old
+        # ones is refused when read back)
+        mode = "tf32" if tf32 else "ieee"
+        torch.backends.fp32_precision = mode
+        torch.backends.cuda.matmul.fp32_precision = mode
+        torch.backends.cudnn.conv.fp32_precision = mode
+        return
     if hasattr(torch, "set_float32_matmul_precision"):
         torch.set_float32_matmul_precision("high" if tf32 else "highest")
     if device.type == "cuda":
@@ -333,16 +341,16 @@ def set_math(device, precision):
 def describe(device, args):
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        where = (f"on {props.name}, CUDA {torch.version.cuda}, "
+        where = (f" on {props.name}, CUDA {torch.version.cuda}, "
                  f"cuDNN {torch.backends.cudnn.version()}, "
                  f"cudnn.benchmark {'on' if torch.backends.cudnn.benchmark else 'off'}")
     else:
         onednn = "oneDNN" if torch.backends.mkldnn.is_available() else "no oneDNN"
         threads = torch.get_num_threads()
-        where = (f"{threads} thread{'' if threads == 1 else 's'}, {onednn}, "
+        where = (f", {threads} thread{'' if threads == 1 else 's'}, {onednn}, "
                  f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '')}")
     math_mode = "fp32, TF32 on" if args.precision == "tf32" else "fp32, TF32 off"
-    return f"PyTorch {torch.__version__} {where}; {math_mode}"
+    return f"PyTorch {torch.__version__}{where}; {math_mode}"
 
 
 def read_exact(stream, n):
