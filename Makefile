@@ -16,7 +16,7 @@ NVCC ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
 
 OPT ?= -O3 -march=native
-WARN := -Wall -Wextra -Werror
+WARN := -Wall -Wextra $(if $(filter 0,$(WERROR)),,-Werror)
 # -fPIC: the modules link some of the program's objects too
 CFLAGS := -std=c11 $(OPT) -g $(WARN) -D_GNU_SOURCE -I. -fPIC -MMD -MP $(EXTRA_CFLAGS)
 LDFLAGS := $(EXTRA_LDFLAGS)
@@ -40,11 +40,12 @@ LIB_SRCS := $(wildcard workloads/*.c) backends/registry.c backends/module.c \
             $(filter-out harness/main.c,$(wildcard harness/*.c))
 TESTS :=        # cmocka programs: tests/<name>.c; TEST_OBJS_<name>, TEST_LIBS_<name> extra
 TEST_SCRIPTS := # shell tests: exit 0 pass, 77 skip (run after the programs)
-SKIPPED :=
+SKIPPED := $(if $(HAVE_ZLIB),,reading_.gz_data:_zlib.h_or_libz_not_found,_gunzip_the_data_files)
 MODULES :=      # $(BUILD)/modules/<name>.so, added by module_rule
 
 # What every backend module links from the program's own sources.
-MODULE_SHARED_OBJS := $(BUILD)/workloads/workload.o $(BUILD)/backends/common/optimizer.o
+MODULE_SHARED_OBJS := $(BUILD)/workloads/workload.o $(BUILD)/backends/common/optimizer.o \
+                      $(BUILD)/backends/common/host_engine.o
 
 # module_rule NAME,OBJECTS,LIBRARIES: builds $(BUILD)/modules/NAME.so.
 define module_rule
