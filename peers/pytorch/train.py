@@ -299,6 +299,10 @@ def evaluate(net, x, y, batch):
 # starting with "ok" (some followed by a payload) or "error MESSAGE".
 #
 #   (start)                       -> ready<TAB>VERSION<TAB>DESCRIPTION
+#   config OPTIONS                 -> the same: a new model and optimiser from
+#                                     serve mode's options, same device
+#   park                           -> (no answer) drops model and data until
+#                                     the next config
 #   params                 + P f32 -> ok                  (P: parameter count)
 #   get                            -> ok            + P f32
 #   data N M ROWS COLS + N*ROWS*COLS u8 images + N u8 labels (training set)
@@ -373,7 +377,6 @@ def serve(args):
         answers.write(line.encode() + b"\n" + payload)
         answers.flush()
 
-    torch.set_num_threads(args.threads)
     if args.device == "cuda":
         if not torch.cuda.is_available() or args.device_index >= torch.cuda.device_count():
             sys.exit(f"train.py: PyTorch sees no CUDA device {args.device_index}")
@@ -381,13 +384,15 @@ def serve(args):
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
-    set_math(device, args.precision)
-    net = Net(args.workload).to(device)
-    opt = make_optimizer(net, args)
-    count = sum(p.numel() for _, p in net.named)
-    classes = net.named[-1][1].shape[0]
-    answer(f"ready\t{torch.__version__}\t{describe(device, args)}")
 
+    def configure(a):
+        torch.set_num_threads(a.threads)
+        set_math(device, a.precision)
+        net = Net(a.workload).to(device)
+        answer(f"ready\t{torch.__version__}\t{describe(device, a)}")
+        return net, make_optimizer(net, a)
+
+    net, opt = configure(args)
     train_x = train_y = test_x = test_y = None
     while True:
         line = commands.readline()
@@ -398,6 +403,26 @@ def serve(args):
         try:
             if cmd == "quit":
                 return 0
+            if cmd == "park":
+                # idle until the next config: drop the model and the data
+                # (and on a GPU their memory), no answer
+                net = opt = train_x = train_y = test_x = test_y = None
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+                continue
+            if cmd == "config":
+                # a new engine on the same device: the options of serve mode
+                try:
+                    a = parse_args(rest)
+                except SystemExit:
+                    raise ValueError("config: bad options " + " ".join(rest)) from None
+                net = opt = train_x = train_y = test_x = test_y = None
+                net, opt = configure(a)
+                continue
+            if net is None:
+                raise ValueError(f"'{cmd}' while parked (config first)")
+            count = sum(p.numel() for _, p in net.named)
+            classes = net.named[-1][1].shape[0]
             if cmd == "params":
                 v = np.frombuffer(read_exact(commands, 4 * count), dtype="<f4")
                 with torch.no_grad():
