@@ -13,7 +13,10 @@
  * reason and the child's last stderr line, and the child is killed and
  * reaped. It ignores SIGINT and SIGTERM, so that an interrupted run stops it
  * through the harness (the call in flight finishes, then destroy), and
- * dies with ./bench (PR_SET_PDEATHSIG), so it is never left behind.
+ * dies with ./bench (PR_SET_PDEATHSIG: with the thread that started it, so
+ * engines are created on the main thread, as the harness does), so it is
+ * never left behind. destroy parks a healthy child for the next engine of
+ * its kind (see parked_child); atexit stops it.
  *
  * Environment: LENET_BENCH_PYTHON (the interpreter; default: python3 on
  * PATH, then /usr/bin/python3, the first whose torch imports),
