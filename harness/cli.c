@@ -53,7 +53,8 @@ static void usage(FILE *f)
         "  --averaging-frequency K  average the replicas' parameters every K steps each\n"
         "                       instead of all-reducing gradients every step (default 0)\n"
         "  --average-optimizer-state  with K > 0: average the optimiser state too\n"
-        "  --step-losses FILE   write every training step's loss to FILE (CSV)\n"
+        "  --step-losses FILE   write every training step's loss to FILE (CSV; a new or\n"
+        "                       empty file, never overwritten)\n"
         "  --precision P        fp32 (default), tf32, bf16 or fp16 (GPU backends)\n"
         "  --cuda-graph on|off  replay the training step as a CUDA graph (default on)\n"
         "  --data-on-device on|off  keep the training set on the GPU (default on)\n"
@@ -151,6 +152,16 @@ static void backend_choices(char *buf, size_t len)
         used += (size_t)snprintf(buf + used, len - used, ", %s", backend_at(i)->name);
 }
 
+/* "a,", ",a" and "a,,b" hold an empty item (a typo, not a request); a list
+ * of no names at all is refused as such further on. */
+static int list_has_empty_item(const char *list)
+{
+    size_t n = strlen(list);
+    if (strspn(list, ",") == n)
+        return 0;
+    return list[0] == ',' || list[n - 1] == ',' || strstr(list, ",,") != NULL;
+}
+
 static int parse_backends(const char *list, run_config *cfg)
 {
     char choices[256];
@@ -161,6 +172,11 @@ static int parse_backends(const char *list, run_config *cfg)
     if (strlen(list) >= sizeof buf)
         return usage_error("--backend list is too long%s%s", "", "");
     strcpy(buf, list);
+    if (list_has_empty_item(list)) {
+        fprintf(stderr, "bench: --backend '%s' has an empty item; choose from: %s\n", list,
+                choices);
+        return 2;
+    }
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (strcmp(tok, "all") == 0) {
@@ -265,6 +281,28 @@ static int unknown_option(const char *arg)
     return 2;
 }
 
+/* A value given as the next argument may not look like an option: in
+ * `--save-params --no-shuffle` the file name was forgotten. A value that
+ * really starts with "--" is given as --flag=value. */
+static int value_is_not_an_option(char **argv, int optind_after, const char *flag)
+{
+    const char *value = argv[optind_after - 1];
+    if (optarg != value || strncmp(value, "--", 2) != 0)
+        return 0;
+    fprintf(stderr, "bench: --%s needs a value, got the option '%s' (write --%s=%s if that "
+            "is the value)\n", flag, value, flag, value);
+    return 2;
+}
+
+/* More threads than online cores only slows a run: say so, run anyway. */
+static void warn_threads_beyond_cores(int threads)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads > 0 && cores > 0 && threads > cores)
+        fprintf(stderr, "bench: warning: --threads %d is more than the %ld online cores; the "
+                "threads will share them and run slower\n", threads, cores);
+}
+
 int cli_parse(int argc, char **argv, run_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -285,8 +323,11 @@ int cli_parse(int argc, char **argv, run_config *cfg)
 
     opterr = 0;
     optind = 1;
-    int c, rc = 0;
-    while (rc == 0 && (c = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+    int c, rc = 0, index;
+    while (rc == 0 && (c = getopt_long(argc, argv, ":", options, &index)) != -1) {
+        if (c >= O_BACKEND && options[index].has_arg == required_argument &&
+            (rc = value_is_not_an_option(argv, optind, options[index].name)))
+            break;
         switch (c) {
         case O_BACKEND: backend_list = optarg; break;
         case O_NO_PEERS: no_peers = 1; break;
@@ -355,6 +396,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     if (no_peers && (rc = drop_peers(cfg)))
         return rc;
 
+    warn_threads_beyond_cores(cfg->engine.threads);
     const workload *w = &cfg->work;
     cfg->epochs = epochs > 0 ? epochs : w->default_epochs;
     cfg->batch_size = batch > 0 ? batch : w->default_batch_size;

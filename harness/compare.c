@@ -21,15 +21,17 @@
 #include <sys/stat.h>
 
 #include "harness/config.h"
+#include "harness/fileio.h"
 #include "harness/stats.h"
 
 /* ---- CSV ---------------------------------------------------------------- */
 
 static char *read_whole_file(const char *path, size_t *len, char *err, size_t err_len)
 {
-    FILE *f = fopen(path, "rb");
+    const char *problem;
+    FILE *f = fopen_regular(path, &problem);
     if (!f) {
-        snprintf(err, err_len, "cannot open %s: %s", path, strerror(errno));
+        snprintf(err, err_len, "cannot open %s: %s", path, problem);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;

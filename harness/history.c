@@ -13,6 +13,7 @@
 
 #include "harness/compare.h"
 #include "harness/config.h"
+#include "harness/fileio.h"
 #include "harness/results.h"
 
 #define DEFAULT_HISTORY "results/history.csv"
@@ -203,6 +204,12 @@ int history_main(int argc, char **argv)
             csv_free(&s);
             return 2;
         }
+    if (is_special_file(file)) { /* appending to a FIFO would wait for a reader */
+        fprintf(stderr, "bench history: %s is not a regular file (a FIFO, device or socket)\n",
+                file);
+        csv_free(&s);
+        return 2;
+    }
     int have_history = stat(file, &st) == 0 && st.st_size > 0;
     if (have_history) {
         int bad = csv_read(file, &h, err, sizeof err) != 0;

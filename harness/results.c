@@ -1,5 +1,7 @@
 #include "harness/results.h"
 
+#include "harness/idx.h"
+
 #include <errno.h>
 #include <stdio_ext.h>
 #include <string.h>
@@ -66,13 +68,14 @@ static int finish_row(FILE *f, const char *dir, const char *name, long row_start
     return 0;
 }
 
-static int make_run_dir(char *dir, const run_config *cfg, const sysinfo *sys, char *err,
-                        size_t err_len)
+static int make_run_dir(char *dir, const run_config *cfg, const sysinfo *sys, int *made,
+                        char *err, size_t err_len)
 {
     if (cfg->out_dir[0]) {
         snprintf(dir, PATH_LEN, "%s", cfg->out_dir);
         /* A given directory may exist only if empty of results. */
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        *made = mkdir(dir, 0777) == 0;
+        if (!*made && errno != EEXIST) {
             snprintf(err, err_len, "cannot create --out directory %s: %s", dir, strerror(errno));
             return -1;
         }
@@ -98,8 +101,10 @@ static int make_run_dir(char *dir, const run_config *cfg, const sysinfo *sys, ch
             snprintf(dir, PATH_LEN, "results/%s-%s", stamp, sys->host);
         else
             snprintf(dir, PATH_LEN, "results/%s-%s-%d", stamp, sys->host, n);
-        if (mkdir(dir, 0777) == 0)
+        if (mkdir(dir, 0777) == 0) {
+            *made = 1;
             return 0;
+        }
         if (errno != EEXIST) {
             snprintf(err, err_len, "cannot create %s: %s", dir, strerror(errno));
             return -1;
@@ -128,31 +133,74 @@ static FILE *create_exclusive(results *r, const char *name, char *err, size_t er
     return f;
 }
 
+static int open_files(results *r, const run_config *cfg, char *err, size_t err_len);
+
+/* Removes what a failed results_open made, so the same --out can be used
+ * again once the cause is fixed; errno is kept for the exit status. */
+static void discard_partial_run(results *r, int made_dir)
+{
+    int e = errno;
+    static const char *const names[] = {"epochs.csv", "summary.csv", "system.json"};
+    for (int i = 0; i < 3; i++)
+        if (r->created & (1 << i)) {
+            char path[PATH_LEN + 64];
+            snprintf(path, sizeof path, "%s/%s", r->dir, names[i]);
+            unlink(path);
+        }
+    if (made_dir)
+        rmdir(r->dir);
+    r->created = 0;
+    errno = e;
+}
+
 int results_open(results *r, const run_config *cfg, char *err, size_t err_len)
 {
     memset(r, 0, sizeof *r);
     sysinfo_collect(&r->sys);
-    if (make_run_dir(r->dir, cfg, &r->sys, err, err_len) != 0)
+    idx_describe_files(cfg->data_dir, r->sys.data_files, sizeof r->sys.data_files,
+                       r->sys.data_files_not_read, sizeof r->sys.data_files_not_read);
+    int made_dir = 0;
+    if (make_run_dir(r->dir, cfg, &r->sys, &made_dir, err, err_len) != 0)
         return -1;
+    if (open_files(r, cfg, err, err_len) != 0) {
+        int e = errno;
+        if (r->epochs)
+            fclose(r->epochs);
+        if (r->summary)
+            fclose(r->summary);
+        r->epochs = r->summary = NULL;
+        errno = e;
+        discard_partial_run(r, made_dir);
+        return -1;
+    }
+    return 0;
+}
+
+static int open_files(results *r, const run_config *cfg, char *err, size_t err_len)
+{
     if (!(r->epochs = create_exclusive(r, "epochs.csv", err, err_len)))
         return -1;
+    r->created |= 1;
     if (!(r->summary = create_exclusive(r, "summary.csv", err, err_len)))
         return -1;
+    r->created |= 2;
     FILE *sys = results_file(r, "system.json");
+    if (sys)
+        r->created |= 4;
     if (!sys) {
         snprintf(err, err_len, "cannot write %s/system.json: %s", r->dir, strerror(errno));
         return -1;
     }
     sysinfo_write_json(sys, &r->sys, cfg->argc, cfg->argv);
-    if (fclose(sys) != 0) {
+    if (ferror(sys) + fclose(sys) != 0) {
         snprintf(err, err_len, "cannot write %s/system.json: %s", r->dir, strerror(errno));
         return -1;
     }
     fputs(epochs_header, r->epochs);
     fputs(summary_header, r->summary);
-    if (finish_row(r->epochs, r->dir, "epochs.csv", 0) ||
-        finish_row(r->summary, r->dir, "summary.csv", 0)) {
-        snprintf(err, err_len, "cannot write the CSV headers in %s", r->dir);
+    if (fflush(r->epochs) != 0 || ferror(r->epochs) || fflush(r->summary) != 0 ||
+        ferror(r->summary)) {
+        snprintf(err, err_len, "cannot write the CSV headers in %s: %s", r->dir, strerror(errno));
         return -1;
     }
     return 0;
@@ -178,11 +226,13 @@ int results_summary(results *r, const summary_row *row)
     FILE *f = r->summary;
     long start = ftell(f);
     write_key(f, &row->key);
-    fprintf(f, ",%d,%d,%ld,%.6f,%.6f,%.6f,%.1f,%.3f,%.2f,%.3f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.0f,",
-            row->epochs, row->repeats, row->images_per_epoch, row->epoch_seconds_median,
-            row->epoch_seconds_mean, row->epoch_seconds_stddev, row->images_per_second,
-            row->gflops_per_second, row->percent_of_peak, row->speedup_vs_naive,
-            row->final_train_loss, row->final_test_accuracy, row->macro_precision,
+    fprintf(f, ",%d,%d,%ld,%.6f,%.6f,%.6f,%.1f,%.3f,%.2f,", row->epochs, row->repeats,
+            row->images_per_epoch, row->epoch_seconds_median, row->epoch_seconds_mean,
+            row->epoch_seconds_stddev, row->images_per_second, row->gflops_per_second,
+            row->percent_of_peak);
+    if (row->speedup_vs_naive > 0) /* empty: naive did not finish, or this row did not */
+        fprintf(f, "%.3f", row->speedup_vs_naive);
+    fprintf(f, ",%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.0f,", row->final_train_loss, row->final_test_accuracy, row->macro_precision,
             row->macro_recall, row->macro_f1, row->time_to_target_seconds,
             row->peak_memory_bytes);
     csv_field(f, row->details);

@@ -36,7 +36,7 @@ typedef struct summary_row {
     long images_per_epoch;
     double epoch_seconds_median, epoch_seconds_mean, epoch_seconds_stddev;
     double images_per_second, gflops_per_second, percent_of_peak;
-    double speedup_vs_naive; /* 0 when naive did not run */
+    double speedup_vs_naive; /* 0 (empty in the CSV) when naive or this row did not finish */
     /* images/s / (replicas x images/s of one replica of the same engine
      * earlier in this run); 1 for that one-replica run; 0 (empty in the
      * CSV) when there is no such run, e.g. under mpirun */
@@ -60,6 +60,7 @@ typedef struct results {
     char dir[PATH_LEN];
     FILE *epochs, *summary;
     sysinfo sys;
+    unsigned created; /* files results_open made: removed again if it fails */
 } results;
 
 /* Creates the run directory (never an existing one) and writes the headers

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "backends/registry.h"
+#include "harness/fileio.h"
 #include "harness/idx.h"
 #include "harness/init.h"
 #include "harness/paramfile.h"
@@ -27,7 +28,17 @@
 
 static volatile sig_atomic_t stop_signal;
 
-static void on_signal(int sig) { stop_signal = sig; }
+/* The first signal stops the run after the current row; a second one (the
+ * run is stuck, or the user insists) ends the process at once. */
+static void on_signal(int sig)
+{
+    if (stop_signal) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+}
 
 static void install_signal_handlers(void)
 {
@@ -53,6 +64,8 @@ typedef struct run_state {
     int root;
     int repeat;               /* of the backend being trained, 1-based */
     FILE *step_losses;        /* --step-losses; NULL when not asked */
+    int step_losses_created;  /* made by this run (removed if it cannot start) */
+    int save_failed;          /* a --save-params file could not be written */
     int n_baselines;          /* one-replica speeds, for scaling efficiency */
     const char *baseline_name[MAX_RUN_BACKENDS];
     double baseline_images_per_second[MAX_RUN_BACKENDS];
@@ -210,7 +223,7 @@ static engine *start_engine(run_state *s, const backend *b, attempt *a)
     return e;
 }
 
-static void save_params(run_state *s, const backend *b, engine *e, int several)
+static int save_params(run_state *s, const backend *b, engine *e, int several)
 {
     const run_config *cfg = s->cfg;
     char path[PATH_LEN + 64], err[512];
@@ -219,13 +232,17 @@ static void save_params(run_state *s, const backend *b, engine *e, int several)
     else
         snprintf(path, sizeof path, "%s", cfg->save_params);
     float *p = malloc(sizeof(float) * cfg->work.param_count);
+    int rc = -1;
     if (!p || b->get_params(e, p) != 0)
         fprintf(stderr, "bench: %s: cannot read back the parameters to save\n", b->name);
     else if (paramfile_save(path, &cfg->work, p, err, sizeof err) != 0)
         fprintf(stderr, "bench: %s\n", err);
-    else
+    else {
         fprintf(stderr, "%s: parameters saved to %s\n", b->name, path);
+        rc = 0;
+    }
     free(p);
+    return rc;
 }
 
 /* Trains backend b once (repeat r, 1-based). Returns 0, or -1 when a
@@ -233,17 +250,12 @@ static void save_params(run_state *s, const backend *b, engine *e, int several)
 static int train_backend(run_state *s, const backend *b, int r, attempt *a)
 {
     const run_config *cfg = s->cfg;
+    /* nothing of the previous backend's attempt may reach this one's rows */
+    double *epoch_seconds = a->epoch_seconds;
+    memset(a, 0, sizeof *a);
+    a->epoch_seconds = epoch_seconds;
     a->status = "ok";
     a->time_to_target = -1;
-    a->peak_memory = 0;
-    a->device_peak_gflops = 0;
-    /* nothing of the previous backend's attempt may reach this one's row
-     * when it fails before its first epoch */
-    a->message[0] = a->details[0] = '\0';
-    a->final_train_loss = 0;
-    memset(&a->final_eval, 0, sizeof a->final_eval);
-    a->threads = a->devices = 0;
-    a->replicas = 1;
     s->repeat = r;
     engine *e = start_engine(s, b, a);
     if (!e)
@@ -324,8 +336,9 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         report_layer_profile(&s->res, label, b, e, &cfg->work, s->order, cfg->batch_size, 10,
                              stderr);
     }
-    if (cfg->save_params[0] && r == cfg->repeat && !strcmp(a->status, "ok") && s->root)
-        save_params(s, b, e, cfg->n_backends > 1);
+    if (cfg->save_params[0] && r == cfg->repeat && !strcmp(a->status, "ok") && s->root &&
+        save_params(s, b, e, cfg->n_backends > 1) != 0)
+        s->save_failed = 1;
     b->destroy(e);
     return io_error ? -1 : 0;
 }
@@ -356,7 +369,8 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
     row->warmup_epochs = n < all_epochs ? warmup_epochs(cfg->epochs) : 0;
     row->images_per_second = st.median > 0 ? s->train.count / st.median : 0;
     row->gflops_per_second = row->images_per_second * cfg->work.train_flops_per_image * 1e-9;
-    if (s->naive_images_per_second > 0 && row->images_per_second > 0)
+    if (s->naive_images_per_second > 0 && row->images_per_second > 0 &&
+        !strcmp(last->status, "ok"))
         row->speedup_vs_naive = row->images_per_second / s->naive_images_per_second;
     row->final_train_loss = last->final_train_loss;
     const eval_counts *ev = &last->final_eval;
@@ -402,7 +416,7 @@ static int load_inputs(run_state *s)
     if (idx_load(cfg->data_dir, w->classes, w->input.h, w->input.w, &s->train, &s->test, err,
                  sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
-        return 2;
+        return errno == ENOMEM ? 1 : 2; /* out of memory is no fault of the input */
     }
     if (cli_check_against_data(cfg, s->train.count, s->test.count) != 0)
         return 2;
@@ -420,7 +434,7 @@ static int load_inputs(run_state *s)
     if (cfg->init_params[0]) {
         if (paramfile_load(cfg->init_params, w, s->init_params, err, sizeof err) != 0) {
             fprintf(stderr, "bench: %s\n", err);
-            return 2;
+            return errno == ENOMEM ? 1 : 2;
         }
     } else {
         init_params(w, cfg->seed, s->init_params);
@@ -480,6 +494,39 @@ static double scaling_efficiency(const run_state *s, const backend *b, const sum
     return 0;
 }
 
+/* --step-losses and --save-params, checked before anything is trained or
+ * written, so a mistyped destination costs no training. 0 or an exit
+ * status (message printed). */
+static int open_destinations(run_state *s)
+{
+    const run_config *cfg = s->cfg;
+    char err[PATH_LEN + 256];
+    if (cfg->save_params[0] && check_output_path("--save-params", cfg->save_params, err,
+                                                 sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return write_failure_status(errno);
+    }
+    if (cfg->step_losses[0]) {
+        s->step_losses = create_new_file("--step-losses", cfg->step_losses,
+                                         &s->step_losses_created, err, sizeof err);
+        if (!s->step_losses) {
+            fprintf(stderr, "bench: %s\n", err);
+            return write_failure_status(errno);
+        }
+        fprintf(s->step_losses, "backend,replicas,ranks,repeat,epoch,step,images,loss\n");
+    }
+    return 0;
+}
+
+/* Plain and .gz spellings of one file side by side: say which is read. */
+static void note_unread_data_files(const char *dir)
+{
+    char used[4 * PATH_LEN], unread[8 * PATH_LEN];
+    idx_describe_files(dir, used, sizeof used, unread, sizeof unread);
+    if (unread[0])
+        fprintf(stderr, "note: not read: %s\n", unread);
+}
+
 static int run_backends(const run_config *cfg);
 
 int run_benchmark(const run_config *cfg)
@@ -511,39 +558,42 @@ static int run_backends(const run_config *cfg)
         return 3;
     }
 
+    /* from here a signal ends the run with 130, during loading too */
+    install_signal_handlers();
     run_state s = {.cfg = cfg, .root = world_rank() == 0};
     int rc = load_inputs(&s);
+    if (!rc && stop_signal)
+        rc = 130;
+    if (!rc && s.root)
+        rc = open_destinations(&s);
     if (rc) {
         free_inputs(&s);
         return rc;
     }
     char err[1024];
     if (s.root && results_open(&s.res, cfg, err, sizeof err) != 0) {
+        int status = write_failure_status(errno);
         fprintf(stderr, "bench: %s\n", err);
         results_close(&s.res);
-        free_inputs(&s);
-        return 2;
-    }
-    if (s.root && cfg->step_losses[0]) {
-        s.step_losses = fopen(cfg->step_losses, "w");
-        if (!s.step_losses) {
-            fprintf(stderr, "bench: cannot write --step-losses %s\n", cfg->step_losses);
-            results_close(&s.res);
-            free_inputs(&s);
-            return 2;
+        if (s.step_losses) {
+            fclose(s.step_losses);
+            if (s.step_losses_created)
+                unlink(cfg->step_losses);
         }
-        fprintf(s.step_losses, "backend,replicas,ranks,repeat,epoch,step,images,loss\n");
+        free_inputs(&s);
+        return status;
     }
+    if (s.root)
+        note_unread_data_files(cfg->data_dir);
     if (s.root)
         fprintf(stderr, "%s: %d training and %d test images from %s, %s, batch %d, %d epoch%s -> %s\n",
             cfg->work.name, s.train.count, s.test.count, cfg->data_dir,
             optimizer_name(cfg->opt.kind), cfg->batch_size, cfg->epochs,
             cfg->epochs == 1 ? "" : "s", s.res.dir);
-    install_signal_handlers();
 
     summary_row rows[MAX_RUN_BACKENDS];
     char row_text[MAX_RUN_BACKENDS][2][512];
-    int n_rows = 0, failed = 0;
+    int n_rows = 0, failed = 0, trained = 0, finished = 0;
     double *samples = malloc(sizeof(double) * (size_t)cfg->epochs * cfg->repeat);
     attempt *runs = calloc((size_t)cfg->repeat, sizeof *runs);
     for (int r = 0; r < cfg->repeat; r++)
@@ -577,8 +627,10 @@ static int run_backends(const run_config *cfg)
             if (strcmp(runs[r].status, "ok"))
                 break;
         }
-        if (done == 0)
+        if (done == 0) {
+            n_rows--; /* nothing to report: the row stays unwritten */
             continue;
+        }
         fill_summary(&s, b, runs, done, row, samples);
         /* keep the strings past the next backend's attempts */
         snprintf(row_text[n_rows - 1][0], 512, "%s", row->details);
@@ -598,6 +650,8 @@ static int run_backends(const run_config *cfg)
         }
         if (!strcmp(row->status, "failed"))
             failed = 1;
+        trained++;
+        finished += !strcmp(row->status, "ok");
         if (!s.root)
             continue; /* rank 0 reports */
         char label[128];
@@ -623,9 +677,11 @@ static int run_backends(const run_config *cfg)
         if (results_close(&s.res) != 0)
             rc = 1;
         fprintf(stderr, "results in %s\n", s.res.dir);
-        if (!stop_signal)
-            plot_after_run(s.res.dir);
+        if (!stop_signal && plot_after_run(s.res.dir) != 0)
+            rc = 1; /* a chart could not be written */
     }
+    if (s.save_failed)
+        rc = 1;
     for (int r = 0; r < cfg->repeat; r++)
         free(runs[r].epoch_seconds);
     free(runs);
@@ -633,5 +689,7 @@ static int run_backends(const run_config *cfg)
     free_inputs(&s);
     if (stop_signal)
         return 130;
-    return rc ? rc : failed ? 1 : 0;
+    if (trained > 0 && finished == 0 && !failed && s.root)
+        fprintf(stderr, "bench: no backend finished: every one diverged\n");
+    return rc ? rc : failed || (trained > 0 && finished == 0) ? 1 : 0;
 }

@@ -334,6 +334,8 @@ void sysinfo_write_json(FILE *f, const sysinfo *s, int argc, char **argv)
     fprintf(f, ",\n  \"git_dirty\": %s", s->git_dirty ? "true" : "false");
     json_key_string(f, "libraries", s->libraries);
     json_key_string(f, "environment", s->environment);
+    json_key_string(f, "data_files", s->data_files);
+    json_key_string(f, "data_files_not_read", s->data_files_not_read);
     fprintf(f, ",\n  \"command_line\": [");
     for (int i = 0; i < argc; i++) {
         fprintf(f, "%s", i ? ", " : "");

@@ -28,6 +28,10 @@ typedef struct sysinfo {
     char libraries[1024];  /* each built backend's libraries and versions */
     char environment[512]; /* variables that change how the backends run */
     char date[64];         /* ISO 8601, UTC */
+    /* the data files read, and spellings beside them that were not (both
+     * plain and .gz present); filled by the run, not by sysinfo_collect */
+    char data_files[4 * 4096 + 16];
+    char data_files_not_read[8 * 4096 + 64];
 } sysinfo;
 
 void sysinfo_collect(sysinfo *s);
