@@ -1,4 +1,5 @@
 #include "harness/config.h"
+#include "harness/idx.h"
 #include "harness/plan.h"
 
 #include "backends/registry.h"
@@ -10,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
 
 static const char *precision_names[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *optimizer_names[] = {"sgd", "nesterov", "adam"};
@@ -32,7 +31,7 @@ static void usage(FILE *f)
         "  --limit N            train on the first N training images only\n"
         "  --test-limit N       evaluate on the first N test images only\n"
         "  --data DIR           directory with the four MNIST-format files\n"
-        "                       (default " DEFAULT_DATA_DIR ")\n"
+        "                       (default " IDX_DEFAULT_DIR ")\n"
         "  --optimizer O        nesterov (default), sgd or adam\n"
         "  --lr X               learning rate (default 0.01; adam 0.001)\n"
         "  --momentum X         Nesterov momentum (default 0.9)\n"
@@ -318,7 +317,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     cfg->replicas[0] = cfg->n_replicas = 1;
     cfg->engine.cuda_graph = 1;
     cfg->engine.data_on_device = 1;
-    strcpy(cfg->data_dir, DEFAULT_DATA_DIR);
+    strcpy(cfg->data_dir, IDX_DEFAULT_DIR);
     static const char *format_names[] = {"md", "csv", "json"};
 
     opterr = 0;
@@ -387,8 +386,10 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         return usage_error("--average-optimizer-state needs --averaging-frequency K > 0%s%s", "",
                            "");
     if (workload_get(workload_name, &cfg->work) != 0) {
+        char names[256];
+        workload_names(names, sizeof names);
         fprintf(stderr, "bench: unknown workload '%s'; choose one of: %s\n", workload_name,
-                workload_names());
+                names);
         return 2;
     }
     if ((rc = parse_backends(backend_list, cfg)))
@@ -399,18 +400,17 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     warn_threads_beyond_cores(cfg->engine.threads);
     const workload *w = &cfg->work;
     cfg->epochs = epochs > 0 ? epochs : w->default_epochs;
-    cfg->batch_size = batch > 0 ? batch : w->default_batch_size;
+    cfg->engine.batch_size = batch > 0 ? batch : w->default_batch_size;
     cfg->seed = seed >= 0 ? (uint64_t)seed : w->default_seed;
     cfg->format = (output_format)fmt;
-    cfg->opt.kind = (optimizer_kind)optimizer;
-    cfg->opt.lr = (float)(lr > 0 ? lr : optimizer == OPT_ADAM ? 0.001 : w->default_lr);
-    cfg->opt.momentum = (float)(momentum >= 0 ? momentum : w->default_momentum);
-    cfg->opt.weight_decay = (float)(decay >= 0 ? decay : w->default_weight_decay);
-    cfg->opt.beta1 = 0.9f;
-    cfg->opt.beta2 = 0.999f;
-    cfg->opt.eps = 1e-8f;
-    cfg->engine.batch_size = cfg->batch_size;
-    cfg->engine.opt = cfg->opt;
+    optimizer_config *opt = &cfg->engine.opt;
+    opt->kind = (optimizer_kind)optimizer;
+    opt->lr = (float)(lr > 0 ? lr : optimizer == OPT_ADAM ? 0.001 : w->default_lr);
+    opt->momentum = (float)(momentum >= 0 ? momentum : w->default_momentum);
+    opt->weight_decay = (float)(decay >= 0 ? decay : w->default_weight_decay);
+    opt->beta1 = 0.9f;
+    opt->beta2 = 0.999f;
+    opt->eps = 1e-8f;
     cfg->engine.precision = (precision)prec;
     return 0;
 }
@@ -428,9 +428,9 @@ int cli_check_against_data(const run_config *cfg, int train_count, int test_coun
         return 2;
     }
     int n = cfg->limit ? cfg->limit : train_count;
-    if (cfg->batch_size > n) {
+    if (cfg->engine.batch_size > n) {
         fprintf(stderr, "bench: --batch-size %d is larger than the %d training images\n",
-                cfg->batch_size, n);
+                cfg->engine.batch_size, n);
         return 2;
     }
     return 0;

@@ -18,7 +18,8 @@
 #include <unistd.h>
 
 #include "backends/registry.h"
-#include "harness/compare.h"
+#include "harness/csv.h"
+#include "harness/status.h"
 #include "harness/report.h"
 
 enum { VARS_LEN = 16384, OUTPUT_LEN = 2048, MSG_LEN = 2 * PATH_MAX + 1024 };
@@ -273,10 +274,12 @@ static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
         }
     size_t used = 0;
     for (int r = 0; r < t.n_rows; r++) {
-        int ok = strcmp(field(&t, r, "status"), "ok") == 0;
+        run_status status;
+        if (status_parse(field(&t, r, "status"), &status) != 0)
+            continue;
+        int ok = status == STATUS_OK;
         /* as plots/common.gp picks the configurations it draws */
-        if (!ok && !(strcmp(field(&t, r, "status"), "interrupted") == 0 &&
-                     atoi(field(&t, r, "timed_samples")) > 0))
+        if (!ok && !(status == STATUS_INTERRUPTED && atoi(field(&t, r, "timed_samples")) > 0))
             continue;
         const char *backend = field(&t, r, "backend");
         char name[128];

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "backends/registry.h"
+#include "harness/alloc.h"
 #include "harness/fileio.h"
 #include "harness/idx.h"
 #include "harness/init.h"
@@ -73,7 +74,7 @@ typedef struct run_state {
 
 /* Outcome of training one backend once. */
 typedef struct attempt {
-    const char *status;
+    run_status status;
     char message[512];
     double *epoch_seconds; /* one per completed epoch */
     int epochs_done;
@@ -97,8 +98,8 @@ static row_key key_for(const run_state *s, const backend *b, const attempt *a)
         .devices = a->devices,
         .replicas = a->replicas,
         .ranks = world_size(),
-        .batch_size = cfg->batch_size,
-        .optimizer = optimizer_name(cfg->opt.kind),
+        .batch_size = cfg->engine.batch_size,
+        .optimizer = optimizer_name(cfg->engine.opt.kind),
     };
     return k;
 }
@@ -117,7 +118,7 @@ static int evaluate(const run_state *s, const backend *b, engine *e, attempt *a,
 {
     memset(ev, 0, sizeof *ev);
     if (b->evaluate(e, s->test.count, ev) != 0) {
-        a->status = "failed";
+        a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "evaluate: %s", b->error(e));
         return -1;
     }
@@ -142,7 +143,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
                         progress *prog, double *seconds, double *loss_sum)
 {
     const run_config *cfg = s->cfg;
-    int n = s->train.count, batch = cfg->batch_size;
+    int n = s->train.count, batch = cfg->engine.batch_size;
     int full_steps = n / batch, rest = n % batch;
     epoch_order(cfg->seed, epoch, n, cfg->shuffle, s->order);
 
@@ -154,13 +155,13 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
         double t0 = now_seconds();
         if (b->train_steps(e, s->order + (size_t)done_steps * batch, batch, k,
                            s->losses + done_steps) != 0) {
-            a->status = "failed";
+            a->status = STATUS_FAILED;
             snprintf(a->message, sizeof a->message, "train: %s", b->error(e));
             break;
         }
         double dt = now_seconds() - t0;
         if (!all_finite(s->losses + done_steps, k)) {
-            a->status = "diverged";
+            a->status = STATUS_DIVERGED;
             snprintf(a->message, sizeof a->message, "loss became NaN or Inf in epoch %d",
                      epoch + 1);
         }
@@ -168,7 +169,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
             *loss_sum += s->losses[done_steps + i];
         write_step_losses(s, b, a, epoch, done_steps, k, batch, s->losses + done_steps);
         done_steps += k;
-        if (strcmp(a->status, "ok"))
+        if (a->status != STATUS_OK)
             break;
         /* aim each call at about a quarter of a second */
         double per_step = dt / k;
@@ -179,10 +180,10 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
                             *loss_sum / done_steps);
     }
     long images = (long)done_steps * batch;
-    if (rest && done_steps == full_steps && !stop_signal && !strcmp(a->status, "ok")) {
+    if (rest && done_steps == full_steps && !stop_signal && a->status == STATUS_OK) {
         float last;
         if (b->train_steps(e, s->order + (size_t)full_steps * batch, rest, 1, &last) != 0) {
-            a->status = "failed";
+            a->status = STATUS_FAILED;
             snprintf(a->message, sizeof a->message, "train: %s", b->error(e));
         } else {
             /* weight the partial batch by its size in the epoch mean */
@@ -190,7 +191,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
             write_step_losses(s, b, a, epoch, full_steps, 1, rest, &last);
             images += rest;
             if (!isfinite(last)) {
-                a->status = "diverged";
+                a->status = STATUS_DIVERGED;
                 snprintf(a->message, sizeof a->message, "loss became NaN or Inf in epoch %d",
                          epoch + 1);
             }
@@ -205,12 +206,12 @@ static engine *start_engine(run_state *s, const backend *b, attempt *a)
     char err[512] = "";
     engine *e = backend_create(b, &s->cfg->work, &s->cfg->engine, err, sizeof err);
     if (!e) {
-        a->status = "failed";
+        a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "create: %s", err[0] ? err : "unknown error");
         return NULL;
     }
     if (b->set_params(e, s->init_params) != 0 || b->bind_dataset(e, &s->train, &s->test) != 0) {
-        a->status = "failed";
+        a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "setup: %s", b->error(e));
         b->destroy(e);
         return NULL;
@@ -231,9 +232,9 @@ static int save_params(run_state *s, const backend *b, engine *e, int several)
         snprintf(path, sizeof path, "%s.%s", cfg->save_params, b->name);
     else
         snprintf(path, sizeof path, "%s", cfg->save_params);
-    float *p = malloc(sizeof(float) * cfg->work.param_count);
+    float *p = xmalloc(sizeof(float) * cfg->work.param_count);
     int rc = -1;
-    if (!p || b->get_params(e, p) != 0)
+    if (b->get_params(e, p) != 0)
         fprintf(stderr, "bench: %s: cannot read back the parameters to save\n", b->name);
     else if (paramfile_save(path, &cfg->work, p, err, sizeof err) != 0)
         fprintf(stderr, "bench: %s\n", err);
@@ -254,7 +255,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
     double *epoch_seconds = a->epoch_seconds;
     memset(a, 0, sizeof *a);
     a->epoch_seconds = epoch_seconds;
-    a->status = "ok";
+    a->status = STATUS_OK;
     a->time_to_target = -1;
     s->repeat = r;
     engine *e = start_engine(s, b, a);
@@ -268,25 +269,25 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
     else
         snprintf(label, sizeof label, "%s", b->name);
     int io_error = 0;
-    for (int ep = 0; ep < cfg->epochs && !strcmp(a->status, "ok"); ep++) {
+    for (int ep = 0; ep < cfg->epochs && a->status == STATUS_OK; ep++) {
         progress prog;
         if (s->root)
             progress_start(&prog, label, ep + 1, cfg->epochs, s->train.count);
         double seconds, loss_sum;
         long images = train_epoch(s, b, e, ep, a, &prog, &seconds, &loss_sum);
-        double steps = (double)images / cfg->batch_size;
+        double steps = (double)images / cfg->engine.batch_size;
         double train_loss = steps > 0 ? loss_sum / steps : NAN;
         eval_counts ev = {0};
         double test_loss = NAN, accuracy = NAN;
-        if (stop_signal && !strcmp(a->status, "ok")) {
-            a->status = "interrupted";
+        if (stop_signal && a->status == STATUS_OK) {
+            a->status = STATUS_INTERRUPTED;
             snprintf(a->message, sizeof a->message, "stopped by signal %d during epoch %d",
                      (int)stop_signal, ep + 1);
         }
-        if (!strcmp(a->status, "ok") && evaluate(s, b, e, a, &ev) == 0 && ev.count > 0) {
+        if (a->status == STATUS_OK && evaluate(s, b, e, a, &ev) == 0 && ev.count > 0) {
             test_loss = ev.loss_sum / ev.count;
             if (!isfinite(test_loss)) {
-                a->status = "diverged";
+                a->status = STATUS_DIVERGED;
                 snprintf(a->message, sizeof a->message,
                          "test loss became NaN or Inf after epoch %d", ep + 1);
             }
@@ -319,24 +320,24 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         }
         if (s->root)
             progress_finish(&prog, images, seconds, train_loss, accuracy, a->status);
-        if (!strcmp(a->status, "ok")) {
+        if (a->status == STATUS_OK) {
             a->epoch_seconds[a->epochs_done++] = seconds;
             a->final_train_loss = train_loss;
         }
     }
     a->peak_memory = backend_peak_memory(b, e);
-    if (!strcmp(a->status, "ok") && !cfg->no_peak)
+    if (a->status == STATUS_OK && !cfg->no_peak)
         a->device_peak_gflops = backend_peak_gflops(b, e);
-    if (cfg->profile_layers && r == cfg->repeat && !strcmp(a->status, "ok") && s->root) {
+    if (cfg->profile_layers && r == cfg->repeat && a->status == STATUS_OK && s->root) {
         /* the first batch of epoch 1, 10 steps, like `caffe time` */
         epoch_order(cfg->seed, 0, s->train.count, cfg->shuffle, s->order);
         row_key key = key_for(s, b, a);
         char label[128];
         config_label(&key, label, sizeof label);
-        report_layer_profile(&s->res, label, b, e, &cfg->work, s->order, cfg->batch_size, 10,
+        report_layer_profile(&s->res, label, b, e, &cfg->work, s->order, cfg->engine.batch_size, 10,
                              stderr);
     }
-    if (cfg->save_params[0] && r == cfg->repeat && !strcmp(a->status, "ok") && s->root &&
+    if (cfg->save_params[0] && r == cfg->repeat && a->status == STATUS_OK && s->root &&
         save_params(s, b, e, cfg->n_backends > 1) != 0)
         s->save_failed = 1;
     b->destroy(e);
@@ -370,7 +371,7 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
     row->images_per_second = st.median > 0 ? s->train.count / st.median : 0;
     row->gflops_per_second = row->images_per_second * cfg->work.train_flops_per_image * 1e-9;
     if (s->naive_images_per_second > 0 && row->images_per_second > 0 &&
-        !strcmp(last->status, "ok"))
+        last->status == STATUS_OK)
         row->speedup_vs_naive = row->images_per_second / s->naive_images_per_second;
     row->final_train_loss = last->final_train_loss;
     const eval_counts *ev = &last->final_eval;
@@ -386,7 +387,7 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
             samples[reached++] = runs[r].time_to_target;
     row->time_to_target_seconds = reached ? stats_of(samples, reached).median : -1;
     row->target_accuracy = cfg->target_accuracy;
-    if (!strcmp(last->status, "ok") && s->root) {
+    if (last->status == STATUS_OK && s->root) {
         peak_measure pk = {last->device_peak_gflops, "the backend's GEMM probe on its device"};
         if (cfg->no_peak)
             pk = (peak_measure){0, "not measured (--no-peak)"};
@@ -402,7 +403,7 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
     row->status = last->status;
     row->message = last->message;
     for (int r = 0; r < n_runs; r++)
-        if (strcmp(runs[r].status, "ok")) {
+        if (runs[r].status != STATUS_OK) {
             row->status = runs[r].status;
             row->message = runs[r].message;
         }
@@ -424,13 +425,9 @@ static int load_inputs(run_state *s)
         s->train.count = cfg->limit;
     if (cfg->test_limit)
         s->test.count = cfg->test_limit;
-    s->init_params = malloc(sizeof(float) * w->param_count);
-    s->order = malloc(sizeof(int32_t) * (size_t)s->train.count);
-    s->losses = malloc(sizeof(float) * ((size_t)s->train.count / cfg->batch_size + 1));
-    if (!s->init_params || !s->order || !s->losses) {
-        fprintf(stderr, "bench: out of memory\n");
-        return 1;
-    }
+    s->init_params = xmalloc(sizeof(float) * w->param_count);
+    s->order = xmalloc(sizeof(int32_t) * (size_t)s->train.count);
+    s->losses = xmalloc(sizeof(float) * ((size_t)s->train.count / cfg->engine.batch_size + 1));
     if (cfg->init_params[0]) {
         if (paramfile_load(cfg->init_params, w, s->init_params, err, sizeof err) != 0) {
             fprintf(stderr, "bench: %s\n", err);
@@ -484,7 +481,7 @@ static double scaling_efficiency(const run_state *s, const backend *b, const sum
 {
     const char *base = dp_base_name(b);
     const int replicas = row->key.replicas;
-    if (replicas < 1 || row->images_per_second <= 0 || strcmp(row->status, "ok"))
+    if (replicas < 1 || row->images_per_second <= 0 || row->status != STATUS_OK)
         return 0;
     if (replicas == 1 && row->key.ranks == 1)
         return 1; /* its own baseline */
@@ -588,30 +585,31 @@ static int run_backends(const run_config *cfg)
     if (s.root)
         fprintf(stderr, "%s: %d training and %d test images from %s, %s, batch %d, %d epoch%s -> %s\n",
             cfg->work.name, s.train.count, s.test.count, cfg->data_dir,
-            optimizer_name(cfg->opt.kind), cfg->batch_size, cfg->epochs,
+            optimizer_name(cfg->engine.opt.kind), cfg->engine.batch_size, cfg->epochs,
             cfg->epochs == 1 ? "" : "s", s.res.dir);
 
+    /* a row's details and message are its own copies (freed at the end):
+     * the attempts that held them are reused by the next backend */
     summary_row rows[MAX_RUN_BACKENDS];
-    char row_text[MAX_RUN_BACKENDS][2][512];
     int n_rows = 0, failed = 0, trained = 0, finished = 0;
-    double *samples = malloc(sizeof(double) * (size_t)cfg->epochs * cfg->repeat);
-    attempt *runs = calloc((size_t)cfg->repeat, sizeof *runs);
+    double *samples = xcalloc((size_t)cfg->epochs * cfg->repeat, sizeof(double));
+    attempt *runs = xcalloc((size_t)cfg->repeat, sizeof *runs);
     for (int r = 0; r < cfg->repeat; r++)
-        runs[r].epoch_seconds = malloc(sizeof(double) * (size_t)cfg->epochs);
+        runs[r].epoch_seconds = xcalloc((size_t)cfg->epochs, sizeof(double));
 
     for (int i = 0; i < n && !stop_signal && rc == 0; i++) {
         const backend *b = order[i];
-        summary_row *row = &rows[n_rows++];
+        summary_row *row = &rows[n_rows];
         if (!runnable[i]) {
             if (s.root)
                 fprintf(stderr, "%-10s skipped: %s\n", b->name, reasons[i]);
             memset(row, 0, sizeof *row);
             attempt none = {.threads = 0, .replicas = 1};
             row->key = key_for(&s, b, &none);
-            row->status = "skipped";
-            snprintf(row_text[n_rows - 1][1], 512, "%s", reasons[i]);
-            row->message = row_text[n_rows - 1][1];
+            row->status = STATUS_SKIPPED;
+            row->message = xstrdup(reasons[i]);
             row->time_to_target_seconds = -1;
+            n_rows++;
             if (s.root && results_summary(&s.res, row) != 0)
                 rc = 1;
             continue;
@@ -624,39 +622,35 @@ static int run_backends(const run_config *cfg)
                 break;
             }
             done = r + 1;
-            if (strcmp(runs[r].status, "ok"))
+            if (runs[r].status != STATUS_OK)
                 break;
         }
-        if (done == 0) {
-            n_rows--; /* nothing to report: the row stays unwritten */
-            continue;
-        }
+        if (done == 0)
+            continue; /* a results file could not be written: no row */
         fill_summary(&s, b, runs, done, row, samples);
-        /* keep the strings past the next backend's attempts */
-        snprintf(row_text[n_rows - 1][0], 512, "%s", row->details);
-        snprintf(row_text[n_rows - 1][1], 512, "%s", row->message);
-        row->details = row_text[n_rows - 1][0];
-        row->message = row_text[n_rows - 1][1];
-        if (!strcmp(row->status, "ok") && row->key.replicas == 1 && row->key.ranks == 1 &&
+        row->details = xstrdup(row->details);
+        row->message = xstrdup(row->message);
+        n_rows++;
+        if (row->status == STATUS_OK && row->key.replicas == 1 && row->key.ranks == 1 &&
             s.n_baselines < MAX_RUN_BACKENDS) {
             s.baseline_name[s.n_baselines] = b->name;
             s.baseline_images_per_second[s.n_baselines++] = row->images_per_second;
         }
         row->scaling_efficiency = scaling_efficiency(&s, b, row);
-        if (!strcmp(b->name, "naive") && !strcmp(row->status, "ok") && row->key.replicas == 1 &&
+        if (!strcmp(b->name, "naive") && row->status == STATUS_OK && row->key.replicas == 1 &&
             row->key.ranks == 1) {
             s.naive_images_per_second = row->images_per_second;
             row->speedup_vs_naive = 1;
         }
-        if (!strcmp(row->status, "failed"))
+        if (row->status == STATUS_FAILED)
             failed = 1;
         trained++;
-        finished += !strcmp(row->status, "ok");
+        finished += row->status == STATUS_OK;
         if (!s.root)
             continue; /* rank 0 reports */
         char label[128];
         config_label(&row->key, label, sizeof label);
-        if (!strcmp(row->status, "ok") &&
+        if (row->status == STATUS_OK &&
             write_confusion(&s.res, label, &runs[done - 1].final_eval) != 0) {
             fprintf(stderr, "bench: cannot write %s/confusion-%s.csv: %s\n", s.res.dir, label,
                     strerror(errno));
@@ -664,8 +658,8 @@ static int run_backends(const run_config *cfg)
         }
         if (results_summary(&s.res, row) != 0)
             rc = 1;
-        if (strcmp(row->status, "ok"))
-            fprintf(stderr, "%-10s %s: %s\n", b->name, row->status, row->message);
+        if (row->status != STATUS_OK)
+            fprintf(stderr, "%-10s %s: %s\n", b->name, status_name(row->status), row->message);
     }
 
     if (s.step_losses && fclose(s.step_losses) != 0) {
@@ -679,6 +673,10 @@ static int run_backends(const run_config *cfg)
         fprintf(stderr, "results in %s\n", s.res.dir);
         if (!stop_signal && plot_after_run(s.res.dir) != 0)
             rc = 1; /* a chart could not be written */
+    }
+    for (int i = 0; i < n_rows; i++) {
+        free((char *)rows[i].details);
+        free((char *)rows[i].message);
     }
     if (s.save_failed)
         rc = 1;
