@@ -136,6 +136,24 @@ typedef struct tolerance {
 static tolerance tolerance_for(const backend *b, precision p, precision ref_prec,
                                const optimizer_config *opt)
 {
+    if (p == PREC_FP32 && backend_is_peer(b))
+        /* A framework peer (PyTorch) computes with its own kernels
+         * (oneDNN, cuDNN) and its own log-softmax: it agrees with naive to
+         * about 1e-7 per step until a near-tie in a pool or ReLU goes the
+         * other way (step 24 of LeNet with Nesterov here), after which the
+         * losses of the nearly memorised set, down to 1e-3, differ by a few
+         * 1e-3 relative and the parameters by about 3e-4 (L2); and the
+         * test loss of a confident model is a sum of tiny logs. So losses
+         * are compared absolutely below 1e-2 and within 1e-2 above; see
+         * tests/test_peer.c for the tight check of the first steps. */
+        return (tolerance){.loss_rel = 1e-2,
+                           .loss_floor = 1e-2,
+                           .param_abs = opt->kind == OPT_ADAM ? (STEPS + 1) * opt->lr : 1e-2,
+                           .param_l2 = 2e-3,
+                           .param_rel = INFINITY,
+                           .eval_moved = 2 * TEST_IMAGES / 100,
+                           .eval_loss_rel = 1e-2,
+                           .eval_loss_floor = 1e-6};
     if (p == PREC_FP64 && ref_prec == PREC_FP64)
         return (tolerance){.exact_losses = 1,
                            .loss_rel = b->buffer_space == MEM_DEVICE ? 1e-10 : 1e-12,
