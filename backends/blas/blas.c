@@ -808,5 +808,11 @@ const backend blas_backend = {
 
 LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)
 {
-    return abi == LB_MODULE_ABI && strcmp(table, "backend") == 0 ? &blas_backend : NULL;
+    if (abi != LB_MODULE_ABI)
+        return NULL;
+    if (strcmp(table, "backend") == 0)
+        return &blas_backend;
+    if (strcmp(table, "kernel_probe") == 0)
+        return &blas_kernel_probe_table;
+    return NULL;
 }
