@@ -122,12 +122,13 @@ static int32_t *batch_order(int steps, int batch)
 
 /* Trains naive and blas side by side; checks every step's loss, then the
  * parameters against the tolerances of the comment at the top. */
-static void train_side_by_side(const char *workload_name, optimizer_kind kind, int steps,
-                               int batch, double param_abs, double param_l2)
+static void train_side_by_side_threads(const char *workload_name, optimizer_kind kind,
+                                       int steps, int batch, double param_abs, double param_l2,
+                                       int threads)
 {
     workload w;
     assert_int_equal(workload_get(workload_name, &w), 0);
-    engine_config c = config(kind, 2);
+    engine_config c = config(kind, threads);
     engine *a = start(nb, &w, &c), *b = start(bb, &w, &c);
     int32_t *order = batch_order(steps, batch);
     for (int s = 0; s < steps; s++) {
@@ -163,10 +164,23 @@ static void train_side_by_side(const char *workload_name, optimizer_kind kind, i
     bb->destroy(b);
 }
 
+/* On 2 threads, as most tests here. */
+static void train_side_by_side(const char *workload_name, optimizer_kind kind, int steps,
+                               int batch, double param_abs, double param_l2)
+{
+    train_side_by_side_threads(workload_name, kind, steps, batch, param_abs, param_l2, 2);
+}
+
 static void lenet_matches_naive(void **state)
 {
     (void)state;
     train_side_by_side("lenet", OPT_NESTEROV, STEPS, BATCH, 1e-3, 1e-4);
+}
+
+static void lenet_matches_naive_on_one_thread(void **state)
+{
+    (void)state;
+    train_side_by_side_threads("lenet", OPT_NESTEROV, STEPS, BATCH, 1e-3, 1e-4, 1);
 }
 
 static void mlp_matches_naive(void **state)
@@ -402,11 +416,13 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     const int R = C * kernel * kernel;
     float *wb = floats(n_w + K), *dwb = floats(n_w + K);
     float *col = floats(blas_conv_col_floats(B, C, H, W, kernel, stride));
-    float *dcol = floats(blas_conv_col_floats(B, C, H, W, kernel, stride));
+    float *dcol = floats(blas_conv_scratch_floats(B, C, H, W, K, kernel, stride));
     to_chwn(in_c, in, B, C, H * W);
     to_chwn(dout_c, dout, B, K, OH * OW);
     blas_join_weight_bias(wb, w, bias, K, R);
-    blas_conv_forward(out_c, col, in_c, wb, B, C, H, W, K, kernel, stride, threads);
+    for (size_t i = 0; i < n_out; i++) /* whatever was there must go */
+        out_c[i] = 12345.0f;
+    blas_conv_forward(out_c, col, in_c, wb, dcol, B, C, H, W, K, kernel, stride, threads);
     blas_conv_backward_params(dwb, dout_c, col, B, C, H, W, K, kernel, stride);
     for (size_t i = 0; i < n_in; i++) /* whatever was there must go */
         din_c[i] = 12345.0f;
@@ -437,6 +453,8 @@ static void conv_layer_matches_naive(void **state)
     check_conv(3, 2, 9, 11, 4, 3, 2, 2);
     check_conv(5, 3, 12, 12, 6, 5, 1, 2); /* conv2's kind */
     check_conv(17, 1, 8, 8, 3, 1, 1, 1);  /* 1x1 kernel, odd batch */
+    check_conv(3, 20, 8, 7, 7, 5, 1, 2);  /* deep enough for the transposed products */
+    check_conv(2, 6, 9, 9, 5, 5, 2, 1);   /* and with stride 2 */
 }
 
 static void check_pool(int B, int C, int H, int W, int kernel, int stride, int with_ties)
@@ -477,6 +495,8 @@ static void pool_layer_matches_naive(void **state)
     check_pool(4, 3, 8, 8, 2, 2, 1);
     check_pool(3, 2, 9, 7, 3, 2, 1); /* overlapping windows add up */
     check_pool(5, 2, 9, 7, 2, 2, 1); /* a row and a column no window covers */
+    check_pool(16, 3, 8, 8, 2, 2, 1); /* the 2x2 path over whole vectors, ties */
+    check_pool(7, 2, 4, 6, 3, 3, 1); /* tiles of another size */
     check_pool(3, 2, 9, 9, 2, 3, 0); /* gaps between the windows */
 }
 
@@ -600,6 +620,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lenet_matches_naive),
+        cmocka_unit_test(lenet_matches_naive_on_one_thread),
         cmocka_unit_test(mlp_matches_naive),
         cmocka_unit_test(each_optimizer_matches_naive),
         cmocka_unit_test(partial_batch_matches_naive),

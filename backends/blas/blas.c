@@ -45,7 +45,7 @@ struct engine {
     float *partial[WORKLOAD_MAX_LAYERS];
     float *d_a, *d_b;       /* gradients flowing back, in turn */
     size_t max_act;         /* floats per image of the largest activation */
-    float *d_col;           /* one slot of col2im scratch per thread */
+    float *d_col;           /* one slot of conv scratch per thread */
     size_t d_col_per_image; /* floats of d_col scratch per image */
     int *labels, *predicted;
     float *losses, *softmax_rows;
@@ -223,8 +223,12 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
             e->partial[i] = alloc_floats((l->weight_count + l->bias_count) * G);
             if (!e->col[i] || !e->weight_bias[i] || !e->partial[i])
                 goto oom;
-            if (i > 0 && per_image > e->d_col_per_image)
-                e->d_col_per_image = per_image;
+            /* the forward pass's scratch too (blas_conv_scratch_floats) */
+            const size_t scratch = i > 0 ? blas_conv_scratch_floats(1, l->in.c, l->in.h, l->in.w,
+                                                                     l->units, l->kernel, l->stride)
+                                         : (size_t)shape3_size(l->out);
+            if (scratch > e->d_col_per_image)
+                e->d_col_per_image = scratch;
         }
     }
     const size_t max_act = (size_t)workload_max_activation(w);
@@ -345,7 +349,8 @@ static void gather(engine *e, const dataset *d, const int32_t *idx, int first, i
 
 /* Conv-stage layer i forward for the n images from b0; the stage's last
  * layer also hands its output to the dense stage as columns of `rows`. */
-static void group_forward_layer(engine *e, int i, int B, int b0, int n, int threads)
+static void group_forward_layer(engine *e, int i, int B, int b0, int n, float *scratch,
+                                int threads)
 {
     const layer *l = &e->w.layers[i];
     const float *in = group_block(e->act[i], l->in, b0);
@@ -353,7 +358,7 @@ static void group_forward_layer(engine *e, int i, int B, int b0, int n, int thre
     switch (l->kind) {
     case LAYER_CONV:
         blas_conv_forward(out, e->col[i] + (size_t)b0 * col_per_image(l), in,
-                          e->weight_bias[i], n, l->in.c, l->in.h, l->in.w, l->units, l->kernel,
+                          e->weight_bias[i], scratch, n, l->in.c, l->in.h, l->in.w, l->units, l->kernel,
                           l->stride, threads);
         break;
     case LAYER_MAXPOOL:
@@ -480,7 +485,7 @@ static void conv_stage_forward(engine *e, const dataset *d, const int32_t *idx, 
         if (with_gather)
             gather(e, d, idx, first, b0, n, n, p.layer_threads);
         for (int i = lo; i < hi; i++)
-            group_forward_layer(e, i, B, b0, n, p.layer_threads);
+            group_forward_layer(e, i, B, b0, n, d_col_slot(e, &p), p.layer_threads);
     }
 }
 
