@@ -393,7 +393,7 @@ static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, 
     case LAYER_CONV: {
         float *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
         const float *col = e->col[i] + (size_t)b0 * col_per_image(l);
-        blas_conv_backward_params(part, d, col, n, l->in.c, l->in.h, l->in.w, l->units,
+        blas_conv_backward_params(part, d, col, group_block(e->act[i], l->in, b0), n, l->in.c, l->in.h, l->in.w, l->units,
                                   l->kernel, l->stride);
         if (d_in)
             blas_conv_backward_data(d_in, d_col, d, e->weight_bias[i], n, l->in.c, l->in.h,

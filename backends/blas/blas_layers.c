@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "backends/blas/conv_direct.h"
 #include "backends/common/elementwise.h"
 
 /* Sets how many threads OpenBLAS uses for a call made outside our parallel
@@ -134,6 +135,10 @@ void blas_conv_forward(float *out, float *col, const float *in, const float *wei
 {
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
+    if (blas_conv_direct_suits(C, kernel, stride)) {
+        blas_conv_direct_forward(out, in, weight_bias, B, C, H, W, K, kernel, threads);
+        return; /* col is not needed */
+    }
     im2col(col, in, B, C, H, W, kernel, stride, threads);
     if (!products_transposed(R)) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, N, R + 1, 1.0f, weight_bias,
@@ -161,8 +166,13 @@ static void row_sums(float *out, const float *in, int rows, size_t n, int thread
 }
 
 void blas_conv_backward_params(float *d_weight_bias, const float *d_out, const float *col,
-                               int B, int C, int H, int W, int K, int kernel, int stride)
+                               const float *in, int B, int C, int H, int W, int K, int kernel,
+                               int stride)
 {
+    if (blas_conv_direct_suits(C, kernel, stride)) {
+        blas_conv_direct_backward_params(d_weight_bias, d_out, in, B, C, H, W, K, kernel);
+        return;
+    }
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
     /* d_weight_bias[K][R + 1] = d_out[K][N] * col[R + 1][N]^T; the row of

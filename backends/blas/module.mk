@@ -40,7 +40,8 @@ ifneq ($(BLAS_LIBS),)
 HAVE_BLAS := 1
 CFLAGS += -DHAVE_BLAS
 BLAS_OBJS := $(BUILD)/backends/blas/blas.o $(BUILD)/backends/blas/blas_layers.o \
-             $(BUILD)/backends/blas/sgemm_peak.o $(BUILD)/backends/blas/blas_probe.o
+             $(BUILD)/backends/blas/sgemm_peak.o $(BUILD)/backends/blas/blas_probe.o \
+             $(BUILD)/backends/blas/conv_direct.o
 $(eval $(call module_rule,blas,$(BLAS_OBJS) $(MODULE_SHARED_OBJS),$(BLAS_LIBS) -fopenmp))
 TESTS += test_blas
 TEST_OBJS_test_blas := $(BLAS_OBJS)
@@ -50,6 +51,8 @@ TEST_LIBS_test_blas := $(BLAS_LIBS) -fopenmp
 TESTS += test_kernel_choice
 TEST_SCRIPTS += tests/test_kernel_choice.sh
 $(BUILD)/backends/blas/%.o: CFLAGS += -fopenmp $(BLAS_INC)
+# one FMA per multiply-add in the direct convolutions
+$(BUILD)/backends/blas/conv_direct.o: CFLAGS += -ffp-contract=fast
 $(BUILD)/tests/test_blas: CFLAGS += $(BLAS_INC)
 
 # The measured sgemm ceiling that the CPU benchmark divides by.
