@@ -16,7 +16,7 @@ NVCC ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
 
 OPT ?= -O3 -march=native
-WARN := -Wall -Wextra -Werror
+WARN := -Wall -Wextra $(if $(filter 0,$(WERROR)),,-Werror)
 # -fPIC: the modules link some of the program's objects too
 CFLAGS := -std=c11 $(OPT) -g $(WARN) -D_GNU_SOURCE -I. -fPIC -MMD -MP $(EXTRA_CFLAGS)
 LDFLAGS := $(EXTRA_LDFLAGS)
@@ -40,7 +40,7 @@ LIB_SRCS := $(wildcard workloads/*.c) backends/registry.c backends/module.c \
             $(filter-out harness/main.c,$(wildcard harness/*.c))
 TESTS :=        # cmocka programs: tests/<name>.c; TEST_OBJS_<name>, TEST_LIBS_<name> extra
 TEST_SCRIPTS := # shell tests: exit 0 pass, 77 skip (run after the programs)
-SKIPPED :=
+SKIPPED := $(if $(HAVE_ZLIB),,reading_.gz_data:_zlib.h_or_libz_not_found,_gunzip_the_data_files)
 MODULES :=      # $(BUILD)/modules/<name>.so, added by module_rule
 
 # What every backend module links from the program's own sources.
@@ -49,6 +49,7 @@ MODULE_SHARED_OBJS := $(BUILD)/workloads/workload.o $(BUILD)/backends/common/opt
 # module_rule NAME,OBJECTS,LIBRARIES: builds $(BUILD)/modules/NAME.so.
 define module_rule
 MODULES += $(BUILD)/modules/$(1).so
+MODULE_OBJS += $(2)
 $(BUILD)/modules/$(1).so: $(2) backends/module.map
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $$(LDFLAGS) -shared -Wl,--no-undefined -Wl,-Bsymbolic \
@@ -71,6 +72,12 @@ $(BUILD)/backends/module.o: CFLAGS += -DLB_BUILD_DIR='"$(BUILD)"' -DLB_BUILD_DIR
 GIT_COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
 $(shell mkdir -p $(BUILD) && (test "$$(cat $(BUILD)/git-commit 2>/dev/null)" = "$(GIT_COMMIT)" || echo "$(GIT_COMMIT)" > $(BUILD)/git-commit))
 $(BUILD)/harness/sysinfo.o: $(BUILD)/git-commit
+
+# Objects are rebuilt when the flags change (another OPT, a sanitiser, a
+# switch), not only when their sources do.
+BUILD_FLAGS := $(CC) $(CFLAGS) $(NVCCFLAGS)
+$(shell test "$$(cat $(BUILD)/build-flags 2>/dev/null)" = '$(BUILD_FLAGS)' || echo '$(BUILD_FLAGS)' > $(BUILD)/build-flags)
+$(LIB_OBJS) $(BUILD)/harness/main.o $(MODULE_OBJS): $(BUILD)/build-flags
 $(BUILD)/harness/sysinfo.o: CFLAGS += -DGIT_COMMIT='"$(GIT_COMMIT)"'
 
 .PHONY: all modules test run clean deps info

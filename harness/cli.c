@@ -58,6 +58,8 @@ static void usage(FILE *f)
         "  --data-on-device on|off  keep the training set on the GPU (default on)\n"
         "  --repeat N           train each backend N times (statistics over runs)\n"
         "  --profile-layers     time each layer's forward and backward\n"
+        "  --no-peak            skip the peak GFLOP/s probe after each run (no %% of peak;\n"
+        "                       for short or instrumented runs, e.g. under a sanitizer)\n"
         "  --target-accuracy X  report the time to reach test accuracy X (0..1)\n"
         "  --format md|csv|json summary printed at the end (default md)\n"
         "  --list               list backends: built or not, runnable here or not\n"
@@ -202,7 +204,7 @@ enum {
     O_BACKEND = 256, O_WORKLOAD, O_EPOCHS, O_BATCH, O_LIMIT, O_TEST_LIMIT, O_DATA,
     O_OPTIMIZER, O_LR, O_MOMENTUM, O_DECAY, O_SEED, O_NO_SHUFFLE, O_INIT, O_SAVE, O_OUT,
     O_THREADS, O_DEVICE, O_PRECISION, O_GRAPH, O_RESIDENT, O_REPEAT, O_PROFILE, O_TARGET,
-    O_FORMAT, O_LIST, O_HELP, O_REPLICAS, O_GPUS, O_AVG_FREQ, O_AVG_STATE, O_STEP_LOSSES,
+    O_FORMAT, O_LIST, O_HELP, O_REPLICAS, O_GPUS, O_AVG_FREQ, O_AVG_STATE, O_STEP_LOSSES, O_NO_PEAK,
 };
 
 static const struct option options[] = {
@@ -229,6 +231,7 @@ static const struct option options[] = {
     {"data-on-device", required_argument, 0, O_RESIDENT},
     {"repeat", required_argument, 0, O_REPEAT},
     {"profile-layers", no_argument, 0, O_PROFILE},
+    {"no-peak", no_argument, 0, O_NO_PEAK},
     {"target-accuracy", required_argument, 0, O_TARGET},
     {"format", required_argument, 0, O_FORMAT},
     {"replicas", required_argument, 0, O_REPLICAS},
@@ -301,6 +304,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
             break;
         case O_REPEAT: rc = parse_int("--repeat", optarg, 1, 1000, &cfg->repeat); break;
         case O_PROFILE: cfg->profile_layers = 1; break;
+        case O_NO_PEAK: cfg->no_peak = 1; break;
         case O_TARGET:
             rc = parse_double("--target-accuracy", optarg, 0, 1, 1, &cfg->target_accuracy);
             break;

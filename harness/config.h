@@ -43,6 +43,7 @@ typedef struct run_config {
 
     int repeat;             /* runs of each backend */
     int profile_layers;
+    int no_peak;            /* --no-peak: no peak-GFLOP/s probe after a run */
     double target_accuracy; /* 0: not asked */
     output_format format;
 

@@ -306,7 +306,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         }
     }
     a->peak_memory = backend_peak_memory(b, e);
-    if (!strcmp(a->status, "ok"))
+    if (!strcmp(a->status, "ok") && !cfg->no_peak)
         a->device_peak_gflops = backend_peak_gflops(b, e);
     if (cfg->profile_layers && r == cfg->repeat && !strcmp(a->status, "ok") && s->root) {
         /* the first batch of epoch 1, 10 steps, like `caffe time` */
@@ -367,7 +367,9 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
     row->target_accuracy = cfg->target_accuracy;
     if (!strcmp(last->status, "ok") && s->root) {
         peak_measure pk = {last->device_peak_gflops, "the backend's GEMM probe on its device"};
-        if (pk.gflops <= 0)
+        if (cfg->no_peak)
+            pk = (peak_measure){0, "not measured (--no-peak)"};
+        else if (pk.gflops <= 0)
             pk = row->key.devices == 0 ? cpu_peak_gflops(row->key.threads)
                                        : (peak_measure){0, "not measured"};
         row->peak_gflops = pk.gflops;

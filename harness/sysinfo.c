@@ -213,7 +213,7 @@ static void read_libraries(sysinfo *s)
     size_t used = 0;
     for (int i = 0; i < backend_count(); i++) {
         /* only what this run loaded: asking must not map a library */
-        char info[256] = "";
+        char info[512] = "";
         backend_library_info(backend_at(i), info, sizeof info);
         if (!info[0] || strstr(s->libraries, info))
             continue;

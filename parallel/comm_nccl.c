@@ -8,6 +8,7 @@
  * on this member's stream, and waits for that stream before returning: the
  * result is ready for the engine's next call. Per-member weights use NCCL's
  * pre-multiplied sum, so no extra kernel scales the buffer. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,8 +130,14 @@ static void version_string(char *buf, size_t len)
         snprintf(buf, len, "NCCL (version unknown)");
         return;
     }
+    /* where it was loaded from: CUDA_HOME, NCCL_HOME or a Python wheel */
+    Dl_info at;
+    char dir[160] = "?";
+    if (dladdr((const void *)ncclGetVersion, &at) && at.dli_fname && strrchr(at.dli_fname, '/'))
+        snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(at.dli_fname, '/') - at.dli_fname),
+                 at.dli_fname);
     /* since 2.9 the code is major*10000 + minor*100 + patch */
-    snprintf(buf, len, "NCCL %d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+    snprintf(buf, len, "NCCL %d.%d.%d (%s)", v / 10000, v / 100 % 100, v % 100, dir);
 }
 
 /* A member for `device` with its stream and scratch; comm set by the caller. */

@@ -33,7 +33,7 @@ CFLAGS += -DHAVE_NCCL
 $(BUILD)/parallel/comm_nccl.o: CFLAGS += $(NCCL_INC_FLAGS)
 $(eval $(call module_rule,nccl,$(BUILD)/parallel/comm_nccl.o,$(NCCL_LINK_FLAGS)))
 else
-SKIPPED += NCCL_communicator:_nccl.h_or_libnccl_not_found_with_CUDA,_multi-gpu_reduces_through_host_memory
+SKIPPED += NCCL_communicator:_$(subst $(FIND_LIBS_SPACE),_,$(strip $(NCCL_WHY))),_multi-gpu_reduces_through_host_memory
 endif
 else
 SKIPPED += NCCL_communicator:_needs_the_cuda_backend

@@ -9,3 +9,14 @@ TEST_SCRIPTS += tests/test_modules.sh tests/test_cli.sh tests/test_faults.sh tes
 .PHONY: print-test-programs
 print-test-programs:
 	@echo $(TEST_BINS)
+
+# Where make finds the CUDA libraries (backends/cuda/find-libs.mk).
+TEST_SCRIPTS += tests/test_find_libs.sh
+
+# scripts/gpu-check rehearsed in the GPU machine's library layout, without a
+# GPU (scripts/gpu-rehearsal; root). 45-90 s on two cores, so not part of
+# `make test`. Passes when the rehearsal ends in "no GPU: ..." (exit 3) or,
+# with a GPU, every check passes.
+.PHONY: gpu-rehearsal
+gpu-rehearsal:
+	@scripts/gpu-check --rehearse; rc=$$?; [ $$rc -eq 3 ] || [ $$rc -eq 0 ]

@@ -85,4 +85,21 @@ if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --limit 256 --out "$tmp/good" >/dev/null
 else
     fail "control run failed: $(cat "$tmp/err")"
 fi
+
+# --no-peak: no peak probe, so no % of peak, and the summary says why; the
+# control above measured one.
+column() { python3 -c 'import csv, sys; print(next(csv.DictReader(open(sys.argv[1])))[sys.argv[2]])' "$@"; }
+if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --limit 256 --no-peak --out "$tmp/nopeak" >/dev/null 2>"$tmp/err"); then
+    src=$(column "$tmp/nopeak/summary.csv" peak_source) pct=$(column "$tmp/nopeak/summary.csv" percent_of_peak)
+    measured=$(column "$tmp/good/summary.csv" peak_gflops)
+    if [ "$src" != "not measured (--no-peak)" ] || [ "$(awk "BEGIN{print ($pct == 0)}")" != 1 ]; then
+        fail "--no-peak: peak_source '$src', percent_of_peak '$pct'"
+    elif [ "$(awk "BEGIN{print ($measured > 0)}")" != 1 ]; then
+        fail "without --no-peak the peak was not measured ('$measured')"
+    else
+        pass
+    fi
+else
+    fail "--no-peak run failed: $(cat "$tmp/err")"
+fi
 finish

@@ -33,6 +33,7 @@
 #include "backends/engine.h"
 #include "backends/registry.h"
 #include "backends/naive/layers.h"
+#include "harness/config.h"
 #include "harness/init.h"
 #include "tests/testing.h"
 #include "workloads/workload.h"
@@ -203,6 +204,23 @@ static void test_dense_gemm_arguments(void **state)
     check_dense_gemm(7, 1, 9, 22);
     check_dense_gemm(1, 12, 2, 23);
     check_dense_gemm(16, 800, 10, 24); /* LeNet's fc2 shape, transposed roles */
+}
+
+/* cuBLAS is never allowed a 16-bit reduction (the mixed precisions promise
+ * fp32 accumulation), and TF32 tensor ops only in tf32. */
+static void test_cublas_math_mode(void **state)
+{
+    (void)state;
+    const precision all[] = {PREC_FP32, PREC_TF32, PREC_BF16, PREC_FP16};
+    for (int i = 0; i < 4; i++) {
+        const int mode = (int)dense_math_mode(all[i]);
+        if (!(mode & CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))
+            fail_msg("%s: cuBLAS may reduce in 16 bits (math mode 0x%x)",
+                     precision_name(all[i]), mode);
+        const int base = mode & ~(int)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+        assert_int_equal(base, all[i] == PREC_TF32 ? (int)CUBLAS_TF32_TENSOR_OP_MATH
+                                                   : (int)CUBLAS_DEFAULT_MATH);
+    }
 }
 
 /* fp16 loss scaling: an overflow skips the step and halves the scale, a
@@ -779,6 +797,79 @@ static void test_profile_describe_memory(void **state)
     rig_down(&fresh);
 }
 
+/* Parameter averaging writes BUF_PARAMS directly and then scores the model:
+ * evaluate must use those parameters in bf16 and fp16 too (their layers read
+ * a 16-bit copy), exactly as an engine given them by set_params does. */
+static void check_evaluate_after_direct_write(precision prec)
+{
+    engine_config cfg = make_config(16, OPT_NESTEROV, PREC_FP32);
+    cfg.precision = prec;
+    rig written, given;
+    rig_up(&written, "lenet", &cfg);
+    rig_up(&given, "lenet", &cfg);
+    const size_t n = written.w.param_count;
+    float *other = floats(n);
+    init_params(&written.w, 901, other);
+    size_t count = 0;
+    float *dev = cuda()->buffer(written.e, BUF_PARAMS, &count);
+    assert_int_equal(count, n);
+    assert_int_equal(cudaMemcpy(dev, other, sizeof(float) * n, cudaMemcpyHostToDevice),
+                     cudaSuccess);
+    assert_int_equal(cuda()->set_params(given.e, other), 0);
+    eval_counts a, b;
+    memset(&a, 0xff, sizeof a);
+    memset(&b, 0, sizeof b);
+    assert_int_equal(cuda()->evaluate(written.e, 0, &a), 0);
+    assert_int_equal(cuda()->evaluate(given.e, 0, &b), 0);
+    if (a.loss_sum != b.loss_sum)
+        fail_msg("%s: evaluate after a direct write scores loss %.9g, the same parameters "
+                 "given by set_params %.9g",
+                 precision_name(prec), a.loss_sum, b.loss_sum);
+    assert_memory_equal(a.confusion, b.confusion, sizeof a.confusion);
+    free(other);
+    rig_down(&written);
+    rig_down(&given);
+}
+
+static void test_evaluate_reads_written_params(void **state)
+{
+    (void)state;
+    need_gpu();
+    check_evaluate_after_direct_write(PREC_BF16);
+    check_evaluate_after_direct_write(PREC_FP16);
+    check_evaluate_after_direct_write(PREC_FP32);
+}
+
+/* A short batch (an epoch's last, 60000 mod 128 = 96) and the test set's
+ * short batches keep the captured graph: the workspace was sized for every
+ * batch size when the engine was made. */
+static void test_short_batch_keeps_graph(void **state)
+{
+    (void)state;
+    need_gpu();
+    const backend *b = cuda();
+    for (int prec = PREC_FP32; prec <= PREC_FP16; prec++) {
+        engine_config cfg = make_config(48, OPT_NESTEROV, (precision)prec);
+        rig g;
+        rig_up(&g, "lenet", &cfg); /* 64 images: one full batch and 16 over */
+        int32_t idx[48];
+        epoch_order(904, 0, 48, 1, idx);
+        float loss[2];
+        char text[512];
+        assert_int_equal(b->train_steps(g.e, idx, 48, 2, loss), 0);
+        for (int short_batch = 1; short_batch < 48; short_batch += 7) {
+            assert_int_equal(b->train_steps(g.e, idx, short_batch, 1, loss), 0);
+            eval_counts c;
+            assert_int_equal(b->evaluate(g.e, 0, &c), 0);
+            b->describe(g.e, text, sizeof text);
+            if (!strstr(text, "; CUDA graph;"))
+                fail_msg("%s: after a batch of %d: %s", precision_name((precision)prec),
+                         short_batch, text);
+        }
+        rig_down(&g);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -786,6 +877,7 @@ int main(void)
         cmocka_unit_test(test_update_rules),
         cmocka_unit_test(test_dense_gemm_arguments),
         cmocka_unit_test(test_loss_scaling),
+        cmocka_unit_test(test_cublas_math_mode),
         cmocka_unit_test(test_probe),
         cmocka_unit_test(test_bench_lists_and_refuses),
         cmocka_unit_test(test_fp32_lenet_nesterov),
@@ -796,6 +888,8 @@ int main(void)
         cmocka_unit_test(test_fp16),
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_evaluate_reads_written_params),
+        cmocka_unit_test(test_short_batch_keeps_graph),
         cmocka_unit_test(test_data_parallel_hooks),
         cmocka_unit_test(test_profile_describe_memory),
     };

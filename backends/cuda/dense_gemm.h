@@ -17,9 +17,14 @@
  *                  gemm(N, T, m = I, n = O, k = B, A = x ld I, B = dy ld O, C = dW ld I)
  *
  * Plain C so a CPU test can run these arguments through a reference
- * column-major GEMM and compare with the naive layers. */
+ * column-major GEMM and compare with the naive layers, and check the math
+ * mode the engine gives cuBLAS. */
 #ifndef LB_CUDA_DENSE_GEMM_H
 #define LB_CUDA_DENSE_GEMM_H
+
+#include <cublas_v2.h>
+
+#include "backends/engine.h"
 
 typedef enum dense_product {
     DENSE_FORWARD,          /* A = W,  B = x,  C = y  */
@@ -48,6 +53,17 @@ static inline gemm_args dense_gemm_args(dense_product p, int batch, int in, int 
         break;
     }
     return g;
+}
+
+/* cuBLAS's math mode for a precision: TF32 tensor ops only in tf32, and
+ * never a 16-bit reduction. Without CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_
+ * REDUCTION cuBLAS may sum in bf16/fp16 when the output is bf16/fp16,
+ * although the compute type is 32F; the mixed precisions promise fp32
+ * accumulation. */
+static inline cublasMath_t dense_math_mode(precision p)
+{
+    const int base = p == PREC_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+    return (cublasMath_t)(base | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
 }
 
 #endif

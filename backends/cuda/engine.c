@@ -33,6 +33,7 @@
  * "file:line: call: reason" in the engine's error buffer and the function
  * returns -1. Every kernel wrapper returns cudaGetLastError() after its
  * launch, which is checked the same way. */
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -200,6 +201,25 @@ static int probe(void *ctx, char *why, size_t why_len)
     return 1;
 }
 
+/* Where the library holding `symbol` was loaded from, short: the wheel
+ * folder ("wheel nvidia/cudnn") or the directory. */
+static void library_dir(const void *symbol, char *out, size_t len)
+{
+    Dl_info info;
+    snprintf(out, len, "?");
+    if (!dladdr(symbol, &info) || !info.dli_fname)
+        return;
+    const char *path = info.dli_fname, *slash = strrchr(path, '/');
+    const char *wheel = strstr(path, "-packages/nvidia/");
+    if (wheel) {
+        const char *name = wheel + strlen("-packages/");
+        snprintf(out, len, "wheel %.*s", (int)strcspn(name + strlen("nvidia/"), "/") +
+                                             (int)strlen("nvidia/"), name);
+    } else if (slash) {
+        snprintf(out, len, "%.*s", (int)(slash - path), path);
+    }
+}
+
 static void library_info(char *buf, size_t len)
 {
     int runtime = 0, driver = 0, blas[3] = {0, 0, 0};
@@ -215,9 +235,13 @@ static void library_info(char *buf, size_t len)
         snprintf(drv, sizeof drv, "driver %d.%d", driver / 1000, driver % 1000 / 10);
     else
         snprintf(drv, sizeof drv, "no driver");
-    snprintf(buf, len, "CUDA runtime %d.%d, cuDNN %zu.%zu.%zu, cuBLAS %d.%d.%d, %s", runtime / 1000,
-             runtime % 1000 / 10, dnn / 10000, dnn % 10000 / 100, dnn % 100, blas[0], blas[1],
-             blas[2], drv);
+    char rt_at[160], dnn_at[160], blas_at[160];
+    library_dir((const void *)cudaRuntimeGetVersion, rt_at, sizeof rt_at);
+    library_dir((const void *)cudnnGetVersion, dnn_at, sizeof dnn_at);
+    library_dir((const void *)cublasGetProperty, blas_at, sizeof blas_at);
+    snprintf(buf, len, "CUDA runtime %d.%d (%s), cuDNN %zu.%zu.%zu (%s), cuBLAS %d.%d.%d (%s), %s",
+             runtime / 1000, runtime % 1000 / 10, rt_at, dnn / 10000, dnn % 10000 / 100, dnn % 100,
+             dnn_at, blas[0], blas[1], blas[2], blas_at, drv);
     cudaGetLastError();
 }
 
@@ -418,7 +442,7 @@ static int is_fft(enum conv_direction dir, int algo)
  * could change from run to run) for layer li's algorithm in one direction,
  * takes the first acceptable one in the heuristics' order (FFT ones last),
  * sets its math type and adds its workspace to the plan. */
-static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir)
+static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir, int n)
 {
     const layer *l = &e->w.layers[li];
     candidate cand[16];
@@ -492,7 +516,7 @@ static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir)
     return fail(e,
                 "cuda: %s: cuDNN offers no deterministic %s algorithm for batch %d in %s "
                 "(%d candidates)",
-                l->name, dir_names[dir], p->n,
+                l->name, dir_names[dir], n,
                 e->cfg.precision == PREC_FP32 ? "fp32" : "this precision", got);
 }
 
@@ -502,10 +526,11 @@ static int set_tensor(engine *e, cudnnTensorDescriptor_t d, int n, shape3 s)
     return 0;
 }
 
-/* Descriptors and algorithms for batches of n images. */
-static int build_plan(engine *e, plan *p, int n)
+/* Descriptors and algorithms for batches of n images; with allocate, the
+ * workspace grows to what they need. */
+static int build_plan(engine *e, plan *p, int n, int allocate)
 {
-    p->n = 0;
+    p->n = 0; /* until every step below has succeeded: a failed plan is never handed out */
     p->workspace_bytes = 0;
     for (int li = 0; li < e->w.n_layers; li++) {
         const layer *l = &e->w.layers[li];
@@ -544,16 +569,18 @@ static int build_plan(engine *e, plan *p, int n)
                         l->name, dims[0], dims[1], dims[2], dims[3], n, l->out.c, l->out.h,
                         l->out.w);
     }
-    p->n = n;
     for (int li = 0; li < e->w.n_layers; li++) {
         if (e->w.layers[li].kind != LAYER_CONV)
             continue;
-        CK(choose_algorithm(e, p, li, CONV_FWD));
-        CK(choose_algorithm(e, p, li, CONV_BWD_FILTER));
+        CK(choose_algorithm(e, p, li, CONV_FWD, n));
+        CK(choose_algorithm(e, p, li, CONV_BWD_FILTER, n));
         if (li > 0)
-            CK(choose_algorithm(e, p, li, CONV_BWD_DATA));
+            CK(choose_algorithm(e, p, li, CONV_BWD_DATA, n));
     }
-    return ensure_workspace(e, p->workspace_bytes);
+    if (allocate)
+        CK(ensure_workspace(e, p->workspace_bytes));
+    p->n = n;
+    return 0;
 }
 
 static void destroy_plan(plan *p)
@@ -589,7 +616,7 @@ static plan *plan_for(engine *e, int n)
             oldest = p;
     }
     oldest->last_used = ++e->plan_clock;
-    return build_plan(e, oldest, n) == 0 ? oldest : NULL;
+    return build_plan(e, oldest, n, 1) == 0 ? oldest : NULL;
 }
 
 /* ------------------------------------------------------------------ layers */
@@ -884,9 +911,7 @@ static int init_engine(engine *e)
     CK_CUBLAS(cublasSetStream(e->cublas, e->stream));
     CK(device_alloc(e, &e->cublas_workspace, CUBLAS_WORKSPACE_BYTES, "the cuBLAS workspace"));
     CK_CUBLAS(cublasSetWorkspace(e->cublas, e->cublas_workspace, CUBLAS_WORKSPACE_BYTES));
-    CK_CUBLAS(cublasSetMathMode(e->cublas, e->cfg.precision == PREC_TF32
-                                               ? CUBLAS_TF32_TENSOR_OP_MATH
-                                               : CUBLAS_DEFAULT_MATH));
+    CK_CUBLAS(cublasSetMathMode(e->cublas, (cublasMath_t)dense_math_mode(e->cfg.precision)));
 
     /* descriptors that do not depend on the batch size */
     for (int li = 0; li < w->n_layers; li++) {
@@ -904,7 +929,18 @@ static int init_engine(engine *e)
         }
     }
     e->plans[0].last_used = ~0UL; /* never evicted */
-    CK(build_plan(e, &e->plans[0], (int)B));
+    CK(build_plan(e, &e->plans[0], (int)B, 0));
+    /* One workspace for every batch size 1..B, sized now: growing it later
+     * (for an epoch's short last batch, 60000 mod 128 = 96) would drop the
+     * captured graph in the middle of an epoch. A size cuDNN has no
+     * algorithm for is left out here and says so when it is used. */
+    size_t workspace = e->plans[0].workspace_bytes;
+    for (int n = 1; n < (int)B; n++)
+        if (build_plan(e, &e->plans[1], n, 0) == 0 && e->plans[1].workspace_bytes > workspace)
+            workspace = e->plans[1].workspace_bytes;
+    e->plans[1].n = 0;
+    e->err[0] = '\0';
+    CK(ensure_workspace(e, workspace));
 
     /* flat vectors */
     const size_t n = w->param_count;
@@ -1264,6 +1300,9 @@ static int evaluate(engine *e, int limit, eval_counts *out)
     BEGIN(e);
     if (!e->have_test)
         return fail(e, "cuda: no test set bound");
+    /* BUF_PARAMS may have been written directly (parameter averaging): the
+     * 16-bit copy the layers read must follow */
+    CK(refresh_low_copy(e));
     const int n = limit <= 0 || limit > e->test.count ? e->test.count : limit;
     const int L = e->w.n_layers, classes = e->w.classes, B = e->cfg.batch_size;
     const size_t confusion_bytes = sizeof(unsigned long long) * classes * classes;
@@ -1503,18 +1542,23 @@ static int profile_layers(engine *e, const int32_t *indices, int batch, int reps
     int saved = !rc && save_model(e) == 0;
     for (int r = 0; r < reps && saved && !rc; r++)
         rc = profile_once(e, p, batch, mark, out);
-    if (!e->cfg.data_on_device)
-        cudaEventRecord(e->compute_done[0], e->stream);
+    if (!e->cfg.data_on_device) {
+        cudaError_t rec = cudaEventRecord(e->compute_done[0], e->stream);
+        if (rec != cudaSuccess && !rc)
+            rc = call_failed(e, __FILE__, __LINE__, "cudaEventRecord", cudaGetErrorString(rec));
+    }
     if (saved && restore_model(e) != 0)
         rc = -1;
     if (!saved)
         rc = -1;
     if (!rc)
         rc = reset_slot(e);
-    cudaStreamSynchronize(e->stream);
+    /* the restore copies are asynchronous: their errors surface here */
+    cudaError_t done = cudaStreamSynchronize(e->stream);
+    if (done != cudaSuccess && !rc)
+        rc = call_failed(e, __FILE__, __LINE__, "cudaStreamSynchronize", cudaGetErrorString(done));
     for (int i = 0; i < made; i++)
         cudaEventDestroy(mark[i]);
-    cudaGetLastError();
     if (rc)
         return -1;
     for (int i = 0; i < L; i++) {

@@ -5,8 +5,10 @@
 
 # SASS for the H100/H200 (sm_90) plus PTX that newer GPUs compile at load.
 CUDA_GENCODE ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+# warnings are errors unless make WERROR=0
+NVCC_WARN := -Xcompiler -Wall,-Wextra$(if $(filter -Werror,$(WARN)),$(FIND_LIBS_COMMA)-Werror --Werror all-warnings)
 NVCCFLAGS := -std=c++17 -O3 -g -I. $(CUDA_INC_FLAGS) $(CUDA_GENCODE) -Xcompiler -fPIC \
-             -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -MMD -MP $(EXTRA_NVCCFLAGS)
+             $(NVCC_WARN) -MMD -MP $(EXTRA_NVCCFLAGS)
 
 ifeq ($(if $(CUDA_NVCC),$(HAVE_CUDA_LIBS)),1)
 CFLAGS += -DHAVE_CUDA
@@ -24,8 +26,6 @@ $(BUILD)/%.o: %.cu
 	$(CUDA_NVCC) $(NVCCFLAGS) -c -o $@ $<
 else ifeq ($(CUDA),0)
 SKIPPED += cuda_backend:_left_out_with_make_CUDA=0
-else ifeq ($(CUDA_NVCC),)
-SKIPPED += cuda_backend:_nvcc_not_found_on_PATH_nor_in_$(CUDA_HOME)/bin
 else
-SKIPPED += cuda_backend:_cuDNN_or_cuBLAS_headers_or_libraries_not_found_under_$(CUDA_HOME)
+SKIPPED += cuda_backend:_$(subst $(FIND_LIBS_SPACE),_,$(strip $(CUDA_LIBS_WHY)))
 endif
