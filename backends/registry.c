@@ -189,7 +189,7 @@ void backend_setup_note(const backend *b, int with_reasons, char *buf, size_t le
     if (len)
         buf[0] = '\0';
     module_entry *m = entry_of(b);
-    if (m && m->describe_setup && m->tried)
+    if (m && m->describe_setup && m->table)
         m->describe_setup(buf, len, with_reasons);
 }
 
