@@ -44,7 +44,8 @@ SKIPPED := $(if $(HAVE_ZLIB),,reading_.gz_data:_zlib.h_or_libz_not_found,_gunzip
 MODULES :=      # $(BUILD)/modules/<name>.so, added by module_rule
 
 # What every backend module links from the program's own sources.
-MODULE_SHARED_OBJS := $(BUILD)/workloads/workload.o $(BUILD)/backends/common/optimizer.o
+MODULE_SHARED_OBJS := $(BUILD)/workloads/workload.o $(BUILD)/backends/common/optimizer.o \
+                      $(BUILD)/backends/common/host_engine.o
 
 # module_rule NAME,OBJECTS,LIBRARIES: builds $(BUILD)/modules/NAME.so.
 define module_rule

@@ -9,6 +9,9 @@ TEST_SCRIPTS += tests/test_modules.sh tests/test_cli.sh tests/test_faults.sh tes
 .PHONY: print-test-programs
 print-test-programs:
 	@echo $(TEST_BINS)
+# Every backend of the registry against naive, and data-parallel against
+# one replica (tests/test_equivalence.c).
+TESTS += test_equivalence
 
 # Where make finds the CUDA libraries (backends/cuda/find-libs.mk).
 TEST_SCRIPTS += tests/test_find_libs.sh

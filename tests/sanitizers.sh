@@ -5,9 +5,10 @@
 # naive and a blas training run, and the command-line and bad-file tests.
 #
 # What is left out, and why:
-#   - test_naive and test_blas: minutes under ASan on 2 cores (finite
-#     differences over whole networks). The same layer code runs here in
-#     the short training runs below, and under valgrind (tests/valgrind.sh).
+#   - test_naive, test_blas and test_equivalence: minutes under ASan on 2
+#     cores (finite differences over whole networks; hundreds of training
+#     steps). The same layer code runs here in the short training runs
+#     below, and under valgrind (tests/valgrind.sh).
 #   - the test programs' runs of ./bench on the whole data set (BENCH is
 #     pointed nowhere, so they report themselves skipped): minutes under ASan.
 #   - CUDA (NVCC and CUDA_HOME pointed nowhere): GPU code cannot run on the
@@ -35,7 +36,7 @@ vars=(BUILD="$asan" BENCH="$asan/bench" NVCC=/nonexistent CUDA_HOME=/nonexistent
 # -Wno-error: GCC warns differently at -O1 with the sanitisers (known
 # -Wformat-truncation and -Wstringop-overflow false positives); the normal
 # build keeps -Werror.
-skip_programs="test_naive test_blas"
+skip_programs="test_naive test_blas test_equivalence"
 programs=()
 for p in $(make -s "${vars[@]}" print-test-programs); do
     case " $skip_programs " in *" $(basename "$p") "*) continue ;; esac

@@ -78,4 +78,23 @@ static inline double max_rel_diff(const float *a, const float *b, size_t n, doub
     return worst;
 }
 
+/* The hyper-parameters the training tests use: lr 0.01 (Adam 0.001),
+ * momentum 0.9, weight decay 5e-4, Adam's betas 0.9 and 0.999, eps 1e-8. */
+static inline optimizer_config test_optimizer(optimizer_kind kind)
+{
+    return (optimizer_config){kind,   kind == OPT_ADAM ? 0.001f : 0.01f, 0.9f, 5e-4f, 0.9f,
+                              0.999f, 1e-8f};
+}
+
+/* An fp32 configuration with those, everything else zero. */
+static inline engine_config test_config(int batch, optimizer_kind kind, int threads)
+{
+    engine_config c = {0};
+    c.batch_size = batch;
+    c.opt = test_optimizer(kind);
+    c.threads = threads;
+    c.precision = PREC_FP32;
+    return c;
+}
+
 #endif

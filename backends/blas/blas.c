@@ -5,14 +5,13 @@
  * see the same floats as with the naive backend. */
 #include <cblas.h>
 #include <omp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backends/blas/blas.h"
 #include "backends/blas/sgemm_peak.h"
+#include "backends/common/host_engine.h"
 #include "backends/common/optimizer.h"
 #include "backends/module.h"
 
@@ -22,14 +21,8 @@
 enum { GROUP_IMAGES = 16 };
 
 struct engine {
-    workload w;
-    engine_config cfg;
+    host_engine h; /* first, so that the host_* entries find it */
     blas_team team;
-    char err[256];
-
-    float *params, *grads, *opt_state; /* param_count each; state x0, x1 or x2 */
-    size_t state_count;
-    long step; /* optimiser steps taken, for Adam's bias correction */
 
     /* Layers [0, conv_layers) (convolutions, pools and ReLUs before the
      * first dense layer) run group by group: their activations act[0..
@@ -47,21 +40,10 @@ struct engine {
     size_t max_act;         /* floats per image of the largest activation */
     float *d_col;           /* one slot of conv scratch per thread */
     size_t d_col_per_image; /* floats of d_col scratch per image */
-    int *labels, *predicted;
     float *losses, *softmax_rows;
-
-    dataset train, test;
-    int have_train, have_test;
 };
 
-static int fail(engine *e, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->err, sizeof e->err, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+static const host_layers blas_layers;
 
 static const char *parallel_name(void)
 {
@@ -96,21 +78,10 @@ static double library_peak_gflops(int threads)
     return blas_sgemm_peak_gflops_sized(threads, 1024, 3);
 }
 
-static int probe(void *ctx, char *why, size_t why_len)
-{
-    (void)ctx;
-    if (why && why_len)
-        why[0] = '\0';
-    return 1;
-}
-
 static void destroy(engine *e)
 {
     if (!e)
         return;
-    free(e->params);
-    free(e->grads);
-    free(e->opt_state);
     for (int i = 0; i <= WORKLOAD_MAX_LAYERS; i++)
         free(e->act[i]);
     for (int i = 0; i < WORKLOAD_MAX_LAYERS; i++) {
@@ -123,24 +94,10 @@ static void destroy(engine *e)
     free(e->d_a);
     free(e->d_b);
     free(e->d_col);
-    free(e->labels);
-    free(e->predicted);
     free(e->losses);
     free(e->softmax_rows);
-    free(e);
+    host_engine_free(e);
 }
-
-/* 64-byte aligned, zeroed: the GEMMs and the simd loops like aligned rows. */
-static void *alloc_zeroed(size_t bytes)
-{
-    bytes = (bytes + 63) / 64 * 64;
-    void *p = aligned_alloc(64, bytes ? bytes : 64);
-    if (p)
-        memset(p, 0, bytes ? bytes : 64);
-    return p;
-}
-
-static float *alloc_floats(size_t n) { return alloc_zeroed(n * sizeof(float)); }
 
 /* The layer count of the conv stage: everything before the first dense
  * layer. Returns -1 when a convolution or pool comes after a dense layer. */
@@ -155,19 +112,11 @@ static int conv_stage_layers(const workload *w)
     return n;
 }
 
+/* What the blas engine asks beyond what every CPU engine asks. */
 static const char *check_workload(const workload *w, const engine_config *cfg)
 {
-    if (!w || !cfg)
-        return "no workload or configuration";
-    if (cfg->batch_size < 1)
-        return "batch size must be at least 1";
     if (cfg->threads < 0)
         return "thread count must be 0 (every core) or more";
-    if (cfg->precision != PREC_FP32)
-        return "the blas backend computes in fp32 only";
-    const char *why = workload_check(w);
-    if (why)
-        return why;
     if (w->layers[w->n_layers - 1].kind != LAYER_DENSE)
         return "workload's last layer must be a dense layer";
     if (conv_stage_layers(w) < 0)
@@ -186,43 +135,31 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
                       size_t err_len)
 {
     (void)ctx;
-    const char *why = check_workload(w, cfg);
-    if (why) {
-        if (err && err_len)
-            snprintf(err, err_len, "blas: %s", why);
-        return NULL;
-    }
-    engine *e = calloc(1, sizeof *e);
+    engine *e = host_engine_create(&blas_backend, &blas_layers, sizeof *e, w, cfg,
+                                   check_workload, err, err_len);
     if (!e)
-        goto oom;
-    e->w = *w;
-    e->cfg = *cfg;
+        return NULL;
     e->team.threads = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
     e->team.split = BLAS_SPLIT_OWN;
     e->conv_layers = conv_stage_layers(w);
     const int B = cfg->batch_size, G = group_count(B);
-    const size_t n = w->param_count;
-    e->state_count = (size_t)optimizer_state_per_param(cfg->opt.kind) * n;
-    e->params = alloc_floats(n);
-    e->grads = alloc_floats(n);
-    e->opt_state = alloc_floats(e->state_count);
-    e->act[0] = alloc_floats((size_t)B * shape3_size(w->input));
-    if (!e->params || !e->grads || !e->opt_state || !e->act[0])
-        goto oom;
+    e->act[0] = host_alloc_floats((size_t)B * shape3_size(w->input));
+    if (!e->act[0])
+        return host_engine_out_of_memory(e, err, err_len);
     for (int i = 0; i < w->n_layers; i++) {
         const layer *l = &w->layers[i];
-        e->act[i + 1] = alloc_floats((size_t)B * shape3_size(l->out));
+        e->act[i + 1] = host_alloc_floats((size_t)B * shape3_size(l->out));
         if (!e->act[i + 1])
-            goto oom;
+            return host_engine_out_of_memory(e, err, err_len);
         if (l->kind == LAYER_CONV) {
             const size_t per_image =
                 blas_conv_col_floats(1, l->in.c, l->in.h, l->in.w, l->kernel, l->stride);
-            e->col[i] = alloc_floats(per_image * B);
+            e->col[i] = host_alloc_floats(per_image * B);
             /* one group per GROUP_IMAGES images, or the whole batch as one */
-            e->weight_bias[i] = alloc_floats(l->weight_count + l->bias_count);
-            e->partial[i] = alloc_floats((l->weight_count + l->bias_count) * G);
+            e->weight_bias[i] = host_alloc_floats(l->weight_count + l->bias_count);
+            e->partial[i] = host_alloc_floats((l->weight_count + l->bias_count) * G);
             if (!e->col[i] || !e->weight_bias[i] || !e->partial[i])
-                goto oom;
+                return host_engine_out_of_memory(e, err, err_len);
             /* the forward pass's scratch too (blas_conv_scratch_floats) */
             const size_t scratch = i > 0 ? blas_conv_scratch_floats(1, l->in.c, l->in.h, l->in.w,
                                                                      l->units, l->kernel, l->stride)
@@ -238,82 +175,20 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
     const int slots = e->team.threads < G ? e->team.threads : G;
     const size_t slots_images =
         (size_t)slots * GROUP_IMAGES > (size_t)B ? (size_t)slots * GROUP_IMAGES : (size_t)B;
-    e->rows = alloc_floats((size_t)B * shape3_size(w->layers[e->conv_layers].in));
-    e->d_rows = alloc_floats((size_t)B * shape3_size(w->layers[e->conv_layers].in));
-    e->d_a = alloc_floats((size_t)B * max_act);
-    e->d_b = alloc_floats((size_t)B * max_act);
-    e->d_col = alloc_floats(e->d_col_per_image * slots_images);
-    e->labels = alloc_zeroed(sizeof(int) * (size_t)B);
-    e->predicted = alloc_zeroed(sizeof(int) * (size_t)B);
-    e->losses = alloc_floats((size_t)B);
-    e->softmax_rows = alloc_floats(2 * (size_t)B * w->classes);
-    if (!e->rows || !e->d_rows || !e->d_a || !e->d_b || !e->d_col || !e->labels ||
-        !e->predicted || !e->losses || !e->softmax_rows)
-        goto oom;
+    e->rows = host_alloc_floats((size_t)B * shape3_size(w->layers[e->conv_layers].in));
+    e->d_rows = host_alloc_floats((size_t)B * shape3_size(w->layers[e->conv_layers].in));
+    e->d_a = host_alloc_floats((size_t)B * max_act);
+    e->d_b = host_alloc_floats((size_t)B * max_act);
+    e->d_col = host_alloc_floats(e->d_col_per_image * slots_images);
+    e->losses = host_alloc_floats((size_t)B);
+    e->softmax_rows = host_alloc_floats(2 * (size_t)B * w->classes);
+    if (!e->rows || !e->d_rows || !e->d_a || !e->d_b || !e->d_col || !e->losses ||
+        !e->softmax_rows)
+        return host_engine_out_of_memory(e, err, err_len);
     return e;
-oom:
-    destroy(e);
-    if (err && err_len)
-        snprintf(err, err_len, "blas: out of memory for workload %s at batch %d", w->name,
-                 cfg->batch_size);
-    return NULL;
 }
 
 void blas_engine_set_split(engine *e, blas_split split) { e->team.split = split; }
-
-static const char *error(engine *e) { return e ? e->err : "blas: no engine"; }
-
-static int set_params(engine *e, const float *params)
-{
-    memcpy(e->params, params, sizeof(float) * e->w.param_count);
-    return 0;
-}
-
-static int get_params(engine *e, float *params)
-{
-    memcpy(params, e->params, sizeof(float) * e->w.param_count);
-    return 0;
-}
-
-static int check_dataset(engine *e, const dataset *d, const char *which)
-{
-    if (!d->images || !d->labels || d->count < 0)
-        return fail(e, "blas: %s set has no images or labels", which);
-    if (e->w.input.c != 1 || d->rows != e->w.input.h || d->cols != e->w.input.w)
-        return fail(e, "blas: %s images are %dx%d, workload %s wants %dx%dx%d", which, d->rows,
-                    d->cols, e->w.name, e->w.input.c, e->w.input.h, e->w.input.w);
-    return 0;
-}
-
-static int bind_dataset(engine *e, const dataset *train, const dataset *test)
-{
-    if ((train && check_dataset(e, train, "training")) ||
-        (test && check_dataset(e, test, "test")))
-        return -1;
-    e->have_train = train != NULL;
-    e->have_test = test != NULL;
-    if (train)
-        e->train = *train;
-    if (test)
-        e->test = *test;
-    return 0;
-}
-
-/* Checks images idx[0..n) (or first..first+n) and keeps their labels. */
-static int check_images(engine *e, const dataset *d, const int32_t *idx, int first, int n)
-{
-    for (int b = 0; b < n; b++) {
-        const long i = idx ? idx[b] : first + b;
-        if (i < 0 || i >= d->count)
-            return fail(e, "blas: image index %ld outside 0..%d", i, d->count - 1);
-        const int label = d->labels[i];
-        if (label >= e->w.classes)
-            return fail(e, "blas: image %ld has label %d, workload has %d classes", i, label,
-                        e->w.classes);
-        e->labels[b] = label;
-    }
-    return 0;
-}
 
 /* ---------------------------------------------------------------------- */
 /* The conv stage, one group of images at a time                            */
@@ -352,7 +227,7 @@ static void gather(engine *e, const dataset *d, const int32_t *idx, int first, i
 static void group_forward_layer(engine *e, int i, int B, int b0, int n, float *scratch,
                                 int threads)
 {
-    const layer *l = &e->w.layers[i];
+    const layer *l = &e->h.w.layers[i];
     const float *in = group_block(e->act[i], l->in, b0);
     float *out = group_block(e->act[i + 1], l->out, b0);
     switch (l->kind) {
@@ -383,7 +258,7 @@ static void group_forward_layer(engine *e, int i, int B, int b0, int n, float *s
 static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, float *d_col,
                                  int threads)
 {
-    const layer *l = &e->w.layers[i];
+    const layer *l = &e->h.w.layers[i];
     const int after = e->conv_layers - 1 - i;
     float *d = group_grad(e, after % 2 ? e->d_b : e->d_a, b0);
     float *d_in = i > 0 ? group_grad(e, after % 2 ? e->d_a : e->d_b, b0) : NULL;
@@ -455,10 +330,10 @@ static float *d_col_slot(const engine *e, const plan *p)
 static void join_conv_weights(engine *e)
 {
     for (int i = 0; i < e->conv_layers; i++) {
-        const layer *l = &e->w.layers[i];
+        const layer *l = &e->h.w.layers[i];
         if (l->kind == LAYER_CONV)
-            blas_join_weight_bias(e->weight_bias[i], e->params + l->weight_offset,
-                                  e->params + l->bias_offset, l->units,
+            blas_join_weight_bias(e->weight_bias[i], e->h.params + l->weight_offset,
+                                  e->h.params + l->bias_offset, l->units,
                                   (int)(l->weight_count / l->bias_count));
     }
 }
@@ -510,12 +385,12 @@ static void conv_stage_sum_gradients(engine *e, int B)
 {
     const plan p = plan_for(e, B);
     for (int i = 0; i < e->conv_layers; i++) {
-        const layer *l = &e->w.layers[i];
+        const layer *l = &e->h.w.layers[i];
         if (l->kind != LAYER_CONV)
             continue;
         const int K = l->units, R = (int)(l->weight_count / l->bias_count);
         const size_t count = l->weight_count + l->bias_count;
-        float *dw = e->grads + l->weight_offset, *db = e->grads + l->bias_offset;
+        float *dw = e->h.grads + l->weight_offset, *db = e->h.grads + l->bias_offset;
         for (int k = 0; k < K; k++) {
             const float *src = e->partial[i] + (size_t)k * (R + 1);
             memcpy(dw + (size_t)k * R, src, sizeof(float) * R);
@@ -543,11 +418,11 @@ static const float *dense_input(const engine *e, int i)
 
 static void dense_forward_layer(engine *e, int i, int B)
 {
-    const layer *l = &e->w.layers[i];
+    const layer *l = &e->h.w.layers[i];
     const float *in = dense_input(e, i);
     if (l->kind == LAYER_DENSE)
-        blas_dense_forward(e->act[i + 1], in, e->params + l->weight_offset,
-                           e->params + l->bias_offset, B, shape3_size(l->in), l->units,
+        blas_dense_forward(e->act[i + 1], in, e->h.params + l->weight_offset,
+                           e->h.params + l->bias_offset, B, shape3_size(l->in), l->units,
                            &e->team);
     else /* a ReLU */
         blas_relu_forward(e->act[i + 1], in, (size_t)B * shape3_size(l->in), e->team.threads);
@@ -559,16 +434,16 @@ static void dense_forward_layer(engine *e, int i, int B)
  * layer after a conv stage, or nowhere for the network's first layer. */
 static void dense_backward_layer(engine *e, int i, int B)
 {
-    const layer *l = &e->w.layers[i];
-    const int after = e->w.n_layers - 1 - i;
+    const layer *l = &e->h.w.layers[i];
+    const int after = e->h.w.n_layers - 1 - i;
     const float *d = after % 2 ? e->d_b : e->d_a;
     float *d_in = i == 0                ? NULL
                   : i == e->conv_layers ? e->d_rows
                   : after % 2           ? e->d_a
                                         : e->d_b;
     if (l->kind == LAYER_DENSE)
-        blas_dense_backward(e->grads + l->weight_offset, e->grads + l->bias_offset, d_in, d,
-                            dense_input(e, i), e->params + l->weight_offset, B,
+        blas_dense_backward(e->h.grads + l->weight_offset, e->h.grads + l->bias_offset, d_in, d,
+                            dense_input(e, i), e->h.params + l->weight_offset, B,
                             shape3_size(l->in), l->units, &e->team);
     else if (d_in)
         blas_relu_backward(d_in, d, e->act[i + 1], (size_t)B * shape3_size(l->in),
@@ -579,8 +454,8 @@ static void dense_backward_layer(engine *e, int i, int B)
  * double as the naive backend does; dlogits into d_a. */
 static float loss_and_dlogits(engine *e, int B)
 {
-    const int L = e->w.n_layers;
-    blas_softmax_xent(e->d_a, e->losses, NULL, e->act[L], e->labels, B, e->w.classes,
+    const int L = e->h.w.n_layers;
+    blas_softmax_xent(e->d_a, e->losses, NULL, e->act[L], e->h.labels, B, e->h.w.classes,
                       1.0f / (float)B, e->softmax_rows);
     double sum = 0.0;
     for (int b = 0; b < B; b++)
@@ -588,25 +463,16 @@ static float loss_and_dlogits(engine *e, int B)
     return (float)(sum / B);
 }
 
-static int check_batch(engine *e, int batch)
-{
-    if (batch < 1 || batch > e->cfg.batch_size)
-        return fail(e, "blas: batch of %d images, engine was created for 1..%d", batch,
-                    e->cfg.batch_size);
-    if (!e->have_train)
-        return fail(e, "blas: no training set bound");
-    return 0;
-}
-
 /* Every conv and dense layer writes its gradients whole, and every
  * parameter belongs to one of them, so nothing needs zeroing. */
 static int compute_gradients(engine *e, const int32_t *indices, int batch, float *loss)
 {
     blas_team_enter(&e->team);
-    if (check_batch(e, batch) || check_images(e, &e->train, indices, 0, batch))
+    host_engine *h = &e->h;
+    if (host_check_batch(h, batch) || host_take_labels(h, &h->train, indices, 0, batch))
         return -1;
-    const int C = e->conv_layers, L = e->w.n_layers;
-    conv_stage_forward(e, &e->train, indices, 0, batch, 1, 0, C);
+    const int C = e->conv_layers, L = h->w.n_layers;
+    conv_stage_forward(e, &h->train, indices, 0, batch, 1, 0, C);
     for (int i = C; i < L; i++)
         dense_forward_layer(e, i, batch);
     const float mean = loss_and_dlogits(e, batch);
@@ -624,14 +490,15 @@ static int compute_gradients(engine *e, const int32_t *indices, int batch, float
 static void update(engine *e, float grad_scale)
 {
     enum { RANGE = 16384 };
-    const size_t n = e->w.param_count;
+    host_engine *h = &e->h;
+    const size_t n = h->w.param_count;
     const int ranges = (int)((n + RANGE - 1) / RANGE);
-    e->step++;
+    h->step++;
 #pragma omp parallel for schedule(static) num_threads(e->team.threads) if (ranges > 1)
     for (int r = 0; r < ranges; r++) {
         const size_t lo = (size_t)r * RANGE, hi = lo + RANGE < n ? lo + RANGE : n;
-        optimizer_update_range(&e->w, &e->cfg.opt, e->params, e->grads, grad_scale,
-                               e->opt_state, e->step, lo, hi);
+        optimizer_update_range(&h->w, &h->cfg.opt, h->params, h->grads, grad_scale,
+                               h->opt_state, h->step, lo, hi);
     }
 }
 
@@ -642,61 +509,21 @@ static int apply_update(engine *e, float grad_scale)
     return 0;
 }
 
-static int train_steps(engine *e, const int32_t *indices, int batch, int steps, float *losses)
-{
-    for (int s = 0; s < steps; s++) {
-        float loss;
-        if (compute_gradients(e, indices + (size_t)s * batch, batch, &loss) ||
-            apply_update(e, 1.0f))
-            return -1;
-        if (losses)
-            losses[s] = loss;
-    }
-    return 0;
-}
-
-static int evaluate(engine *e, int limit, eval_counts *out)
+/* Test images [first, first + n): predicted classes and the sum of their
+ * losses, added image by image in order. */
+static int score(engine *e, int first, int n, double *loss_sum)
 {
     blas_team_enter(&e->team);
-    if (!e->have_test)
-        return fail(e, "blas: no test set bound");
-    const int n = limit <= 0 || limit > e->test.count ? e->test.count : limit;
-    const int L = e->w.n_layers, classes = e->w.classes;
-    memset(out, 0, sizeof *out);
-    out->classes = classes;
-    for (int first = 0; first < n; first += e->cfg.batch_size) {
-        const int B = n - first < e->cfg.batch_size ? n - first : e->cfg.batch_size;
-        if (check_images(e, &e->test, NULL, first, B))
-            return -1;
-        conv_stage_forward(e, &e->test, NULL, first, B, 1, 0, e->conv_layers);
-        for (int i = e->conv_layers; i < L; i++)
-            dense_forward_layer(e, i, B);
-        blas_softmax_xent(NULL, e->losses, e->predicted, e->act[L], e->labels, B, classes,
-                          1.0f, e->softmax_rows);
-        for (int b = 0; b < B; b++) {
-            out->loss_sum += e->losses[b];
-            out->confusion[e->labels[b] * classes + e->predicted[b]]++;
-        }
-        out->count += B;
-    }
+    host_engine *h = &e->h;
+    const int L = h->w.n_layers;
+    conv_stage_forward(e, &h->test, NULL, first, n, 1, 0, e->conv_layers);
+    for (int i = e->conv_layers; i < L; i++)
+        dense_forward_layer(e, i, n);
+    blas_softmax_xent(NULL, e->losses, h->predicted, e->act[L], h->labels, n, h->w.classes,
+                      1.0f, e->softmax_rows);
+    for (int b = 0; b < n; b++)
+        *loss_sum += e->losses[b];
     return 0;
-}
-
-static float *buffer(engine *e, engine_buffer which, size_t *count)
-{
-    switch (which) {
-    case BUF_PARAMS:
-        *count = e->w.param_count;
-        return e->params;
-    case BUF_GRADS:
-        *count = e->w.param_count;
-        return e->grads;
-    case BUF_OPT_STATE:
-        *count = e->state_count;
-        return e->opt_state;
-    }
-    *count = 0;
-    return NULL;
 }
 
 static void placement(engine *e, int *threads, int *devices, int *replicas)
@@ -713,101 +540,58 @@ static void describe(engine *e, char *buf, size_t len)
              e->team.split == BLAS_SPLIT_OWN ? "the engine" : "OpenBLAS");
 }
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
-/* Times each layer's forward and backward pass, the loss and the update over
- * `reps` steps on the same batch. The parameters, optimiser state and step
- * count are put back afterwards, so profiling does not change the model. */
-static int profile_layers(engine *e, const int32_t *indices, int batch, int reps,
-                          layer_times *out)
+/* Layer by layer: the conv stage's groups go through one layer at a time
+ * here, not all layers at once, so that each can be timed; the group
+ * gradients' sum counts in the first layer's backward pass. */
+static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
+                       layer_times *out)
 {
     blas_team_enter(&e->team);
-    if (reps < 1)
-        return fail(e, "blas: profile needs at least one repetition");
-    if (check_batch(e, batch) || check_images(e, &e->train, indices, 0, batch))
-        return -1;
-    const size_t n = e->w.param_count;
-    float *saved = malloc(sizeof(float) * (n + e->state_count + 1));
-    if (!saved)
-        return fail(e, "blas: out of memory saving parameters for profiling");
-    memcpy(saved, e->params, sizeof(float) * n);
-    memcpy(saved + n, e->opt_state, sizeof(float) * e->state_count);
-    const long saved_step = e->step;
-
-    /* layer by layer: the conv stage's groups go through one layer at a
-     * time here, not all layers at once, so that each can be timed; the
-     * group gradients' sum counts in the first layer's backward pass */
-    const int C = e->conv_layers, L = e->w.n_layers;
-    memset(out, 0, sizeof *out);
-    out->n_layers = L;
-    conv_stage_forward(e, &e->train, indices, 0, batch, 1, 0, 0);
+    const int C = e->conv_layers, L = e->h.w.n_layers;
+    conv_stage_forward(e, &e->h.train, indices, 0, batch, 1, 0, 0);
     for (int r = 0; r < reps; r++) {
         join_conv_weights(e);
         for (int i = 0; i < L; i++) {
-            double t0 = now_ms();
+            double t0 = host_now_ms();
             if (i < C)
                 conv_stage_forward(e, NULL, NULL, 0, batch, 0, i, i + 1);
             else
                 dense_forward_layer(e, i, batch);
-            out->forward_ms[i] += now_ms() - t0;
+            out->forward_ms[i] += host_now_ms() - t0;
         }
-        double t0 = now_ms();
+        double t0 = host_now_ms();
         loss_and_dlogits(e, batch);
-        out->loss_ms += now_ms() - t0;
+        out->loss_ms += host_now_ms() - t0;
         for (int i = L - 1; i >= 0; i--) {
-            t0 = now_ms();
+            t0 = host_now_ms();
             if (i < C)
                 conv_stage_backward(e, batch, i, i + 1);
             else
                 dense_backward_layer(e, i, batch);
             if (i == 0)
                 conv_stage_sum_gradients(e, batch);
-            out->backward_ms[i] += now_ms() - t0;
+            out->backward_ms[i] += host_now_ms() - t0;
         }
-        t0 = now_ms();
+        t0 = host_now_ms();
         update(e, 1.0f);
-        out->update_ms += now_ms() - t0;
+        out->update_ms += host_now_ms() - t0;
     }
-    for (int i = 0; i < L; i++) {
-        out->forward_ms[i] /= reps;
-        out->backward_ms[i] /= reps;
-    }
-    out->loss_ms /= reps;
-    out->update_ms /= reps;
-
-    memcpy(e->params, saved, sizeof(float) * n);
-    memcpy(e->opt_state, saved + n, sizeof(float) * e->state_count);
-    e->step = saved_step;
-    free(saved);
-    return 0;
 }
+
+static const host_layers blas_layers = {.score = score, .time_steps = time_steps};
 
 const backend blas_backend = {
     .name = "blas",
     .summary = "OpenBLAS GEMMs over the whole batch + OpenMP loops, fp32",
     .built = 1,
-    .probe = probe,
+    HOST_ENGINE_ENTRIES,
     .create = create,
     .destroy = destroy,
-    .error = error,
-    .set_params = set_params,
-    .get_params = get_params,
-    .bind_dataset = bind_dataset,
-    .train_steps = train_steps,
-    .evaluate = evaluate,
     .compute_gradients = compute_gradients,
     .apply_update = apply_update,
-    .buffer = buffer,
-    .buffer_space = MEM_HOST,
     .placement = placement,
     .describe = describe,
     .library_info = library_info,
-    .profile_layers = profile_layers,
     .library_peak_gflops = library_peak_gflops,
 };
 

@@ -1,0 +1,118 @@
+/* What every CPU engine shares, so that a CPU backend writes only its
+ * layers: the flat buffers the contract exposes (parameters, gradients,
+ * optimiser state), the bound data sets, the error text, the checks of a
+ * configuration, a batch and its images, and the contract's entries that do
+ * not depend on how the layers are computed.
+ *
+ * A CPU engine embeds a host_engine as the first member of its struct
+ * engine, so that a pointer to the engine is a pointer to its host_engine
+ * (host_of) and the host_* entries below go straight into its backend
+ * table. What is left to the backend: create (host_engine_create first),
+ * destroy (host_engine_free last), compute_gradients, apply_update, and
+ * the two callbacks of host_layers that evaluation and layer profiling
+ * call. */
+#ifndef LB_HOST_ENGINE_H
+#define LB_HOST_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/engine.h"
+
+typedef struct host_layers {
+    /* Forward pass of test images [first, first + n) (their labels are in
+     * labels): each image's predicted class into predicted, the images'
+     * cross-entropies added to *loss_sum. 0, or -1 after host_fail. */
+    int (*score)(engine *e, int first, int n, double *loss_sum);
+    /* `reps` training steps on the batch `indices` (its labels are in
+     * labels), each layer's forward and backward time, the loss's and the
+     * update's added to out, in milliseconds. */
+    void (*time_steps)(engine *e, const int32_t *indices, int batch, int reps,
+                       layer_times *out);
+} host_layers;
+
+typedef struct host_engine {
+    const backend *backend; /* its name heads every message; train_steps calls its entries */
+    const host_layers *layers;
+    workload w;
+    engine_config cfg;
+    char err[256];
+
+    /* param_count floats each, and the optimiser state (0, 1 or 2 x
+     * param_count, optimizer.h); 64-byte aligned, zeroed at creation */
+    float *params, *grads, *opt_state;
+    size_t state_count;
+    long step; /* optimiser steps taken, for Adam's bias correction */
+
+    int *labels;    /* batch_size: the labels of the batch being computed */
+    int *predicted; /* batch_size: what score() predicted */
+
+    dataset train, test;
+    int have_train, have_test;
+} host_engine;
+
+static inline host_engine *host_of(engine *e) { return (host_engine *)e; }
+
+/* 64-byte aligned (the GEMMs and the simd loops like aligned rows) and
+ * zeroed; free() releases it. NULL when out of memory. */
+void *host_alloc(size_t bytes);
+float *host_alloc_floats(size_t n);
+
+/* The start of a CPU backend's create: checks w and cfg (a workload,
+ * batch size >= 1, fp32, workload_check, then `check` when
+ * not NULL, which returns NULL or why the backend cannot train w), then
+ * allocates `size` zeroed bytes whose first member is the host_engine and
+ * its buffers. NULL with "<backend>: <why>" in err on failure. */
+engine *host_engine_create(const backend *b, const host_layers *layers, size_t size,
+                           const workload *w, const engine_config *cfg,
+                           const char *(*check)(const workload *w, const engine_config *cfg),
+                           char *err, size_t err_len);
+/* For a create that runs out of memory after host_engine_create: destroys e
+ * through its backend, writes the message to err and returns NULL. */
+engine *host_engine_out_of_memory(engine *e, char *err, size_t err_len);
+/* The end of a backend's destroy: frees the host_engine's buffers and e. */
+void host_engine_free(engine *e);
+
+/* The message of a failed call, "<backend>: <fmt ...>"; returns -1. */
+int host_fail(host_engine *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* -1 after host_fail when a training batch of `batch` images cannot run. */
+int host_check_batch(host_engine *h, int batch);
+/* Checks images idx[0..n) of d (first..first+n when idx is NULL) and keeps
+ * their labels in labels; -1 after host_fail on an index or label out of
+ * range. */
+int host_take_labels(host_engine *h, const dataset *d, const int32_t *idx, int first, int n);
+
+/* Milliseconds on a monotonic clock. */
+double host_now_ms(void);
+
+/* Entries of the contract, for the backend table ------------------------ */
+
+/* All of them, as designated initialisers:
+ *   const backend mine = {.name = "mine", ..., HOST_ENGINE_ENTRIES,
+ *                         .create = create, .destroy = destroy,
+ *                         .compute_gradients = ..., .apply_update = ...}; */
+#define HOST_ENGINE_ENTRIES                                                                    \
+    .probe = host_probe, .error = host_error, .set_params = host_set_params,                  \
+    .get_params = host_get_params, .bind_dataset = host_bind_dataset,                         \
+    .train_steps = host_train_steps, .evaluate = host_evaluate, .buffer = host_buffer,        \
+    .buffer_space = MEM_HOST, .profile_layers = host_profile_layers
+
+int host_probe(void *ctx, char *why, size_t why_len); /* a CPU always can */
+const char *host_error(engine *e);
+int host_set_params(engine *e, const float *params);
+int host_get_params(engine *e, float *params);
+/* Keeps the pointers, after checking that the images fit the workload. */
+int host_bind_dataset(engine *e, const dataset *train, const dataset *test);
+/* compute_gradients, then apply_update(1), step after step. */
+int host_train_steps(engine *e, const int32_t *indices, int batch, int steps, float *losses);
+/* Batch after batch through layers->score. */
+int host_evaluate(engine *e, int limit, eval_counts *out);
+float *host_buffer(engine *e, engine_buffer which, size_t *count);
+/* Checks the request, takes the batch's labels, saves the parameters,
+ * optimiser state and step count, times the steps (layers->time_steps),
+ * averages the times over reps and puts the model back as it was. */
+int host_profile_layers(engine *e, const int32_t *indices, int batch, int reps,
+                        layer_times *out);
+
+#endif

@@ -1,0 +1,399 @@
+/* Every backend of the registry against the naive reference, the way
+ * ggml's test-backend-ops runs every operation on every device: a backend
+ * is tested here just by being registered.
+ *
+ * For each backend other than naive, each precision it computes in, both
+ * workloads and each optimiser: train it and naive from the same initial
+ * parameters (harness/init.h) on the same batches, STEPS full batches and
+ * then one smaller one (the end of an epoch), one step per call; compare
+ * every step's loss and the parameters after the steps, within the
+ * tolerance of the backend's precision; no loss or parameter may be NaN or
+ * Inf. Then both score the test set from the same parameters (naive's) and
+ * must agree. And for each backend that can train data-parallel: its
+ * dp_wrap with 2 replicas against the backend itself, the same way. A
+ * backend or precision that cannot run here is a visible skip, with the
+ * reason backend_runnable gives.
+ *
+ * Why the fp32 tolerances are what they are. Both backends compute in
+ * fp32 from the same floats; they differ only in the order of the sums (a
+ * GEMM's blocked inner products against the naive loops; for the
+ * data-parallel wrapper, two half-batch sums added). A sum of n fp32 terms
+ * is off by about sqrt(n) * 6e-8 relative, so with the longest sums here
+ * (conv1's weight gradient: 32 images x 576 positions, about 18,000 terms)
+ * one step's gradients agree to about 1e-5 relative, and a loss, a mean of
+ * softmax values, to about 1e-6. Over 50 steps these differences are
+ * carried by the momentum (a factor of at most 1 / (1 - 0.9) = 10), and
+ * now and then a ReLU whose input is within rounding of zero, or a pool
+ * window whose two largest inputs are within rounding of each other, sends
+ * one image's gradient another way; that changes a parameter by at most
+ * about lr x |one image's gradient| / batch x 10, about 0.01 x 0.1 / 32 x
+ * 10 = 3e-4. Hence, after 50 steps: each parameter within 1e-3 absolute
+ * and the whole vector within 1e-4 relative (L2), while each step's loss
+ * stays within 1e-4 relative. Adam divides by the root of the squared
+ * gradients, so a gradient element that is rounding noise around zero
+ * moves its weight by up to lr per step whatever its size: an element may
+ * differ by up to steps x lr (the L2 bound still holds the vector to what
+ * the others allow). The synthetic images carry noise everywhere; on
+ * Fashion-MNIST, whose flat black backgrounds make many pool windows near
+ * ties, two correct fp32 implementations agree for about 15 steps and then
+ * drift apart at the 1e-2 level, which is why the images here are synthetic.
+ *
+ * Reduced precisions (tf32, fp16, bf16) use the bounds argued in
+ * tests/test_cuda.c (check_low_precision) from each format's unit roundoff:
+ * per-step loss within 1e-2, 2e-2 and 6e-2 relative, the parameters within
+ * 10 times that (relative to max(|p|, 1e-2)). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/engine.h"
+#include "backends/registry.h"
+#include "harness/init.h"
+#include "parallel/coordinator.h"
+#include "tests/testing.h"
+#include "workloads/workload.h"
+
+enum {
+    TRAIN_IMAGES = 512,
+    TEST_IMAGES = 256,
+    BATCH = 32,
+    STEPS = 50,
+    LAST_BATCH = BATCH / 2 + 1, /* the smaller batch after the full ones */
+    THREADS = 2,                /* CPU engines: both cores of a small machine */
+    SEED = 123,
+};
+
+static const char *const trained_workloads[] = {"lenet", "mlp"};
+static const optimizer_kind optimizers[] = {OPT_SGD, OPT_NESTEROV, OPT_ADAM};
+
+static const char *optimizer_name(optimizer_kind k)
+{
+    return k == OPT_SGD ? "sgd" : k == OPT_NESTEROV ? "nesterov" : "adam";
+}
+
+static synth_set train_set, test_set;
+static int32_t order[(STEPS * BATCH + LAST_BATCH) / TRAIN_IMAGES * TRAIN_IMAGES + TRAIN_IMAGES];
+
+/* ---------------------------------------------------------------------- */
+/* Tolerances                                                               */
+
+typedef struct tolerance {
+    double loss_rel;   /* each step's loss, relative (floor loss_floor) */
+    double loss_floor;
+    double param_abs;  /* each parameter after the steps, absolute */
+    double param_l2;   /* the parameter vector, relative L2 */
+    double param_rel;  /* each parameter, relative to max(|p|, 1e-2) */
+    long eval_moved;   /* confusion counts that may move (two per image) */
+    double eval_loss_rel;
+} tolerance;
+
+/* The argument at the top of this file. */
+static tolerance tolerance_for(precision p, const optimizer_config *opt)
+{
+    if (p == PREC_FP32)
+        return (tolerance){.loss_rel = 1e-4,
+                           .loss_floor = 1e-6,
+                           .param_abs = opt->kind == OPT_ADAM ? (STEPS + 1) * opt->lr : 1e-3,
+                           .param_l2 = 1e-4,
+                           .param_rel = INFINITY,
+                           .eval_moved = 2,
+                           .eval_loss_rel = 1e-5};
+    const double rel = p == PREC_TF32 ? 1e-2 : p == PREC_FP16 ? 2e-2 : 6e-2;
+    const double floor_ = p == PREC_BF16 ? 5e-2 : rel;
+    return (tolerance){.loss_rel = rel,
+                       .loss_floor = floor_,
+                       .param_abs = INFINITY,
+                       .param_l2 = INFINITY,
+                       .param_rel = 10 * rel,
+                       .eval_moved = 2 * TEST_IMAGES * 3 / 100,
+                       .eval_loss_rel = rel};
+}
+
+/* ---------------------------------------------------------------------- */
+/* Runs                                                                     */
+
+static engine_config config(optimizer_kind kind, precision p)
+{
+    engine_config c = test_config(BATCH, kind, THREADS);
+    c.precision = p;
+    c.cuda_graph = 1; /* the harness's defaults */
+    c.data_on_device = 1;
+    return c;
+}
+
+/* What one backend did: each step's loss and the parameters after the
+ * last step. */
+typedef struct run {
+    const backend *b;
+    const char *workload;
+    optimizer_kind kind;
+    precision prec;
+    float losses[STEPS + 1];
+    float *params;
+} run;
+
+static void fail_on(const backend *b, engine *e, const char *what)
+{
+    fail_msg("%s: %s: %s", b->name, what, b->error(e));
+}
+
+/* An engine of b for w with both sets bound, holding params. */
+static engine *start(const backend *b, const workload *w, optimizer_kind kind, precision prec,
+                     const float *params)
+{
+    const engine_config c = config(kind, prec);
+    char err[512] = "";
+    engine *e = backend_create(b, w, &c, err, sizeof err);
+    if (!e)
+        fail_msg("%s: create: %s", b->name, err);
+    if (b->set_params(e, params))
+        fail_on(b, e, "set_params");
+    if (b->bind_dataset(e, &train_set.d, &test_set.d))
+        fail_on(b, e, "bind_dataset");
+    return e;
+}
+
+/* Trains r->b as r says, one step per call. */
+static void train(run *r)
+{
+    const backend *b = r->b;
+    workload w;
+    assert_int_equal(workload_get(r->workload, &w), 0);
+    r->params = malloc(sizeof(float) * w.param_count);
+    assert_non_null(r->params);
+    init_params(&w, SEED, r->params);
+    engine *e = start(b, &w, r->kind, r->prec, r->params);
+    for (int s = 0; s <= STEPS; s++) {
+        const int n = s < STEPS ? BATCH : LAST_BATCH;
+        r->losses[s] = NAN; /* must be written */
+        if (b->train_steps(e, order + (size_t)s * BATCH, n, 1, &r->losses[s]))
+            fail_on(b, e, "train_steps");
+        if (!isfinite(r->losses[s]))
+            fail_msg("%s %s %s: loss of step %d is %g", b->name, r->workload,
+                     optimizer_name(r->kind), s, r->losses[s]);
+    }
+    for (size_t i = 0; i < w.param_count; i++)
+        r->params[i] = NAN;
+    if (b->get_params(e, r->params))
+        fail_on(b, e, "get_params");
+    for (size_t i = 0; i < w.param_count; i++)
+        if (!isfinite(r->params[i]))
+            fail_msg("%s %s %s: parameter %zu is %g after %d steps", b->name, r->workload,
+                     optimizer_name(r->kind), i, r->params[i], STEPS + 1);
+    b->destroy(e);
+}
+
+/* The test set scored by b from params. */
+static eval_counts score(const backend *b, const run *r, const float *params)
+{
+    workload w;
+    assert_int_equal(workload_get(r->workload, &w), 0);
+    engine *e = start(b, &w, r->kind, r->prec, params);
+    eval_counts out;
+    if (b->evaluate(e, 0, &out))
+        fail_on(b, e, "evaluate");
+    b->destroy(e);
+    return out;
+}
+
+/* Each run once: naive's serves every backend, a backend's own its
+ * data-parallel wrapper. */
+static run runs[64];
+static int run_count;
+
+static const run *run_of(const backend *b, const char *workload_name, optimizer_kind kind,
+                         precision prec)
+{
+    for (int i = 0; i < run_count; i++) {
+        const run *r = &runs[i];
+        if (r->b == b && strcmp(r->workload, workload_name) == 0 && r->kind == kind &&
+            r->prec == prec)
+            return r;
+    }
+    assert_true(run_count < (int)(sizeof runs / sizeof runs[0]));
+    run *r = &runs[run_count];
+    *r = (run){.b = b, .workload = workload_name, .kind = kind, .prec = prec};
+    train(r);
+    run_count++;
+    return r;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Comparison                                                               */
+
+static void compare(const char *what, const run *ref, const run *got, const tolerance *tol)
+{
+    workload w;
+    assert_int_equal(workload_get(got->workload, &w), 0);
+
+    double worst_loss = 0;
+    int worst_step = 0;
+    for (int s = 0; s <= STEPS; s++) {
+        const double d = rel_diff(ref->losses[s], got->losses[s], tol->loss_floor);
+        if (d > worst_loss)
+            worst_loss = d, worst_step = s;
+    }
+    double worst_abs = 0, diff2 = 0, norm2 = 0;
+    for (size_t i = 0; i < w.param_count; i++) {
+        const double d = fabs((double)ref->params[i] - got->params[i]);
+        worst_abs = d > worst_abs ? d : worst_abs;
+        diff2 += d * d;
+        norm2 += (double)ref->params[i] * ref->params[i];
+    }
+    const double l2 = sqrt(diff2 / norm2);
+    const double param_rel = max_rel_diff(ref->params, got->params, w.param_count, 1e-2);
+    /* both score the test set from the same parameters */
+    const eval_counts e_ref = score(ref->b, ref, ref->params);
+    const eval_counts e_got = score(got->b, got, ref->params);
+    long moved = 0;
+    for (int i = 0; i < w.classes * w.classes; i++)
+        moved += labs(e_ref.confusion[i] - e_got.confusion[i]);
+    const double eval_loss = rel_diff(e_ref.loss_sum, e_got.loss_sum, 1e-6);
+    print_message("%s: loss %.3g (step %d), parameters %.3g absolute, %.3g L2, %.3g relative; "
+                  "test set: %ld counts moved, loss %.3g\n",
+                  what, worst_loss, worst_step, worst_abs, l2, param_rel, moved, eval_loss);
+
+    if (!(worst_loss <= tol->loss_rel))
+        fail_msg("%s: loss of step %d is %.8f, %s's %.8f (relative %.3g > %.3g)", what,
+                 worst_step, got->losses[worst_step], ref->b->name, ref->losses[worst_step],
+                 worst_loss, tol->loss_rel);
+    if (!(worst_abs <= tol->param_abs) || !(l2 <= tol->param_l2) ||
+        !(param_rel <= tol->param_rel))
+        fail_msg("%s: after %d steps the parameters differ by %.3g at most (allowed %.3g), "
+                 "%.3g relative L2 (allowed %.3g), %.3g relative (allowed %.3g)",
+                 what, STEPS + 1, worst_abs, tol->param_abs, l2, tol->param_l2, param_rel,
+                 tol->param_rel);
+    if (e_got.count != TEST_IMAGES || e_got.classes != w.classes)
+        fail_msg("%s: scored %ld images in %d classes, expected %d in %d", what, e_got.count,
+                 e_got.classes, TEST_IMAGES, w.classes);
+    if (moved > tol->eval_moved || !(eval_loss <= tol->eval_loss_rel))
+        fail_msg("%s: from the same parameters, %ld confusion counts moved (allowed %ld), "
+                 "test loss %.3g relative (allowed %.3g)",
+                 what, moved, tol->eval_moved, eval_loss, tol->eval_loss_rel);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The trials: one per backend, precision, workload and optimiser           */
+
+typedef struct trial {
+    const backend *b;   /* under test */
+    const backend *ref; /* naive, or the backend a data-parallel wrapper wraps */
+    const char *workload;
+    optimizer_kind kind;
+    precision prec;
+    char name[128];
+} trial;
+
+static void train_against_reference(void **state)
+{
+    const trial *t = *state;
+    char why[512] = "";
+    if (!backend_runnable(t->b, t->prec, why, sizeof why)) {
+        print_message("%s: cannot run here: %s\n", t->name, why);
+        skip();
+    }
+    const run *ref = run_of(t->ref, t->workload, t->kind, PREC_FP32);
+    const run *got = run_of(t->b, t->workload, t->kind, t->prec);
+    const optimizer_config opt = test_optimizer(t->kind);
+    const tolerance tol = tolerance_for(t->prec, &opt);
+    char what[192];
+    snprintf(what, sizeof what, "%s against %s", t->name, t->ref->name);
+    compare(what, ref, got, &tol);
+}
+
+enum { MAX_TRIALS = 512 };
+static trial trials[MAX_TRIALS];
+static struct CMUnitTest tests[MAX_TRIALS];
+static int trial_count;
+
+static void add_trials(const backend *b, const backend *ref, const char *label,
+                       unsigned precisions)
+{
+    for (int p = 0; p < PRECISION_COUNT; p++) {
+        if (!(precisions & (1u << p)))
+            continue;
+        for (size_t wi = 0; wi < sizeof trained_workloads / sizeof trained_workloads[0]; wi++)
+            for (size_t k = 0; k < sizeof optimizers / sizeof optimizers[0]; k++) {
+                if (trial_count == MAX_TRIALS) {
+                    fprintf(stderr, "test_equivalence: more than %d trials\n", MAX_TRIALS);
+                    exit(1);
+                }
+                trial *t = &trials[trial_count];
+                *t = (trial){.b = b,
+                             .ref = ref,
+                             .workload = trained_workloads[wi],
+                             .kind = optimizers[k],
+                             .prec = (precision)p};
+                snprintf(t->name, sizeof t->name, "%s %s %s %s", label, precision_name(t->prec),
+                         t->workload, optimizer_name(t->kind));
+                tests[trial_count] = (struct CMUnitTest){.name = t->name,
+                                                         .test_func = train_against_reference,
+                                                         .initial_state = t};
+                trial_count++;
+            }
+    }
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (synth_make(&train_set, TRAIN_IMAGES, 28, 28, 10, 11) ||
+        synth_make(&test_set, TEST_IMAGES, 28, 28, 10, 12))
+        return -1;
+    /* the harness's order, epoch after epoch */
+    for (int ep = 0; (size_t)ep * TRAIN_IMAGES < sizeof order / sizeof order[0]; ep++)
+        epoch_order(SEED, ep, TRAIN_IMAGES, 1, order + (size_t)ep * TRAIN_IMAGES);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < run_count; i++)
+        free(runs[i].params);
+    synth_free(&train_set);
+    synth_free(&test_set);
+    return 0;
+}
+
+int main(void)
+{
+    const backend *naive = backend_find("naive");
+    if (!naive) {
+        fprintf(stderr, "test_equivalence: no naive backend in the registry\n");
+        return 1;
+    }
+    /* against naive: every registered backend, in each precision it
+     * computes in (known once it is loaded; fp32 when it cannot load) */
+    for (int i = 0; i < backend_count(); i++) {
+        const backend *b = backend_at(i);
+        if (b == naive)
+            continue;
+        backend_runnable(b, PREC_FP32, NULL, 0);
+        add_trials(b, naive, b->name, backend_precisions(b));
+    }
+    /* data-parallel: each backend that is not already a data-parallel
+     * wrapper, two replicas against one */
+    const dp_options two = {.replicas = 2};
+    for (int i = 0; i < backend_count(); i++) {
+        const backend *b = backend_at(i);
+        if (dp_base_name(b))
+            continue;
+        const backend *dp = dp_wrap(b, &two, NULL);
+        if (!dp) {
+            fprintf(stderr, "test_equivalence: out of memory\n");
+            return 1;
+        }
+        char label[64];
+        snprintf(label, sizeof label, "%s x2", b->name);
+        add_trials(dp, b, label, 1u << PREC_FP32);
+    }
+    return _cmocka_run_group_tests("equivalence", tests, (size_t)trial_count, setup, teardown);
+}
