@@ -89,3 +89,21 @@ pf = {
 }
 for name, data in pf.items():
     write("paramfile", name, data)
+
+# csv: what compare, history and plot read
+csv = {
+    "valid-summary": b"backend,workload,status,message,images_per_second\n"
+                     b"naive,lenet,ok,,2400.5\n"
+                     b"cuda,lenet,skipped,\"no GPU, \"\"none\"\" found\",0\n",
+    "valid-crlf-blank-lines": b"a,b\r\n\r\n1,2\r\n\n3,4",
+    "valid-quoted-newline": b"a,b\n\"two\nlines\",x\n",
+    "valid-header-only": b"a,b,c\n",
+    "unclosed-quote": b"a,b\n\"open,1\n",
+    "text-after-quote": b"a,b\n\"x\"y,1\n",
+    "quote-in-field": b"a,b\nx\"y,1\n",
+    "wrong-width": b"a,b,c\n1,2\n",
+    "nul-byte": b"a,b\n1,\x002\n",
+    "empty": b"",
+}
+for name, data in csv.items():
+    write("csv", name, data)

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "harness/csv.h"
 #include "harness/idx.h"
 #include "harness/paramfile.h"
 
@@ -66,14 +67,14 @@ int fuzz_idx_parse(const uint8_t *data, size_t size)
     return 0;
 }
 
-/* From a file: the bytes go into an in-memory file (no disk, one per
- * process) that the loader opens by its /proc path. */
-int fuzz_idx_file(const uint8_t *data, size_t size)
+/* The bytes as a file: an in-memory one (no disk, one per process) that a
+ * loader opens by the /proc path returned. */
+static const char *as_file(const uint8_t *data, size_t size)
 {
     static int fd = -1;
     static char path[64];
     if (fd < 0) {
-        fd = memfd_create("idx", 0);
+        fd = memfd_create("input", 0);
         if (fd < 0) {
             perror("memfd_create");
             abort();
@@ -84,6 +85,12 @@ int fuzz_idx_file(const uint8_t *data, size_t size)
         perror("writing the memfd");
         abort();
     }
+    return path;
+}
+
+int fuzz_idx_file(const uint8_t *data, size_t size)
+{
+    const char *path = as_file(data, size);
     int plain = !(size >= 2 && data[0] == 0x1f && data[1] == 0x8b);
     char err[1024] = "";
     uint8_t *out = NULL;
@@ -118,6 +125,62 @@ int fuzz_idx_file(const uint8_t *data, size_t size)
         check_labels(out, count);
         free(out);
     }
+    return 0;
+}
+
+/* A row as its fields joined by commas must be the line it came from, when
+ * the input has no quotes or carriage returns to undo. */
+static void check_row_is_line(const uint8_t *data, size_t size, char **fields, int n, int line)
+{
+    const uint8_t *p = data, *end = data + size;
+    for (int l = 1; l < line && p < end; l++) {
+        p = memchr(p, '\n', (size_t)(end - p));
+        p = p ? p + 1 : end;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(fields[i]);
+        if ((size_t)(end - p) < len || memcmp(p, fields[i], len) ||
+            (i + 1 < n && (p + len == end || p[len] != ','))) {
+            fprintf(stderr, "line %d: field %d '%s' is not what the line holds\n", line, i,
+                    fields[i]);
+            abort();
+        }
+        p += len + 1;
+    }
+}
+
+int fuzz_csv(const uint8_t *data, size_t size)
+{
+    const char *path = as_file(data, size);
+    char err[1024] = "";
+    csv_table t;
+    if (csv_read(path, &t, err, sizeof err)) {
+        if (!strstr(err, path) || strchr(err, '\n') || strchr(err, '\r')) {
+            fprintf(stderr, "bad error message for %s: \"%s\"\n", path, err);
+            abort();
+        }
+        csv_free(&t);
+        return 0;
+    }
+    int plain = !memchr(data, '"', size) && !memchr(data, '\r', size);
+    if (t.n_cols < 1 || !t.header || (t.n_rows && (!t.rows || !t.lines))) {
+        fprintf(stderr, "accepted a table of %d columns and %d rows\n", t.n_cols, t.n_rows);
+        abort();
+    }
+    for (int j = 0; j < t.n_cols; j++)
+        if (csv_column(&t, t.header[j]) > j) {
+            fprintf(stderr, "column '%s' not found at %d\n", t.header[j], j);
+            abort();
+        }
+    for (int i = 0; i < t.n_rows; i++) {
+        if (t.lines[i] < 2 || (i && t.lines[i] <= t.lines[i - 1])) {
+            fprintf(stderr, "row %d says line %d\n", i, t.lines[i]);
+            abort();
+        }
+        if (plain)
+            check_row_is_line(data, size, t.rows[i], t.n_cols, t.lines[i]);
+    }
+    csv_free(&t);
     return 0;
 }
 

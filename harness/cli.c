@@ -1,4 +1,5 @@
 #include "harness/config.h"
+#include "harness/idx.h"
 #include "harness/plan.h"
 
 #include "backends/registry.h"
@@ -10,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
 
 static const char *precision_names[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *optimizer_names[] = {"sgd", "nesterov", "adam"};
@@ -31,7 +30,7 @@ static void usage(FILE *f)
         "  --limit N            train on the first N training images only\n"
         "  --test-limit N       evaluate on the first N test images only\n"
         "  --data DIR           directory with the four MNIST-format files\n"
-        "                       (default " DEFAULT_DATA_DIR ")\n"
+        "                       (default " IDX_DEFAULT_DIR ")\n"
         "  --optimizer O        nesterov (default), sgd or adam\n"
         "  --lr X               learning rate (default 0.01; adam 0.001)\n"
         "  --momentum X         Nesterov momentum (default 0.9)\n"
@@ -52,7 +51,8 @@ static void usage(FILE *f)
         "  --averaging-frequency K  average the replicas' parameters every K steps each\n"
         "                       instead of all-reducing gradients every step (default 0)\n"
         "  --average-optimizer-state  with K > 0: average the optimiser state too\n"
-        "  --step-losses FILE   write every training step's loss to FILE (CSV)\n"
+        "  --step-losses FILE   write every training step's loss to FILE (CSV; a new or\n"
+        "                       empty file, never overwritten)\n"
         "  --precision P        fp32 (default), tf32, bf16 or fp16 (GPU backends)\n"
         "  --cuda-graph on|off  replay the training step as a CUDA graph (default on)\n"
         "  --data-on-device on|off  keep the training set on the GPU (default on)\n"
@@ -154,6 +154,16 @@ static void backend_choices(char *buf, size_t len)
         used += (size_t)snprintf(buf + used, len - used, ", %s", backend_at(i)->name);
 }
 
+/* "a,", ",a" and "a,,b" hold an empty item (a typo, not a request); a list
+ * of no names at all is refused as such further on. */
+static int list_has_empty_item(const char *list)
+{
+    size_t n = strlen(list);
+    if (strspn(list, ",") == n)
+        return 0;
+    return list[0] == ',' || list[n - 1] == ',' || strstr(list, ",,") != NULL;
+}
+
 static int parse_backends(const char *list, run_config *cfg)
 {
     char choices[256];
@@ -164,6 +174,11 @@ static int parse_backends(const char *list, run_config *cfg)
     if (strlen(list) >= sizeof buf)
         return usage_error("--backend list is too long%s%s", "", "");
     strcpy(buf, list);
+    if (list_has_empty_item(list)) {
+        fprintf(stderr, "bench: --backend '%s' has an empty item; choose from: %s\n", list,
+                choices);
+        return 2;
+    }
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (strcmp(tok, "all") == 0) {
@@ -253,6 +268,28 @@ static int unknown_option(const char *arg)
     return 2;
 }
 
+/* A value given as the next argument may not look like an option: in
+ * `--save-params --no-shuffle` the file name was forgotten. A value that
+ * really starts with "--" is given as --flag=value. */
+static int value_is_not_an_option(char **argv, int optind_after, const char *flag)
+{
+    const char *value = argv[optind_after - 1];
+    if (optarg != value || strncmp(value, "--", 2) != 0)
+        return 0;
+    fprintf(stderr, "bench: --%s needs a value, got the option '%s' (write --%s=%s if that "
+            "is the value)\n", flag, value, flag, value);
+    return 2;
+}
+
+/* More threads than online cores only slows a run: say so, run anyway. */
+static void warn_threads_beyond_cores(int threads)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads > 0 && cores > 0 && threads > cores)
+        fprintf(stderr, "bench: warning: --threads %d is more than the %ld online cores; the "
+                "threads will share them and run slower\n", threads, cores);
+}
+
 int cli_parse(int argc, char **argv, run_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -267,13 +304,16 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     cfg->replicas[0] = cfg->n_replicas = 1;
     cfg->engine.cuda_graph = 1;
     cfg->engine.data_on_device = 1;
-    strcpy(cfg->data_dir, DEFAULT_DATA_DIR);
+    strcpy(cfg->data_dir, IDX_DEFAULT_DIR);
     static const char *format_names[] = {"md", "csv", "json"};
 
     opterr = 0;
     optind = 1;
-    int c, rc = 0;
-    while (rc == 0 && (c = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+    int c, rc = 0, index;
+    while (rc == 0 && (c = getopt_long(argc, argv, ":", options, &index)) != -1) {
+        if (c >= O_BACKEND && options[index].has_arg == required_argument &&
+            (rc = value_is_not_an_option(argv, optind, options[index].name)))
+            break;
         switch (c) {
         case O_BACKEND: backend_list = optarg; break;
         case O_WORKLOAD: workload_name = optarg; break;
@@ -332,27 +372,29 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         return usage_error("--average-optimizer-state needs --averaging-frequency K > 0%s%s", "",
                            "");
     if (workload_get(workload_name, &cfg->work) != 0) {
+        char names[256];
+        workload_names(names, sizeof names);
         fprintf(stderr, "bench: unknown workload '%s'; choose one of: %s\n", workload_name,
-                workload_names());
+                names);
         return 2;
     }
     if ((rc = parse_backends(backend_list, cfg)))
         return rc;
 
+    warn_threads_beyond_cores(cfg->engine.threads);
     const workload *w = &cfg->work;
     cfg->epochs = epochs > 0 ? epochs : w->default_epochs;
-    cfg->batch_size = batch > 0 ? batch : w->default_batch_size;
+    cfg->engine.batch_size = batch > 0 ? batch : w->default_batch_size;
     cfg->seed = seed >= 0 ? (uint64_t)seed : w->default_seed;
     cfg->format = (output_format)fmt;
-    cfg->opt.kind = (optimizer_kind)optimizer;
-    cfg->opt.lr = (float)(lr > 0 ? lr : optimizer == OPT_ADAM ? 0.001 : w->default_lr);
-    cfg->opt.momentum = (float)(momentum >= 0 ? momentum : w->default_momentum);
-    cfg->opt.weight_decay = (float)(decay >= 0 ? decay : w->default_weight_decay);
-    cfg->opt.beta1 = 0.9f;
-    cfg->opt.beta2 = 0.999f;
-    cfg->opt.eps = 1e-8f;
-    cfg->engine.batch_size = cfg->batch_size;
-    cfg->engine.opt = cfg->opt;
+    optimizer_config *opt = &cfg->engine.opt;
+    opt->kind = (optimizer_kind)optimizer;
+    opt->lr = (float)(lr > 0 ? lr : optimizer == OPT_ADAM ? 0.001 : w->default_lr);
+    opt->momentum = (float)(momentum >= 0 ? momentum : w->default_momentum);
+    opt->weight_decay = (float)(decay >= 0 ? decay : w->default_weight_decay);
+    opt->beta1 = 0.9f;
+    opt->beta2 = 0.999f;
+    opt->eps = 1e-8f;
     cfg->engine.precision = (precision)prec;
     return 0;
 }
@@ -370,9 +412,9 @@ int cli_check_against_data(const run_config *cfg, int train_count, int test_coun
         return 2;
     }
     int n = cfg->limit ? cfg->limit : train_count;
-    if (cfg->batch_size > n) {
+    if (cfg->engine.batch_size > n) {
         fprintf(stderr, "bench: --batch-size %d is larger than the %d training images\n",
-                cfg->batch_size, n);
+                cfg->engine.batch_size, n);
         return 2;
     }
     return 0;

@@ -20,267 +20,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "harness/alloc.h"
 #include "harness/config.h"
+#include "harness/csv.h"
 #include "harness/stats.h"
+#include "harness/status.h"
+#include "harness/sysinfo.h"
 
-/* ---- CSV ---------------------------------------------------------------- */
-
-static char *read_whole_file(const char *path, size_t *len, char *err, size_t err_len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, err_len, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap)
-            break;
-        char *bigger = realloc(buf, 2 * cap + 1);
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = bigger;
-        cap *= 2;
-    }
-    int failed = ferror(f);
-    fclose(f);
-    if (!buf || failed) {
-        snprintf(err, err_len, "cannot read %s: %s", path, buf ? strerror(errno) : "out of memory");
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
-static int push_pointer(void ***v, int *n, int *cap, void *p)
-{
-    if (*n == *cap) {
-        int bigger = *cap ? 2 * *cap : 16;
-        void **nv = realloc(*v, sizeof(void *) * (size_t)bigger);
-        if (!nv)
-            return -1;
-        *v = nv;
-        *cap = bigger;
-    }
-    (*v)[(*n)++] = p;
-    return 0;
-}
-
-int csv_read(const char *path, csv_table *t, char *err, size_t err_len)
-{
-    memset(t, 0, sizeof *t);
-    size_t len;
-    char *text = read_whole_file(path, &len, err, err_len);
-    if (!text)
-        return -1;
-    t->text = text;
-    char *nul = memchr(text, 0, len);
-    if (nul) {
-        int line = 1;
-        for (char *c = text; c < nul; c++)
-            line += *c == '\n';
-        snprintf(err, err_len, "%s:%d: a NUL byte: not a text CSV file", path, line);
-        return -1;
-    }
-
-    char *p = text, *end = text + len;
-    int line = 1, row_cap = 0, line_cap = 0;
-    void **fields = NULL;
-    int n_fields = 0, field_cap = 0;
-    while (p < end) {
-        int record_line = line;
-        if (*p == '\n' || *p == '\r') { /* blank line */
-            p += (*p == '\r' && p + 1 < end && p[1] == '\n') ? 2 : 1;
-            line++;
-            continue;
-        }
-        n_fields = 0;
-        for (;;) {
-            char *field = p, *w = p;
-            if (p < end && *p == '"') {
-                p++;
-                for (;;) {
-                    if (p >= end) {
-                        snprintf(err, err_len, "%s:%d: a quoted field is never closed", path,
-                                 record_line);
-                        goto fail;
-                    }
-                    if (*p == '"') {
-                        if (p + 1 < end && p[1] == '"') {
-                            *w++ = '"';
-                            p += 2;
-                            continue;
-                        }
-                        p++;
-                        break;
-                    }
-                    line += *p == '\n';
-                    *w++ = *p++;
-                }
-                if (p < end && *p != ',' && *p != '\n' && *p != '\r') {
-                    snprintf(err, err_len, "%s:%d: text after a closing quote", path, line);
-                    goto fail;
-                }
-            } else {
-                while (p < end && *p != ',' && *p != '\n' && *p != '\r') {
-                    if (*p == '"') {
-                        snprintf(err, err_len, "%s:%d: a double quote inside an unquoted field",
-                                 path, line);
-                        goto fail;
-                    }
-                    p++;
-                }
-                w = p;
-            }
-            /* Note the separator before the terminator may overwrite it. */
-            int more = p < end && *p == ',';
-            size_t skip = p >= end ? 0 : (*p == '\r' && p + 1 < end && p[1] == '\n') ? 2 : 1;
-            *w = 0;
-            p += skip;
-            if (push_pointer(&fields, &n_fields, &field_cap, field) != 0)
-                goto oom;
-            if (more)
-                continue;
-            line++;
-            break;
-        }
-        if (!t->header) {
-            t->n_cols = n_fields;
-            t->header = malloc(sizeof(char *) * (size_t)n_fields);
-            if (!t->header)
-                goto oom;
-            memcpy(t->header, fields, sizeof(char *) * (size_t)n_fields);
-            continue;
-        }
-        if (n_fields != t->n_cols) {
-            snprintf(err, err_len, "%s:%d: %d fields where the header has %d", path, record_line,
-                     n_fields, t->n_cols);
-            goto fail;
-        }
-        char **row = malloc(sizeof(char *) * (size_t)n_fields);
-        if (!row)
-            goto oom;
-        memcpy(row, fields, sizeof(char *) * (size_t)n_fields);
-        int n = t->n_rows;
-        if (push_pointer((void ***)&t->rows, &n, &row_cap, row) != 0) {
-            free(row);
-            goto oom;
-        }
-        if (n > line_cap) {
-            int *nl = realloc(t->lines, sizeof(int) * (size_t)row_cap);
-            if (!nl)
-                goto oom;
-            t->lines = nl;
-            line_cap = row_cap;
-        }
-        t->lines[t->n_rows++] = record_line;
-    }
-    free(fields);
-    if (!t->header) {
-        snprintf(err, err_len, "%s: empty file (no header line)", path);
-        return -1;
-    }
-    return 0;
-oom:
-    snprintf(err, err_len, "%s: out of memory", path);
-fail:
-    free(fields);
-    return -1;
-}
-
-int csv_column(const csv_table *t, const char *name)
-{
-    for (int i = 0; i < t->n_cols; i++)
-        if (strcmp(t->header[i], name) == 0)
-            return i;
-    return -1;
-}
-
-void csv_free(csv_table *t)
-{
-    for (int i = 0; i < t->n_rows; i++)
-        free(t->rows[i]);
-    free(t->rows);
-    free(t->lines);
-    free(t->header);
-    free(t->text);
-    memset(t, 0, sizeof *t);
-}
-
-/* ---- Mann-Whitney U -------------------------------------------------------- */
-
-typedef struct tagged {
-    double value;
-    int from_x;
-} tagged;
-
-static int cmp_tagged(const void *a, const void *b)
-{
-    double x = ((const tagged *)a)->value, y = ((const tagged *)b)->value;
-    return (x > y) - (x < y);
-}
-
-u_test mann_whitney_u(const double *x, int nx, const double *y, int ny)
-{
-    u_test r = {0, 0, 1};
-    int n = nx + ny;
-    if (nx < 1 || ny < 1)
-        return r;
-    tagged *all = malloc(sizeof(tagged) * (size_t)n);
-    if (!all)
-        return r;
-    for (int i = 0; i < nx; i++)
-        all[i] = (tagged){x[i], 1};
-    for (int i = 0; i < ny; i++)
-        all[nx + i] = (tagged){y[i], 0};
-    qsort(all, (size_t)n, sizeof(tagged), cmp_tagged);
-    /* Tied values share the mean of the ranks they span. */
-    double rank_sum_x = 0, tie_term = 0;
-    for (int i = 0; i < n;) {
-        int j = i;
-        while (j < n && all[j].value == all[i].value)
-            j++;
-        double t = j - i, mean_rank = (i + 1 + j) / 2.0;
-        for (int k = i; k < j; k++)
-            if (all[k].from_x)
-                rank_sum_x += mean_rank;
-        tie_term += t * t * t - t;
-        i = j;
-    }
-    free(all);
-    r.u = rank_sum_x - nx * (nx + 1) / 2.0;
-    double mu = nx * (double)ny / 2.0;
-    double var = nx * (double)ny / 12.0 * ((n + 1) - tie_term / ((double)n * (n - 1)));
-    if (!(var > 0))
-        return r; /* every value tied: no evidence of a difference */
-    double sigma = sqrt(var);
-    double dev = fabs(r.u - mu) - 0.5;
-    if (dev < 0)
-        dev = 0;
-    r.z = (r.u < mu ? -dev : dev) / sigma;
-    r.p = erfc(fabs(r.z) / sqrt(2.0));
-    if (r.p > 1)
-        r.p = 1;
-    return r;
-}
-
-double mann_whitney_min_p(int nx, int ny)
-{
-    if (nx < 1 || ny < 1)
-        return 1;
-    double mu = nx * (double)ny / 2.0;
-    double sigma = sqrt(nx * (double)ny * (nx + ny + 1) / 12.0);
-    double p = erfc((mu - 0.5) / sigma / sqrt(2.0));
-    return p > 1 ? 1 : p;
-}
+/* ---- judging speed ------------------------------------------------------- */
 
 speed_verdict judge_speed(double base, double next, const double *base_samples, int n_base,
                           const double *next_samples, int n_next, double max_slowdown_pct,
@@ -304,7 +51,8 @@ speed_verdict judge_speed(double base, double next, const double *base_samples, 
 typedef struct run_row {
     const char *backend, *workload, *precision;
     int batch_size, threads, devices, replicas, ranks;
-    const char *status, *message, *optimizer, *cpu_model, *details; /* "" when absent */
+    run_status status;
+    const char *message, *optimizer, *cpu_model, *details; /* "" when absent */
     int epochs;            /* -1 when absent */
     long images_per_epoch; /* -1 when absent */
     double images_per_second, epoch_seconds, accuracy, train_loss;
@@ -325,8 +73,7 @@ typedef struct run_files {
     int n_settings;
     int have_settings;
     char settings_why[256]; /* why they are unknown */
-    char compiler[256], libraries[1024]; /* from system.json; "" when absent */
-    char *settings_text;
+    sysinfo_record system;  /* compiler and libraries: "" when absent */
 } run_files;
 
 typedef struct field_reader {
@@ -408,6 +155,22 @@ static key_columns find_key_columns(field_reader *r)
     return k;
 }
 
+static run_status status_at(field_reader *r, int row, int col)
+{
+    run_status s = STATUS_FAILED;
+    if (col < 0 || r->failed)
+        return s;
+    const char *text = r->t->rows[row][col];
+    if (status_parse(text, &s) != 0) {
+        snprintf(r->err, r->err_len,
+                 "%s:%d: column 'status': '%s' is not a status (ok, failed, diverged, "
+                 "interrupted, skipped)",
+                 r->path, r->t->lines[row], text);
+        r->failed = 1;
+    }
+    return s;
+}
+
 static int count_at(field_reader *r, int row, int col)
 {
     return col < 0 ? 1 : (int)integer_at(r, row, col);
@@ -441,18 +204,13 @@ static void describe_row(const run_row *r, char *buf, size_t len)
         snprintf(buf + n, len - (size_t)n, " ranks=%d", r->ranks);
 }
 
-static int push_sample(run_row *r, double v)
+static void push_sample(run_row *r, double v)
 {
     if (r->n_samples == r->samples_cap) {
-        int bigger = r->samples_cap ? 2 * r->samples_cap : 16;
-        double *nv = realloc(r->samples, sizeof(double) * (size_t)bigger);
-        if (!nv)
-            return -1;
-        r->samples = nv;
-        r->samples_cap = bigger;
+        r->samples_cap = r->samples_cap ? 2 * r->samples_cap : 16;
+        r->samples = xrealloc(r->samples, sizeof(double) * (size_t)r->samples_cap);
     }
     r->samples[r->n_samples++] = v;
-    return 0;
 }
 
 static int read_summary(run_files *run, char *err, size_t err_len)
@@ -475,11 +233,7 @@ static int read_summary(run_files *run, char *err, size_t err_len)
     int epochs = csv_column(&run->summary, "epochs");
     int images = csv_column(&run->summary, "images_per_epoch");
 
-    run->rows = calloc((size_t)run->summary.n_rows + 1, sizeof(run_row));
-    if (!run->rows) {
-        snprintf(err, err_len, "%s: out of memory", run->summary_path);
-        return -1;
-    }
+    run->rows = xcalloc((size_t)run->summary.n_rows, sizeof(run_row));
     for (int i = 0; i < run->summary.n_rows && !r.failed; i++) {
         run_row *row = &run->rows[run->n_rows];
         row->backend = text_at(&r, i, k.backend);
@@ -490,7 +244,7 @@ static int read_summary(run_files *run, char *err, size_t err_len)
         row->devices = (int)integer_at(&r, i, k.devices);
         row->replicas = count_at(&r, i, k.replicas);
         row->ranks = count_at(&r, i, k.ranks);
-        row->status = text_at(&r, i, k.status);
+        row->status = status_at(&r, i, k.status);
         row->message = text_at(&r, i, message);
         row->optimizer = text_at(&r, i, optimizer);
         row->cpu_model = text_at(&r, i, cpu);
@@ -548,9 +302,10 @@ static int read_epochs(run_files *run, char *err, size_t err_len)
         };
         double v = number_at(&r, i, ips);
         long epoch = integer_at(&r, i, epoch_col);
+        run_status status = status_at(&r, i, k.status);
         if (r.failed)
             return -1;
-        if (strcmp(text_at(&r, i, k.status), "ok") || !(v > 0))
+        if (status != STATUS_OK || !(v > 0))
             continue;
         for (int j = 0; j < run->n_rows; j++)
             if (same_key(&run->rows[j], &e)) {
@@ -558,10 +313,7 @@ static int read_epochs(run_files *run, char *err, size_t err_len)
                 if (run->rows[j].epochs > 0 && epoch >= 1 &&
                     epoch <= warmup_epochs(run->rows[j].epochs))
                     break;
-                if (push_sample(&run->rows[j], v) != 0) {
-                    snprintf(err, err_len, "%s: out of memory", run->epochs_path);
-                    return -1;
-                }
+                push_sample(&run->rows[j], v);
                 break;
             }
     }
@@ -573,85 +325,13 @@ static int read_epochs(run_files *run, char *err, size_t err_len)
  * are part of the row's configuration already). */
 static const char *const not_training_options[] = {
     "backend", "out", "repeat", "format", "profile-layers", "target-accuracy", "threads",
-    "device", "cuda-graph", "data-on-device", "list", "help", NULL,
+    "device", "cuda-graph", "data-on-device", "list", "help", "no-peak", "step-losses",
+    NULL,
 };
 
 static int cmp_strings(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Decodes one JSON string literal at *p (just past its opening quote) in
- * place; returns its start, or NULL when malformed. */
-static char *json_string_in_place(char **p)
-{
-    char *s = *p, *w = *p;
-    while (*s && *s != '"') {
-        if (*s != '\\') {
-            *w++ = *s++;
-            continue;
-        }
-        s++;
-        switch (*s) {
-        case 'n': *w++ = '\n'; break;
-        case 't': *w++ = '\t'; break;
-        case 'r': *w++ = '\r'; break;
-        case 'b': *w++ = '\b'; break;
-        case 'f': *w++ = '\f'; break;
-        case 'u':
-            /* non-ASCII only matters for equality: keep the escape as is */
-            *w++ = '\\';
-            *w++ = 'u';
-            for (int i = 1; i <= 4 && s[i]; i++)
-                *w++ = s[i];
-            for (int i = 0; i < 4 && s[1]; i++)
-                s++;
-            break;
-        case 0: return NULL;
-        default: *w++ = *s; break;
-        }
-        s++;
-    }
-    if (*s != '"')
-        return NULL;
-    char *start = *p;
-    *p = s + 1;
-    *w = 0;
-    return start;
-}
-
-static void skip_space(char **p)
-{
-    while (**p == ' ' || **p == '\n' || **p == '\t' || **p == '\r')
-        (*p)++;
-}
-
-/* Copies the string value of "key" in a flat JSON object into out ("" when
- * absent). Leaves text as it was. */
-static void json_text_field(const char *text, const char *key, char *out, size_t len)
-{
-    out[0] = 0;
-    char quoted[64];
-    snprintf(quoted, sizeof quoted, "\"%s\"", key);
-    const char *p = strstr(text, quoted);
-    if (!p)
-        return;
-    p += strlen(quoted);
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-        p++;
-    if (*p++ != ':')
-        return;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    if (*p++ != '"')
-        return;
-    size_t n = 0;
-    for (; *p && *p != '"' && n + 1 < len; p++) {
-        if (*p == '\\' && p[1])
-            p++; /* the escaped character itself is enough for equality */
-        out[n++] = *p;
-    }
-    out[n] = 0;
 }
 
 static int is_training_option(const char *name)
@@ -662,86 +342,49 @@ static int is_training_option(const char *name)
     return 1;
 }
 
-static int add_setting(run_files *run, int *cap, const char *name, size_t name_len,
-                       const char *value)
+/* Adds "name=value" to the run's settings unless the option cannot change
+ * the numbers; the last of a repeated option wins, as with getopt. */
+static void add_setting(run_files *run, const char *name, size_t name_len, const char *value)
 {
     char key[256];
     snprintf(key, sizeof key, "%.*s", (int)name_len, name);
     if (!is_training_option(key))
-        return 0;
+        return;
     size_t len = strlen(key) + strlen(value) + 2;
-    char *s = malloc(len);
-    if (!s)
-        return -1;
+    char *s = xmalloc(len);
     snprintf(s, len, "%s=%s", key, value);
-    /* the last of a repeated option wins, as with getopt */
     for (int i = 0; i < run->n_settings; i++)
         if (!strncmp(run->settings[i], s, strlen(key) + 1)) {
             free(run->settings[i]);
             run->settings[i] = s;
-            return 0;
+            return;
         }
-    return push_pointer((void ***)&run->settings, &run->n_settings, cap, s);
+    run->settings[run->n_settings++] = s;
 }
 
 /* The training options of the run's command line, from system.json:
  * "--name value" and "--name=value" alike, less the ones listed above. */
 static void read_settings(run_files *run)
 {
-    char err[PATH_LEN + 128];
-    size_t len;
-    char *text = read_whole_file(run->system_path, &len, err, sizeof err);
-    if (!text) {
-        snprintf(run->settings_why, sizeof run->settings_why, "no readable system.json");
+    sysinfo_record *sys = &run->system;
+    if (sysinfo_read_json(run->system_path, sys, run->settings_why, sizeof run->settings_why))
         return;
-    }
-    run->settings_text = text;
-    json_text_field(text, "compiler", run->compiler, sizeof run->compiler);
-    json_text_field(text, "libraries", run->libraries, sizeof run->libraries);
-    char *p = strstr(text, "\"command_line\"");
-    if (p) {
-        p += strlen("\"command_line\"");
-        skip_space(&p);
-    }
-    if (!p || *p++ != ':' || (skip_space(&p), *p++ != '[')) {
-        snprintf(run->settings_why, sizeof run->settings_why, "no command_line in system.json");
-        return;
-    }
-    char *args[1024];
-    int n = 0;
-    for (;;) {
-        skip_space(&p);
-        if (*p == ']')
-            break;
-        char *s = *p == '"' ? (p++, json_string_in_place(&p)) : NULL;
-        if (!s || n == (int)(sizeof args / sizeof args[0])) {
-            snprintf(run->settings_why, sizeof run->settings_why,
-                     "unreadable command_line in system.json");
-            return;
-        }
-        args[n++] = s;
-        skip_space(&p);
-        if (*p == ',')
-            p++;
-    }
-    int cap = 0;
+    const int n = sys->n_args;
+    char **args = sys->command_line;
+    /* at most one setting per argument */
+    run->settings = xcalloc((size_t)n, sizeof(char *));
     /* args[0] is the program's path, which says nothing about training */
     for (int i = 1; i < n; i++) {
-        int ok;
         if (!strncmp(args[i], "--", 2)) {
             const char *name = args[i] + 2, *eq = strchr(name, '=');
             if (eq)
-                ok = add_setting(run, &cap, name, (size_t)(eq - name), eq + 1);
+                add_setting(run, name, (size_t)(eq - name), eq + 1);
             else if (i + 1 < n && strncmp(args[i + 1], "--", 2))
-                ok = add_setting(run, &cap, name, strlen(name), args[++i]);
+                add_setting(run, name, strlen(name), args[++i]);
             else
-                ok = add_setting(run, &cap, name, strlen(name), "");
+                add_setting(run, name, strlen(name), "");
         } else {
-            ok = add_setting(run, &cap, "argument", 8, args[i]);
-        }
-        if (ok != 0) {
-            snprintf(run->settings_why, sizeof run->settings_why, "out of memory");
-            return;
+            add_setting(run, "argument", 8, args[i]);
         }
     }
     qsort(run->settings, (size_t)run->n_settings, sizeof(char *), cmp_strings);
@@ -794,7 +437,7 @@ static void close_run(run_files *run)
     for (int i = 0; i < run->n_settings; i++)
         free(run->settings[i]);
     free(run->settings);
-    free(run->settings_text);
+    sysinfo_record_free(&run->system);
     csv_free(&run->summary);
     csv_free(&run->epochs);
 }
@@ -815,8 +458,8 @@ typedef struct tally {
     FILE *findings; /* printed after the table */
 } tally;
 
-static int is_ok(const run_row *r) { return !strcmp(r->status, "ok"); }
-static int is_skipped(const run_row *r) { return !strcmp(r->status, "skipped"); }
+static int is_ok(const run_row *r) { return r->status == STATUS_OK; }
+static int is_skipped(const run_row *r) { return r->status == STATUS_SKIPPED; }
 
 static void finding(tally *t, const char *kind, const char *row, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -896,11 +539,12 @@ static const char *numerics_incomparable(const run_files *base, const run_files 
         return why;
     }
     /* another compiler or library version may round differently */
-    if (strcmp(base->compiler, next->compiler)) {
-        snprintf(why, len, "compilers differ: '%.60s' vs '%.60s'", base->compiler, next->compiler);
+    if (strcmp(base->system.compiler, next->system.compiler)) {
+        snprintf(why, len, "compilers differ: '%.60s' vs '%.60s'", base->system.compiler,
+                 next->system.compiler);
         return why;
     }
-    if (strcmp(base->libraries, next->libraries)) {
+    if (strcmp(base->system.libraries, next->system.libraries)) {
         snprintf(why, len, "library versions differ (system.json)");
         return why;
     }
@@ -960,9 +604,9 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
         table_row(name, metric, "-", "-", "-", speed_why);
         finding(t, "NOTE", name, "speed not compared: %s", speed_why);
     } else {
-        double *sb = malloc(sizeof(double) * (size_t)(b->n_samples + 1));
-        double *sn = malloc(sizeof(double) * (size_t)(n->n_samples + 1));
-        int nb = sb ? b->n_samples : 0, nn = sn ? n->n_samples : 0;
+        double *sb = xcalloc((size_t)b->n_samples, sizeof(double));
+        double *sn = xcalloc((size_t)n->n_samples, sizeof(double));
+        int nb = b->n_samples, nn = n->n_samples;
         for (int i = 0; i < nb; i++)
             sb[i] = b->samples[i] / scale_b;
         for (int i = 0; i < nn; i++)
@@ -1053,17 +697,18 @@ static void judge_status(const run_row *b, const run_row *n, tally *t)
     char name[512];
     describe_row(is_ok(b) ? b : n, name, sizeof name);
     t->compared++;
-    table_row(name, "status", b->status, n->status, "-",
+    const char *was = status_name(b->status), *now = status_name(n->status);
+    table_row(name, "status", was, now, "-",
               is_ok(b) && !is_skipped(n) ? "REGRESSION" : "not compared");
     if (is_ok(b) && is_skipped(n))
         finding(t, "NOTE", name, "skipped in NEW (%s); not compared", n->message);
     else if (is_ok(b))
-        finding(t, "REGRESSION", name, "ok in BASE, %s in NEW: %s", n->status,
+        finding(t, "REGRESSION", name, "ok in BASE, %s in NEW: %s", now,
                 *n->message ? n->message : "(no message)");
     else if (is_ok(n))
-        finding(t, "NOTE", name, "%s in BASE, ok in NEW", b->status);
+        finding(t, "NOTE", name, "%s in BASE, ok in NEW", was);
     else
-        finding(t, "NOTE", name, "%s in BASE, %s in NEW", b->status, n->status);
+        finding(t, "NOTE", name, "%s in BASE, %s in NEW", was, now);
 }
 
 static void print_samples_line(const run_files *run)
@@ -1101,11 +746,7 @@ static int compare_runs(const compare_options *o, run_files *base, run_files *ne
         }
     }
     /* Pair exactly first, then by the loose key when a row did not run. */
-    int *partner = malloc(sizeof(int) * (size_t)(base->n_rows + 1));
-    if (!partner) {
-        fprintf(stderr, "bench compare: out of memory\n");
-        return 2;
-    }
+    int *partner = xcalloc((size_t)base->n_rows, sizeof(int));
     for (int i = 0; i < base->n_rows; i++) {
         partner[i] = -1;
         for (int j = 0; j < next->n_rows && partner[i] < 0; j++)
@@ -1168,7 +809,8 @@ static int compare_runs(const compare_options *o, run_files *base, run_files *ne
                 continue;
             char name[512];
             describe_row(r, name, sizeof name);
-            finding(&t, "NOTE", name, "only in %s (%s); not compared", run->label, r->status);
+            finding(&t, "NOTE", name, "only in %s (%s); not compared", run->label,
+                    status_name(r->status));
         }
     }
     if (t.findings && fclose(t.findings) == 0 && findings_len) {

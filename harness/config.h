@@ -20,13 +20,13 @@ typedef struct run_config {
 
     workload work;
     int epochs;
-    int batch_size;
     int limit;      /* first N training images; 0 = all */
     int test_limit; /* first N test images; 0 = all */
     int shuffle;
     uint64_t seed;
-    optimizer_config opt;
-    engine_config engine; /* threads, device, precision, graph, data residency */
+    /* What every engine is created with: batch size, optimiser, threads,
+     * device, precision, graph, data residency. */
+    engine_config engine;
 
     /* Data parallelism (parallel/coordinator.h) */
     int replicas[MAX_REPLICA_COUNTS]; /* --replicas, ascending; {1} by default */

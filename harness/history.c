@@ -11,9 +11,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "harness/compare.h"
 #include "harness/config.h"
-#include "harness/results.h"
+#include "harness/csv.h"
+#include "harness/fileio.h"
+#include "harness/status.h"
 
 #define DEFAULT_HISTORY "results/history.csv"
 
@@ -203,6 +204,23 @@ int history_main(int argc, char **argv)
             csv_free(&s);
             return 2;
         }
+    /* every row's status is known before anything is appended */
+    int status = csv_column(&s, "status");
+    for (int i = 0; i < s.n_rows; i++) {
+        run_status st;
+        if (status_parse(s.rows[i][status], &st) != 0) {
+            fprintf(stderr, "bench history: %s:%d: column 'status': '%s' is not a status\n",
+                    summary_path, s.lines[i], s.rows[i][status]);
+            csv_free(&s);
+            return 2;
+        }
+    }
+    if (is_special_file(file)) { /* appending to a FIFO would wait for a reader */
+        fprintf(stderr, "bench history: %s is not a regular file (a FIFO, device or socket)\n",
+                file);
+        csv_free(&s);
+        return 2;
+    }
     int have_history = stat(file, &st) == 0 && st.st_size > 0;
     if (have_history) {
         int bad = csv_read(file, &h, err, sizeof err) != 0;
@@ -231,10 +249,11 @@ int history_main(int argc, char **argv)
     } else if (!ends_with_newline(file)) {
         fputc('\n', out); /* a file edited by hand may lack its last newline */
     }
-    int status = csv_column(&s, "status"), added = 0, known = 0, not_ok = 0;
+    int added = 0, known = 0, not_ok = 0;
     const char *values[sizeof history_columns / sizeof history_columns[0]];
     for (int i = 0; i < s.n_rows; i++) {
-        if (strcmp(s.rows[i][status], "ok")) {
+        run_status st;
+        if (status_parse(s.rows[i][status], &st) != 0 || st != STATUS_OK) {
             not_ok++;
             continue;
         }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "harness/errmsg.h"
+#include "harness/fileio.h"
 
 #ifdef HAVE_ZLIB
 #include <zlib.h>
@@ -190,28 +191,20 @@ static int source_open(source *s, const char *path, char *err, size_t err_len)
 {
     memset(s, 0, sizeof *s);
     s->path = path;
-    s->f = fopen(path, "rb");
+    const char *problem;
+    s->f = fopen_regular(path, &problem);
     if (!s->f) {
         int e = errno;
         if (e == ENOENT)
             errmsg_set(err, err_len, path, "no such file (pass --data DIR, or install Debian's "
                  "dataset-fashion-mnist for %s/)", IDX_DEFAULT_DIR);
+        else if (e == EISDIR)
+            errmsg_set(err, err_len, path, "is a directory, expected an IDX file");
+        else if (e == EINVAL)
+            errmsg_set(err, err_len, path, "%s", problem);
         else
-            errmsg_set(err, err_len, path, "cannot open: %s", strerror(e));
+            errmsg_set(err, err_len, path, "cannot open: %s", problem);
         return -1;
-    }
-    struct stat st;
-    if (fstat(fileno(s->f), &st) != 0) {
-        errmsg_set(err, err_len, path, "cannot stat: %s", strerror(errno));
-        goto bad;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        errmsg_set(err, err_len, path, "is a directory, expected an IDX file");
-        goto bad;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        errmsg_set(err, err_len, path, "is not a regular file");
-        goto bad;
     }
     unsigned char m[2];
     size_t got = fread(m, 1, 2, s->f);
@@ -348,10 +341,12 @@ static int load_file(const char *path, int want_ndims, int rows, int cols, int c
      * file whose header claims gigabytes is refused without allocating them. */
     size_t cap = h.data_len < ((size_t)1 << 20) ? h.data_len : (size_t)1 << 20, have = 0;
     uint8_t *buf = NULL;
+    int oom = 0;
     for (;;) {
         uint8_t *grown = realloc(buf, cap);
         if (!grown) {
             errmsg_set(err, err_len, path, "out of memory for %zu bytes", cap);
+            oom = 1;
             goto bad;
         }
         buf = grown;
@@ -398,6 +393,8 @@ static int load_file(const char *path, int want_ndims, int rows, int cols, int c
 bad:
     free(buf);
     source_close(&s);
+    if (oom)
+        errno = ENOMEM; /* not the file's fault: the caller says so */
     return -1;
 }
 
@@ -413,28 +410,61 @@ int idx_load_labels(const char *path, int classes, uint8_t **labels, int *count,
     return load_file(path, 1, 0, 0, classes, labels, count, err, err_len);
 }
 
-/* Finds <dir>/<split>-<kind>-idx<n>-ubyte in one of its spellings. Returns 0
- * with the path, or -1 with a message naming the file looked for. */
-static int find_file(const char *dir, const char *split, const char *kind, int n,
-                     char *path, size_t path_len, char *err, size_t err_len)
+int idx_find(const char *dir, const char *split, const char *kind, char *path,
+             size_t path_len, char *unread, size_t unread_len, char *err, size_t err_len)
 {
     const char *forms[] = {"%s/%s-%s-idx%d-ubyte", "%s/%s-%s-idx%d-ubyte.gz",
                            "%s/%s-%s.idx%d-ubyte", "%s/%s-%s.idx%d-ubyte.gz"};
+    const int n = strcmp(kind, "images") == 0 ? 3 : 1;
+    const size_t n_forms = sizeof forms / sizeof forms[0];
     struct stat st;
-    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+    if (unread && unread_len)
+        unread[0] = 0;
+    for (size_t i = 0; i < n_forms; i++) {
         int w = snprintf(path, path_len, forms[i], dir, split, kind, n);
         if (w < 0 || (size_t)w >= path_len) {
             errmsg_set(err, err_len, dir, "path is too long");
             return -1;
         }
-        if (stat(path, &st) == 0 || errno != ENOENT)
-            return 0; /* exists (or exists but cannot be looked at: say so on open) */
+        if (stat(path, &st) != 0 && errno == ENOENT)
+            continue;
+        /* exists (or cannot be looked at: said on open); name any later
+         * spelling that is present too, as it is not read */
+        for (size_t j = i + 1; unread && j < n_forms; j++) {
+            char other[4096];
+            snprintf(other, sizeof other, forms[j], dir, split, kind, n);
+            if (stat(other, &st) == 0 || errno != ENOENT) {
+                snprintf(unread, unread_len, "%s", other);
+                break;
+            }
+        }
+        return 0;
     }
     snprintf(path, path_len, "%s/%s-%s-idx%d-ubyte", dir, split, kind, n);
     errmsg_set(err, err_len, path, "no such file (nor .gz, nor the %s-%s.idx%d-ubyte spelling); "
          "pass --data DIR, or install Debian's dataset-fashion-mnist for %s/",
          split, kind, n, IDX_DEFAULT_DIR);
     return -1;
+}
+
+void idx_describe_files(const char *dir, char *used, size_t used_len, char *unread,
+                        size_t unread_len)
+{
+    static const char *const files[4][2] = {
+        {"train", "images"}, {"train", "labels"}, {"t10k", "images"}, {"t10k", "labels"}};
+    size_t u = 0, n = 0;
+    used[0] = unread[0] = 0;
+    for (int i = 0; i < 4; i++) {
+        char path[4096], other[4096], err[16];
+        if (idx_find(dir, files[i][0], files[i][1], path, sizeof path, other, sizeof other, err,
+                     sizeof err) != 0)
+            continue;
+        if (u < used_len)
+            u += (size_t)snprintf(used + u, used_len - u, "%s%s", u ? ", " : "", path);
+        if (other[0] && n < unread_len)
+            n += (size_t)snprintf(unread + n, unread_len - n, "%s%s (read %s instead)",
+                                  n ? "; " : "", other, path);
+    }
 }
 
 void dataset_free(dataset *d)
@@ -469,8 +499,8 @@ int idx_load_split(const char *dir, const char *split, int classes, int rows, in
         return -1;
     }
     char ipath[4096], lpath[4096];
-    if (find_file(dir, split, "images", 3, ipath, sizeof ipath, err, err_len) ||
-        find_file(dir, split, "labels", 1, lpath, sizeof lpath, err, err_len))
+    if (idx_find(dir, split, "images", ipath, sizeof ipath, NULL, 0, err, err_len) ||
+        idx_find(dir, split, "labels", lpath, sizeof lpath, NULL, 0, err, err_len))
         return -1;
     uint8_t *images = NULL, *labels = NULL;
     int n_images = 0, n_labels = 0;

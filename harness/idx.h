@@ -38,6 +38,20 @@
 int idx_load_split(const char *dir, const char *split, int classes, int rows, int cols,
                    dataset *out, char *err, size_t err_len);
 
+/* The file idx_load_split reads for <split>-<kind> ("images" or "labels")
+ * in dir, into path. When another spelling of it is present too (plain
+ * and .gz side by side), it is not read: its path goes into unread (may be
+ * NULL), else unread is "". 0, or -1 with a message when none exists. */
+int idx_find(const char *dir, const char *split, const char *kind, char *path,
+             size_t path_len, char *unread, size_t unread_len, char *err, size_t err_len);
+
+/* For the record of a run: the four files read from dir, comma-separated,
+ * into used; the spellings present beside them but not read into unread
+ * ("" when none), e.g. "D/train-images-idx3-ubyte.gz (read
+ * D/train-images-idx3-ubyte instead)". */
+void idx_describe_files(const char *dir, char *used, size_t used_len, char *unread,
+                        size_t unread_len);
+
 /* Both splits: "train" into *train and "t10k" into *test. On failure both
  * are left empty. */
 int idx_load(const char *dir, int classes, int rows, int cols, dataset *train,

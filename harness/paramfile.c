@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "harness/errmsg.h"
+#include "harness/fileio.h"
 
 
 static uint32_t get32(const uint8_t *p)
@@ -130,6 +131,40 @@ size_t paramfile_encode(const workload *w, const float *params, uint8_t *buf, si
     return (size_t)(p - buf);
 }
 
+/* "name [a x b]" of the file's first tensor, as far as the bytes say. */
+static void first_tensor_of_file(const uint8_t *buf, size_t len, char *out, size_t out_len)
+{
+    snprintf(out, out_len, "unreadable");
+    if (len < 20)
+        return;
+    uint32_t l = get32(buf + 16);
+    if (l == 0 || l > PARAMFILE_MAX_NAME || len - 20 < (size_t)l + 4)
+        return;
+    char name[PARAMFILE_MAX_NAME * 4 + 8], shape[128] = "of unreadable shape";
+    printable(name, sizeof name, buf + 20, l);
+    size_t p = 20 + l;
+    uint32_t nd = get32(buf + p), dims[PARAMFILE_MAX_DIMS];
+    p += 4;
+    if (nd >= 1 && nd <= PARAMFILE_MAX_DIMS && (len - p) / 4 >= nd) {
+        for (uint32_t d = 0; d < nd; d++)
+            dims[d] = get32(buf + p + 4 * d);
+        shape_str(shape, sizeof shape, dims, nd);
+    }
+    snprintf(out, out_len, "%s %s", name, shape);
+}
+
+static void first_tensor_of_workload(const workload *w, char *out, size_t out_len)
+{
+    tensor t;
+    tensor_get(w, 0, &t);
+    uint32_t dims[4];
+    for (int d = 0; d < t.ndims && d < 4; d++)
+        dims[d] = (uint32_t)t.dims[d];
+    char shape[128];
+    shape_str(shape, sizeof shape, dims, (uint32_t)t.ndims);
+    snprintf(out, out_len, "%s %s", t.name, shape);
+}
+
 /* Validates buf against w; when params is not NULL, also copies the values. */
 static int walk(const uint8_t *buf, size_t len, const char *name, const workload *w,
                 float *params, char *err, size_t err_len)
@@ -157,8 +192,12 @@ static int walk(const uint8_t *buf, size_t len, const char *name, const workload
     uint32_t count = get32(buf + 12);
     int n = workload_tensor_count(w);
     if (count != (uint32_t)n) {
-        errmsg_set(err, err_len, name, "holds %u tensors, workload %s has %d: it was saved for a "
-             "different workload", count, w->name, n);
+        char file_first[PARAMFILE_MAX_NAME * 4 + 160], want_first[256];
+        first_tensor_of_file(buf, len, file_first, sizeof file_first);
+        first_tensor_of_workload(w, want_first, sizeof want_first);
+        errmsg_set(err, err_len, name, "holds %u tensors, the first %s; workload %s has %d, the "
+             "first %s: it was saved for a different workload", count, file_first, w->name, n,
+             want_first);
         return -1;
     }
     size_t p = 16;
@@ -264,24 +303,20 @@ int paramfile_parse(const void *buf, size_t len, const workload *w, float *param
 int paramfile_load(const char *path, const workload *w, float *params, char *err,
                    size_t err_len)
 {
-    FILE *f = fopen(path, "rb");
+    const char *problem;
+    FILE *f = fopen_regular(path, &problem);
     if (!f) {
-        errmsg_set(err, err_len, path, "cannot open: %s", strerror(errno));
+        if (errno == EISDIR)
+            errmsg_set(err, err_len, path, "is a directory, expected a parameter file");
+        else if (errno == EINVAL)
+            errmsg_set(err, err_len, path, "%s", problem);
+        else
+            errmsg_set(err, err_len, path, "cannot open: %s", problem);
         return -1;
     }
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
         errmsg_set(err, err_len, path, "cannot stat: %s", strerror(errno));
-        fclose(f);
-        return -1;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        errmsg_set(err, err_len, path, "is a directory, expected a parameter file");
-        fclose(f);
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        errmsg_set(err, err_len, path, "is not a regular file");
         fclose(f);
         return -1;
     }
@@ -297,6 +332,7 @@ int paramfile_load(const char *path, const workload *w, float *params, char *err
     if (!buf) {
         errmsg_set(err, err_len, path, "out of memory for %zu bytes", size);
         fclose(f);
+        errno = ENOMEM; /* not the file's fault: the caller says so */
         return -1;
     }
     /* Read one byte more than stat said, to notice a file that grew. */

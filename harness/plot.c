@@ -17,7 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness/compare.h"
+#include "harness/csv.h"
+#include "harness/status.h"
 #include "harness/report.h"
 
 enum { VARS_LEN = 16384, OUTPUT_LEN = 2048, MSG_LEN = 2 * PATH_MAX + 1024 };
@@ -172,6 +173,7 @@ static int run_gnuplot(const char *gnuplot, const char *vars, const char *script
 /* What a run directory has to draw. */
 typedef struct run_facts {
     int finished;        /* configurations with status ok */
+    int drawable;        /* finished, or interrupted after a timed epoch */
     int naive_finished;
     int evaluated;       /* a finished backend has a test accuracy */
     char profiled[1024]; /* finished configurations with a profile-<label>.csv */
@@ -182,6 +184,61 @@ static const char *field(const csv_table *t, int row, const char *name)
 {
     int c = csv_column(t, name);
     return c >= 0 && c < t->n_cols ? t->rows[row][c] : "";
+}
+
+/* epochs.csv must have what the scripts read before gnuplot sees it: a bad
+ * file is the input's fault (2), not a chart that failed. */
+static int check_epochs_csv(const char *dir, char *msg, size_t msg_len)
+{
+    char path[PATH_MAX + 64], err[1024];
+    snprintf(path, sizeof path, "%s/epochs.csv", dir);
+    csv_table t;
+    if (csv_read(path, &t, err, sizeof err) != 0) {
+        snprintf(msg, msg_len, "%s", err);
+        csv_free(&t);
+        return 2;
+    }
+    static const char *const needed[] = {
+        "backend", "replicas", "ranks", "repeat", "epoch", "train_loss", "test_loss",
+        "test_accuracy", "status",
+    };
+    int rc = 0;
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0] && !rc; i++)
+        if (csv_column(&t, needed[i]) < 0) {
+            snprintf(msg, msg_len, "%s has no column %s (not a bench epochs.csv?)", path,
+                     needed[i]);
+            rc = 2;
+        }
+    for (int r = 0; r < t.n_rows && !rc; r++)
+        if (atoi(field(&t, r, "epoch")) < 1) {
+            snprintf(msg, msg_len, "%s: row %d has no epoch number", path, r + 2);
+            rc = 2;
+        }
+    csv_free(&t);
+    return rc;
+}
+
+/* Whether a chart file ends as a whole PNG (its IEND chunk) or SVG
+ * (</svg>) does: gnuplot may exit 0 having written part of it to a full
+ * disk. */
+static int chart_complete(const char *path, int svg)
+{
+    static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+    unsigned char tail[64];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t got = 0;
+    if (fseek(f, -(long)sizeof tail, SEEK_END) != 0)
+        rewind(f);
+    got = fread(tail, 1, sizeof tail, f);
+    fclose(f);
+    if (!svg)
+        return got >= sizeof iend && memcmp(tail + got - sizeof iend, iend, sizeof iend) == 0;
+    for (size_t i = 0; i + 6 <= got; i++)
+        if (memcmp(tail + i, "</svg>", 6) == 0)
+            return 1;
+    return 0;
 }
 
 /* Reads summary.csv; 0, or 2 with a message. */
@@ -216,21 +273,27 @@ static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
         }
     size_t used = 0;
     for (int r = 0; r < t.n_rows; r++) {
-        if (strcmp(field(&t, r, "status"), "ok") != 0)
+        run_status status;
+        if (status_parse(field(&t, r, "status"), &status) != 0)
+            continue;
+        int ok = status == STATUS_OK;
+        /* as plots/common.gp picks the configurations it draws */
+        if (!ok && !(status == STATUS_INTERRUPTED && atoi(field(&t, r, "timed_samples")) > 0))
             continue;
         const char *backend = field(&t, r, "backend");
         char name[128];
         config_label_of(backend, atoi(field(&t, r, "replicas")), atoi(field(&t, r, "ranks")), name,
                         sizeof name);
-        f->finished++;
-        f->naive_finished |= strcmp(name, "naive") == 0;
+        f->drawable++;
+        f->finished += ok;
+        f->naive_finished |= ok && strcmp(name, "naive") == 0;
         f->evaluated |= atof(field(&t, r, "final_test_accuracy")) > 0;
         char profile[PATH_MAX + 64];
         snprintf(profile, sizeof profile, "%s/profile-%s.csv", dir, name);
         if (is_file(profile) && used + strlen(name) + 2 < sizeof f->profiled)
             used += (size_t)snprintf(f->profiled + used, sizeof f->profiled - used, "%s%s",
                                      used ? " " : "", name);
-        if (f->finished == 1) {
+        if (f->drawable == 1) {
             const char *gpu = field(&t, r, "gpu_model");
             snprintf(f->machine, sizeof f->machine, "%s%s%s", field(&t, r, "cpu_model"),
                      *gpu && strcmp(gpu, "none") ? " + " : "",
@@ -239,12 +302,12 @@ static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
         }
     }
     csv_free(&t);
-    if (!f->finished) {
-        snprintf(msg, msg_len, "no backend finished in %s (summary.csv has no row with status ok)",
-                 dir);
+    if (!f->drawable) {
+        snprintf(msg, msg_len, "no backend finished in %s (summary.csv has no row with status ok, "
+                 "nor an interrupted one with a timed epoch)", dir);
         return 2;
     }
-    return 0;
+    return check_epochs_csv(dir, msg, msg_len);
 }
 
 /* Renders what dir has data for; lists the charts drawn in drawn. */
@@ -291,26 +354,34 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
             continue;
         int ok = 1;
         for (int k = 0; k < 2; k++) {
-            char script[PATH_MAX + 64], out[PATH_MAX + 64];
+            char script[PATH_MAX + 64], out[PATH_MAX + 64], part[PATH_MAX + 96];
             static char vars[VARS_LEN];
             snprintf(script, sizeof script, "%s%s.gp", plotdir, charts[c].name);
             snprintf(out, sizeof out, "%s/%s.%s", dir, charts[c].name, formats[k]);
+            /* drawn beside the chart and renamed over it only when whole,
+             * so a failure never leaves a broken chart in place of a good one */
+            snprintf(part, sizeof part, "%s/.%s.%s.part-%ld", dir, charts[c].name, formats[k],
+                     (long)getpid());
             vars[0] = 0;
             add_var(vars, sizeof vars, "dir", dir);
-            add_var(vars, sizeof vars, "out", out);
+            add_var(vars, sizeof vars, "out", part);
             add_var(vars, sizeof vars, "term", formats[k]);
             add_var(vars, sizeof vars, "plotdir", plotdir);
             add_var(vars, sizeof vars, "machine", facts.machine);
             add_var(vars, sizeof vars, "date", facts.date);
             add_var(vars, sizeof vars, "profiled", facts.profiled);
-            struct stat st;
             if (run_gnuplot(gnuplot, vars, script, msg, sizeof msg) != 0) {
                 fprintf(stderr, "bench plot: %s: %s\n", out, msg);
                 ok = 0;
-            } else if (stat(out, &st) != 0 || st.st_size == 0) {
-                fprintf(stderr, "bench plot: gnuplot wrote no %s\n", out);
+            } else if (!chart_complete(part, k == 1)) {
+                fprintf(stderr, "bench plot: %s: not written in full (is the disk full?); any "
+                        "earlier chart is kept\n", out);
+                ok = 0;
+            } else if (rename(part, out) != 0) {
+                fprintf(stderr, "bench plot: %s: %s\n", out, strerror(errno));
                 ok = 0;
             }
+            unlink(part); /* left only by a failure */
         }
         if (ok)
             used += (size_t)snprintf(drawn + used, used < drawn_len ? drawn_len - used : 0,
@@ -337,17 +408,18 @@ static void say_drawn(const char *dir, const char *drawn)
         fprintf(stderr, "charts: %s/%s.png and .svg\n", dir, drawn);
 }
 
-void plot_after_run(const char *dir)
+int plot_after_run(const char *dir)
 {
     char gnuplot[PATH_MAX + 16];
     if (find_gnuplot(gnuplot, sizeof gnuplot) != 0) {
         fprintf(stderr, "charts: not drawn, gnuplot is not installed (apt-get install gnuplot-nox; "
                         "then ./bench plot %s)\n", dir);
-        return;
+        return 0;
     }
     char drawn[256];
-    render(dir, drawn, sizeof drawn);
+    int rc = render(dir, drawn, sizeof drawn);
     say_drawn(dir, drawn);
+    return rc == 1 ? -1 : 0;
 }
 
 static void plot_usage(FILE *f)

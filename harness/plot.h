@@ -10,8 +10,9 @@
 int plot_run_dir(const char *dir);
 
 /* At the end of a run: renders the charts and prints one line saying where
- * they are, or why there are none (gnuplot not installed). */
-void plot_after_run(const char *dir);
+ * they are, or why there are none (gnuplot not installed). -1 when a chart
+ * could not be drawn or written (said on stderr), else 0. */
+int plot_after_run(const char *dir);
 
 /* `./bench plot DIR`; argv[0] is "plot". Exit status as plot_run_dir. */
 int plot_main(int argc, char **argv);

@@ -35,12 +35,12 @@ void progress_update(progress *p, long done, double elapsed, double mean_loss)
 }
 
 void progress_finish(progress *p, long done, double seconds, double train_loss,
-                     double test_accuracy, const char *status)
+                     double test_accuracy, run_status status)
 {
     if (p->tty)
         fprintf(stderr, "\r\033[K");
     fprintf(stderr, "%-10s epoch %d/%d  %ld images  %.3f s  %.0f img/s  loss %.4f  test acc %.4f%s%s\n",
             p->label, p->epoch, p->epochs, done, seconds, seconds > 0 ? done / seconds : 0.0,
-            train_loss, test_accuracy, strcmp(status, "ok") ? "  " : "",
-            strcmp(status, "ok") ? status : "");
+            train_loss, test_accuracy, status != STATUS_OK ? "  " : "",
+            status != STATUS_OK ? status_name(status) : "");
 }

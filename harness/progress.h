@@ -3,6 +3,8 @@
 #ifndef LB_PROGRESS_H
 #define LB_PROGRESS_H
 
+#include "harness/status.h"
+
 typedef struct progress {
     int tty;
     const char *label;
@@ -14,6 +16,6 @@ typedef struct progress {
 void progress_start(progress *p, const char *label, int epoch, int epochs, long total_images);
 void progress_update(progress *p, long done, double elapsed, double mean_loss);
 void progress_finish(progress *p, long done, double seconds, double train_loss,
-                     double test_accuracy, const char *status);
+                     double test_accuracy, run_status status);
 
 #endif

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "harness/columns.h"
 #include "harness/sysinfo.h"
 
 void config_label_of(const char *backend, int replicas, int ranks, char *buf, size_t len)
@@ -73,130 +74,31 @@ int write_confusion(results *r, const char *label, const eval_counts *ev)
     return fclose(f) == 0 ? 0 : -1;
 }
 
-static int is_ok(const summary_row *r) { return r->status && strcmp(r->status, "ok") == 0; }
-
-static void fmt_num(char *buf, size_t len, double v, const char *fmt)
-{
-    if (v > 0 && isfinite(v))
-        snprintf(buf, len, fmt, v);
-    else
-        snprintf(buf, len, "-");
-}
-
-static void fmt_seconds(char *buf, size_t len, const summary_row *r)
-{
-    if (!(r->epoch_seconds_median > 0))
-        snprintf(buf, len, "-");
-    else if (r->timed_samples > 1)
-        snprintf(buf, len, "%.3f ± %.3f", r->epoch_seconds_median, r->epoch_seconds_stddev);
-    else
-        snprintf(buf, len, "%.3f", r->epoch_seconds_median);
-}
-
-static void fmt_target(char *buf, size_t len, const summary_row *r)
-{
-    if (r->target_accuracy <= 0 || !is_ok(r))
-        snprintf(buf, len, "-");
-    else if (r->time_to_target_seconds < 0)
-        snprintf(buf, len, "not reached");
-    else
-        snprintf(buf, len, "%.2f", r->time_to_target_seconds);
-}
+static int is_ok(const summary_row *r) { return r->status == STATUS_OK; }
 
 static void print_md(FILE *f, const summary_row *rows, int n)
 {
-    fprintf(f, "\n| backend | precision | threads | devices | s/epoch (median) | images/s |"
-               " GFLOP/s | %% of peak | speedup vs naive | test accuracy | time to target (s) |"
-               " peak memory (MiB) | status |\n");
-    fprintf(f, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
-    for (int i = 0; i < n; i++) {
-        const summary_row *r = &rows[i];
-        char label[128], sec[48], ips[32], gf[32], pct[32], sp[32], acc[32], ttt[32], mem[32];
-        config_label(&r->key, label, sizeof label);
-        fmt_seconds(sec, sizeof sec, r);
-        fmt_num(ips, sizeof ips, r->images_per_second, "%.0f");
-        fmt_num(gf, sizeof gf, r->gflops_per_second, "%.2f");
-        fmt_num(pct, sizeof pct, r->percent_of_peak, "%.1f");
-        fmt_num(sp, sizeof sp, r->speedup_vs_naive, "%.2fx");
-        fmt_num(acc, sizeof acc, r->final_test_accuracy, "%.4f");
-        fmt_target(ttt, sizeof ttt, r);
-        fmt_num(mem, sizeof mem, r->peak_memory_bytes / 1048576.0, "%.1f");
-        fprintf(f, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-                label, r->key.precision, r->key.threads, r->key.devices, sec, ips, gf,
-                pct, sp, acc, ttt, mem, r->status);
-    }
+    fputc('\n', f);
+    columns_md_header(f, summary_columns);
+    for (int i = 0; i < n; i++)
+        columns_md_row(f, summary_columns, &rows[i]);
 }
 
-static void print_csv(FILE *f, const summary_row *rows, int n)
+/* The same columns and lines as summary.csv. */
+static void print_csv(FILE *f, const summary_row *rows, int n, const sysinfo *sys)
 {
-    fprintf(f, "backend,precision,threads,devices,replicas,ranks,epoch_seconds_median,"
-               "epoch_seconds_mean,"
-               "epoch_seconds_stddev,timed_samples,warmup_epochs,images_per_second,"
-               "gflops_per_second,percent_of_peak,peak_gflops,speedup_vs_naive,"
-               "final_test_accuracy,macro_precision,macro_recall,macro_f1,target_accuracy,"
-               "time_to_target_seconds,peak_memory_bytes,status\n");
-    for (int i = 0; i < n; i++) {
-        const summary_row *r = &rows[i];
-        csv_field(f, r->key.backend);
-        fputc(',', f);
-        csv_field(f, r->key.precision);
-        fprintf(f, ",%d,%d,%d,%d,%.6f,%.6f,%.6f,%d,%d,%.1f,%.3f,%.2f,%.1f,%.3f,%.6f,%.6f,%.6f,"
-                   "%.6f,%.4f,%.3f,%.0f,",
-                r->key.threads, r->key.devices, r->key.replicas, r->key.ranks,
-                r->epoch_seconds_median, r->epoch_seconds_mean,
-                r->epoch_seconds_stddev, r->timed_samples, r->warmup_epochs,
-                r->images_per_second, r->gflops_per_second, r->percent_of_peak, r->peak_gflops,
-                r->speedup_vs_naive, r->final_test_accuracy, r->macro_precision,
-                r->macro_recall, r->macro_f1, r->target_accuracy, r->time_to_target_seconds,
-                r->peak_memory_bytes);
-        csv_field(f, r->status);
-        fputc('\n', f);
-    }
+    columns_csv_header(f, summary_columns);
+    for (int i = 0; i < n; i++)
+        columns_csv_row(f, summary_columns, &rows[i], sys);
 }
 
-/* JSON has no NaN: a number that is not finite is written as null. */
-static void json_number(FILE *f, const char *key, const char *fmt, double v)
-{
-    fprintf(f, ", \"%s\": ", key);
-    if (isfinite(v))
-        fprintf(f, fmt, v);
-    else
-        fprintf(f, "null");
-}
-
-static void print_json(FILE *f, const summary_row *rows, int n)
+static void print_json(FILE *f, const summary_row *rows, int n, const sysinfo *sys)
 {
     fprintf(f, "[\n");
     for (int i = 0; i < n; i++) {
-        const summary_row *r = &rows[i];
-        fprintf(f, "  {\"backend\": ");
-        json_string(f, r->key.backend);
-        fprintf(f, ", \"precision\": ");
-        json_string(f, r->key.precision);
-        fprintf(f, ", \"threads\": %d, \"devices\": %d, \"replicas\": %d, \"ranks\": %d",
-                r->key.threads, r->key.devices, r->key.replicas, r->key.ranks);
-        json_number(f, "epoch_seconds_median", "%.6f", r->epoch_seconds_median);
-        json_number(f, "epoch_seconds_mean", "%.6f", r->epoch_seconds_mean);
-        json_number(f, "epoch_seconds_stddev", "%.6f", r->epoch_seconds_stddev);
-        fprintf(f, ", \"timed_samples\": %d, \"warmup_epochs\": %d", r->timed_samples,
-                r->warmup_epochs);
-        json_number(f, "images_per_second", "%.1f", r->images_per_second);
-        json_number(f, "gflops_per_second", "%.3f", r->gflops_per_second);
-        json_number(f, "percent_of_peak", "%.2f", r->percent_of_peak);
-        json_number(f, "peak_gflops", "%.1f", r->peak_gflops);
-        json_number(f, "speedup_vs_naive", "%.3f", r->speedup_vs_naive);
-        json_number(f, "final_test_accuracy", "%.6f", r->final_test_accuracy);
-        json_number(f, "macro_precision", "%.6f", r->macro_precision);
-        json_number(f, "macro_recall", "%.6f", r->macro_recall);
-        json_number(f, "macro_f1", "%.6f", r->macro_f1);
-        json_number(f, "target_accuracy", "%.4f", r->target_accuracy);
-        json_number(f, "time_to_target_seconds", "%.3f", r->time_to_target_seconds);
-        json_number(f, "peak_memory_bytes", "%.0f", r->peak_memory_bytes);
-        fprintf(f, ", \"status\": ");
-        json_string(f, r->status ? r->status : "");
-        fprintf(f, ", \"message\": ");
-        json_string(f, r->message ? r->message : "");
-        fprintf(f, "}%s\n", i + 1 < n ? "," : "");
+        fprintf(f, "  ");
+        columns_json_object(f, summary_columns, &rows[i], sys);
+        fprintf(f, "%s\n", i + 1 < n ? "," : "");
     }
     fprintf(f, "]\n");
 }
@@ -293,8 +195,8 @@ void print_summary(FILE *f, output_format fmt, const summary_row *rows, int n,
 {
     switch (fmt) {
     case FORMAT_MD: print_md(f, rows, n); break;
-    case FORMAT_CSV: print_csv(f, rows, n); break;
-    case FORMAT_JSON: print_json(f, rows, n); break;
+    case FORMAT_CSV: print_csv(f, rows, n, &r->sys); break;
+    case FORMAT_JSON: print_json(f, rows, n, &r->sys); break;
     }
     FILE *notes = fmt == FORMAT_MD ? f : stderr;
     print_notes(notes, rows, n, r);

@@ -1,5 +1,7 @@
 #include "harness/results.h"
 
+#include "harness/idx.h"
+
 #include <errno.h>
 #include <stdio_ext.h>
 #include <string.h>
@@ -7,49 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KEY_HEADER "backend,workload,precision,threads,devices,replicas,ranks,batch_size,optimizer"
-
-static const char epochs_header[] =
-    KEY_HEADER ",repeat,epoch,images,epoch_seconds,images_per_second,gflops_per_second,"
-    "train_loss,test_loss,test_accuracy,status,message\n";
-
-static const char summary_header[] =
-    KEY_HEADER ",epochs,repeats,images_per_epoch,epoch_seconds_median,epoch_seconds_mean,"
-    "epoch_seconds_stddev,images_per_second,gflops_per_second,percent_of_peak,"
-    "speedup_vs_naive,final_train_loss,final_test_accuracy,macro_precision,macro_recall,"
-    "macro_f1,time_to_target_seconds,peak_memory_bytes,details,status,message,"
-    "cpu_model,host,git_commit,date,timed_samples,warmup_epochs,epoch_seconds_min,"
-    "epoch_seconds_max,peak_gflops,peak_source,gpu_model,target_accuracy,"
-    "scaling_efficiency\n";
-
-void csv_field(FILE *f, const char *s)
-{
-    if (!s)
-        s = "";
-    if (!strpbrk(s, ",\"\n\r")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
-    }
-    fputc('"', f);
-}
-
-static void write_key(FILE *f, const row_key *k)
-{
-    csv_field(f, k->backend);
-    fputc(',', f);
-    csv_field(f, k->workload);
-    fputc(',', f);
-    csv_field(f, k->precision);
-    fprintf(f, ",%d,%d,%d,%d,%d,", k->threads, k->devices, k->replicas, k->ranks,
-            k->batch_size);
-    csv_field(f, k->optimizer);
-}
+#include "harness/columns.h"
 
 /* Flushes and reports a failed write (a full disk shows up here). A row
  * that did not fit is cut off at row_start, so the file still ends on a
@@ -66,13 +26,14 @@ static int finish_row(FILE *f, const char *dir, const char *name, long row_start
     return 0;
 }
 
-static int make_run_dir(char *dir, const run_config *cfg, const sysinfo *sys, char *err,
-                        size_t err_len)
+static int make_run_dir(char *dir, const run_config *cfg, const sysinfo *sys, int *made,
+                        char *err, size_t err_len)
 {
     if (cfg->out_dir[0]) {
         snprintf(dir, PATH_LEN, "%s", cfg->out_dir);
         /* A given directory may exist only if empty of results. */
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        *made = mkdir(dir, 0777) == 0;
+        if (!*made && errno != EEXIST) {
             snprintf(err, err_len, "cannot create --out directory %s: %s", dir, strerror(errno));
             return -1;
         }
@@ -98,8 +59,10 @@ static int make_run_dir(char *dir, const run_config *cfg, const sysinfo *sys, ch
             snprintf(dir, PATH_LEN, "results/%s-%s", stamp, sys->host);
         else
             snprintf(dir, PATH_LEN, "results/%s-%s-%d", stamp, sys->host, n);
-        if (mkdir(dir, 0777) == 0)
+        if (mkdir(dir, 0777) == 0) {
+            *made = 1;
             return 0;
+        }
         if (errno != EEXIST) {
             snprintf(err, err_len, "cannot create %s: %s", dir, strerror(errno));
             return -1;
@@ -128,31 +91,74 @@ static FILE *create_exclusive(results *r, const char *name, char *err, size_t er
     return f;
 }
 
+static int open_files(results *r, const run_config *cfg, char *err, size_t err_len);
+
+/* Removes what a failed results_open made, so the same --out can be used
+ * again once the cause is fixed; errno is kept for the exit status. */
+static void discard_partial_run(results *r, int made_dir)
+{
+    int e = errno;
+    static const char *const names[] = {"epochs.csv", "summary.csv", "system.json"};
+    for (int i = 0; i < 3; i++)
+        if (r->created & (1 << i)) {
+            char path[PATH_LEN + 64];
+            snprintf(path, sizeof path, "%s/%s", r->dir, names[i]);
+            unlink(path);
+        }
+    if (made_dir)
+        rmdir(r->dir);
+    r->created = 0;
+    errno = e;
+}
+
 int results_open(results *r, const run_config *cfg, char *err, size_t err_len)
 {
     memset(r, 0, sizeof *r);
     sysinfo_collect(&r->sys);
-    if (make_run_dir(r->dir, cfg, &r->sys, err, err_len) != 0)
+    idx_describe_files(cfg->data_dir, r->sys.data_files, sizeof r->sys.data_files,
+                       r->sys.data_files_not_read, sizeof r->sys.data_files_not_read);
+    int made_dir = 0;
+    if (make_run_dir(r->dir, cfg, &r->sys, &made_dir, err, err_len) != 0)
         return -1;
+    if (open_files(r, cfg, err, err_len) != 0) {
+        int e = errno;
+        if (r->epochs)
+            fclose(r->epochs);
+        if (r->summary)
+            fclose(r->summary);
+        r->epochs = r->summary = NULL;
+        errno = e;
+        discard_partial_run(r, made_dir);
+        return -1;
+    }
+    return 0;
+}
+
+static int open_files(results *r, const run_config *cfg, char *err, size_t err_len)
+{
     if (!(r->epochs = create_exclusive(r, "epochs.csv", err, err_len)))
         return -1;
+    r->created |= 1;
     if (!(r->summary = create_exclusive(r, "summary.csv", err, err_len)))
         return -1;
+    r->created |= 2;
     FILE *sys = results_file(r, "system.json");
+    if (sys)
+        r->created |= 4;
     if (!sys) {
         snprintf(err, err_len, "cannot write %s/system.json: %s", r->dir, strerror(errno));
         return -1;
     }
     sysinfo_write_json(sys, &r->sys, cfg->argc, cfg->argv);
-    if (fclose(sys) != 0) {
+    if (ferror(sys) + fclose(sys) != 0) {
         snprintf(err, err_len, "cannot write %s/system.json: %s", r->dir, strerror(errno));
         return -1;
     }
-    fputs(epochs_header, r->epochs);
-    fputs(summary_header, r->summary);
-    if (finish_row(r->epochs, r->dir, "epochs.csv", 0) ||
-        finish_row(r->summary, r->dir, "summary.csv", 0)) {
-        snprintf(err, err_len, "cannot write the CSV headers in %s", r->dir);
+    columns_csv_header(r->epochs, epoch_columns);
+    columns_csv_header(r->summary, summary_columns);
+    if (fflush(r->epochs) != 0 || ferror(r->epochs) || fflush(r->summary) != 0 ||
+        ferror(r->summary)) {
+        snprintf(err, err_len, "cannot write the CSV headers in %s: %s", r->dir, strerror(errno));
         return -1;
     }
     return 0;
@@ -160,54 +166,16 @@ int results_open(results *r, const run_config *cfg, char *err, size_t err_len)
 
 int results_epoch(results *r, const epoch_row *row)
 {
-    FILE *f = r->epochs;
-    long start = ftell(f);
-    write_key(f, &row->key);
-    fprintf(f, ",%d,%d,%ld,%.6f,%.1f,%.3f,%.6f,%.6f,%.6f,", row->repeat, row->epoch, row->images,
-            row->epoch_seconds, row->images_per_second, row->gflops_per_second, row->train_loss,
-            row->test_loss, row->test_accuracy);
-    csv_field(f, row->status);
-    fputc(',', f);
-    csv_field(f, row->message);
-    fputc('\n', f);
-    return finish_row(f, r->dir, "epochs.csv", start);
+    long start = ftell(r->epochs);
+    columns_csv_row(r->epochs, epoch_columns, row, &r->sys);
+    return finish_row(r->epochs, r->dir, "epochs.csv", start);
 }
 
 int results_summary(results *r, const summary_row *row)
 {
-    FILE *f = r->summary;
-    long start = ftell(f);
-    write_key(f, &row->key);
-    fprintf(f, ",%d,%d,%ld,%.6f,%.6f,%.6f,%.1f,%.3f,%.2f,%.3f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.0f,",
-            row->epochs, row->repeats, row->images_per_epoch, row->epoch_seconds_median,
-            row->epoch_seconds_mean, row->epoch_seconds_stddev, row->images_per_second,
-            row->gflops_per_second, row->percent_of_peak, row->speedup_vs_naive,
-            row->final_train_loss, row->final_test_accuracy, row->macro_precision,
-            row->macro_recall, row->macro_f1, row->time_to_target_seconds,
-            row->peak_memory_bytes);
-    csv_field(f, row->details);
-    fputc(',', f);
-    csv_field(f, row->status);
-    fputc(',', f);
-    csv_field(f, row->message);
-    fputc(',', f);
-    csv_field(f, r->sys.cpu_model);
-    fputc(',', f);
-    csv_field(f, r->sys.host);
-    fputc(',', f);
-    csv_field(f, r->sys.git_commit);
-    fputc(',', f);
-    csv_field(f, r->sys.date);
-    fprintf(f, ",%d,%d,%.6f,%.6f,%.1f,", row->timed_samples, row->warmup_epochs,
-            row->epoch_seconds_min, row->epoch_seconds_max, row->peak_gflops);
-    csv_field(f, row->peak_source);
-    fputc(',', f);
-    csv_field(f, r->sys.gpu_model);
-    fprintf(f, ",%.4f,", row->target_accuracy);
-    if (row->scaling_efficiency > 0)
-        fprintf(f, "%.4f", row->scaling_efficiency);
-    fputc('\n', f);
-    return finish_row(f, r->dir, "summary.csv", start);
+    long start = ftell(r->summary);
+    columns_csv_row(r->summary, summary_columns, row, &r->sys);
+    return finish_row(r->summary, r->dir, "summary.csv", start);
 }
 
 int results_close(results *r)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "harness/config.h"
+#include "harness/status.h"
 #include "harness/sysinfo.h"
 
 /* What identifies a configuration: the columns both CSV files start with. */
@@ -26,7 +27,7 @@ typedef struct epoch_row {
     long images;
     double epoch_seconds, images_per_second, gflops_per_second;
     double train_loss, test_loss, test_accuracy;
-    const char *status; /* ok, diverged, failed, interrupted */
+    run_status status;
     const char *message;
 } epoch_row;
 
@@ -36,7 +37,7 @@ typedef struct summary_row {
     long images_per_epoch;
     double epoch_seconds_median, epoch_seconds_mean, epoch_seconds_stddev;
     double images_per_second, gflops_per_second, percent_of_peak;
-    double speedup_vs_naive; /* 0 when naive did not run */
+    double speedup_vs_naive; /* 0 (empty in the CSV) when naive or this row did not finish */
     /* images/s / (replicas x images/s of one replica of the same engine
      * earlier in this run); 1 for that one-replica run; 0 (empty in the
      * CSV) when there is no such run, e.g. under mpirun */
@@ -46,7 +47,7 @@ typedef struct summary_row {
     double time_to_target_seconds; /* < 0: not reached or not asked */
     double peak_memory_bytes;
     const char *details; /* precision, math mode, algorithms, threads */
-    const char *status;  /* ok, diverged, failed, interrupted, skipped */
+    run_status status;
     const char *message;
     /* Which epoch times the statistics used (see warmup_epochs in stats.h). */
     int timed_samples, warmup_epochs;
@@ -60,6 +61,7 @@ typedef struct results {
     char dir[PATH_LEN];
     FILE *epochs, *summary;
     sysinfo sys;
+    unsigned created; /* files results_open made: removed again if it fails */
 } results;
 
 /* Creates the run directory (never an existing one) and writes the headers
@@ -71,8 +73,5 @@ int results_summary(results *r, const summary_row *row);
  * profiles). NULL on failure. */
 FILE *results_file(results *r, const char *name);
 int results_close(results *r);
-
-/* Writes s as one CSV field, quoted when it needs to be. */
-void csv_field(FILE *f, const char *s);
 
 #endif

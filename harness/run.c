@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "backends/registry.h"
+#include "harness/alloc.h"
+#include "harness/fileio.h"
 #include "harness/idx.h"
 #include "harness/init.h"
 #include "harness/paramfile.h"
@@ -27,7 +29,17 @@
 
 static volatile sig_atomic_t stop_signal;
 
-static void on_signal(int sig) { stop_signal = sig; }
+/* The first signal stops the run after the current row; a second one (the
+ * run is stuck, or the user insists) ends the process at once. */
+static void on_signal(int sig)
+{
+    if (stop_signal) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+}
 
 static void install_signal_handlers(void)
 {
@@ -53,6 +65,8 @@ typedef struct run_state {
     int root;
     int repeat;               /* of the backend being trained, 1-based */
     FILE *step_losses;        /* --step-losses; NULL when not asked */
+    int step_losses_created;  /* made by this run (removed if it cannot start) */
+    int save_failed;          /* a --save-params file could not be written */
     int n_baselines;          /* one-replica speeds, for scaling efficiency */
     const char *baseline_name[MAX_RUN_BACKENDS];
     double baseline_images_per_second[MAX_RUN_BACKENDS];
@@ -60,7 +74,7 @@ typedef struct run_state {
 
 /* Outcome of training one backend once. */
 typedef struct attempt {
-    const char *status;
+    run_status status;
     char message[512];
     double *epoch_seconds; /* one per completed epoch */
     int epochs_done;
@@ -84,8 +98,8 @@ static row_key key_for(const run_state *s, const backend *b, const attempt *a)
         .devices = a->devices,
         .replicas = a->replicas,
         .ranks = world_size(),
-        .batch_size = cfg->batch_size,
-        .optimizer = optimizer_name(cfg->opt.kind),
+        .batch_size = cfg->engine.batch_size,
+        .optimizer = optimizer_name(cfg->engine.opt.kind),
     };
     return k;
 }
@@ -104,7 +118,7 @@ static int evaluate(const run_state *s, const backend *b, engine *e, attempt *a,
 {
     memset(ev, 0, sizeof *ev);
     if (b->evaluate(e, s->test.count, ev) != 0) {
-        a->status = "failed";
+        a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "evaluate: %s", b->error(e));
         return -1;
     }
@@ -129,7 +143,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
                         progress *prog, double *seconds, double *loss_sum)
 {
     const run_config *cfg = s->cfg;
-    int n = s->train.count, batch = cfg->batch_size;
+    int n = s->train.count, batch = cfg->engine.batch_size;
     int full_steps = n / batch, rest = n % batch;
     epoch_order(cfg->seed, epoch, n, cfg->shuffle, s->order);
 
@@ -141,13 +155,13 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
         double t0 = now_seconds();
         if (b->train_steps(e, s->order + (size_t)done_steps * batch, batch, k,
                            s->losses + done_steps) != 0) {
-            a->status = "failed";
+            a->status = STATUS_FAILED;
             snprintf(a->message, sizeof a->message, "train: %s", b->error(e));
             break;
         }
         double dt = now_seconds() - t0;
         if (!all_finite(s->losses + done_steps, k)) {
-            a->status = "diverged";
+            a->status = STATUS_DIVERGED;
             snprintf(a->message, sizeof a->message, "loss became NaN or Inf in epoch %d",
                      epoch + 1);
         }
@@ -155,7 +169,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
             *loss_sum += s->losses[done_steps + i];
         write_step_losses(s, b, a, epoch, done_steps, k, batch, s->losses + done_steps);
         done_steps += k;
-        if (strcmp(a->status, "ok"))
+        if (a->status != STATUS_OK)
             break;
         /* aim each call at about a quarter of a second */
         double per_step = dt / k;
@@ -166,10 +180,10 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
                             *loss_sum / done_steps);
     }
     long images = (long)done_steps * batch;
-    if (rest && done_steps == full_steps && !stop_signal && !strcmp(a->status, "ok")) {
+    if (rest && done_steps == full_steps && !stop_signal && a->status == STATUS_OK) {
         float last;
         if (b->train_steps(e, s->order + (size_t)full_steps * batch, rest, 1, &last) != 0) {
-            a->status = "failed";
+            a->status = STATUS_FAILED;
             snprintf(a->message, sizeof a->message, "train: %s", b->error(e));
         } else {
             /* weight the partial batch by its size in the epoch mean */
@@ -177,7 +191,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
             write_step_losses(s, b, a, epoch, full_steps, 1, rest, &last);
             images += rest;
             if (!isfinite(last)) {
-                a->status = "diverged";
+                a->status = STATUS_DIVERGED;
                 snprintf(a->message, sizeof a->message, "loss became NaN or Inf in epoch %d",
                          epoch + 1);
             }
@@ -192,12 +206,12 @@ static engine *start_engine(run_state *s, const backend *b, attempt *a)
     char err[512] = "";
     engine *e = backend_create(b, &s->cfg->work, &s->cfg->engine, err, sizeof err);
     if (!e) {
-        a->status = "failed";
+        a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "create: %s", err[0] ? err : "unknown error");
         return NULL;
     }
     if (b->set_params(e, s->init_params) != 0 || b->bind_dataset(e, &s->train, &s->test) != 0) {
-        a->status = "failed";
+        a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "setup: %s", b->error(e));
         b->destroy(e);
         return NULL;
@@ -210,7 +224,7 @@ static engine *start_engine(run_state *s, const backend *b, attempt *a)
     return e;
 }
 
-static void save_params(run_state *s, const backend *b, engine *e, int several)
+static int save_params(run_state *s, const backend *b, engine *e, int several)
 {
     const run_config *cfg = s->cfg;
     char path[PATH_LEN + 64], err[512];
@@ -218,14 +232,18 @@ static void save_params(run_state *s, const backend *b, engine *e, int several)
         snprintf(path, sizeof path, "%s.%s", cfg->save_params, b->name);
     else
         snprintf(path, sizeof path, "%s", cfg->save_params);
-    float *p = malloc(sizeof(float) * cfg->work.param_count);
-    if (!p || b->get_params(e, p) != 0)
+    float *p = xmalloc(sizeof(float) * cfg->work.param_count);
+    int rc = -1;
+    if (b->get_params(e, p) != 0)
         fprintf(stderr, "bench: %s: cannot read back the parameters to save\n", b->name);
     else if (paramfile_save(path, &cfg->work, p, err, sizeof err) != 0)
         fprintf(stderr, "bench: %s\n", err);
-    else
+    else {
         fprintf(stderr, "%s: parameters saved to %s\n", b->name, path);
+        rc = 0;
+    }
     free(p);
+    return rc;
 }
 
 /* Trains backend b once (repeat r, 1-based). Returns 0, or -1 when a
@@ -233,10 +251,12 @@ static void save_params(run_state *s, const backend *b, engine *e, int several)
 static int train_backend(run_state *s, const backend *b, int r, attempt *a)
 {
     const run_config *cfg = s->cfg;
-    a->status = "ok";
+    /* nothing of the previous backend's attempt may reach this one's rows */
+    double *epoch_seconds = a->epoch_seconds;
+    memset(a, 0, sizeof *a);
+    a->epoch_seconds = epoch_seconds;
+    a->status = STATUS_OK;
     a->time_to_target = -1;
-    a->peak_memory = 0;
-    a->device_peak_gflops = 0;
     s->repeat = r;
     engine *e = start_engine(s, b, a);
     if (!e)
@@ -249,25 +269,25 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
     else
         snprintf(label, sizeof label, "%s", b->name);
     int io_error = 0;
-    for (int ep = 0; ep < cfg->epochs && !strcmp(a->status, "ok"); ep++) {
+    for (int ep = 0; ep < cfg->epochs && a->status == STATUS_OK; ep++) {
         progress prog;
         if (s->root)
             progress_start(&prog, label, ep + 1, cfg->epochs, s->train.count);
         double seconds, loss_sum;
         long images = train_epoch(s, b, e, ep, a, &prog, &seconds, &loss_sum);
-        double steps = (double)images / cfg->batch_size;
+        double steps = (double)images / cfg->engine.batch_size;
         double train_loss = steps > 0 ? loss_sum / steps : NAN;
         eval_counts ev = {0};
         double test_loss = NAN, accuracy = NAN;
-        if (stop_signal && !strcmp(a->status, "ok")) {
-            a->status = "interrupted";
+        if (stop_signal && a->status == STATUS_OK) {
+            a->status = STATUS_INTERRUPTED;
             snprintf(a->message, sizeof a->message, "stopped by signal %d during epoch %d",
                      (int)stop_signal, ep + 1);
         }
-        if (!strcmp(a->status, "ok") && evaluate(s, b, e, a, &ev) == 0 && ev.count > 0) {
+        if (a->status == STATUS_OK && evaluate(s, b, e, a, &ev) == 0 && ev.count > 0) {
             test_loss = ev.loss_sum / ev.count;
             if (!isfinite(test_loss)) {
-                a->status = "diverged";
+                a->status = STATUS_DIVERGED;
                 snprintf(a->message, sizeof a->message,
                          "test loss became NaN or Inf after epoch %d", ep + 1);
             }
@@ -300,25 +320,26 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         }
         if (s->root)
             progress_finish(&prog, images, seconds, train_loss, accuracy, a->status);
-        if (!strcmp(a->status, "ok")) {
+        if (a->status == STATUS_OK) {
             a->epoch_seconds[a->epochs_done++] = seconds;
             a->final_train_loss = train_loss;
         }
     }
     a->peak_memory = backend_peak_memory(b, e);
-    if (!strcmp(a->status, "ok") && !cfg->no_peak)
+    if (a->status == STATUS_OK && !cfg->no_peak)
         a->device_peak_gflops = backend_peak_gflops(b, e);
-    if (cfg->profile_layers && r == cfg->repeat && !strcmp(a->status, "ok") && s->root) {
+    if (cfg->profile_layers && r == cfg->repeat && a->status == STATUS_OK && s->root) {
         /* the first batch of epoch 1, 10 steps, like `caffe time` */
         epoch_order(cfg->seed, 0, s->train.count, cfg->shuffle, s->order);
         row_key key = key_for(s, b, a);
         char label[128];
         config_label(&key, label, sizeof label);
-        report_layer_profile(&s->res, label, b, e, &cfg->work, s->order, cfg->batch_size, 10,
+        report_layer_profile(&s->res, label, b, e, &cfg->work, s->order, cfg->engine.batch_size, 10,
                              stderr);
     }
-    if (cfg->save_params[0] && r == cfg->repeat && !strcmp(a->status, "ok") && s->root)
-        save_params(s, b, e, cfg->n_backends > 1);
+    if (cfg->save_params[0] && r == cfg->repeat && a->status == STATUS_OK && s->root &&
+        save_params(s, b, e, cfg->n_backends > 1) != 0)
+        s->save_failed = 1;
     b->destroy(e);
     return io_error ? -1 : 0;
 }
@@ -349,7 +370,8 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
     row->warmup_epochs = n < all_epochs ? warmup_epochs(cfg->epochs) : 0;
     row->images_per_second = st.median > 0 ? s->train.count / st.median : 0;
     row->gflops_per_second = row->images_per_second * cfg->work.train_flops_per_image * 1e-9;
-    if (s->naive_images_per_second > 0 && row->images_per_second > 0)
+    if (s->naive_images_per_second > 0 && row->images_per_second > 0 &&
+        last->status == STATUS_OK)
         row->speedup_vs_naive = row->images_per_second / s->naive_images_per_second;
     row->final_train_loss = last->final_train_loss;
     const eval_counts *ev = &last->final_eval;
@@ -365,7 +387,7 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
             samples[reached++] = runs[r].time_to_target;
     row->time_to_target_seconds = reached ? stats_of(samples, reached).median : -1;
     row->target_accuracy = cfg->target_accuracy;
-    if (!strcmp(last->status, "ok") && s->root) {
+    if (last->status == STATUS_OK && s->root) {
         peak_measure pk = {last->device_peak_gflops, "the backend's GEMM probe on its device"};
         if (cfg->no_peak)
             pk = (peak_measure){0, "not measured (--no-peak)"};
@@ -381,7 +403,7 @@ static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_ru
     row->status = last->status;
     row->message = last->message;
     for (int r = 0; r < n_runs; r++)
-        if (strcmp(runs[r].status, "ok")) {
+        if (runs[r].status != STATUS_OK) {
             row->status = runs[r].status;
             row->message = runs[r].message;
         }
@@ -395,7 +417,7 @@ static int load_inputs(run_state *s)
     if (idx_load(cfg->data_dir, w->classes, w->input.h, w->input.w, &s->train, &s->test, err,
                  sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
-        return 2;
+        return errno == ENOMEM ? 1 : 2; /* out of memory is no fault of the input */
     }
     if (cli_check_against_data(cfg, s->train.count, s->test.count) != 0)
         return 2;
@@ -403,17 +425,13 @@ static int load_inputs(run_state *s)
         s->train.count = cfg->limit;
     if (cfg->test_limit)
         s->test.count = cfg->test_limit;
-    s->init_params = malloc(sizeof(float) * w->param_count);
-    s->order = malloc(sizeof(int32_t) * (size_t)s->train.count);
-    s->losses = malloc(sizeof(float) * ((size_t)s->train.count / cfg->batch_size + 1));
-    if (!s->init_params || !s->order || !s->losses) {
-        fprintf(stderr, "bench: out of memory\n");
-        return 1;
-    }
+    s->init_params = xmalloc(sizeof(float) * w->param_count);
+    s->order = xmalloc(sizeof(int32_t) * (size_t)s->train.count);
+    s->losses = xmalloc(sizeof(float) * ((size_t)s->train.count / cfg->engine.batch_size + 1));
     if (cfg->init_params[0]) {
         if (paramfile_load(cfg->init_params, w, s->init_params, err, sizeof err) != 0) {
             fprintf(stderr, "bench: %s\n", err);
-            return 2;
+            return errno == ENOMEM ? 1 : 2;
         }
     } else {
         init_params(w, cfg->seed, s->init_params);
@@ -463,7 +481,7 @@ static double scaling_efficiency(const run_state *s, const backend *b, const sum
 {
     const char *base = dp_base_name(b);
     const int replicas = row->key.replicas;
-    if (replicas < 1 || row->images_per_second <= 0 || strcmp(row->status, "ok"))
+    if (replicas < 1 || row->images_per_second <= 0 || row->status != STATUS_OK)
         return 0;
     if (replicas == 1 && row->key.ranks == 1)
         return 1; /* its own baseline */
@@ -471,6 +489,39 @@ static double scaling_efficiency(const run_state *s, const backend *b, const sum
         if (!strcmp(s->baseline_name[i], base ? base : b->name))
             return row->images_per_second / (replicas * s->baseline_images_per_second[i]);
     return 0;
+}
+
+/* --step-losses and --save-params, checked before anything is trained or
+ * written, so a mistyped destination costs no training. 0 or an exit
+ * status (message printed). */
+static int open_destinations(run_state *s)
+{
+    const run_config *cfg = s->cfg;
+    char err[PATH_LEN + 256];
+    if (cfg->save_params[0] && check_output_path("--save-params", cfg->save_params, err,
+                                                 sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return write_failure_status(errno);
+    }
+    if (cfg->step_losses[0]) {
+        s->step_losses = create_new_file("--step-losses", cfg->step_losses,
+                                         &s->step_losses_created, err, sizeof err);
+        if (!s->step_losses) {
+            fprintf(stderr, "bench: %s\n", err);
+            return write_failure_status(errno);
+        }
+        fprintf(s->step_losses, "backend,replicas,ranks,repeat,epoch,step,images,loss\n");
+    }
+    return 0;
+}
+
+/* Plain and .gz spellings of one file side by side: say which is read. */
+static void note_unread_data_files(const char *dir)
+{
+    char used[4 * PATH_LEN], unread[8 * PATH_LEN];
+    idx_describe_files(dir, used, sizeof used, unread, sizeof unread);
+    if (unread[0])
+        fprintf(stderr, "note: not read: %s\n", unread);
 }
 
 static int run_backends(const run_config *cfg);
@@ -504,57 +555,61 @@ static int run_backends(const run_config *cfg)
         return 3;
     }
 
+    /* from here a signal ends the run with 130, during loading too */
+    install_signal_handlers();
     run_state s = {.cfg = cfg, .root = world_rank() == 0};
     int rc = load_inputs(&s);
+    if (!rc && stop_signal)
+        rc = 130;
+    if (!rc && s.root)
+        rc = open_destinations(&s);
     if (rc) {
         free_inputs(&s);
         return rc;
     }
     char err[1024];
     if (s.root && results_open(&s.res, cfg, err, sizeof err) != 0) {
+        int status = write_failure_status(errno);
         fprintf(stderr, "bench: %s\n", err);
         results_close(&s.res);
-        free_inputs(&s);
-        return 2;
-    }
-    if (s.root && cfg->step_losses[0]) {
-        s.step_losses = fopen(cfg->step_losses, "w");
-        if (!s.step_losses) {
-            fprintf(stderr, "bench: cannot write --step-losses %s\n", cfg->step_losses);
-            results_close(&s.res);
-            free_inputs(&s);
-            return 2;
+        if (s.step_losses) {
+            fclose(s.step_losses);
+            if (s.step_losses_created)
+                unlink(cfg->step_losses);
         }
-        fprintf(s.step_losses, "backend,replicas,ranks,repeat,epoch,step,images,loss\n");
+        free_inputs(&s);
+        return status;
     }
+    if (s.root)
+        note_unread_data_files(cfg->data_dir);
     if (s.root)
         fprintf(stderr, "%s: %d training and %d test images from %s, %s, batch %d, %d epoch%s -> %s\n",
             cfg->work.name, s.train.count, s.test.count, cfg->data_dir,
-            optimizer_name(cfg->opt.kind), cfg->batch_size, cfg->epochs,
+            optimizer_name(cfg->engine.opt.kind), cfg->engine.batch_size, cfg->epochs,
             cfg->epochs == 1 ? "" : "s", s.res.dir);
-    install_signal_handlers();
 
+    /* a row's details and message are its own copies (freed at the end):
+     * the attempts that held them are reused by the next backend */
     summary_row rows[MAX_RUN_BACKENDS];
-    char row_text[MAX_RUN_BACKENDS][2][512];
-    int n_rows = 0, failed = 0;
-    double *samples = malloc(sizeof(double) * (size_t)cfg->epochs * cfg->repeat);
-    attempt *runs = calloc((size_t)cfg->repeat, sizeof *runs);
+    int n_rows = 0, failed = 0, trained = 0, finished = 0;
+    double *samples = xcalloc((size_t)cfg->epochs * cfg->repeat, sizeof(double));
+    attempt *runs = xcalloc((size_t)cfg->repeat, sizeof *runs);
     for (int r = 0; r < cfg->repeat; r++)
-        runs[r].epoch_seconds = malloc(sizeof(double) * (size_t)cfg->epochs);
+        runs[r].epoch_seconds = xcalloc((size_t)cfg->epochs, sizeof(double));
 
     for (int i = 0; i < n && !stop_signal && rc == 0; i++) {
         const backend *b = order[i];
-        summary_row *row = &rows[n_rows++];
+        summary_row *row = &rows[n_rows];
         if (!runnable[i]) {
             if (s.root)
                 fprintf(stderr, "%-10s skipped: %s\n", b->name, reasons[i]);
             memset(row, 0, sizeof *row);
             attempt none = {.threads = 0, .replicas = 1};
             row->key = key_for(&s, b, &none);
-            row->status = "skipped";
-            snprintf(row_text[n_rows - 1][1], 512, "%s", reasons[i]);
-            row->message = row_text[n_rows - 1][1];
+            row->status = STATUS_SKIPPED;
+            row->message = xstrdup(reasons[i]);
             row->time_to_target_seconds = -1;
+            n_rows++;
             if (s.root && results_summary(&s.res, row) != 0)
                 rc = 1;
             continue;
@@ -567,35 +622,35 @@ static int run_backends(const run_config *cfg)
                 break;
             }
             done = r + 1;
-            if (strcmp(runs[r].status, "ok"))
+            if (runs[r].status != STATUS_OK)
                 break;
         }
         if (done == 0)
-            continue;
+            continue; /* a results file could not be written: no row */
         fill_summary(&s, b, runs, done, row, samples);
-        /* keep the strings past the next backend's attempts */
-        snprintf(row_text[n_rows - 1][0], 512, "%s", row->details);
-        snprintf(row_text[n_rows - 1][1], 512, "%s", row->message);
-        row->details = row_text[n_rows - 1][0];
-        row->message = row_text[n_rows - 1][1];
-        if (!strcmp(row->status, "ok") && row->key.replicas == 1 && row->key.ranks == 1 &&
+        row->details = xstrdup(row->details);
+        row->message = xstrdup(row->message);
+        n_rows++;
+        if (row->status == STATUS_OK && row->key.replicas == 1 && row->key.ranks == 1 &&
             s.n_baselines < MAX_RUN_BACKENDS) {
             s.baseline_name[s.n_baselines] = b->name;
             s.baseline_images_per_second[s.n_baselines++] = row->images_per_second;
         }
         row->scaling_efficiency = scaling_efficiency(&s, b, row);
-        if (!strcmp(b->name, "naive") && !strcmp(row->status, "ok") && row->key.replicas == 1 &&
+        if (!strcmp(b->name, "naive") && row->status == STATUS_OK && row->key.replicas == 1 &&
             row->key.ranks == 1) {
             s.naive_images_per_second = row->images_per_second;
             row->speedup_vs_naive = 1;
         }
-        if (!strcmp(row->status, "failed"))
+        if (row->status == STATUS_FAILED)
             failed = 1;
+        trained++;
+        finished += row->status == STATUS_OK;
         if (!s.root)
             continue; /* rank 0 reports */
         char label[128];
         config_label(&row->key, label, sizeof label);
-        if (!strcmp(row->status, "ok") &&
+        if (row->status == STATUS_OK &&
             write_confusion(&s.res, label, &runs[done - 1].final_eval) != 0) {
             fprintf(stderr, "bench: cannot write %s/confusion-%s.csv: %s\n", s.res.dir, label,
                     strerror(errno));
@@ -603,8 +658,8 @@ static int run_backends(const run_config *cfg)
         }
         if (results_summary(&s.res, row) != 0)
             rc = 1;
-        if (strcmp(row->status, "ok"))
-            fprintf(stderr, "%-10s %s: %s\n", b->name, row->status, row->message);
+        if (row->status != STATUS_OK)
+            fprintf(stderr, "%-10s %s: %s\n", b->name, status_name(row->status), row->message);
     }
 
     if (s.step_losses && fclose(s.step_losses) != 0) {
@@ -616,9 +671,15 @@ static int run_backends(const run_config *cfg)
         if (results_close(&s.res) != 0)
             rc = 1;
         fprintf(stderr, "results in %s\n", s.res.dir);
-        if (!stop_signal)
-            plot_after_run(s.res.dir);
+        if (!stop_signal && plot_after_run(s.res.dir) != 0)
+            rc = 1; /* a chart could not be written */
     }
+    for (int i = 0; i < n_rows; i++) {
+        free((char *)rows[i].details);
+        free((char *)rows[i].message);
+    }
+    if (s.save_failed)
+        rc = 1;
     for (int r = 0; r < cfg->repeat; r++)
         free(runs[r].epoch_seconds);
     free(runs);
@@ -626,5 +687,7 @@ static int run_backends(const run_config *cfg)
     free_inputs(&s);
     if (stop_signal)
         return 130;
-    return rc ? rc : failed ? 1 : 0;
+    if (trained > 0 && finished == 0 && !failed && s.root)
+        fprintf(stderr, "bench: no backend finished: every one diverged\n");
+    return rc ? rc : failed || (trained > 0 && finished == 0) ? 1 : 0;
 }

@@ -1,4 +1,5 @@
-/* Summary statistics over timing samples, and which samples count. */
+/* Summary statistics over timing samples, which samples count, and the
+ * significance test that compares two sets of them. */
 #ifndef LB_STATS_H
 #define LB_STATS_H
 
@@ -30,5 +31,18 @@ int warmup_epochs(int planned_epochs);
  * `done` epochs that finished); returns how many it appended. When the run
  * stopped before passing its warm-up, all of its epochs are used. */
 int timed_samples(const double *epoch_seconds, int done, int planned_epochs, double *out);
+
+/* Two-sided Mann-Whitney U test, normal approximation with tie and
+ * continuity corrections (scipy's "asymptotic" method). u is the U of x;
+ * p is 1 when every value is tied. */
+typedef struct u_test {
+    double u, z, p;
+} u_test;
+u_test mann_whitney_u(const double *x, int nx, const double *y, int ny);
+
+/* The smallest p the test can give for these sample counts (the two
+ * samples fully separated, no ties): when it is >= alpha the test can
+ * never find a difference, so it is not worth running. */
+double mann_whitney_min_p(int nx, int ny);
 
 #endif

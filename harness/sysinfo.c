@@ -9,6 +9,8 @@
 
 #include "backends/blas/kernel_choice.h"
 #include "backends/registry.h"
+#include "harness/alloc.h"
+#include "harness/csv.h"
 #include "parallel/world.h"
 
 #ifndef GIT_COMMIT
@@ -357,10 +359,138 @@ void sysinfo_write_json(FILE *f, const sysinfo *s, int argc, char **argv)
     json_key_string(f, "blas_kernels_reason", s->blas_kernels_reason);
     json_key_string(f, "omp_wait_policy", s->omp_wait_policy);
     json_key_string(f, "omp_wait_policy_source", s->omp_wait_policy_source);
+    json_key_string(f, "data_files", s->data_files);
+    json_key_string(f, "data_files_not_read", s->data_files_not_read);
     fprintf(f, ",\n  \"command_line\": [");
     for (int i = 0; i < argc; i++) {
         fprintf(f, "%s", i ? ", " : "");
         json_string(f, argv[i]);
     }
     fprintf(f, "]\n}\n");
+}
+
+/* ---- reading system.json back ------------------------------------------- */
+
+/* Decodes one JSON string literal at *p (just past its opening quote) in
+ * place; returns its start, or NULL when malformed. */
+static char *json_string_in_place(char **p)
+{
+    char *s = *p, *w = *p;
+    while (*s && *s != '"') {
+        if (*s != '\\') {
+            *w++ = *s++;
+            continue;
+        }
+        s++;
+        switch (*s) {
+        case 'n': *w++ = '\n'; break;
+        case 't': *w++ = '\t'; break;
+        case 'r': *w++ = '\r'; break;
+        case 'b': *w++ = '\b'; break;
+        case 'f': *w++ = '\f'; break;
+        case 'u':
+            /* non-ASCII only matters for equality: keep the escape as is */
+            *w++ = '\\';
+            *w++ = 'u';
+            for (int i = 1; i <= 4 && s[i]; i++)
+                *w++ = s[i];
+            for (int i = 0; i < 4 && s[1]; i++)
+                s++;
+            break;
+        case 0: return NULL;
+        default: *w++ = *s; break;
+        }
+        s++;
+    }
+    if (*s != '"')
+        return NULL;
+    char *start = *p;
+    *p = s + 1;
+    *w = 0;
+    return start;
+}
+
+static void skip_space(char **p)
+{
+    while (**p == ' ' || **p == '\n' || **p == '\t' || **p == '\r')
+        (*p)++;
+}
+
+/* Copies the string value of "key" in a flat JSON object into out ("" when
+ * absent). Leaves text as it was. */
+static void json_text_field(const char *text, const char *key, char *out, size_t len)
+{
+    out[0] = 0;
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\"", key);
+    const char *p = strstr(text, quoted);
+    if (!p)
+        return;
+    p += strlen(quoted);
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    if (*p++ != ':')
+        return;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p++ != '"')
+        return;
+    size_t n = 0;
+    for (; *p && *p != '"' && n + 1 < len; p++) {
+        if (*p == '\\' && p[1])
+            p++; /* the escaped character itself is enough for equality */
+        out[n++] = *p;
+    }
+    out[n] = 0;
+}
+
+int sysinfo_read_json(const char *path, sysinfo_record *r, char *why, size_t why_len)
+{
+    memset(r, 0, sizeof *r);
+    char err[256];
+    size_t len;
+    char *text = read_text_file(path, &len, err, sizeof err);
+    if (!text) {
+        snprintf(why, why_len, "no readable system.json");
+        return -1;
+    }
+    r->text = text;
+    json_text_field(text, "compiler", r->compiler, sizeof r->compiler);
+    json_text_field(text, "libraries", r->libraries, sizeof r->libraries);
+    char *p = strstr(text, "\"command_line\"");
+    if (p) {
+        p += strlen("\"command_line\"");
+        skip_space(&p);
+    }
+    if (!p || *p++ != ':' || (skip_space(&p), *p++ != '[')) {
+        snprintf(why, why_len, "no command_line in system.json");
+        return -1;
+    }
+    int cap = 0;
+    for (;;) {
+        skip_space(&p);
+        if (*p == ']')
+            break;
+        char *s = *p == '"' ? (p++, json_string_in_place(&p)) : NULL;
+        if (!s) {
+            snprintf(why, why_len, "unreadable command_line in system.json");
+            return -1;
+        }
+        if (r->n_args == cap) {
+            cap = cap ? 2 * cap : 32;
+            r->command_line = xrealloc(r->command_line, sizeof(char *) * (size_t)cap);
+        }
+        r->command_line[r->n_args++] = s;
+        skip_space(&p);
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+void sysinfo_record_free(sysinfo_record *r)
+{
+    free(r->command_line);
+    free(r->text);
+    memset(r, 0, sizeof *r);
 }

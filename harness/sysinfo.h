@@ -32,12 +32,32 @@ typedef struct sysinfo {
     char blas_kernels[32], blas_kernels_source[32], blas_kernels_reason[512];
     char omp_wait_policy[32], omp_wait_policy_source[32];
     char date[64];         /* ISO 8601, UTC */
+    /* the data files read, and spellings beside them that were not (both
+     * plain and .gz present); filled by the run, not by sysinfo_collect */
+    char data_files[4 * 4096 + 16];
+    char data_files_not_read[8 * 4096 + 64];
 } sysinfo;
 
 void sysinfo_collect(sysinfo *s);
 
 /* The record as a JSON object, with the command line. */
 void sysinfo_write_json(FILE *f, const sysinfo *s, int argc, char **argv);
+
+/* What compare reads back from a run's system.json: the build's compiler
+ * and libraries ("" when absent) and the command line, decoded. */
+typedef struct sysinfo_record {
+    char compiler[256];
+    char libraries[1024];
+    char **command_line; /* point into text */
+    int n_args;
+    char *text;
+} sysinfo_record;
+
+/* 0, or -1 with why in a few words (no file, no command line, a malformed
+ * one); compiler and libraries are filled in as far as the file has them
+ * either way. Free with sysinfo_record_free. */
+int sysinfo_read_json(const char *path, sysinfo_record *r, char *why, size_t why_len);
+void sysinfo_record_free(sysinfo_record *r);
 
 /* Writes `str` as a JSON string literal (quoted, escaped). */
 void json_string(FILE *f, const char *str);

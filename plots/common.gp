@@ -29,8 +29,10 @@ config(x) = strcol("backend"). \
             (column("replicas") > 1 ? sprintf('-x%d', column("replicas")) : ''). \
             (column("ranks") > 1 ? sprintf('-%dranks', column("ranks")) : '')
 
-# The configurations that finished (status ok), in summary.csv order, with
-# their threads and devices; every chart draws them in this order and colour.
+# The configurations that finished (status ok), or were interrupted after at
+# least one timed epoch (their finished epochs are drawn), in summary.csv
+# order, with their threads and devices; every chart draws them in this
+# order and colour.
 backends = ''
 threads_of = ''
 devices_of = ''
@@ -42,7 +44,9 @@ run_target = 0
 run_images = 0
 run_batch = 0
 repeats_of = ''
-stats summary using (strcol("status") eq "ok" ? \
+drawn(x) = strcol("status") eq "ok" || \
+           (strcol("status") eq "interrupted" && column("timed_samples") > 0)
+stats summary using (drawn(0) ? \
     (backends = backends.' '.config(0), \
      threads_of = threads_of.' '.strcol("threads"), \
      devices_of = devices_of.' '.strcol("devices"), \

@@ -87,6 +87,26 @@ csv_column() {
     awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $c }' "$1"
 }
 
+# csv_cell FILE NAME: the values of column NAME, one a line, with quoted
+# fields (commas inside quotes) taken apart properly and unquoted.
+csv_cell() {
+    awk -v name="$2" '
+    function split_csv(s, out,   n, q, i, c, f) {
+        n = 0; q = 0; f = ""
+        for (i = 1; i <= length(s); i++) {
+            c = substr(s, i, 1)
+            if (c == "\"") {
+                if (q && substr(s, i + 1, 1) == "\"") { f = f c; i++ } else q = !q
+            } else if (c == "," && !q) { out[++n] = f; f = "" }
+            else f = f c
+        }
+        out[++n] = f
+        return n
+    }
+    NR == 1 { n = split_csv($0, h); for (i = 1; i <= n; i++) if (h[i] == name) col = i; next }
+    { split_csv($0, v); print v[col] }' "$1"
+}
+
 # run_as_nobody CMD...: runs CMD as an unprivileged user, or returns 77
 # when no way to do that is available.
 run_as_nobody() {

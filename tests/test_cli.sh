@@ -36,6 +36,16 @@ refuse() {
     pass
 }
 
+# refuse1 NAME KEYWORD... -- ARGS...: as refuse, and the message is one line.
+refuse1() {
+    local before=$failures
+    refuse "$@"
+    if [ "$failures" -eq "$before" ] && [ "$(wc -l <"$tmp/err")" -ne 1 ]; then
+        checks=$((checks - 1))
+        fail "$1: $(wc -l <"$tmp/err") lines on stderr, expected 1: $(cat "$tmp/err")"
+    fi
+}
+
 D=(--data "$tmp/data" --backend naive --epochs 1)
 
 refuse "unknown flag" "unknown option '--epoch-count'" "--epochs" "--backend" -- --epoch-count 3
@@ -45,6 +55,19 @@ refuse "unknown backend" "unknown backend 'gpu'" "naive" "blas" "cuda" "all" -- 
 refuse "unknown backend in a list" "unknown backend 'nave'" "naive" -- --backend naive,nave
 refuse "empty backend list" "--backend needs at least one name" "naive" -- --backend ,
 refuse "backend twice" "listed twice" -- --backend naive,naive
+refuse1 "empty item at the end of the backend list" "--backend 'naive,' has an empty item" "naive" \
+    -- "${D[@]}" --backend naive,
+refuse1 "empty item inside the backend list" "--backend 'naive,,blas' has an empty item" \
+    -- "${D[@]}" --backend naive,,blas
+refuse1 "empty item at the start of the backend list" "has an empty item" -- "${D[@]}" --backend ,naive
+# A value-taking flag followed by an option: the value was forgotten.
+refuse1 "--save-params followed by an option" "--save-params needs a value" \
+    "got the option '--no-shuffle'" "--save-params=--no-shuffle" -- "${D[@]}" --save-params --no-shuffle
+[ ! -e "$tmp/cwd/--no-shuffle" ] && pass || fail "a file named --no-shuffle was written"
+refuse1 "--init-params followed by an option" "--init-params needs a value" "'--out'" \
+    -- "${D[@]}" --init-params --out "$tmp/x"
+refuse1 "--out followed by an option" "--out needs a value" -- --out --epochs 3
+refuse1 "--epochs followed by an option" "--epochs needs a value" -- --epochs --limit 3
 refuse "unknown workload" "unknown workload 'resnet'" "lenet" "mlp" -- --workload resnet
 refuse "unknown optimizer" "unknown optimizer 'rmsprop'" "nesterov" "sgd" "adam" -- --optimizer rmsprop
 refuse "unknown precision" "unknown precision 'fp8'" "fp32" "tf32" "bf16" "fp16" -- --precision fp8
@@ -84,6 +107,43 @@ if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --limit 256 --out "$tmp/good" >/dev/null
     pass
 else
     fail "control run failed: $(cat "$tmp/err")"
+fi
+
+# --flag=value works for every value-taking flag, so a value that starts
+# with "--" can still be given.
+if (cd "$tmp/cwd" && "$BENCH" --data="$tmp/data" --backend=naive --epochs=1 --limit=256 \
+        --workload=mlp --out="$tmp/eq" --save-params=--odd-name >/dev/null 2>"$tmp/err") &&
+        [ -s "$tmp/cwd/--odd-name" ] && [ -s "$tmp/eq/summary.csv" ]; then
+    pass
+else
+    fail "--flag=value forms: $(cat "$tmp/err")"
+fi
+
+# Exit status 3: a backend that cannot run here, asked for alone, says why.
+blocked=$("$BENCH" --list | awk '/not runnable here|not built/ { print $1; exit }')
+if [ -n "$blocked" ]; then
+    (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --backend "$blocked" --out "$tmp/blocked" \
+        >/dev/null 2>"$tmp/err"); rc=$?
+    if [ "$rc" -eq 3 ] && grep -q "$blocked" "$tmp/err" && [ ! -e "$tmp/blocked" ]; then pass
+    else fail "--backend $blocked (cannot run here): exit status $rc, expected 3: $(cat "$tmp/err")"; fi
+else
+    skip_check "every backend runs here: exit status 3 not checked"
+fi
+
+# More threads than online cores: a warning on stderr, and the run goes on.
+cores=$(getconf _NPROCESSORS_ONLN)
+if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --workload mlp --limit 256 --threads $((cores + 1)) \
+        --out "$tmp/threads" >/dev/null 2>"$tmp/err") &&
+        grep -q "warning: --threads $((cores + 1)) is more than the $cores online cores" "$tmp/err"; then
+    pass
+else
+    fail "--threads beyond the cores: no warning or the run failed: $(head -3 "$tmp/err")"
+fi
+if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --workload mlp --limit 256 --threads "$cores" \
+        --out "$tmp/threads-ok" >/dev/null 2>"$tmp/err") && ! grep -q "warning" "$tmp/err"; then
+    pass
+else
+    fail "--threads equal to the cores: a warning or a failure: $(head -3 "$tmp/err")"
 fi
 
 # --no-peak: no peak probe, so no % of peak, and the summary says why; the

@@ -10,7 +10,6 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +18,9 @@
 #include <unistd.h>
 
 #include "harness/compare.h"
+#include "harness/csv.h"
 #include "harness/stats.h"
+#include "tests/scratch.h"
 
 /* ---- Mann-Whitney U ------------------------------------------------------- */
 
@@ -190,34 +191,10 @@ static void test_speed_beyond_limit_but_not_significant(void **state)
 /* ---- files ---------------------------------------------------------------- */
 
 typedef struct fixture {
-    char dir[256];
+    char dir[SCRATCH_DIR_LEN];
 } fixture;
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "/tmp/test_compare.XXXXXX");
-    if (!mkdtemp(f->dir))
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    free(f);
-    return 0;
-}
+SCRATCH_SETUP_TEARDOWN(fixture, "test_compare")
 
 static void write_text(const char *path, const char *text)
 {
@@ -427,6 +404,17 @@ static int line_has(const char *text, const char *a, const char *b, const char *
     return 0;
 }
 
+/* BASE written as `run`, NEW as `run` with its rows replaced by next_rows. */
+static pair *write_pair(const fixture *f, const char *name, fake_run run,
+                        const fake_row *next_rows)
+{
+    pair *p = new_pair(f, name);
+    write_run(p->base, &run);
+    run.rows = next_rows;
+    write_run(p->next, &run);
+    return p;
+}
+
 static const fake_row two_backends[] = {
     {"naive", 1, 2400, 0.7810, 0.612345, "ok", ""},
     {"blas", 2, 12000, 0.7820, 0.612400, "ok", ""},
@@ -449,14 +437,11 @@ static void test_identical_runs_pass(void **state)
 
 static void test_injected_slowdown_fails_naming_row_and_metric(void **state)
 {
-    pair *p = new_pair(*state, "slow");
     fake_run run = {two_backends, 2, 4, 3, 0.03, NULL, 0, NULL};
     rng_state = 2;
-    write_run(p->base, &run);
     fake_row slower[2] = {two_backends[0], two_backends[1]};
     slower[1].images_per_second /= 1.3;
-    run.rows = slower;
-    write_run(p->next, &run);
+    pair *p = write_pair(*state, "slow", run, slower);
     assert_int_equal(compare_pair(p, NULL, NULL), 1);
     assert_true(line_has(p->out, "REGRESSION", "blas lenet fp32 batch=128 threads=2", "images/s"));
     assert_false(line_has(p->out, "REGRESSION", "naive", NULL));
@@ -482,14 +467,11 @@ static void test_noisy_equal_runs_pass(void **state)
 
 static void test_accuracy_drop_fails(void **state)
 {
-    pair *p = new_pair(*state, "acc");
     fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0, NULL};
     rng_state = 4;
-    write_run(p->base, &run);
     fake_row worse[2] = {two_backends[0], two_backends[1]};
     worse[0].accuracy -= 0.02;
-    run.rows = worse;
-    write_run(p->next, &run);
+    pair *p = write_pair(*state, "acc", run, worse);
     assert_int_equal(compare_pair(p, NULL, NULL), 1);
     assert_true(line_has(p->out, "REGRESSION", "naive lenet", "test accuracy"));
     assert_true(line_has(p->out, "2.00 points lower", NULL, NULL));
@@ -500,23 +482,16 @@ static void test_accuracy_drop_fails(void **state)
 
 static void test_failed_row_fails_skipped_row_is_noted(void **state)
 {
-    pair *p = new_pair(*state, "status");
     fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0, NULL};
     rng_state = 5;
-    write_run(p->base, &run);
     /* a row that never started has threads 0: joined on the backend */
     fake_row failed[2] = {two_backends[0], {"blas", 0, 0, 0, 0, "diverged", "loss became NaN"}};
-    run.rows = failed;
-    write_run(p->next, &run);
+    pair *p = write_pair(*state, "status", run, failed);
     assert_int_equal(compare_pair(p, NULL, NULL), 1);
     assert_true(line_has(p->out, "REGRESSION", "blas", "diverged in NEW"));
 
-    pair *q = new_pair(*state, "skipped");
-    run.rows = two_backends;
-    write_run(q->base, &run);
     fake_row skipped[2] = {two_backends[0], {"blas", 0, 0, 0, 0, "skipped", "not built"}};
-    run.rows = skipped;
-    write_run(q->next, &run);
+    pair *q = write_pair(*state, "skipped", run, skipped);
     assert_int_equal(compare_pair(q, NULL, NULL), 0);
     assert_true(line_has(q->out, "NOTE", "blas", "skipped in NEW"));
     free(p);
@@ -527,28 +502,21 @@ static void test_failed_row_fails_skipped_row_is_noted(void **state)
  * same-run ratio to naive does not. */
 static void test_relative_to_cancels_machine_speed(void **state)
 {
-    pair *p = new_pair(*state, "machine");
     fake_run run = {two_backends, 2, 4, 3, 0.02, NULL, 0, NULL};
     rng_state = 6;
-    write_run(p->base, &run);
     fake_row slow_machine[2] = {two_backends[0], two_backends[1]};
     slow_machine[0].images_per_second /= 1.3;
     slow_machine[1].images_per_second /= 1.3;
-    run.rows = slow_machine;
-    write_run(p->next, &run);
+    pair *p = write_pair(*state, "machine", run, slow_machine);
     assert_int_equal(compare_pair(p, NULL, NULL), 1);
     assert_int_equal(compare_pair(p, "--relative-to", "naive"), 0);
     assert_true(line_has(p->out, "images/s / naive", NULL, NULL));
     assert_true(line_has(p->out, "reference (not judged)", NULL, NULL));
 
     /* blas alone slower: the ratio catches it */
-    pair *q = new_pair(*state, "blas-slower");
-    run.rows = two_backends;
-    write_run(q->base, &run);
     fake_row slow_blas[2] = {two_backends[0], two_backends[1]};
     slow_blas[1].images_per_second /= 1.3;
-    run.rows = slow_blas;
-    write_run(q->next, &run);
+    pair *q = write_pair(*state, "blas-slower", run, slow_blas);
     assert_int_equal(compare_pair(q, "--relative-to", "naive"), 1);
     assert_true(line_has(q->out, "REGRESSION", "blas", "images/s / naive"));
     assert_int_equal(compare_pair(q, "--relative-to", "cuda"), 2);
@@ -557,30 +525,45 @@ static void test_relative_to_cancels_machine_speed(void **state)
     free(q);
 }
 
+/* system.json of a run built by `compiler`, with the same command line as
+ * write_run's. */
+static void write_system_json(const char *dir, const char *compiler)
+{
+    char path[600], text[1024];
+    snprintf(path, sizeof path, "%s/system.json", dir);
+    snprintf(text, sizeof text, "{\"compiler\": \"%s\", \"command_line\": [\"./bench\", "
+                                "\"--epochs\", \"4\", \"--limit\", \"6000\"]}\n", compiler);
+    write_text(path, text);
+}
+
 static void test_changed_numerics(void **state)
 {
-    pair *p = new_pair(*state, "numerics");
     fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0, NULL};
     rng_state = 8;
-    write_run(p->base, &run);
     fake_row changed[2] = {two_backends[0], two_backends[1]};
     changed[0].loss += 2e-5;
-    run.rows = changed;
-    write_run(p->next, &run);
+    pair *p = write_pair(*state, "numerics", run, changed);
     assert_int_equal(compare_pair(p, NULL, NULL), 1);
     assert_true(line_has(p->out, "NUMERICS", "naive", "train loss"));
     assert_int_equal(compare_pair(p, "--numerics", "report"), 0);
     assert_true(line_has(p->out, "NOTE", "naive", "train loss"));
 
     /* a change at the CSV's rounding is the same numerics */
-    pair *q = new_pair(*state, "rounding");
-    run.rows = two_backends;
-    write_run(q->base, &run);
     fake_row rounded[2] = {two_backends[0], two_backends[1]};
     rounded[0].loss += 1e-6;
-    run.rows = rounded;
-    write_run(q->next, &run);
+    pair *q = write_pair(*state, "rounding", run, rounded);
     assert_int_equal(compare_pair(q, NULL, NULL), 0);
+
+    /* options that cannot change the numbers leave them judged */
+    pair *o = new_pair(*state, "no-peak");
+    run.rows = two_backends;
+    write_run(o->base, &run);
+    run.rows = changed;
+    run.extra_args = ", \"--no-peak\", \"--step-losses\", \"steps.csv\", \"--format\", \"json\"";
+    write_run(o->next, &run);
+    assert_int_equal(compare_pair(o, NULL, NULL), 1);
+    assert_true(line_has(o->out, "NUMERICS", "naive", "train loss"));
+    free(o);
 
     /* another seed: the loss may differ, and is not judged */
     pair *r = new_pair(*state, "seed");
@@ -604,21 +587,11 @@ static void test_changed_numerics(void **state)
     assert_true(line_has(k->out, "not judged", "engine details differ", "Haswell"));
 
     /* another compiler: not judged */
-    pair *c = new_pair(*state, "compiler");
     run.kernels = NULL;
     run.rows = two_backends;
-    write_run(c->base, &run);
-    run.rows = changed;
-    write_run(c->next, &run);
-    char path[600], text[1024];
-    snprintf(path, sizeof path, "%s/system.json", c->next);
-    snprintf(text, sizeof text, "{\"compiler\": \"gcc 14.2.0\", \"command_line\": [\"./bench\", "
-                                "\"--epochs\", \"4\", \"--limit\", \"6000\"]}\n");
-    write_text(path, text);
-    snprintf(path, sizeof path, "%s/system.json", c->base);
-    snprintf(text, sizeof text, "{\"compiler\": \"gcc 12.2.0\", \"command_line\": [\"./bench\", "
-                                "\"--epochs\", \"4\", \"--limit\", \"6000\"]}\n");
-    write_text(path, text);
+    pair *c = write_pair(*state, "compiler", run, changed);
+    write_system_json(c->next, "gcc 14.2.0");
+    write_system_json(c->base, "gcc 12.2.0");
     assert_int_equal(compare_pair(c, NULL, NULL), 0);
     assert_true(line_has(c->out, "not judged", "compilers differ", "gcc 14.2.0"));
     free(c);
@@ -694,6 +667,13 @@ static void test_unusable_input_exits_2(void **state)
                      "naive,lenet,fp32,128,1,0,ok,fast,1,0.5,0.5\n");
     assert_int_equal(compare_pair(p, NULL, NULL), 2);
     assert_true(line_has(p->out, "summary.csv:2:", "'images_per_second'", "'fast'"));
+
+    /* a status that is none of the known ones */
+    write_text(path, "backend,workload,precision,batch_size,threads,devices,status,"
+                     "images_per_second,epoch_seconds_median,final_test_accuracy,final_train_loss\n"
+                     "naive,lenet,fp32,128,1,0,fine,100,1,0.5,0.5\n");
+    assert_int_equal(compare_pair(p, NULL, NULL), 2);
+    assert_true(line_has(p->out, "summary.csv:2:", "'fine' is not a status", NULL));
 
     /* usage errors */
     assert_int_equal(compare_pair(p, "--max-slowdown", "ten"), 2);

@@ -201,6 +201,17 @@ elif grep -q "bad-history.csv:1: not the history header" "$tmp/out"; then
 else
     fail "history with a foreign header: $(cat "$tmp/out")"
 fi
+# a status that is none of the known ones: refused before anything is appended
+mkdir -p "$tmp/odd"
+edit "$run/summary.csv" "$tmp/odd/summary.csv" "set=status:fine"
+if "$BENCH" history --file "$tmp/odd-history.csv" "$tmp/odd" >"$tmp/out" 2>&1; then
+    fail "history accepted the status 'fine'"
+elif grep -q "summary.csv:2: column 'status': 'fine' is not a status" "$tmp/out" &&
+    [ ! -e "$tmp/odd-history.csv" ]; then
+    pass
+else
+    fail "history with the status 'fine': $(cat "$tmp/out")"
+fi
 if command -v gnuplot >/dev/null; then
     edit "$hist" "$tmp/h2.csv" "set=commit:abc123,images_per_second:1234"
     tail -n +2 "$tmp/h2.csv" >>"$hist"

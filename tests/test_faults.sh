@@ -113,6 +113,9 @@ refused "labels: missing" "$tmp/d/$TL" "no such file"
 fresh; rm "$tmp/d/$TI"; mkdir "$tmp/d/$TI"
 refused "images: a directory" "$tmp/d/$TI" "is a directory"
 refused "--data: a regular file" "$tmp/good/$TI" "not a directory" "$tmp/good/$TI"
+# A FIFO would block the open until a writer came: refused at once.
+fresh; rm "$tmp/d/$TI"; mkfifo "$tmp/d/$TI"
+refused "images: a FIFO" "$tmp/d/$TI" "not a regular file"
 refused "--data: missing" "$tmp/none" "no such directory" "$tmp/none"
 if command -v gzip >/dev/null; then
     fresh; gzip -n "$tmp/d/$TI"
@@ -165,7 +168,14 @@ if [ -s "$tmp/lenet.params" ]; then
     else
         fail "could not save an mlp parameter file"
     fi
+    refused "params: saved for the mlp, loaded for lenet: the file's first shape" \
+        "$tmp/mlp.params" "fc1.weight [100,784]" "" -- --init-params "$tmp/mlp.params"
+    refused "params: saved for the mlp, loaded for lenet: the workload's first shape" \
+        "$tmp/mlp.params" "conv1.weight [20,1,5,5]" "" -- --init-params "$tmp/mlp.params"
     refused "params: a directory" "$tmp/d" "is a directory" "" -- --init-params "$tmp/d"
+    mkfifo "$tmp/fifo.params"
+    refused "params: a FIFO" "$tmp/fifo.params" "not a regular file" "" \
+        -- --init-params "$tmp/fifo.params"
     refused "params: missing" "$tmp/none.params" "No such file" "" -- --init-params "$tmp/none.params"
     pfile; chmod 000 "$P"
     if run_as_nobody "$BENCH" --help >/dev/null 2>&1; then
@@ -185,7 +195,72 @@ if [ -s "$tmp/lenet.params" ]; then
 else
     fail "the control run saved no parameter file: parameter cases not run"
 fi
+
+# Destinations checked before training -----------------------------------
+fresh
+refused "--save-params: a directory" "$tmp/d" "is a directory" "" -- --save-params "$tmp/d"
+refused "--save-params: a missing directory" "$tmp/none/p.params" "does not exist" "" \
+    -- --save-params "$tmp/none/p.params"
+echo "earlier losses" >"$tmp/losses.csv"
+refused "--step-losses: an existing file" "$tmp/losses.csv" "never overwritten" "" \
+    -- --step-losses "$tmp/losses.csv"
+[ "$(cat "$tmp/losses.csv")" = "earlier losses" ] && pass ||
+    fail "--step-losses: the existing file was changed"
+refused "--step-losses: a missing directory" "$tmp/none/l.csv" "No such file or directory" "" \
+    -- --step-losses "$tmp/none/l.csv"
+mkfifo "$tmp/losses.fifo"
+refused "--step-losses: a FIFO" "$tmp/losses.fifo" "not a regular file" "" \
+    -- --step-losses "$tmp/losses.fifo"
 echo "$cases malformed inputs tried through ./bench"
+
+# An empty --step-losses file (made with mktemp or touch) is taken.
+: >"$tmp/empty-losses.csv"
+if (cd "$tmp/cwd" && "$BENCH" --backend naive --workload mlp --epochs 1 --limit 128 --data "$tmp/d" \
+        --out "$tmp/losses-run" --step-losses "$tmp/empty-losses.csv" >/dev/null 2>"$tmp/err") &&
+        [ "$(head -1 "$tmp/empty-losses.csv")" = "backend,replicas,ranks,repeat,epoch,step,images,loss" ]; then
+    pass
+else
+    fail "an empty --step-losses file is not written: $(cat "$tmp/err")"
+fi
+
+# Plain and .gz side by side: the plain one is read, and the run says so.
+if command -v gzip >/dev/null; then
+    fresh; gzip -n -c "$tmp/d/$TI" >"$tmp/d/$TI.gz"
+    (cd "$tmp/cwd" && "$BENCH" --backend naive --workload mlp --epochs 1 --limit 128 --data "$tmp/d" \
+        --out "$tmp/both" >/dev/null 2>"$tmp/err"); rc=$?
+    if [ "$rc" -eq 0 ] && grep -q "^note: not read: $tmp/d/$TI.gz (read $tmp/d/$TI instead)" "$tmp/err" &&
+            grep -q "\"data_files_not_read\": \"$tmp/d/$TI.gz" "$tmp/both/system.json" &&
+            grep -q "\"data_files\": \"$tmp/d/$TI," "$tmp/both/system.json"; then
+        pass
+    else
+        fail "plain and .gz present: exit $rc, $(grep -i note "$tmp/err"), $(grep data_files "$tmp/both/system.json")"
+    fi
+else
+    skip_check "gzip not installed: the plain-and-.gz case is not run"
+fi
+
+# Out of memory at start-up is no fault of the input: exit 1, one line.
+# The images file claims 720 MB of zeros (900 gzip members of 1024 blank
+# images, a few MB); the run has 512 MiB of data memory.
+fresh; rm "$tmp/d/$TI"
+members=900
+{ be32 2051; be32 $((members * 1024)); be32 28; be32 28; } | gzip -1 >"$tmp/d/$TI.gz"
+head -c $((784 * 1024)) /dev/zero | gzip -1 >"$tmp/member.gz"
+for ((i = 0; i < members; i++)); do cat "$tmp/member.gz"; done >>"$tmp/d/$TI.gz"
+if [ -n "${SANITIZED:-}" ]; then
+    skip_check "out of memory under a memory limit: AddressSanitizer's shadow memory needs more"
+else
+    (cd "$tmp/cwd" && ulimit -d 524288 && OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
+        exec timeout -k 5 120 "$BENCH" --backend naive --workload mlp \
+        --epochs 1 --data "$tmp/d" --out "$tmp/oom" >/dev/null 2>"$tmp/err"); rc=$?
+    if [ "$rc" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "out of memory" "$tmp/err" &&
+            [ ! -e "$tmp/oom" ]; then
+        pass
+    else
+        fail "out of memory at start-up: exit status $rc (expected 1): $(cat "$tmp/err")"
+    fi
+fi
+rm -f "$tmp/d/$TI.gz" "$tmp/member.gz"
 
 # Run-time faults (the MLP: quick, even under the sanitisers) ---------------
 fresh
@@ -198,8 +273,11 @@ if [ -n "$next" ]; then list="naive,$next"; else list="naive,cuda"; fi
 (cd "$tmp/cwd" && "$BENCH" --backend "$list" --workload mlp --epochs 4 --lr 3e3 --batch-size 64 \
     --limit 256 --data "$tmp/d" --out "$tmp/div" >/dev/null 2>"$tmp/err"); rc=$?
 E="$tmp/div/epochs.csv"
-if [ "$rc" -ne 0 ] || [ ! -s "$E" ]; then
-    fail "diverging run: exit status $rc: $(tail -3 "$tmp/err")"
+# exit 0 while a backend finished; 1 when every one diverged
+want=1
+[ -s "$tmp/div/summary.csv" ] && [ -n "$(csv_cell "$tmp/div/summary.csv" status | grep -x ok)" ] && want=0
+if [ "$rc" -ne "$want" ] || [ ! -s "$E" ]; then
+    fail "diverging run: exit status $rc, expected $want: $(tail -3 "$tmp/err")"
 else
     naive_status=$(paste -d' ' <(csv_column "$E" backend) <(csv_column "$E" status) |
         awk '$1 == "naive" { print $2 }' | tr '\n' ' ')
@@ -223,11 +301,27 @@ else
         skip_check "no second runnable backend: only checked that the run went on past naive"
     fi
     csv_fields_ok "$E" && pass || fail "epochs.csv of the diverging run does not parse"
+    # an ok row carries no message, none from the backend before it
+    for f in "$E" "$tmp/div/summary.csv"; do
+        stale=$(paste -d'|' <(csv_cell "$f" status) <(csv_cell "$f" message) |
+            awk -F'|' '$1 == "ok" && $2 != ""')
+        [ -z "$stale" ] && pass || fail "$f: ok rows with a message: $stale"
+    done
+    # no speedup is stated for a row that did not finish
+    sp=$(paste -d' ' <(csv_cell "$tmp/div/summary.csv" backend) \
+        <(csv_cell "$tmp/div/summary.csv" speedup_vs_naive) | awk '$1 == "naive" { print $2 }')
+    [ -z "$sp" ] && pass || fail "the diverged naive row states a speedup of '$sp'"
     # no row with a NaN or Inf loss is marked ok
     bad=$(paste -d' ' <(csv_column "$E" train_loss) <(csv_column "$E" test_loss) \
         <(csv_column "$E" status) | awk 'tolower($1 $2) ~ /nan|inf/ && $3 == "ok"')
     [ -z "$bad" ] && pass || fail "rows with a NaN or Inf loss marked ok: $bad"
 fi
+
+# Every backend diverged: nothing finished, so the run exits 1.
+(cd "$tmp/cwd" && "$BENCH" --backend naive --workload mlp --epochs 4 --lr 3e3 --batch-size 64 \
+    --limit 256 --data "$tmp/d" --out "$tmp/alldiv" >/dev/null 2>"$tmp/err"); rc=$?
+if [ "$rc" -eq 1 ] && grep -q "every one diverged" "$tmp/err"; then pass
+else fail "every backend diverged: exit status $rc (expected 1): $(tail -2 "$tmp/err")"; fi
 
 # Two runs at once with the default results directory get two directories.
 (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" >/dev/null 2>&1) &
@@ -274,6 +368,25 @@ for out in /etc/passwd/run /proc/lenet-bench-run; do
     else fail "--out $out: exit status $rc, message: $(cat "$tmp/err")"; fi
 done
 
+# charts_whole DIR: every chart is a whole PNG or SVG, and no partial file
+# of one is left.
+charts_whole() {
+    local f ok=0
+    for f in "$1"/*.png; do
+        [ -e "$f" ] || continue
+        [ "$(tail -c 12 "$f" | od -An -tx1 | tr -d ' \n')" = 0000000049454e44ae426082 ] ||
+            { echo "$f is not a whole PNG"; ok=1; }
+    done
+    for f in "$1"/*.svg; do
+        [ -e "$f" ] || continue
+        grep -q '</svg>' "$f" || { echo "$f is not a whole SVG"; ok=1; }
+    done
+    if ls -A "$1" | grep -q '\.part-'; then echo "partial charts left in $1"; ok=1; fi
+    return $ok
+}
+# a run with its charts drawn, for the full-disk chart case
+(cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --out "$tmp/plotted" >/dev/null 2>&1)
+
 # Full disk: a 16 KiB tmpfs with one page taken leaves room for the three
 # files' first pages; epochs.csv overflows its page within 60 epochs.
 mkdir "$tmp/small"
@@ -282,10 +395,10 @@ if mount -t tmpfs -o size=16k tmpfs "$tmp/small" 2>/dev/null; then
     head -c 4096 /dev/zero >"$tmp/small/filler"
     (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --epochs 60 --out "$tmp/small/run" \
         >/dev/null 2>"$tmp/err"); rc=$?
-    if [ "$rc" -ne 0 ] && grep -q "cannot write $tmp/small/run/epochs.csv: No space left" "$tmp/err"; then
+    if [ "$rc" -eq 1 ] && grep -q "cannot write $tmp/small/run/epochs.csv: No space left" "$tmp/err"; then
         pass
     else
-        fail "full disk: exit status $rc, message: $(grep -v '^naive ' "$tmp/err")"
+        fail "full disk: exit status $rc (expected 1), message: $(grep -v '^naive ' "$tmp/err")"
     fi
     if [ -s "$tmp/small/run/epochs.csv" ] && csv_fields_ok "$tmp/small/run/epochs.csv" &&
             [ "$(tail -c 1 "$tmp/small/run/epochs.csv" | od -An -c | tr -d ' ')" = '\n' ]; then
@@ -294,13 +407,66 @@ if mount -t tmpfs -o size=16k tmpfs "$tmp/small" 2>/dev/null; then
         fail "full disk: epochs.csv does not end on a whole row"
     fi
     rm -rf "$tmp/small/run"
-    # Completely full: the run directory's files cannot be started.
+    # Completely full: the run directory's files cannot be started. Exit 1
+    # (the system's fault, not the input's), one line, nothing left behind,
+    # and the same --out is taken once there is room.
     head -c 16384 /dev/zero >"$tmp/small/filler2" 2>/dev/null
     (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --out "$tmp/small/run" >/dev/null 2>"$tmp/err")
     rc=$?
-    if [ "$rc" -ne 0 ] && grep -q "$tmp/small/run.*No space left" "$tmp/err"; then pass
-    else fail "disk full at start: exit status $rc, message: $(cat "$tmp/err")"; fi
+    if [ "$rc" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+            grep -q "$tmp/small/run.*No space left" "$tmp/err"; then pass
+    else fail "disk full at start: exit status $rc (expected 1), message: $(cat "$tmp/err")"; fi
+    [ ! -e "$tmp/small/run" ] && pass ||
+        fail "disk full at start: left behind $(ls "$tmp/small/run" | tr '\n' ' ')"
+    rm -f "$tmp/small/filler" "$tmp/small/filler2"
+    (cd "$tmp/cwd" && PATH=/nonexistent "$BENCH" --backend naive "${M[@]}" --out "$tmp/small/run" \
+        >/dev/null 2>"$tmp/err"); rc=$?
+    [ "$rc" -eq 0 ] && pass || fail "retry into the same --out after a full disk: exit $rc: $(cat "$tmp/err")"
+    rm -rf "$tmp/small/run"
+
+    # --save-params on a full disk: exit 1, one line, the earlier file kept.
+    echo "earlier parameters" >"$tmp/small/p.params"
+    head -c 16384 /dev/zero >"$tmp/small/filler" 2>/dev/null
+    (cd "$tmp/cwd" && PATH=/nonexistent "$BENCH" --backend naive "${M[@]}" --out "$tmp/saverun" \
+        --save-params "$tmp/small/p.params" >/dev/null 2>"$tmp/err"); rc=$?
+    if [ "$rc" -eq 1 ] && grep -q "$tmp/small/p.params.*No space left" "$tmp/err" &&
+            [ "$(cat "$tmp/small/p.params")" = "earlier parameters" ] &&
+            [ -z "$(ls "$tmp/small" | grep -v -e '^filler' -e '^p.params$')" ]; then
+        pass
+    else
+        fail "--save-params on a full disk: exit $rc (expected 1), $(ls "$tmp/small"), $(grep -v '^naive ' "$tmp/err")"
+    fi
     umount "$tmp/small" && mounted=""
+
+    # Charts on a full disk: the run's CSV files fit, its charts do not.
+    # Exit 1, each chart not drawn named, no empty or cut-short chart left.
+    if command -v gnuplot >/dev/null; then
+        mount -t tmpfs -o size=64k tmpfs "$tmp/small" && mounted="$tmp/small"
+        (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --out "$tmp/small/run" \
+            >/dev/null 2>"$tmp/err"); rc=$?
+        if [ "$rc" -eq 1 ] && grep -q "^bench plot: $tmp/small/run/[a-z_]*\.\(png\|svg\): not written in full" "$tmp/err"; then
+            pass
+        else
+            fail "charts on a full disk: exit status $rc (expected 1): $(grep -v '^naive ' "$tmp/err")"
+        fi
+        charts_whole "$tmp/small/run" && pass || fail "charts on a full disk: a broken chart is left"
+        # `bench plot` on a full disk keeps the charts it cannot redraw
+        umount "$tmp/small"
+        mount -t tmpfs -o size=1m tmpfs "$tmp/small"
+        cp -r "$tmp/plotted" "$tmp/small/run"
+        head -c 1048576 /dev/zero >"$tmp/small/filler" 2>/dev/null
+        before=$(cd "$tmp/small/run" && cksum *.png *.svg)
+        "$BENCH" plot "$tmp/small/run" >/dev/null 2>"$tmp/err"; rc=$?
+        if [ "$rc" -eq 1 ] && [ "$(cd "$tmp/small/run" && cksum *.png *.svg)" = "$before" ] &&
+                charts_whole "$tmp/small/run"; then
+            pass
+        else
+            fail "bench plot on a full disk: exit status $rc (expected 1), charts changed or broken: $(cat "$tmp/err")"
+        fi
+        umount "$tmp/small" && mounted=""
+    else
+        skip_check "gnuplot not installed: the charts-on-a-full-disk cases are not run"
+    fi
 else
     skip_check "cannot mount a small tmpfs here (not root, or no permission): full-disk cases not run"
 fi

@@ -82,6 +82,29 @@ static void test_paramfile(void **state)
     replay("paramfile", fuzz_paramfile);
 }
 
+static void test_csv(void **state)
+{
+    (void)state;
+    replay("csv", fuzz_csv);
+    /* the valid seeds are read, with the rows they hold */
+    static const struct {
+        const char *file;
+        int cols, rows;
+    } valid[] = {{"fuzz/corpus/csv/valid-summary", 5, 2},
+                 {"fuzz/corpus/csv/valid-crlf-blank-lines", 2, 2},
+                 {"fuzz/corpus/csv/valid-quoted-newline", 2, 1},
+                 {"fuzz/corpus/csv/valid-header-only", 3, 0}};
+    for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++) {
+        char err[1024] = "";
+        csv_table t;
+        if (csv_read(valid[i].file, &t, err, sizeof err))
+            fail_msg("%s", err);
+        assert_int_equal(t.n_cols, valid[i].cols);
+        assert_int_equal(t.n_rows, valid[i].rows);
+        csv_free(&t);
+    }
+}
+
 /* The seeds named valid-* must be accepted: otherwise the fuzzers would
  * start with nothing that reaches the end of a parser. */
 static void test_valid_seeds_parse(void **state)
@@ -120,6 +143,7 @@ int main(void)
         cmocka_unit_test(test_idx_parse),
         cmocka_unit_test(test_idx_file),
         cmocka_unit_test(test_paramfile),
+        cmocka_unit_test(test_csv),
         cmocka_unit_test(test_valid_seeds_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

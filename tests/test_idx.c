@@ -8,7 +8,6 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,44 +19,16 @@
 #endif
 
 #include "harness/idx.h"
+#include "tests/scratch.h"
 
 #define REAL_DIR "/usr/share/datasets/fashion-mnist"
 
 typedef struct fixture {
-    char dir[256];
+    char dir[SCRATCH_DIR_LEN];
     char err[1024];
 } fixture;
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    chmod(path, 0700);
-    return remove(path);
-}
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (!f)
-        return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/test_idx.XXXXXX");
-    if (!mkdtemp(f->dir)) {
-        free(f);
-        return -1;
-    }
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    free(f);
-    return 0;
-}
+SCRATCH_SETUP_TEARDOWN(fixture, "test_idx")
 
 static char *path_in(const fixture *f, const char *name)
 {

@@ -9,7 +9,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness/paramfile.h"
+#include "tests/scratch.h"
 
 typedef struct fixture {
     char dir[256];
@@ -29,14 +29,6 @@ typedef struct fixture {
     float *params; /* lenet, distinctive bit patterns */
     float *out;    /* lenet, filled with a sentinel */
 } fixture;
-
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
 
 static uint32_t bits(float f)
 {
@@ -63,8 +55,8 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     if (!f)
         return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/test_paramfile.XXXXXX");
-    if (!mkdtemp(f->dir) || workload_get("lenet", &f->lenet) ||
+    if (scratch_make(f->dir, sizeof f->dir, "test_paramfile") != 0 ||
+        workload_get("lenet", &f->lenet) ||
         workload_get("mlp", &f->mlp))
         return -1;
     snprintf(f->path, sizeof f->path, "%s/params.bin", f->dir);
@@ -99,7 +91,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    scratch_remove(f->dir);
     free(f->params);
     free(f->out);
     free(f);

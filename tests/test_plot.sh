@@ -100,9 +100,36 @@ grep -q "epochs.csv not found" "$tmp/bad.err" || fail "no message for missing fi
 "$BENCH" plot 2>/dev/null
 [ $? -eq 2 ] || fail "bench plot without a directory did not exit 2"
 
+# a bad epochs.csv beside good charts: refused (exit 2, one line) before
+# gnuplot runs, and the charts already there are left as they were
+cp -r "$tmp/one" "$tmp/badcsv"
+echo a,b,c >"$tmp/badcsv/epochs.csv"
+before=$(cd "$tmp/badcsv" && cksum *.png *.svg)
+"$BENCH" plot "$tmp/badcsv" 2>"$tmp/bad.err"
+rc=$?
+[ $rc -eq 2 ] || fail "bench plot of a bad epochs.csv exited $rc, expected 2"
+[ "$(wc -l <"$tmp/bad.err")" -eq 1 ] || fail "bad epochs.csv: not one line: $(cat "$tmp/bad.err")"
+grep -q "epochs.csv has no column" "$tmp/bad.err" || fail "bad epochs.csv: $(cat "$tmp/bad.err")"
+[ "$(cd "$tmp/badcsv" && cksum *.png *.svg)" = "$before" ] || fail "bad epochs.csv: charts changed"
+ls -A "$tmp/badcsv" | grep -q '\.part-' && fail "bad epochs.csv: partial charts left"
+
+# an interrupted run whose only configuration did not finish, after one
+# timed epoch: its finished epochs are drawn
+cp -r "$tmp/one" "$tmp/interrupted"
+rm -f "$tmp/interrupted"/*.png "$tmp/interrupted"/*.svg
+sed -i '2s/,ok,/,interrupted,/' "$tmp/interrupted/summary.csv"
+grep -q ',interrupted,' "$tmp/interrupted/summary.csv" || fail "could not make the interrupted summary"
+"$BENCH" plot "$tmp/interrupted" >/dev/null 2>"$tmp/int.err" ||
+    fail "bench plot of an interrupted run exited $?: $(cat "$tmp/int.err")"
+if grep -E -i 'bench plot:|warning' "$tmp/int.err"; then fail "gnuplot complained on an interrupted run"; fi
+charts="epoch_time throughput accuracy loss" check_charts "$tmp/interrupted"
+
 # no gnuplot on PATH: the run still succeeds and says what to install
 PATH=/nonexistent short_run "$tmp/nognuplot" --epochs 1 >/dev/null 2>"$tmp/nognuplot.err" ||
     fail "a run without gnuplot failed"
 grep -q 'apt-get install gnuplot-nox' "$tmp/nognuplot.err" || fail "no install hint without gnuplot"
 [ ! -e "$tmp/nognuplot/epoch_time.png" ] || fail "a chart without gnuplot?"
+PATH=/nonexistent "$BENCH" plot "$tmp/nognuplot" 2>"$tmp/nognuplot.err"
+rc=$?
+[ $rc -eq 3 ] || fail "bench plot without gnuplot exited $rc, expected 3"
 echo "test_plot: ok"

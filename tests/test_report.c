@@ -9,7 +9,6 @@
 #include <cmocka.h>
 
 #include <ctype.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include "harness/peak.h"
 #include "harness/report.h"
 #include "harness/stats.h"
+#include "tests/scratch.h"
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
 
@@ -91,19 +91,25 @@ static void warmup_rule(void **state)
 
 /* ---- evaluation statistics --------------------------------------------- */
 
+/* m: rows are true classes, columns predictions; count: images scored. */
+static eval_stats eval_stats_of_3x3(const long m[3][3], long count)
+{
+    eval_counts ev;
+    memset(&ev, 0, sizeof ev);
+    ev.classes = 3;
+    ev.count = count;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            ev.confusion[i * 3 + j] = m[i][j];
+    return eval_stats_of(&ev);
+}
+
 static void eval_stats_on_known_matrix(void **state)
 {
     (void)state;
     /* rows: true class, columns: predicted */
     static const long m[3][3] = {{5, 1, 0}, {2, 3, 1}, {0, 0, 4}};
-    eval_counts ev;
-    memset(&ev, 0, sizeof ev);
-    ev.classes = 3;
-    ev.count = 16;
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++)
-            ev.confusion[i * 3 + j] = m[i][j];
-    eval_stats s = eval_stats_of(&ev);
+    eval_stats s = eval_stats_of_3x3(m, 16);
     assert_close(s.accuracy, 12.0 / 16.0, 1e-12);
     /* precision 5/7, 3/4, 4/5; recall 5/6, 3/6, 4/4 (scikit-learn's macro) */
     assert_close(s.macro_precision, 0.7547619047619047, 1e-12);
@@ -117,22 +123,13 @@ static void eval_stats_absent_and_unpredicted_classes(void **state)
     /* class 1 never predicted (precision 0), class 2 never occurs (left
      * out of the macro averages) */
     static const long m[3][3] = {{4, 0, 0}, {2, 0, 0}, {0, 0, 0}};
-    eval_counts ev;
-    memset(&ev, 0, sizeof ev);
-    ev.classes = 3;
-    ev.count = 6;
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++)
-            ev.confusion[i * 3 + j] = m[i][j];
-    eval_stats s = eval_stats_of(&ev);
+    eval_stats s = eval_stats_of_3x3(m, 6);
     assert_close(s.accuracy, 4.0 / 6.0, 1e-12);
     assert_close(s.macro_precision, (4.0 / 6.0 + 0) / 2, 1e-12);
     assert_close(s.macro_recall, (1.0 + 0) / 2, 1e-12);
     assert_close(s.macro_f1, (0.8 + 0) / 2, 1e-12);
 
-    memset(&ev, 0, sizeof ev);
-    ev.classes = 3;
-    s = eval_stats_of(&ev); /* nothing scored */
+    s = eval_stats_of_3x3(m, 0); /* nothing scored */
     assert_close(s.accuracy, 0, 0);
 }
 
@@ -227,7 +224,7 @@ static void summary_formats(void **state)
     summary_row rows[2];
     memset(rows, 0, sizeof rows);
     rows[0].key = (row_key){.backend = "naive", .precision = "fp32", .threads = 1};
-    rows[0].status = "ok";
+    rows[0].status = STATUS_OK;
     rows[0].epochs = 4;
     rows[0].repeats = 1;
     rows[0].epoch_seconds_median = 2.5;
@@ -244,7 +241,7 @@ static void summary_formats(void **state)
     rows[0].gflops_per_second = 25;
     rows[0].percent_of_peak = 25;
     rows[1].key = (row_key){.backend = "cuda", .precision = "fp32"};
-    rows[1].status = "skipped";
+    rows[1].status = STATUS_SKIPPED;
     rows[1].message = "no \"GPU\" here";
     rows[1].time_to_target_seconds = -1;
     rows[1].final_test_accuracy = NAN;
@@ -266,10 +263,22 @@ static void summary_formats(void **state)
     assert_non_null(strstr(json, "\"message\": \"no \\\"GPU\\\" here\""));
     free(json);
 
+    /* --format csv: summary.csv's columns, in its order */
     char *csv = print_to_string(FORMAT_CSV, rows, 2);
-    const char *header = "backend,precision,threads,devices,replicas,ranks,epoch_seconds_median,";
+    const char *header =
+        "backend,workload,precision,threads,devices,replicas,ranks,batch_size,optimizer,epochs,"
+        "repeats,images_per_epoch,epoch_seconds_median,epoch_seconds_mean,epoch_seconds_stddev,"
+        "images_per_second,gflops_per_second,percent_of_peak,speedup_vs_naive,final_train_loss,"
+        "final_test_accuracy,macro_precision,macro_recall,macro_f1,time_to_target_seconds,"
+        "peak_memory_bytes,details,status,message,cpu_model,host,git_commit,date,timed_samples,"
+        "warmup_epochs,epoch_seconds_min,epoch_seconds_max,peak_gflops,peak_source,gpu_model,"
+        "target_accuracy,scaling_efficiency\n";
     assert_true(strncmp(csv, header, strlen(header)) == 0);
-    assert_non_null(strstr(csv, "\nnaive,fp32,1,0,0,0,2.500000,"));
+    assert_non_null(strstr(csv, "\nnaive,,fp32,1,0,0,0,0,,4,1,0,2.500000,0.000000,0.250000,"
+                                "24000.0,25.000,25.00,1.000,0.000000,0.850000,"));
+    assert_non_null(strstr(csv, ",ok,,Test CPU,,,,3,1,0.000000,0.000000,100.0,test probe,none,"
+                                "0.9000,\n")); /* no scaling efficiency: empty */
+    assert_non_null(strstr(csv, ",skipped,\"no \"\"GPU\"\" here\",Test CPU,"));
     free(csv);
 }
 
@@ -475,28 +484,15 @@ static int json_valid(const char *text, char keys[][64], int max_keys, int *n_ke
 /* ---- short real runs --------------------------------------------------- */
 
 typedef struct run_fixture {
-    char dir[256];
+    char dir[SCRATCH_DIR_LEN];
     char bench[512];
 } run_fixture;
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static int run_setup(void **state)
 {
-    run_fixture *f = calloc(1, sizeof *f);
+    run_fixture *f = scratch_fixture(sizeof *f, "test_report");
     if (!f)
         return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/test_report.XXXXXX");
-    if (!mkdtemp(f->dir)) {
-        free(f);
-        return -1;
-    }
     const char *bench = getenv("BENCH");
     snprintf(f->bench, sizeof f->bench, "%s", bench && *bench ? bench : "./bench");
     *state = f;
@@ -505,9 +501,7 @@ static int run_setup(void **state)
 
 static int run_teardown(void **state)
 {
-    run_fixture *f = *state;
-    nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    free(f);
+    scratch_fixture_free(*state);
     return 0;
 }
 
@@ -556,6 +550,18 @@ static table *read_run_csv(run_fixture *f, const char *run, const char *file)
     if (!t)
         fail_msg("%s is missing or has rows of the wrong width", path);
     return t;
+}
+
+/* The text of file `name` in the test's directory; fails the test when it
+ * cannot be read. */
+static char *slurp_in(const run_fixture *f, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", f->dir, name);
+    char *text = slurp(path);
+    if (!text)
+        fail_msg("cannot read %s", path);
+    return text;
 }
 
 static void check_columns(const table *t, const char *const *names, int n, const char *file)
@@ -665,10 +671,7 @@ static void real_run_files(void **state)
         assert_true(num(pr, r, "forward_ms") >= 0 && num(pr, r, "backward_ms") >= 0);
 
     /* system.json: valid JSON with the system record's keys */
-    char path[512];
-    snprintf(path, sizeof path, "%s/a/system.json", f->dir);
-    char *sys = slurp(path);
-    assert_non_null(sys);
+    char *sys = slurp_in(f, "a/system.json");
     char keys[64][64];
     int n_keys;
     assert_int_equal(json_valid(sys, keys, 64, &n_keys), 0);
@@ -688,16 +691,12 @@ static void real_run_files(void **state)
     free(sys);
 
     /* --format json: stdout holds the summary as JSON and nothing else */
-    snprintf(path, sizeof path, "%s/a.out", f->dir);
-    char *out = slurp(path);
-    assert_non_null(out);
+    char *out = slurp_in(f, "a.out");
     assert_int_equal(json_valid(out, keys, 64, &n_keys), 0);
     assert_non_null(strstr(out, "\"backend\": \"naive\""));
     free(out);
     /* the profile table and the evaluation line went to stderr */
-    snprintf(path, sizeof path, "%s/a.err", f->dir);
-    char *err = slurp(path);
-    assert_non_null(err);
+    char *err = slurp_in(f, "a.err");
     assert_non_null(strstr(err, "naive: time per layer"));
     assert_non_null(strstr(err, "naive      accuracy"));
     free(err);
@@ -723,16 +722,28 @@ static void real_run_short_and_unreached_target(void **state)
     double both[2] = {num(ep, 1, "epoch_seconds"), num(ep, 2, "epoch_seconds")};
     assert_close(num(sm, 1, "epoch_seconds_median"), stats_of(both, 2).median, 2e-6);
     assert_true(num(sm, 1, "time_to_target_seconds") < 0);
-    char path[512];
-    snprintf(path, sizeof path, "%s/b.out", f->dir);
-    char *md = slurp(path);
-    assert_non_null(md);
+    char *md = slurp_in(f, "b.out");
     assert_non_null(strstr(md, "| naive | fp32 | 1 | 0 |"));
     assert_non_null(strstr(md, "| not reached |"));
     assert_non_null(strstr(md, "every epoch of 1 run"));
     free(md);
     table_free(ep);
     table_free(sm);
+}
+
+/* --format csv prints summary.csv again: the same header and lines, byte
+ * for byte, so a script may read either. */
+static void real_run_csv_is_summary_csv(void **state)
+{
+    run_fixture *f = *state;
+    double wall;
+    assert_int_equal(run_bench(f, "d", "--epochs 1 --target-accuracy 0.05 --format csv", &wall), 0);
+    char *printed = slurp_in(f, "d.out");
+    char *file = slurp_in(f, "d/summary.csv");
+    assert_non_null(strstr(file, "\nnaive,lenet,fp32,1,0,1,1,128,nesterov,1,1,512,"));
+    assert_string_equal(printed, file);
+    free(printed);
+    free(file);
 }
 
 /* A target first met after epoch 1: the time covers every epoch up to the
@@ -789,6 +800,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(real_run_files, run_setup, run_teardown),
         cmocka_unit_test_setup_teardown(real_run_short_and_unreached_target, run_setup,
                                         run_teardown),
+        cmocka_unit_test_setup_teardown(real_run_csv_is_summary_csv, run_setup, run_teardown),
         cmocka_unit_test_setup_teardown(real_run_time_to_target_later_epoch, run_setup,
                                         run_teardown),
     };

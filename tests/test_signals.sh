@@ -61,8 +61,54 @@ interrupt() {
             fail "$sig: $f does not end with a whole row"
     done
     grep -q "stopped by signal" "$tmp/err" && pass || fail "$sig: no word of the signal on stderr"
+    # its one configuration did not finish, yet its finished epochs are drawn
+    if command -v gnuplot >/dev/null; then
+        "$BENCH" plot "$out" >/dev/null 2>"$tmp/plot.err" && [ -s "$out/loss.png" ] && pass ||
+            fail "$sig: bench plot of the interrupted run: $(cat "$tmp/plot.err")"
+    else
+        skip_check "gnuplot not installed: the interrupted run is not plotted"
+    fi
 }
 
 interrupt INT
 interrupt TERM
+
+# SIGTERM during start-up (loading a large data set) exits 130 like one
+# during training, before any results directory is made. The handler must
+# be in place before loading starts: the signal is sent as soon as
+# /proc says it is caught.
+big="$tmp/big"
+mkdir "$big"
+cp "$tmp/data"/t10k-* "$big/"
+members=300 # 300 x 1024 blank images, 240 MB to decompress
+{ be32 2051; be32 $((members * 1024)); be32 28; be32 28; } | gzip -1 >"$big/train-images-idx3-ubyte.gz"
+head -c $((784 * 1024)) /dev/zero | gzip -1 >"$tmp/member.gz"
+for ((i = 0; i < members; i++)); do cat "$tmp/member.gz"; done >>"$big/train-images-idx3-ubyte.gz"
+labels_file "$big/train-labels-idx1-ubyte" $((members * 1024))
+"$BENCH" --backend naive --workload mlp --epochs 1 --data "$big" --out "$tmp/startup" \
+    >/dev/null 2>"$tmp/err" &
+pid=$!
+caught=""
+for ((i = 0; i < 3000; i++)); do
+    mask=$(awk '/^SigCgt:/ { print $2 }' "/proc/$pid/status" 2>/dev/null) || break
+    [ -z "$mask" ] && break
+    if (((0x$mask >> 14) & 1)); then caught=1; break; fi # bit 15: SIGTERM
+    sleep 0.01
+done
+made=""
+[ -e "$tmp/startup" ] && made=1
+kill -TERM "$pid" 2>/dev/null
+wait "$pid"; rc=$?
+pid=""
+if [ -z "$caught" ]; then
+    fail "start-up: SIGTERM never caught (exit status $rc)"
+elif [ -n "$made" ]; then
+    fail "start-up: SIGTERM is caught only once the results directory exists"
+elif [ "$rc" -ne 130 ]; then
+    fail "start-up: SIGTERM gave exit status $rc, expected 130"
+elif [ -e "$tmp/startup" ]; then
+    fail "start-up: a results directory was made after SIGTERM"
+else
+    pass
+fi
 finish

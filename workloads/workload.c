@@ -50,7 +50,14 @@ static const workload_spec specs[] = {
      10, 0.01, 0.9, 5e-4, 123},
 };
 
-const char *workload_names(void) { return "lenet, mlp"; }
+void workload_names(char *buf, size_t len)
+{
+    size_t used = 0;
+    if (len)
+        buf[0] = 0;
+    for (int i = 0; i < COUNT(specs) && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", specs[i].name);
+}
 
 static void resolve(const workload_spec *s, workload *w)
 {

@@ -64,8 +64,9 @@ int workload_get(const char *name, workload *out);
  * strides that fit their inputs); otherwise why not, in a few words. */
 const char *workload_check(const workload *w);
 
-/* "lenet, mlp": for usage messages. */
-const char *workload_names(void);
+/* The workloads' names as a list for messages, "lenet, mlp", cut short to
+ * fit len. */
+void workload_names(char *buf, size_t len);
 
 /* Largest activation (floats per image) over the inputs and outputs of all
  * layers: lets backends size their scratch buffers once. */

@@ -1,0 +1,247 @@
+#include "harness/columns.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "harness/csv.h"
+#include "harness/report.h"
+
+/* ---- markdown cells that are more than one number ------------------------ */
+
+static void md_label(char *buf, size_t len, const summary_row *r)
+{
+    config_label(&r->key, buf, len);
+}
+
+static void md_seconds(char *buf, size_t len, const summary_row *r)
+{
+    if (!(r->epoch_seconds_median > 0))
+        snprintf(buf, len, "-");
+    else if (r->timed_samples > 1)
+        snprintf(buf, len, "%.3f ± %.3f", r->epoch_seconds_median, r->epoch_seconds_stddev);
+    else
+        snprintf(buf, len, "%.3f", r->epoch_seconds_median);
+}
+
+static void md_target(char *buf, size_t len, const summary_row *r)
+{
+    if (r->target_accuracy <= 0 || r->status != STATUS_OK)
+        snprintf(buf, len, "-");
+    else if (r->time_to_target_seconds < 0)
+        snprintf(buf, len, "not reached");
+    else
+        snprintf(buf, len, "%.2f", r->time_to_target_seconds);
+}
+
+static void md_mebibytes(char *buf, size_t len, const summary_row *r)
+{
+    double mib = r->peak_memory_bytes / 1048576.0;
+    if (mib > 0 && isfinite(mib))
+        snprintf(buf, len, "%.1f", mib);
+    else
+        snprintf(buf, len, "-");
+}
+
+/* ---- the lists ------------------------------------------------------------ */
+
+/* Each column names its kind; md_ fields follow as designated initialisers. */
+#define TEXT(n, off) .name = n, .kind = COL_TEXT, .offset = off
+#define INT(n, off) .name = n, .kind = COL_INT, .offset = off
+#define LONG(n, off) .name = n, .kind = COL_LONG, .offset = off
+#define REAL(n, off, fmt) .name = n, .kind = COL_REAL, .offset = off, .format = fmt
+#define STATUS(n, off) .name = n, .kind = COL_STATUS, .offset = off
+#define SYSTEM(n, off) .name = n, .kind = COL_SYSTEM, .offset = off
+
+/* The configuration, first in both files (row_key is each row's `key`). */
+#define KEY_COLUMNS(row)                                                                           \
+    {TEXT("backend", offsetof(row, key.backend)), .md_title = "backend", .md_cell = md_label},     \
+    {TEXT("workload", offsetof(row, key.workload))},                                               \
+    {TEXT("precision", offsetof(row, key.precision)), .md_title = "precision"},                    \
+    {INT("threads", offsetof(row, key.threads)), .md_title = "threads"},                           \
+    {INT("devices", offsetof(row, key.devices)), .md_title = "devices"},                           \
+    {INT("replicas", offsetof(row, key.replicas))},                                                \
+    {INT("ranks", offsetof(row, key.ranks))},                                                      \
+    {INT("batch_size", offsetof(row, key.batch_size))},                                            \
+    {TEXT("optimizer", offsetof(row, key.optimizer))}
+
+#define S(field) offsetof(summary_row, field)
+#define SYS(field) offsetof(sysinfo, field)
+
+const column summary_columns[] = {
+    KEY_COLUMNS(summary_row),
+    {INT("epochs", S(epochs))},
+    {INT("repeats", S(repeats))},
+    {LONG("images_per_epoch", S(images_per_epoch))},
+    {REAL("epoch_seconds_median", S(epoch_seconds_median), "%.6f"),
+     .md_title = "s/epoch (median)", .md_cell = md_seconds},
+    {REAL("epoch_seconds_mean", S(epoch_seconds_mean), "%.6f")},
+    {REAL("epoch_seconds_stddev", S(epoch_seconds_stddev), "%.6f")},
+    {REAL("images_per_second", S(images_per_second), "%.1f"), .md_title = "images/s",
+     .md_format = "%.0f"},
+    {REAL("gflops_per_second", S(gflops_per_second), "%.3f"), .md_title = "GFLOP/s",
+     .md_format = "%.2f"},
+    {REAL("percent_of_peak", S(percent_of_peak), "%.2f"), .md_title = "% of peak",
+     .md_format = "%.1f"},
+    {REAL("speedup_vs_naive", S(speedup_vs_naive), "%.3f"), .none_unless_positive = 1,
+     .md_title = "speedup vs naive", .md_format = "%.2fx"},
+    {REAL("final_train_loss", S(final_train_loss), "%.6f")},
+    {REAL("final_test_accuracy", S(final_test_accuracy), "%.6f"),
+     .md_title = "test accuracy", .md_format = "%.4f"},
+    {REAL("macro_precision", S(macro_precision), "%.6f")},
+    {REAL("macro_recall", S(macro_recall), "%.6f")},
+    {REAL("macro_f1", S(macro_f1), "%.6f")},
+    {REAL("time_to_target_seconds", S(time_to_target_seconds), "%.3f"),
+     .md_title = "time to target (s)", .md_cell = md_target},
+    {REAL("peak_memory_bytes", S(peak_memory_bytes), "%.0f"),
+     .md_title = "peak memory (MiB)", .md_cell = md_mebibytes},
+    {TEXT("details", S(details))},
+    {STATUS("status", S(status)), .md_title = "status"},
+    {TEXT("message", S(message))},
+    {SYSTEM("cpu_model", SYS(cpu_model))},
+    {SYSTEM("host", SYS(host))},
+    {SYSTEM("git_commit", SYS(git_commit))},
+    {SYSTEM("date", SYS(date))},
+    {INT("timed_samples", S(timed_samples))},
+    {INT("warmup_epochs", S(warmup_epochs))},
+    {REAL("epoch_seconds_min", S(epoch_seconds_min), "%.6f")},
+    {REAL("epoch_seconds_max", S(epoch_seconds_max), "%.6f")},
+    {REAL("peak_gflops", S(peak_gflops), "%.1f")},
+    {TEXT("peak_source", S(peak_source))},
+    {SYSTEM("gpu_model", SYS(gpu_model))},
+    {REAL("target_accuracy", S(target_accuracy), "%.4f")},
+    {REAL("scaling_efficiency", S(scaling_efficiency), "%.4f"), .none_unless_positive = 1},
+    {.name = NULL},
+};
+
+#define E(field) offsetof(epoch_row, field)
+
+const column epoch_columns[] = {
+    KEY_COLUMNS(epoch_row),
+    {INT("repeat", E(repeat))},
+    {INT("epoch", E(epoch))},
+    {LONG("images", E(images))},
+    {REAL("epoch_seconds", E(epoch_seconds), "%.6f")},
+    {REAL("images_per_second", E(images_per_second), "%.1f")},
+    {REAL("gflops_per_second", E(gflops_per_second), "%.3f")},
+    {REAL("train_loss", E(train_loss), "%.6f")},
+    {REAL("test_loss", E(test_loss), "%.6f")},
+    {REAL("test_accuracy", E(test_accuracy), "%.6f")},
+    {STATUS("status", E(status))},
+    {TEXT("message", E(message))},
+    {.name = NULL},
+};
+
+/* ---- reading a value ------------------------------------------------------ */
+
+static const void *at(const column *c, const void *row, const sysinfo *sys)
+{
+    return (const char *)(c->kind == COL_SYSTEM ? (const void *)sys : row) + c->offset;
+}
+
+/* Text for COL_TEXT, COL_STATUS and COL_SYSTEM; never NULL. */
+static const char *text_of(const column *c, const void *row, const sysinfo *sys)
+{
+    const void *p = at(c, row, sys);
+    switch (c->kind) {
+    case COL_TEXT: return *(const char *const *)p ? *(const char *const *)p : "";
+    case COL_STATUS: return status_name(*(const run_status *)p);
+    case COL_SYSTEM: return (const char *)p;
+    default: return "";
+    }
+}
+
+static int is_text(const column *c)
+{
+    return c->kind == COL_TEXT || c->kind == COL_STATUS || c->kind == COL_SYSTEM;
+}
+
+static double real_of(const column *c, const void *row)
+{
+    return *(const double *)at(c, row, NULL);
+}
+
+static int is_none(const column *c, double v) { return c->none_unless_positive && !(v > 0); }
+
+/* Writes a number column's value the way CSV and JSON share. */
+static void write_number(FILE *f, const column *c, const void *row)
+{
+    switch (c->kind) {
+    case COL_INT: fprintf(f, "%d", *(const int *)at(c, row, NULL)); break;
+    case COL_LONG: fprintf(f, "%ld", *(const long *)at(c, row, NULL)); break;
+    case COL_REAL: fprintf(f, c->format, real_of(c, row)); break;
+    default: break;
+    }
+}
+
+/* ---- writers ------------------------------------------------------------ */
+
+void columns_csv_header(FILE *f, const column *cols)
+{
+    for (const column *c = cols; c->name; c++)
+        fprintf(f, "%s%s", c == cols ? "" : ",", c->name);
+    fputc('\n', f);
+}
+
+void columns_csv_row(FILE *f, const column *cols, const void *row, const sysinfo *sys)
+{
+    for (const column *c = cols; c->name; c++) {
+        if (c != cols)
+            fputc(',', f);
+        if (is_text(c))
+            csv_field(f, text_of(c, row, sys));
+        else if (!(c->kind == COL_REAL && is_none(c, real_of(c, row))))
+            write_number(f, c, row);
+    }
+    fputc('\n', f);
+}
+
+void columns_json_object(FILE *f, const column *cols, const void *row, const sysinfo *sys)
+{
+    for (const column *c = cols; c->name; c++) {
+        fprintf(f, "%s\"%s\": ", c == cols ? "{" : ", ", c->name);
+        if (is_text(c))
+            json_string(f, text_of(c, row, sys));
+        else if (c->kind == COL_REAL &&
+                 (!isfinite(real_of(c, row)) || is_none(c, real_of(c, row))))
+            fputs("null", f);
+        else
+            write_number(f, c, row);
+    }
+    fputc('}', f);
+}
+
+void columns_md_header(FILE *f, const column *cols)
+{
+    for (const column *c = cols; c->name; c++)
+        if (c->md_title)
+            fprintf(f, "| %s ", c->md_title);
+    fputs("|\n", f);
+    for (const column *c = cols; c->name; c++)
+        if (c->md_title)
+            fputs(is_text(c) ? "|---" : "|---:", f);
+    fputs("|\n", f);
+}
+
+void columns_md_row(FILE *f, const column *cols, const summary_row *row)
+{
+    for (const column *c = cols; c->name; c++) {
+        if (!c->md_title)
+            continue;
+        char cell[128];
+        if (c->md_cell) {
+            c->md_cell(cell, sizeof cell, row);
+        } else if (is_text(c)) {
+            snprintf(cell, sizeof cell, "%s", text_of(c, row, NULL));
+        } else if (c->kind == COL_INT) {
+            snprintf(cell, sizeof cell, "%d", *(const int *)at(c, row, NULL));
+        } else {
+            double v = real_of(c, row);
+            if (v > 0 && isfinite(v))
+                snprintf(cell, sizeof cell, c->md_format, v);
+            else
+                snprintf(cell, sizeof cell, "-");
+        }
+        fprintf(f, "| %s ", cell);
+    }
+    fputs("|\n", f);
+}
