@@ -344,7 +344,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
     return io_error ? -1 : 0;
 }
 
-static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_runs,
+static void fill_summary(run_state *s, const backend *b, const attempt *runs, int n_runs,
                          summary_row *row, double *samples)
 {
     const run_config *cfg = s->cfg;
@@ -593,16 +593,29 @@ static int run_backends(const run_config *cfg)
     summary_row rows[MAX_RUN_BACKENDS];
     int n_rows = 0, failed = 0, trained = 0, finished = 0;
     double *samples = xcalloc((size_t)cfg->epochs * cfg->repeat, sizeof(double));
-    attempt *runs = xcalloc((size_t)cfg->repeat, sizeof *runs);
-    for (int r = 0; r < cfg->repeat; r++)
-        runs[r].epoch_seconds = xcalloc((size_t)cfg->epochs, sizeof(double));
+    /* --repeat interleaves: round r trains every backend once (A B A B, not
+     * A A B B), so a change in the machine's load falls on all of them. */
+    attempt *runs = xcalloc((size_t)n * cfg->repeat, sizeof *runs);
+    int done_runs[MAX_RUN_BACKENDS] = {0}, stopped[MAX_RUN_BACKENDS] = {0};
+    for (int k = 0; k < n * cfg->repeat; k++)
+        runs[k].epoch_seconds = xcalloc((size_t)cfg->epochs, sizeof(double));
+    for (int r = 0; r < cfg->repeat && !stop_signal && rc == 0; r++)
+        for (int i = 0; i < n && !stop_signal && rc == 0; i++) {
+            if (!runnable[i] || stopped[i])
+                continue;
+            attempt *a = &runs[i * cfg->repeat + r];
+            if (train_backend(&s, order[i], r + 1, a) != 0) {
+                rc = 1;
+                break;
+            }
+            done_runs[i] = r + 1;
+            stopped[i] = a->status != STATUS_OK;
+        }
 
-    for (int i = 0; i < n && !stop_signal && rc == 0; i++) {
+    for (int i = 0; i < n; i++) {
         const backend *b = order[i];
         summary_row *row = &rows[n_rows];
         if (!runnable[i]) {
-            if (s.root)
-                fprintf(stderr, "%-10s skipped: %s\n", b->name, reasons[i]);
             memset(row, 0, sizeof *row);
             attempt none = {.threads = 0, .replicas = 1};
             row->key = key_for(&s, b, &none);
@@ -614,20 +627,11 @@ static int run_backends(const run_config *cfg)
                 rc = 1;
             continue;
         }
-        int done = 0;
-        for (int r = 0; r < cfg->repeat && !stop_signal; r++) {
-            runs[r].epochs_done = 0;
-            if (train_backend(&s, b, r + 1, &runs[r]) != 0) {
-                rc = 1;
-                break;
-            }
-            done = r + 1;
-            if (runs[r].status != STATUS_OK)
-                break;
-        }
+        const int done = done_runs[i];
         if (done == 0)
-            continue; /* a results file could not be written: no row */
-        fill_summary(&s, b, runs, done, row, samples);
+            continue; /* not reached, or a results file could not be written: no row */
+        const attempt *backend_runs = &runs[i * cfg->repeat];
+        fill_summary(&s, b, backend_runs, done, row, samples);
         row->details = xstrdup(row->details);
         row->message = xstrdup(row->message);
         n_rows++;
@@ -651,7 +655,7 @@ static int run_backends(const run_config *cfg)
         char label[128];
         config_label(&row->key, label, sizeof label);
         if (row->status == STATUS_OK &&
-            write_confusion(&s.res, label, &runs[done - 1].final_eval) != 0) {
+            write_confusion(&s.res, label, &backend_runs[done - 1].final_eval) != 0) {
             fprintf(stderr, "bench: cannot write %s/confusion-%s.csv: %s\n", s.res.dir, label,
                     strerror(errno));
             rc = 1;
@@ -680,8 +684,8 @@ static int run_backends(const run_config *cfg)
     }
     if (s.save_failed)
         rc = 1;
-    for (int r = 0; r < cfg->repeat; r++)
-        free(runs[r].epoch_seconds);
+    for (int k = 0; k < n * cfg->repeat; k++)
+        free(runs[k].epoch_seconds);
     free(runs);
     free(samples);
     free_inputs(&s);
