@@ -587,6 +587,9 @@ static int run_backends(const run_config *cfg)
             cfg->work.name, s.train.count, s.test.count, cfg->data_dir,
             optimizer_name(cfg->engine.opt.kind), cfg->engine.batch_size, cfg->epochs,
             cfg->epochs == 1 ? "" : "s", s.res.dir);
+    for (int i = 0; i < n && s.root; i++)
+        if (!runnable[i])
+            fprintf(stderr, "%-10s skipped: %s\n", order[i]->name, reasons[i]);
 
     /* a row's details and message are its own copies (freed at the end):
      * the attempts that held them are reused by the next backend */
