@@ -99,6 +99,10 @@ static void list_backends(void)
         else
             printf("%-10s built, runnable: %s (%s)\n", b->name, b->summary,
                    precisions_here(b, why, sizeof why));
+        char note[1024];
+        backend_setup_note(b, 1, note, sizeof note);
+        if (note[0])
+            printf("%-10s %s\n", "", note);
     }
     dp_print_support(stdout);
 }

@@ -49,6 +49,7 @@
 #define blas_rows_from_group R(blas_rows_from_group)
 #define blas_group_from_rows R(blas_group_from_rows)
 #define blas_conv_col_floats R(blas_conv_col_floats)
+#define blas_conv_scratch_floats R(blas_conv_scratch_floats)
 #define blas_join_weight_bias R(blas_join_weight_bias)
 #define blas_conv_forward R(blas_conv_forward)
 #define blas_conv_backward_params R(blas_conv_backward_params)
@@ -93,15 +94,22 @@ void blas_group_from_rows(real *dst, const real *src, int ld, int b0, int F, int
  * output channel's weights followed by its bias, and col[R + 1][OH*OW*B],
  * the unfolded input that the forward pass fills and the backward pass
  * reads, ends with a row of ones. So there is no pass to add the bias and
- * none to sum its gradient. d_col is scratch of the same size. */
+ * none to sum its gradient. scratch and d_col: blas_conv_scratch_floats().
+ * A shallow layer (blas_conv_direct_suits, conv_direct.h) is computed
+ * directly instead, from `in`: col is then neither written nor read. */
 size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride);
+/* Scratch the forward and data-gradient passes of B images need (they
+ * take turns with it): the larger of d_col and the output's transpose. */
+size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, int stride);
 void blas_join_weight_bias(real *weight_bias, const real *weight, const real *bias, int K,
                            int R);
 void blas_conv_forward(real *out, real *col, const real *in, const real *weight_bias,
-                       int B, int C, int H, int W, int K, int kernel, int stride, int threads);
+                       real *scratch, int B, int C, int H, int W, int K, int kernel,
+                       int stride, int threads);
 /* d_weight_bias[K][R + 1]: the weight and bias gradients of these B images. */
 void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const real *col,
-                               int B, int C, int H, int W, int K, int kernel, int stride);
+                               const real *in, int B, int C, int H, int W, int K, int kernel,
+                               int stride);
 /* d_in[C][H][W][B] from d_out[K][OH][OW][B]. */
 void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
                              const real *weight_bias, int B, int C, int H, int W, int K,
