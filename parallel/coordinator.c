@@ -751,23 +751,18 @@ static engine *wrapped_create(void *ctx, const workload *w, const engine_config 
     return dp_create(d->inner, &d->opt, w, cfg, err, err_len);
 }
 
-/* The entries every wrapped backend shares. */
+/* The coordinator's entries, shared by every wrapped backend and multi-gpu. */
+#define DP_ENGINE_ENTRIES                                                                 \
+    .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params, \
+    .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,       \
+    .buffer = buffer, .placement = placement, .describe = describe,                       \
+    .peak_memory = peak_memory, .peak_gflops = peak_gflops
+
 static const backend dp_entries = {
     .probe = wrapped_probe,
     .probe_precision = wrapped_probe_precision,
     .create = wrapped_create,
-    .destroy = destroy,
-    .error = error,
-    .set_params = set_params,
-    .get_params = get_params,
-    .bind_dataset = bind_dataset,
-    .train_steps = train_steps,
-    .evaluate = evaluate,
-    .buffer = buffer,
-    .placement = placement,
-    .describe = describe,
-    .peak_memory = peak_memory,
-    .peak_gflops = peak_gflops,
+    DP_ENGINE_ENTRIES,
 };
 
 static int same_options(const dp_options *a, const dp_options *b)
@@ -845,19 +840,8 @@ const backend multi_gpu_backend = {
     .not_built_reason = "needs the cuda backend (nvcc, cuDNN and cuBLAS at build time)",
     .probe = multi_gpu_probe,
     .create = multi_gpu_create,
-    .destroy = destroy,
-    .error = error,
-    .set_params = set_params,
-    .get_params = get_params,
-    .bind_dataset = bind_dataset,
-    .train_steps = train_steps,
-    .evaluate = evaluate,
-    .buffer = buffer,
+    DP_ENGINE_ENTRIES,
     .buffer_space = MEM_DEVICE,
-    .placement = placement,
-    .describe = describe,
-    .peak_memory = peak_memory,
-    .peak_gflops = peak_gflops,
     .library_info = multi_gpu_library_info,
 };
 
