@@ -152,16 +152,28 @@ static void configuration_labels(void **state)
 {
     (void)state;
     char label[64];
-    config_label_of("naive", 1, 1, label, sizeof label);
+    config_label_of("naive", 1, 1, "fp32", 64, 0, label, sizeof label);
     assert_string_equal(label, "naive");
-    config_label_of("naive", 2, 1, label, sizeof label);
+    config_label_of("naive", 2, 1, "fp32", 64, 0, label, sizeof label);
     assert_string_equal(label, "naive-x2");
-    config_label_of("blas", 4, 2, label, sizeof label);
+    config_label_of("blas", 4, 2, "fp32", 64, 0, label, sizeof label);
     assert_string_equal(label, "blas-x4-2ranks");
-    row_key k = {.backend = "cuda", .replicas = 1, .ranks = 1};
+    row_key k = {.backend = "cuda", .replicas = 1, .ranks = 1, .precision = "bf16",
+                 .batch_size = 512};
     config_label(&k, label, sizeof label);
     assert_string_equal(label, "cuda");
-    config_label_of("naive", 16, 1, label, 6); /* cut short, still a string */
+    /* the axes the run varies name the row, so confusion files do not collide */
+    k.label_axes = LABEL_PRECISION;
+    config_label(&k, label, sizeof label);
+    assert_string_equal(label, "cuda-bf16");
+    k.label_axes = LABEL_BATCH;
+    config_label(&k, label, sizeof label);
+    assert_string_equal(label, "cuda-b512");
+    k.label_axes = LABEL_PRECISION | LABEL_BATCH;
+    k.replicas = 2;
+    config_label(&k, label, sizeof label);
+    assert_string_equal(label, "cuda-x2-bf16-b512");
+    config_label_of("naive", 16, 1, "fp32", 64, LABEL_BATCH, label, 6); /* cut short */
     assert_string_equal(label, "naive");
 }
 
