@@ -180,7 +180,6 @@ typedef struct run_facts {
     /* row_key.label_axes as the run set it: the axes with several values
      * among all rows */
     unsigned label_axes;
-    int drawn_precisions, drawn_batch_sizes; /* distinct values among drawable rows */
     char machine[512], date[16];
 } run_facts;
 
@@ -256,19 +255,16 @@ static int row_drawn(const csv_table *t, int r)
            (status == STATUS_INTERRUPTED && atoi(field(t, r, "timed_samples")) > 0);
 }
 
-/* How many different values the column has, over every row or over the
- * drawn ones (0 without the column). */
-static int distinct_values(const csv_table *t, const char *column, int drawn_only)
+/* How many different values the column has (0 without the column). */
+static int distinct_values(const csv_table *t, const char *column)
 {
     int c = csv_column(t, column), n = 0;
     if (c < 0)
         return 0;
     for (int r = 0; r < t->n_rows; r++) {
-        if (drawn_only && !row_drawn(t, r))
-            continue;
         int seen = 0;
         for (int q = 0; q < r && !seen; q++)
-            seen = (!drawn_only || row_drawn(t, q)) && !strcmp(t->rows[q][c], t->rows[r][c]);
+            seen = !strcmp(t->rows[q][c], t->rows[r][c]);
         n += !seen;
     }
     return n;
@@ -304,10 +300,8 @@ static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
             csv_free(&t);
             return 2;
         }
-    f->label_axes = (distinct_values(&t, "precision", 0) > 1 ? LABEL_PRECISION : 0) |
-                    (distinct_values(&t, "batch_size", 0) > 1 ? LABEL_BATCH : 0);
-    f->drawn_precisions = distinct_values(&t, "precision", 1);
-    f->drawn_batch_sizes = distinct_values(&t, "batch_size", 1);
+    f->label_axes = (distinct_values(&t, "precision") > 1 ? LABEL_PRECISION : 0) |
+                    (distinct_values(&t, "batch_size") > 1 ? LABEL_BATCH : 0);
     size_t used = 0;
     for (int r = 0; r < t.n_rows; r++) {
         run_status status;
@@ -382,9 +376,9 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
         {"accuracy", facts.evaluated},
         {"loss", 1},
         {"layers", facts.profiled[0] != 0},
-        /* the axes: only when the run has more than one value to set apart */
-        {"precision", facts.drawn_precisions > 1},
-        {"batch_size", facts.drawn_batch_sizes > 1},
+        /* the axes: only when the run asked for more than one value */
+        {"precision", (facts.label_axes & LABEL_PRECISION) && facts.drawable},
+        {"batch_size", (facts.label_axes & LABEL_BATCH) && facts.drawable},
     };
     static const char *const formats[] = {"png", "svg"};
     size_t used = 0;
