@@ -331,7 +331,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
             progress_start(&prog, label, ep + 1, cfg->epochs, s->train.count);
         double seconds, loss_sum;
         long images = train_epoch(s, b, e, ep, a, &prog, &seconds, &loss_sum);
-        double steps = (double)images / cfg->engine.batch_size;
+        double steps = (double)images / s->engine.batch_size;
         double train_loss = steps > 0 ? loss_sum / steps : NAN;
         eval_counts ev = {0};
         double test_loss = NAN, accuracy = NAN;

@@ -74,6 +74,18 @@ got=$(paste -d' ' <(col "$run/epochs.csv" batch_size) <(col "$run/epochs.csv" ep
 # give different losses from the same start
 losses=$(col "$run/summary.csv" final_train_loss | sort -u | wc -l)
 [ "$losses" -eq 2 ] && pass || fail "both batch sizes ended with the same loss"
+# and the b32 row is what a run of batch 32 alone gives (naive is
+# deterministic): nothing of the b16 configuration leaks into it
+"$BENCH" --backend naive --workload mlp --epochs 2 --batch-size 32 --data "$tmp/data" --no-peak \
+    --out "$tmp/alone" >/dev/null 2>&1 || fail "--batch-size 32 alone failed"
+for c in final_train_loss final_test_accuracy; do
+    a=$(col "$run/summary.csv" $c | tail -1)
+    b=$(col "$tmp/alone/summary.csv" $c)
+    [ -n "$a" ] && [ "$a" = "$b" ] && pass || fail "$c of naive-b32 is $a in the list, $b alone"
+done
+a=$(col "$run/epochs.csv" train_loss | tail -2 | tr '\n' ' ')
+b=$(col "$tmp/alone/epochs.csv" train_loss | tr '\n' ' ')
+[ "$a" = "$b" ] && pass || fail "epoch train losses of naive-b32: $a in the list, $b alone"
 for b in 16 32; do
     [ -s "$run/confusion-naive-b$b.csv" ] && pass || fail "no confusion-naive-b$b.csv: $(ls "$run")"
 done
