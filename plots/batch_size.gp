@@ -39,4 +39,4 @@ plot for [k=1:n_lines] summary using (on_line(k) ? column("batch_size") : NaN): 
          (column("images_per_second")) with linespoints lt k title word(lines, k), \
      for [k=1:n_lines] summary using (on_line(k) ? column("batch_size") : NaN): \
          (column("images_per_second")):(images(column("images_per_second"))) \
-         with labels offset 0,1 tc lt k notitle
+         with labels offset 0,(k % 2 ? 1 : -1.2) tc lt k notitle # odd lines above, even below
