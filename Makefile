@@ -101,13 +101,31 @@ $(BUILD)/tests/%: tests/%.c $(LIB_OBJS) $$(TEST_OBJS_$$*) | $(MODULES)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJS) $(TEST_OBJS_$*) $(LDLIBS) $(TEST_LIBS_$*) -lcmocka
 
-ifeq ($(HAVE_CMOCKA),1)
+# `make test` first installs what the tests need (scripts/install-deps test:
+# as root it installs, otherwise it prints the one command to run), then
+# runs again so that the probes see the new packages.
+ifeq ($(TEST_DEPS_CHECKED),)
+test:
+	@scripts/install-deps test
+	@$(MAKE) --no-print-directory test TEST_DEPS_CHECKED=1
+else ifeq ($(HAVE_CMOCKA),1)
 test: $(BENCH) $(MODULES) $(TEST_BINS)
 	@BENCH=./$(BENCH) BUILD=$(BUILD) scripts/run-tests $(TEST_BINS) $(TEST_SCRIPTS)
 else
 test:
 	@echo "error: cmocka not found; install it with: apt-get install libcmocka-dev" >&2; exit 2
 endif
+
+# Instruction counts under valgrind (./bench count --help): a build of its
+# own for x86-64-v3, since valgrind 3.19 cannot decode AVX-512, with the CPU
+# backends only. ARGS go to ./bench count.
+COUNT_BUILD ?= $(BUILD)-count
+COUNT_OPT ?= -O3 -march=x86-64-v3
+.PHONY: count
+count:
+	@$(MAKE) --no-print-directory BUILD=$(COUNT_BUILD) BENCH=$(COUNT_BUILD)/bench \
+	    OPT='$(COUNT_OPT)' CUDA=0 MPI=0 all
+	$(COUNT_BUILD)/bench count $(ARGS)
 
 deps:
 	@scripts/install-deps

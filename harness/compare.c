@@ -22,6 +22,7 @@
 
 #include "harness/alloc.h"
 #include "harness/config.h"
+#include "harness/count.h"
 #include "harness/csv.h"
 #include "harness/stats.h"
 #include "harness/status.h"
@@ -450,6 +451,7 @@ typedef struct compare_options {
     double alpha;
     double loss_tolerance;
     int numerics_gate;
+    double max_count_growth_pct;
     const char *relative_to; /* NULL: absolute images/s */
 } compare_options;
 
@@ -855,7 +857,16 @@ static void compare_usage(FILE *f)
         "                           CSV's sixth decimal (default 1e-6)\n"
         "  --numerics gate|report   whether changed numerics fail the comparison\n"
         "                           (gate, the default) or are only reported\n"
+        "  --max-count-growth PCT   instruction counts (counts.csv from ./bench count):\n"
+        "                           an item whose instructions per image grew by more\n"
+        "                           than PCT percent regressed (default %g)\n"
         "  --help                   this text\n"
+        "\n"
+        "Counts: when both BASE and NEW hold a counts.csv (or are one), their\n"
+        "instructions per image are compared item by item; when NEW has no\n"
+        "summary.csv, only the counts are. Counts made with a different compiler,\n"
+        "build target, OpenBLAS or kernels, valgrind or presented CPU are not\n"
+        "judged (a message says which, exit 0).\n"
         "\n"
         "Speed: a slowdown regresses only when the figures (summary.csv, from the\n"
         "median epoch) differ by more than --max-slowdown and, when both runs\n"
@@ -882,7 +893,8 @@ static void compare_usage(FILE *f)
         "\n"
         "Exit status: 0 nothing regressed, 1 a regression or changed numerics,\n"
         "2 unusable input (a missing file, a bad CSV line, a missing column, no\n"
-        "common rows), with the file and line named.\n");
+        "common rows), with the file and line named.\n",
+        COUNT_MAX_GROWTH_PCT);
 }
 
 static int option_number(const char *flag, const char *s, double lo, double hi, double *out)
@@ -907,8 +919,9 @@ int compare_main(int argc, char **argv)
         .alpha = 0.05,
         .loss_tolerance = 1e-6,
         .numerics_gate = 1,
+        .max_count_growth_pct = COUNT_MAX_GROWTH_PCT,
     };
-    enum { O_SLOW = 256, O_ACC, O_REL, O_ALPHA, O_LOSS, O_NUMERICS, O_HELP };
+    enum { O_SLOW = 256, O_ACC, O_REL, O_ALPHA, O_LOSS, O_NUMERICS, O_COUNT, O_HELP };
     static const struct option options[] = {
         {"max-slowdown", required_argument, 0, O_SLOW},
         {"max-accuracy-drop", required_argument, 0, O_ACC},
@@ -916,6 +929,7 @@ int compare_main(int argc, char **argv)
         {"alpha", required_argument, 0, O_ALPHA},
         {"loss-tolerance", required_argument, 0, O_LOSS},
         {"numerics", required_argument, 0, O_NUMERICS},
+        {"max-count-growth", required_argument, 0, O_COUNT},
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0},
     };
@@ -940,6 +954,9 @@ int compare_main(int argc, char **argv)
                 rc = 2;
             }
             break;
+        case O_COUNT:
+            rc = option_number("--max-count-growth", optarg, 0, 1e6, &o.max_count_growth_pct);
+            break;
         case O_HELP: compare_usage(stdout); return 0;
         case ':':
             fprintf(stderr, "bench compare: %s needs a value (see ./bench compare --help)\n",
@@ -957,6 +974,13 @@ int compare_main(int argc, char **argv)
         fprintf(stderr, "bench compare: expects two runs, BASE and NEW (see ./bench compare --help)\n");
         return 2;
     }
+    /* Instruction counts (./bench count) are judged beside the timings, or
+     * alone when NEW has no timings. */
+    char base_counts[PATH_LEN + 32], new_counts[PATH_LEN + 32];
+    int counts = count_path(argv[optind], base_counts, sizeof base_counts) &&
+                 count_path(argv[optind + 1], new_counts, sizeof new_counts);
+    if (counts && count_only(argv[optind + 1]))
+        return count_compare(base_counts, new_counts, o.max_count_growth_pct);
     run_files base, next;
     char err[2 * PATH_LEN];
     if (open_run(&base, "BASE", argv[optind], err, sizeof err) != 0) {
@@ -973,5 +997,10 @@ int compare_main(int argc, char **argv)
     rc = compare_runs(&o, &base, &next);
     close_run(&base);
     close_run(&next);
+    if (counts) {
+        printf("\n");
+        int counts_rc = count_compare(base_counts, new_counts, o.max_count_growth_pct);
+        rc = counts_rc > rc ? counts_rc : rc;
+    }
     return rc;
 }

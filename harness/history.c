@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "harness/config.h"
+#include "harness/count.h"
 #include "harness/csv.h"
 #include "harness/fileio.h"
 #include "harness/status.h"
@@ -41,7 +42,7 @@ static const char *const identity_columns[] = {
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: ./bench history [--file CSV] RUN\n"
+        "usage: ./bench history [--file CSV] [--counts-file CSV] RUN\n"
         "\n"
         "Appends the ok rows of RUN (a run directory or its summary.csv) to the\n"
         "history, " DEFAULT_HISTORY " by default: commit, date, configuration,\n"
@@ -50,8 +51,13 @@ static void usage(FILE *f)
         "Draw it with:\n"
         "  gnuplot -e \"file='" DEFAULT_HISTORY "'; out='history.png'\" plots/history.gp\n"
         "\n"
-        "  --file CSV   the history file to append to\n"
-        "  --help       this text\n");
+        "When RUN holds a counts.csv (./bench count), its instructions per image\n"
+        "go to the count history, " COUNT_HISTORY " by default; draw them\n"
+        "with counts=1 in the gnuplot line above.\n"
+        "\n"
+        "  --file CSV          the history file to append to\n"
+        "  --counts-file CSV   the count history file to append to\n"
+        "  --help              this text\n");
 }
 
 static int history_column_index(const char *name)
@@ -152,10 +158,11 @@ static int ends_with_newline(const char *path)
 
 int history_main(int argc, char **argv)
 {
-    const char *file = DEFAULT_HISTORY;
-    enum { O_FILE = 256, O_HELP };
+    const char *file = DEFAULT_HISTORY, *counts_file = COUNT_HISTORY;
+    enum { O_FILE = 256, O_COUNTS, O_HELP };
     static const struct option options[] = {
         {"file", required_argument, 0, O_FILE},
+        {"counts-file", required_argument, 0, O_COUNTS},
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0},
     };
@@ -165,6 +172,7 @@ int history_main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":", options, NULL)) != -1) {
         switch (c) {
         case O_FILE: file = optarg; break;
+        case O_COUNTS: counts_file = optarg; break;
         case O_HELP: usage(stdout); return 0;
         case ':':
             fprintf(stderr, "bench history: %s needs a value\n", argv[optind - 1]);
@@ -190,6 +198,14 @@ int history_main(int argc, char **argv)
     char summary_path[PATH_LEN], run[PATH_LEN], err[2 * PATH_LEN];
     snprintf(summary_path, sizeof summary_path, is_dir ? "%s/summary.csv" : "%s", arg);
     run_name(arg, is_dir, run, sizeof run);
+    /* instruction counts go to their own history, beside the timings */
+    char counts_path[PATH_LEN + 32];
+    int counts_rc = -1;
+    if (count_path(arg, counts_path, sizeof counts_path)) {
+        counts_rc = count_history(counts_path, counts_file, run);
+        if (count_only(arg))
+            return counts_rc;
+    }
 
     csv_table s, h = {0};
     if (csv_read(summary_path, &s, err, sizeof err) != 0) {
@@ -284,5 +300,5 @@ int history_main(int argc, char **argv)
     }
     csv_free(&s);
     csv_free(&h);
-    return rc;
+    return counts_rc > rc ? counts_rc : rc;
 }

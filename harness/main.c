@@ -6,6 +6,7 @@
 #include "harness/alloc.h"
 #include "harness/compare.h"
 #include "harness/config.h"
+#include "harness/count.h"
 #include "harness/history.h"
 #include "harness/plot.h"
 #include "harness/run.h"
@@ -17,6 +18,7 @@ typedef struct subcommand {
 
 static const subcommand subcommands[] = {
     {"compare", compare_main},
+    {"count", count_main},
     {"history", history_main},
     {"plot", plot_main},
     {NULL, NULL},

@@ -5,3 +5,10 @@ TESTS += test_compare
 TEST_SCRIPTS += tests/test_compare.sh
 TESTS += test_report
 TEST_SCRIPTS += tests/test_plot.sh
+# The instruction-count gate (./bench count, bench compare on counts.csv)
+# fails a build whose naive kernels are compiled at -O0.
+TEST_SCRIPTS += tests/test_count.sh
+
+# ./bench count records the optimisation and target flags of its build (the
+# counts depend on them; objects are rebuilt when the flags change).
+$(BUILD)/harness/count.o: CFLAGS += -DCOUNT_BUILD_FLAGS='"$(OPT)"'

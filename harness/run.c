@@ -410,7 +410,7 @@ static double baseline_speed(const run_state *s, const char *name, precision pre
     return 0;
 }
 
-static void fill_summary(run_state *s, const backend *b, attempt *runs, int n_runs,
+static void fill_summary(run_state *s, const backend *b, const attempt *runs, int n_runs,
                          summary_row *row, double *samples)
 {
     const run_config *cfg = s->cfg;
@@ -613,6 +613,13 @@ static void note_unread_data_files(const char *dir)
 
 static int run_backends(const run_config *cfg);
 
+/* What the engine of configuration c is created with, and its rows keyed by. */
+static void use_configuration(run_state *s, const configuration *c)
+{
+    s->engine.precision = c->prec;
+    s->engine.batch_size = c->batch_size;
+}
+
 int run_benchmark(const run_config *cfg)
 {
     char err[512];
@@ -695,14 +702,29 @@ static int run_backends(const run_config *cfg)
     summary_row *rows = xcalloc(MAX_RUN_CONFIGS, sizeof *rows);
     int n_rows = 0, failed = 0, trained = 0, finished = 0;
     double *samples = xcalloc((size_t)cfg->epochs * cfg->repeat, sizeof(double));
-    attempt *runs = xcalloc((size_t)cfg->repeat, sizeof *runs);
-    for (int r = 0; r < cfg->repeat; r++)
-        runs[r].epoch_seconds = xcalloc((size_t)cfg->epochs, sizeof(double));
+    /* --repeat interleaves: round r trains every backend once (A B A B, not
+     * A A B B), so a change in the machine's load falls on all of them. */
+    attempt *runs = xcalloc((size_t)n * cfg->repeat, sizeof *runs);
+    int done_runs[MAX_RUN_CONFIGS] = {0}, stopped[MAX_RUN_CONFIGS] = {0};
+    for (int k = 0; k < n * cfg->repeat; k++)
+        runs[k].epoch_seconds = xcalloc((size_t)cfg->epochs, sizeof(double));
+    for (int r = 0; r < cfg->repeat && !stop_signal && rc == 0; r++)
+        for (int i = 0; i < n && !stop_signal && rc == 0; i++) {
+            if (!configs[i].runnable || stopped[i])
+                continue;
+            attempt *a = &runs[i * cfg->repeat + r];
+            use_configuration(&s, &configs[i]);
+            if (train_backend(&s, configs[i].b, r + 1, a) != 0) {
+                rc = 1;
+                break;
+            }
+            done_runs[i] = r + 1;
+            stopped[i] = a->status != STATUS_OK;
+        }
 
-    for (int i = 0; i < n && !stop_signal && rc == 0; i++) {
+    for (int i = 0; i < n; i++) {
         const backend *b = configs[i].b;
-        s.engine.precision = configs[i].prec;
-        s.engine.batch_size = configs[i].batch_size;
+        use_configuration(&s, &configs[i]);
         summary_row *row = &rows[n_rows];
         if (!configs[i].runnable) {
             memset(row, 0, sizeof *row);
@@ -720,20 +742,11 @@ static int run_backends(const run_config *cfg)
                 rc = 1;
             continue;
         }
-        int done = 0;
-        for (int r = 0; r < cfg->repeat && !stop_signal; r++) {
-            runs[r].epochs_done = 0;
-            if (train_backend(&s, b, r + 1, &runs[r]) != 0) {
-                rc = 1;
-                break;
-            }
-            done = r + 1;
-            if (runs[r].status != STATUS_OK)
-                break;
-        }
+        const int done = done_runs[i];
         if (done == 0)
-            continue; /* a results file could not be written: no row */
-        fill_summary(&s, b, runs, done, row, samples);
+            continue; /* not reached, or a results file could not be written: no row */
+        const attempt *backend_runs = &runs[i * cfg->repeat];
+        fill_summary(&s, b, backend_runs, done, row, samples);
         row->details = xstrdup(row->details);
         row->message = xstrdup(row->message);
         n_rows++;
@@ -758,7 +771,7 @@ static int run_backends(const run_config *cfg)
         char label[128];
         config_label(&row->key, label, sizeof label);
         if (row->status == STATUS_OK &&
-            write_confusion(&s.res, label, &runs[done - 1].final_eval) != 0) {
+            write_confusion(&s.res, label, &backend_runs[done - 1].final_eval) != 0) {
             fprintf(stderr, "bench: cannot write %s/confusion-%s.csv: %s\n", s.res.dir, label,
                     strerror(errno));
             rc = 1;
@@ -787,8 +800,8 @@ static int run_backends(const run_config *cfg)
     }
     if (s.save_failed)
         rc = 1;
-    for (int r = 0; r < cfg->repeat; r++)
-        free(runs[r].epoch_seconds);
+    for (int k = 0; k < n * cfg->repeat; k++)
+        free(runs[k].epoch_seconds);
     free(runs);
     free(samples);
     free(rows);

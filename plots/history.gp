@@ -1,7 +1,11 @@
 # Training images per second of each backend across the commits recorded in
 # results/history.csv (appended by `./bench history RUN`), commits in the
-# order they were first recorded. Variables, given with gnuplot -e:
-#   file      the history (default results/history.csv)
+# order they were first recorded; or, with counts=1, instructions per image
+# of each counted item from results/count-history.csv (`./bench history` of
+# a `./bench count` directory). Variables, given with gnuplot -e:
+#   counts    1: instruction counts instead of images/s; 0 (default)
+#   file      the history (default results/history.csv, with counts=1
+#             results/count-history.csv)
 #   out       the file to write (default history.png, or .svg with term)
 #   term      png (default) or svg
 #   workload  which workload's rows to draw (default lenet)
@@ -9,7 +13,8 @@
 #             over naive), which machine speed does not move; 0 (default)
 # Example: gnuplot -e "file='results/history.csv'; out='history.png'" plots/history.gp
 
-if (!exists("file")) file = 'results/history.csv'
+if (!exists("counts")) counts = 0
+if (!exists("file")) file = counts ? 'results/count-history.csv' : 'results/history.csv'
 if (!exists("term")) term = 'png'
 if (!exists("out")) out = 'history.'.term
 if (!exists("workload")) workload = 'lenet'
@@ -25,7 +30,8 @@ commits = ' '
 series = ' '
 series_of(b, t, d, r, n) = b.(r > 1 ? sprintf('-x%d', r) : '').(n > 1 ? sprintf('-%dranks', n) : ''). \
                           (d > 0 ? sprintf('/%dgpu', d) : sprintf('/%dt', t))
-series_here(x) = series_of(strcol("backend"), column("threads"), column("devices"), \
+series_here(x) = counts ? strcol("item") : \
+                 series_of(strcol("backend"), column("threads"), column("devices"), \
                            column("replicas"), column("ranks"))
 remember(list, w) = strstrt(list, ' '.w.' ') > 0 ? list : list.w.' '
 stats file using (strcol("workload") eq workload ? \
@@ -41,7 +47,8 @@ commit_x(c) = words(commits[1:strstrt(commits, ' '.c.' ')])
 series_k(s) = words(series[1:strstrt(series, ' '.s.' ')])
 n_commits = words(commits)
 n_series = words(series)
-value_column = relative ? "speedup_vs_naive" : "images_per_second"
+value_column = counts ? "instructions_per_image" : \
+               relative ? "speedup_vs_naive" : "images_per_second"
 
 # Second pass: the mean of each series at each commit (a commit may have
 # been measured several times).
@@ -95,19 +102,27 @@ set grid ytics lc rgb '#BBBBBB'
 set key outside right top
 set bmargin 6
 
-set title sprintf("%s training throughput across commits, higher is better", workload)
+if (counts) {
+    set title sprintf("%s instructions per image (callgrind) across commits, lower is better", workload)
+} else {
+    set title sprintf("%s training throughput across commits, higher is better", workload)
+}
 set xlabel 'commit (in the order recorded)'
 set xrange [-0.5:n_commits - 0.5]
 set xtics rotate by -35 font ',9'
 set xtics ()
 do for [k = 1:n_commits] { set xtics add (word(commits, k) k - 1) }
-if (relative) {
+if (counts) {
+    set ylabel 'instructions per image (log scale)'
+    set logscale y
+    set format y "%.0s%c"
+} else { if (relative) {
     set ylabel 'images/s relative to naive in the same run'
 } else {
     set ylabel 'training images per second (log scale)'
     set logscale y
     set format y "%.0s%c"
-}
+} }
 
 plot for [k = 0:n_series - 1] $means index k using 1:2 with linespoints lt k + 1 \
      title word(series, k + 1)
