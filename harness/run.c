@@ -106,7 +106,7 @@ typedef struct attempt {
     char details[256];
     int threads, devices, replicas;
     size_t peak_memory;
-    size_t host_memory; /* heap bytes the engine held (see engine_heap_bytes) */
+    size_t host_memory; /* heap bytes the engine held (see heap_in_use) */
     double device_peak_gflops; /* from the backend's peak_gflops, 0 if none */
 } attempt;
 
