@@ -107,6 +107,26 @@ if [ $have_gnuplot = 1 ]; then
         fail "bench plot did not redraw the batch-size chart: $(cat "$tmp/plot.err")"
 fi
 
+# --- two precisions that both run on naive (fp64 beside fp32), when this
+# build's engines know fp64
+run="$tmp/fp64"
+"$BENCH" --backend naive --workload mlp --epochs 1 --batch-size 32 --precision fp64,fp32 \
+    --data "$tmp/data" --no-peak --out "$run" >/dev/null 2>"$tmp/fp64.err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "unknown precision 'fp64'" "$tmp/fp64.err"; then
+    skip_check "fp64: the engines of this build do not offer it"
+else
+    got=$(rows "$run/summary.csv")
+    want=$'naive fp64 32 ok\nnaive fp32 32 ok'
+    [ $rc -eq 0 ] && [ "$got" = "$want" ] && pass ||
+        fail "--precision fp64,fp32: status $rc, rows '$got', expected '$want' ($(tail -2 "$tmp/fp64.err"))"
+    for p in fp64 fp32; do
+        [ -s "$run/confusion-naive-$p.csv" ] && pass || fail "no confusion-naive-$p.csv: $(ls "$run")"
+    done
+    if [ $have_gnuplot = 1 ]; then
+        chart_ok "$run" precision && pass || fail "no precision chart for fp64,fp32: $(ls "$run")"
+    fi
+fi
+
 # --- one precision and one batch size: no axis charts, labels as before
 run="$tmp/one"
 "$BENCH" --backend naive --workload mlp --epochs 1 --batch-size 32 --data "$tmp/data" --no-peak \
