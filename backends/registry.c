@@ -9,6 +9,9 @@
 
 extern const backend naive_backend;     /* backends/naive/naive.c */
 extern const backend multi_gpu_backend; /* parallel/coordinator.c */
+/* Framework peers (backends/peer/pytorch.c): last, so a run's own
+ * backends come first in its tables and charts */
+extern const backend pytorch_cpu_backend, pytorch_cuda_backend;
 
 /* A backend in a module: its entry holds what the registry knows without
  * loading it, and is filled with the module's table when loaded. */
@@ -56,6 +59,8 @@ static const backend *const registry[] = {
     &blas_entry.b,
     &cuda_entry.b,
     &multi_gpu_backend,
+    &pytorch_cpu_backend,
+    &pytorch_cuda_backend,
 };
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -105,6 +110,11 @@ static int ensure_loaded(const backend *b, char *why, size_t why_len)
         snprintf(why, why_len, "%s", m->why);
     pthread_mutex_unlock(&load_lock);
     return rc;
+}
+
+int backend_is_peer(const backend *b)
+{
+    return b == &pytorch_cpu_backend || b == &pytorch_cuda_backend;
 }
 
 int backend_loaded(const backend *b)

@@ -23,6 +23,11 @@ const backend *backend_find(const char *name);
  * module on first use: call it before any entry below. */
 int backend_runnable(const backend *b, precision p, char *why, size_t why_len);
 
+/* 1 when b is a framework peer (PyTorch run as a child process from the
+ * same parameters and batch order), drawn apart from the suite's own
+ * backends and left out by --no-peers. */
+int backend_is_peer(const backend *b);
+
 /* 1 when b's entries can be called without loading anything: b is not in
  * a module, or its module is loaded. */
 int backend_loaded(const backend *b);

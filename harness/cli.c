@@ -23,6 +23,7 @@ static void usage(FILE *f)
         "       ./bench --list              list backends and whether they run here\n"
         "\n"
         "  --backend LIST       comma list of backends, or 'all' (default: all)\n"
+        "  --no-peers           leave out the framework peers (pytorch-cpu, pytorch-cuda)\n"
         "  --workload W         lenet (default) or mlp\n"
         "  --epochs N           epochs per backend (default 10)\n"
         "  --batch-size LIST    images per step, a comma list each trained as its own\n"
@@ -206,6 +207,19 @@ static int parse_backends(const char *list, run_config *cfg)
     return 0;
 }
 
+/* --no-peers: the framework peers leave the list. */
+static int drop_peers(run_config *cfg)
+{
+    int kept = 0;
+    for (int i = 0; i < cfg->n_backends; i++)
+        if (!backend_is_peer(cfg->backends[i]))
+            cfg->backends[kept++] = cfg->backends[i];
+    cfg->n_backends = kept;
+    if (kept == 0)
+        return usage_error("--no-peers leaves no backend of --backend to run%s%s", "", "");
+    return 0;
+}
+
 static int copy_path(const char *flag, const char *s, char *dst)
 {
     if (!*s || strlen(s) >= PATH_LEN)
@@ -219,10 +233,12 @@ enum {
     O_OPTIMIZER, O_LR, O_MOMENTUM, O_DECAY, O_SEED, O_NO_SHUFFLE, O_INIT, O_SAVE, O_OUT,
     O_THREADS, O_DEVICE, O_PRECISION, O_GRAPH, O_RESIDENT, O_REPEAT, O_PROFILE, O_TARGET,
     O_FORMAT, O_LIST, O_HELP, O_REPLICAS, O_GPUS, O_AVG_FREQ, O_AVG_STATE, O_STEP_LOSSES, O_NO_PEAK,
+    O_NO_PEERS,
 };
 
 static const struct option options[] = {
     {"backend", required_argument, 0, O_BACKEND},
+    {"no-peers", no_argument, 0, O_NO_PEERS},
     {"workload", required_argument, 0, O_WORKLOAD},
     {"epochs", required_argument, 0, O_EPOCHS},
     {"batch-size", required_argument, 0, O_BATCH},
@@ -296,6 +312,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     cfg->argv = argv;
     const char *workload_name = "lenet";
     const char *backend_list = "all";
+    int no_peers = 0;
     int epochs = -1, optimizer = OPT_NESTEROV, fmt = FORMAT_MD;
     double lr = -1, momentum = -1, decay = -1, seed = -1;
     cfg->shuffle = 1;
@@ -315,6 +332,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
             break;
         switch (c) {
         case O_BACKEND: backend_list = optarg; break;
+        case O_NO_PEERS: no_peers = 1; break;
         case O_WORKLOAD: workload_name = optarg; break;
         case O_EPOCHS: rc = parse_int("--epochs", optarg, 1, 100000, &epochs); break;
         case O_BATCH:
@@ -382,6 +400,8 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         return 2;
     }
     if ((rc = parse_backends(backend_list, cfg)))
+        return rc;
+    if (no_peers && (rc = drop_peers(cfg)))
         return rc;
 
     warn_threads_beyond_cores(cfg->engine.threads);

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backends/registry.h"
 #include "harness/csv.h"
 #include "harness/status.h"
 #include "harness/report.h"
@@ -381,6 +382,10 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
         {"batch_size", (facts.label_axes & LABEL_BATCH) && facts.drawable},
     };
     static const char *const formats[] = {"png", "svg"};
+    char peers[256] = ""; /* drawn apart from the suite's own backends */
+    for (int i = 0, n = 0; i < backend_count(); i++)
+        if (backend_is_peer(backend_at(i)) && (size_t)n < sizeof peers)
+            n += snprintf(peers + n, sizeof peers - n, "%s%s", n ? " " : "", backend_at(i)->name);
     size_t used = 0;
     rc = 0;
     for (size_t c = 0; c < sizeof charts / sizeof charts[0]; c++) {
@@ -404,6 +409,7 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
             add_var(vars, sizeof vars, "machine", facts.machine);
             add_var(vars, sizeof vars, "date", facts.date);
             add_var(vars, sizeof vars, "profiled", facts.profiled);
+            add_var(vars, sizeof vars, "peers", peers);
             if (run_gnuplot(gnuplot, vars, script, msg, sizeof msg) != 0) {
                 fprintf(stderr, "bench plot: %s: %s\n", out, msg);
                 ok = 0;

@@ -696,6 +696,15 @@ static int run_backends(const run_config *cfg)
             optimizer_name(cfg->engine.opt.kind), batches, cfg->epochs,
             cfg->epochs == 1 ? "" : "s", s.res.dir);
     }
+    for (int i = 0; i < n && s.root; i++)
+        if (!configs[i].runnable) {
+            use_configuration(&s, &configs[i]);
+            attempt none = {.replicas = 1};
+            row_key key = key_for(&s, configs[i].b, &none);
+            char label[128];
+            config_label(&key, label, sizeof label);
+            fprintf(stderr, "%-10s skipped: %s\n", label, configs[i].reason);
+        }
 
     /* a row's details and message are its own copies (freed at the end):
      * the attempts that held them are reused by the next backend */
@@ -730,10 +739,6 @@ static int run_backends(const run_config *cfg)
             memset(row, 0, sizeof *row);
             attempt none = {.threads = 0, .replicas = 1};
             row->key = key_for(&s, b, &none);
-            char label[128];
-            config_label(&row->key, label, sizeof label);
-            if (s.root)
-                fprintf(stderr, "%-10s skipped: %s\n", label, configs[i].reason);
             row->status = STATUS_SKIPPED;
             row->message = xstrdup(configs[i].reason);
             row->time_to_target_seconds = -1;

@@ -1,6 +1,7 @@
 # Test accuracy after each epoch, one line per backend (every run of it
 # when --repeat gave several, drawn in the same colour). Backends that train
 # the same model from the same start should lie on top of each other.
+# Framework peers' lines are dashed.
 chart = 'accuracy'
 if (!exists("plotdir")) plotdir = ARG0[1:strlen(ARG0) - strlen(chart) - 3]
 load plotdir.'common.gp'
@@ -27,5 +28,5 @@ set title sprintf("%s training: test accuracy after each epoch, higher is better
 
 plot for [k=1:n_backends] for [r=1:int(word(repeats_of, k))] \
          epochs_csv using (of_run(word(backends, k), r) ? column("epoch") : NaN): \
-         (column("test_accuracy")) with linespoints lt k \
-         title (r == 1 ? word(backends, k) : '')
+         (column("test_accuracy")) with linespoints lt k dt line_dash(k) \
+         title (r == 1 ? shown(word(backends, k)) : '')

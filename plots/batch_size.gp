@@ -2,7 +2,7 @@
 # precision, when the run had several): where a line flattens, the backend
 # is saturated and a larger batch buys nothing; where the lines part, one
 # backend (a GPU's, typically) pulls away from another. Drawn when the run
-# trained more than one batch size. Higher is better.
+# trained more than one batch size; peers' lines are dashed. Higher is better.
 chart = 'batch_size'
 if (!exists("plotdir")) plotdir = ARG0[1:strlen(ARG0) - strlen(chart) - 3]
 load plotdir.'common.gp'
@@ -13,6 +13,7 @@ stats summary using (drawn(0) && !have(lines, series(0)) ? (lines = lines.' '.se
     nooutput
 n_lines = words(lines)
 on_line(k) = drawn(0) && series(0) eq word(lines, k)
+dash_of(name) = is_peer(name) ? 2 : 1 # a function: "dt (...)" would read a dash pattern
 stats summary using (drawn(0) ? column("images_per_second") : NaN) nooutput
 lo = STATS_min
 hi = STATS_max
@@ -36,7 +37,8 @@ set title sprintf("%s training: throughput (median epoch) by batch size, higher 
 images(v) = v >= 10000 ? sprintf("%.0fk", v / 1000) : sprintf("%.0f", v)
 
 plot for [k=1:n_lines] summary using (on_line(k) ? column("batch_size") : NaN): \
-         (column("images_per_second")) with linespoints lt k title word(lines, k), \
+         (column("images_per_second")) with linespoints lt k \
+         dt dash_of(word(lines, k)) title shown(word(lines, k)), \
      for [k=1:n_lines] summary using (on_line(k) ? column("batch_size") : NaN): \
          (column("images_per_second")):(images(column("images_per_second"))) \
          with labels offset 0,(k % 2 ? 1 : -1.2) tc lt k notitle # odd lines above, even below

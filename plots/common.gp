@@ -7,6 +7,9 @@
 #   machine   title text for the machine (default: cpu_model and gpu_model
 #             from summary.csv)
 #   date      title text for the date (default: the run's date)
+#   peers     the backends that are framework peers (PyTorch), space-separated;
+#             bench passes the registry's list. Their bars are hatched, their
+#             lines dashed and their names end in "(peer)" (default: none)
 # Example: gnuplot -e "dir='results/RUN'" plots/epoch_time.gp
 
 if (!exists("dir")) {
@@ -73,6 +76,13 @@ stats summary using (drawn(0) ? \
     run_images = column("images_per_epoch") > run_images ? column("images_per_epoch") : run_images, \
     run_batch = column("batch_size"), 0) nooutput
 n_backends = words(backends)
+if (!exists("peers")) peers = ''
+# a configuration's name starts with its backend's (config() above)
+is_peer(name) = sum [k=1:words(peers)] (name eq word(peers, k) || \
+                                        strstrt(name, word(peers, k).'-') == 1 ? 1 : 0) > 0
+# A configuration's name as the charts show it.
+shown(name) = name.(is_peer(name) ? ' (peer)' : '')
+n_peers = sum [k=1:n_backends] (is_peer(word(backends, k)) ? 1 : 0)
 if (!exists("machine")) machine = run_cpu.(run_gpu eq 'none' || run_gpu eq '' ? '' : ' + '.run_gpu)
 if (!exists("date")) date = run_date[1:10]
 subtitle = machine.', '.date.sprintf(', %d images per epoch', run_images). \
@@ -81,6 +91,12 @@ subtitle = machine.', '.date.sprintf(', %d images per epoch', run_images). \
 # Position (1..n) of a backend on the x axis; NaN for one that did not finish.
 index_of(name) = sum [k=1:n_backends] (word(backends, k) eq name ? k : 0)
 position(name) = index_of(name) > 0 ? index_of(name) : NaN
+# The same for the suite's own backends only, and for the peers only: bar
+# charts draw the two sets with different fills.
+suite_position(name) = is_peer(name) ? NaN : position(name)
+peer_position(name) = is_peer(name) ? position(name) : NaN
+# Lines: solid for the suite, dashed for peers.
+line_dash(k) = is_peer(word(backends, k)) ? 2 : 1
 plural(n, what) = sprintf("%d %s%s", n, what, n == 1 ? '' : 's')
 placement(k) = int(word(devices_of, k)) > 0 ? plural(int(word(devices_of, k)), 'GPU') \
                                               : plural(int(word(threads_of, k)), 'thread')

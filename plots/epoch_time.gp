@@ -21,8 +21,10 @@ if (use_log(lo, hi)) {
 set title sprintf("%s training: time per epoch (median; whiskers: fastest to slowest epoch), lower is better\n%s", \
                   run_workload, subtitle)
 
-plot summary using (position(config(0))):(column("epoch_seconds_median")): \
+plot summary using (suite_position(config(0))):(column("epoch_seconds_median")): \
          (index_of(config(0))) with boxes lc variable, \
+     '' using (peer_position(config(0))):(column("epoch_seconds_median")): \
+         (index_of(config(0))) with boxes lc variable fs pattern 4 border rgb '#333333', \
      '' using (position(config(0))):(column("epoch_seconds_min")):(0): \
          (column("epoch_seconds_max") - column("epoch_seconds_min")) \
          with vectors heads size screen 0.008,90 lc rgb '#333333' lw 1, \

@@ -21,7 +21,9 @@ set title sprintf("%s training: speedup over the naive backend (images/s ratio),
                   run_workload, subtitle)
 set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb '#555555' front
 
-plot summary using (position(config(0))):(ok_value("speedup_vs_naive")): \
+plot summary using (suite_position(config(0))):(ok_value("speedup_vs_naive")): \
          (index_of(config(0))) with boxes lc variable, \
+     '' using (peer_position(config(0))):(ok_value("speedup_vs_naive")): \
+         (index_of(config(0))) with boxes lc variable fs pattern 4 border rgb '#333333', \
      '' using (position(config(0))):(ok_value("speedup_vs_naive")): \
          (sprintf("%.3gx", column("speedup_vs_naive"))) with labels offset 0,0.9

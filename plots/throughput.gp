@@ -25,8 +25,10 @@ images(v) = v >= 10000 ? sprintf("%.0fk img/s", v / 1000) : sprintf("%.0f img/s"
 efficiency(g, pct) = pct > 0 ? sprintf("\n%.3g GFLOP/s, %.2g%% of peak", g, pct) \
                              : sprintf("\n%.3g GFLOP/s", g)
 
-plot summary using (position(config(0))):(column("images_per_second")): \
+plot summary using (suite_position(config(0))):(column("images_per_second")): \
          (index_of(config(0))) with boxes lc variable, \
+     '' using (peer_position(config(0))):(column("images_per_second")): \
+         (index_of(config(0))) with boxes lc variable fs pattern 4 border rgb '#333333', \
      '' using (position(config(0))):(column("images_per_second")): \
          (images(column("images_per_second")) \
           .efficiency(column("gflops_per_second"), column("percent_of_peak"))) \

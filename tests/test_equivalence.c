@@ -95,8 +95,25 @@ typedef struct tolerance {
 } tolerance;
 
 /* The argument at the top of this file. */
-static tolerance tolerance_for(precision p, const optimizer_config *opt)
+static tolerance tolerance_for(const backend *b, precision p, const optimizer_config *opt)
 {
+    if (p == PREC_FP32 && backend_is_peer(b))
+        /* A framework peer (PyTorch) computes with its own kernels
+         * (oneDNN, cuDNN) and its own log-softmax: it agrees with naive to
+         * about 1e-7 per step until a near-tie in a pool or ReLU goes the
+         * other way (step 24 of LeNet with Nesterov here), after which the
+         * losses of the nearly memorised set, down to 1e-3, differ by a few
+         * 1e-3 relative and the parameters by about 3e-4 (L2); and the
+         * test loss of a confident model is a sum of tiny logs. So losses
+         * are compared absolutely below 1e-2 and within 1e-2 above; see
+         * tests/test_peer.c for the tight check of the first steps. */
+        return (tolerance){.loss_rel = 1e-2,
+                           .loss_floor = 1e-2,
+                           .param_abs = opt->kind == OPT_ADAM ? (STEPS + 1) * opt->lr : 1e-2,
+                           .param_l2 = 2e-3,
+                           .param_rel = INFINITY,
+                           .eval_moved = 2 * TEST_IMAGES / 100,
+                           .eval_loss_rel = 1e-2};
     if (p == PREC_FP32)
         return (tolerance){.loss_rel = 1e-4,
                            .loss_floor = 1e-6,
@@ -302,7 +319,7 @@ static void train_against_reference(void **state)
     const run *ref = run_of(t->ref, t->workload, t->kind, PREC_FP32);
     const run *got = run_of(t->b, t->workload, t->kind, t->prec);
     const optimizer_config opt = test_optimizer(t->kind);
-    const tolerance tol = tolerance_for(t->prec, &opt);
+    const tolerance tol = tolerance_for(t->b, t->prec, &opt);
     char what[192];
     snprintf(what, sizeof what, "%s against %s", t->name, t->ref->name);
     compare(what, ref, got, &tol);

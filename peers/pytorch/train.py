@@ -29,6 +29,14 @@ import struct
 import sys
 import time
 
+# Serve mode answers on a duplicate of stdout; stdout itself goes to stderr
+# before anything is imported, so that nothing printed on the way can garble
+# an answer (see serve()).
+ANSWERS = None
+if __name__ == "__main__" and "--serve" in sys.argv[1:]:
+    ANSWERS = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+
 # Before torch loads the system BLAS (see the module comment).
 OPENBLAS_NUM_THREADS_PRESET = "OPENBLAS_NUM_THREADS" in os.environ
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -283,6 +291,213 @@ def evaluate(net, x, y, batch):
     return loss_sum / n, correct / n
 
 
+# ---------------------------------------------------------------------------
+# Serve mode: ./bench's pytorch-cpu and pytorch-cuda backends
+# (backends/peer/pytorch.c) run this script as a child process and drive it
+# over stdin/stdout, one command at a time. Each command is one text line,
+# some followed by a binary payload (little-endian); each answer is one line
+# starting with "ok" (some followed by a payload) or "error MESSAGE".
+#
+#   (start)                       -> ready<TAB>VERSION<TAB>DESCRIPTION
+#   config OPTIONS                 -> the same: a new model and optimiser from
+#                                     serve mode's options, same device
+#   park                           -> (no answer) drops model and data until
+#                                     the next config
+#   params                 + P f32 -> ok                  (P: parameter count)
+#   get                            -> ok            + P f32
+#   data N M ROWS COLS + N*ROWS*COLS u8 images + N u8 labels (training set)
+#                      + M*ROWS*COLS u8 images + M u8 labels (test set) -> ok
+#   train BATCH STEPS  + BATCH*STEPS i32 indices -> ok + STEPS f32 losses
+#   eval LIMIT                     -> ok COUNT LOSS_SUM CLASSES C00 C01 ... (confusion)
+#   quit (or end of input)         -> exits 0
+#
+# The answers go to a duplicate of the original stdout; stdout itself is
+# pointed at stderr before torch is imported, so nothing printed can garble
+# an answer.
+
+
+def probe_line():
+    """One line for ./bench's probe: the torch version and the GPUs it sees."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    name = torch.cuda.get_device_name(0) if count else ""
+    return f"pytorch {torch.__version__} cuda {count} {name}".rstrip()
+
+
+def set_math(device, precision):
+    """fp32 means fp32: TF32 off for matmul and cuDNN (torch enables it for
+    cuDNN convolutions by default); tf32 turns both on (GPU only)."""
+    tf32 = precision == "tf32"
+    if hasattr(torch.backends, "fp32_precision"):
+        # PyTorch 2.9 on: the new settings only (mixing them with the old
+        # ones is refused when read back)
+        mode = "tf32" if tf32 else "ieee"
+        torch.backends.fp32_precision = mode
+        torch.backends.cuda.matmul.fp32_precision = mode
+        torch.backends.cudnn.conv.fp32_precision = mode
+        return
+    if hasattr(torch, "set_float32_matmul_precision"):
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+
+
+def describe(device, args):
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        where = (f" on {props.name}, CUDA {torch.version.cuda}, "
+                 f"cuDNN {torch.backends.cudnn.version()}, "
+                 f"cudnn.benchmark {'on' if torch.backends.cudnn.benchmark else 'off'}")
+    else:
+        onednn = "oneDNN" if torch.backends.mkldnn.is_available() else "no oneDNN"
+        threads = torch.get_num_threads()
+        where = (f", {threads} thread{'' if threads == 1 else 's'}, {onednn}, "
+                 f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '')}")
+    math_mode = "fp32, TF32 on" if args.precision == "tf32" else "fp32, TF32 off"
+    return f"PyTorch {torch.__version__}{where}; {math_mode}"
+
+
+def read_exact(stream, n):
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = stream.readinto(view[got:])
+        if not k:
+            raise EOFError(f"input ended after {got} of {n} bytes")
+        got += k
+    return buf
+
+
+def serve(args):
+    commands = sys.stdin.buffer
+    answers = ANSWERS if ANSWERS is not None else os.fdopen(os.dup(1), "wb")
+
+    def answer(line, payload=b""):
+        answers.write(line.encode() + b"\n" + payload)
+        answers.flush()
+
+    if args.device == "cuda":
+        if not torch.cuda.is_available() or args.device_index >= torch.cuda.device_count():
+            sys.exit(f"train.py: PyTorch sees no CUDA device {args.device_index}")
+        device = torch.device("cuda", args.device_index)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+
+    def configure(a):
+        torch.set_num_threads(a.threads)
+        set_math(device, a.precision)
+        net = Net(a.workload).to(device)
+        answer(f"ready\t{torch.__version__}\t{describe(device, a)}")
+        return net, make_optimizer(net, a)
+
+    net, opt = configure(args)
+    train_x = train_y = test_x = test_y = None
+    while True:
+        line = commands.readline()
+        if not line:
+            return 0
+        words = line.decode("ascii", "replace").split()
+        cmd, rest = (words[0], words[1:]) if words else ("", [])
+        try:
+            if cmd == "quit":
+                return 0
+            if cmd == "park":
+                # idle until the next config: drop the model and the data
+                # (and on a GPU their memory), no answer
+                net = opt = train_x = train_y = test_x = test_y = None
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+                continue
+            if cmd == "config":
+                # a new engine on the same device: the options of serve mode
+                try:
+                    a = parse_args(rest)
+                except SystemExit:
+                    raise ValueError("config: bad options " + " ".join(rest)) from None
+                net = opt = train_x = train_y = test_x = test_y = None
+                net, opt = configure(a)
+                continue
+            if net is None:
+                raise ValueError(f"'{cmd}' while parked (config first)")
+            count = sum(p.numel() for _, p in net.named)
+            classes = net.named[-1][1].shape[0]
+            if cmd == "params":
+                v = np.frombuffer(read_exact(commands, 4 * count), dtype="<f4")
+                with torch.no_grad():
+                    first = 0
+                    for _, p in net.named:
+                        part = v[first:first + p.numel()].reshape(p.shape)
+                        p.copy_(torch.from_numpy(part.astype(np.float32)))
+                        first += p.numel()
+                answer("ok")
+            elif cmd == "get":
+                flat = torch.cat([p.detach().reshape(-1) for _, p in net.named])
+                answer("ok", flat.cpu().numpy().astype("<f4").tobytes())
+            elif cmd == "data":
+                n, m, rows, cols = (int(w) for w in rest)
+                # the whole payload first, so that an error leaves the
+                # next command where it should be
+                raw = [(k, read_exact(commands, k * rows * cols), read_exact(commands, k))
+                       for k in (n, m)]
+                if (rows, cols) != (28, 28):
+                    raise ValueError(f"images are {rows}x{cols}, the workload takes 28x28")
+                sets = []
+                for k, image_bytes, label_bytes in raw:
+                    images = np.frombuffer(image_bytes, dtype=np.uint8)
+                    labels = np.frombuffer(label_bytes, dtype=np.uint8)
+                    if k and labels.max() >= classes:
+                        raise ValueError(f"a label is {labels.max()}, expected 0..{classes - 1}")
+                    x = torch.from_numpy(images.astype(np.float32) / np.float32(255.0))
+                    sets += [x.reshape(k, 1, rows, cols).to(device),
+                             torch.from_numpy(labels.astype(np.int64)).to(device)]
+                train_x, train_y, test_x, test_y = sets
+                answer("ok")
+            elif cmd == "train":
+                batch, steps = int(rest[0]), int(rest[1])
+                raw = read_exact(commands, 4 * batch * steps)
+                if train_x is None:
+                    raise ValueError("train before data")
+                order = np.frombuffer(raw, dtype="<i4").astype(np.int64)
+                if order.size and (order.min() < 0 or order.max() >= len(train_y)):
+                    raise ValueError(f"a batch index is outside 0..{len(train_y) - 1}")
+                order = torch.from_numpy(order).to(device)
+                losses = torch.empty(steps, device=device)
+                for s in range(steps):
+                    idx = order[s * batch:(s + 1) * batch]
+                    opt.zero_grad(set_to_none=True)
+                    loss = F.cross_entropy(net(train_x[idx]), train_y[idx])
+                    loss.backward()
+                    opt.step()
+                    losses[s] = loss.detach()
+                answer("ok", losses.cpu().numpy().astype("<f4").tobytes())
+            elif cmd == "eval":
+                if test_x is None:
+                    raise ValueError("eval before data")
+                limit = int(rest[0])
+                n = len(test_y) if limit <= 0 else min(limit, len(test_y))
+                confusion = torch.zeros(classes * classes, dtype=torch.int64, device=device)
+                loss_sum = 0.0
+                net.eval()
+                with torch.no_grad():
+                    for first in range(0, n, 1000):
+                        logits = net(test_x[first:min(first + 1000, n)])
+                        target = test_y[first:min(first + 1000, n)]
+                        loss_sum += F.cross_entropy(logits, target, reduction="sum").item()
+                        cell = target * classes + logits.argmax(1)
+                        confusion += torch.bincount(cell, minlength=classes * classes)
+                net.train()
+                counts = " ".join(str(c) for c in confusion.cpu().tolist())
+                answer(f"ok {n} {loss_sum!r} {classes} {counts}")
+            else:
+                raise ValueError(f"unknown command '{cmd}'")
+        except EOFError:
+            return 0
+        except (ValueError, IndexError, RuntimeError) as err:
+            answer("error " + " ".join(str(err).split())[:400])
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(
         description="Train the suite's workload in PyTorch and append epochs.csv rows.")
@@ -309,6 +524,13 @@ def parse_args(argv):
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--out", help="epochs.csv to append rows to (header written if new)")
     p.add_argument("--quiet", action="store_true", help="no per-epoch lines on stderr")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "tf32"],
+                   help="tf32: TF32 matmuls and convolutions (GPU)")
+    p.add_argument("--device-index", type=int, default=0, help="with --device cuda")
+    p.add_argument("--serve", action="store_true",
+                   help="answer ./bench's commands on stdin/stdout (see serve())")
+    p.add_argument("--probe", action="store_true",
+                   help="print the torch version and the GPU count, then exit")
     args = p.parse_args(argv)
     for name in ("epochs", "batch_size", "threads"):
         if getattr(args, name) < 1:
@@ -345,10 +567,16 @@ def open_out(path):
 
 def main(argv):
     args = parse_args(argv)
+    if args.probe:
+        print(probe_line())
+        return 0
+    if args.serve:
+        return serve(args)
     torch.set_num_threads(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("train.py: --device cuda but PyTorch sees no CUDA device")
     device = torch.device(args.device)
+    set_math(device, args.precision)
     backend = "pytorch-cuda" if args.device == "cuda" else "pytorch-cpu"
 
     try:
@@ -418,7 +646,7 @@ def main(argv):
         status = "ok" if math.isfinite(train_loss) else "diverged"
         train_loss /= n / batch
         ips = n / seconds
-        row = [backend, args.workload, "fp32", args.threads, devices, 1, 1, batch,
+        row = [backend, args.workload, args.precision, args.threads, devices, 1, 1, batch,
                args.optimizer, 1, epoch + 1, n, f"{seconds:.6f}", f"{ips:.1f}",
                f"{ips * net.train_flops * 1e-9:.3f}", f"{train_loss:.6f}",
                f"{test_loss:.6f}", f"{accuracy:.6f}", status, ""]

@@ -1,0 +1,972 @@
+/* Framework peers: PyTorch on the CPU and on a GPU as engines.
+ *
+ * Each engine is peers/pytorch/train.py in its serve mode, run as a child
+ * process and driven over a socket pair with the commands that script
+ * documents (serve()): the same flat parameters, data set, batch indices and
+ * evaluation as any backend, so the harness times and records PyTorch
+ * exactly as it does the suite's own engines. Nothing here links torch.
+ *
+ * The child is watched like untrusted input: every answer is awaited with
+ * a deadline scaled to the work asked (LENET_BENCH_PEER_TIMEOUT seconds plus
+ * a generous allowance per image), an answer that is not the protocol's, a
+ * child that exits or one that stops answering fails the engine with the
+ * reason and the child's last stderr line, and the child is killed and
+ * reaped. It ignores SIGINT and SIGTERM, so that an interrupted run stops it
+ * through the harness (the call in flight finishes, then destroy), and
+ * dies with ./bench (PR_SET_PDEATHSIG: with the thread that started it, so
+ * engines are created on the main thread, as the harness does), so it is
+ * never left behind. destroy parks a healthy child for the next engine of
+ * its kind (see parked_child); atexit stops it.
+ *
+ * Environment: LENET_BENCH_PYTHON (the interpreter; default: python3 on
+ * PATH, then /usr/bin/python3, the first whose torch imports),
+ * LENET_BENCH_PYTORCH_SCRIPT (the script; default peers/pytorch/train.py
+ * beside the program or in the source tree), LENET_BENCH_PEER_TIMEOUT
+ * (seconds every answer may take besides its per-image allowance; default
+ * 120). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/engine.h"
+
+#ifndef LB_SOURCE_DIR_ABS
+#define LB_SOURCE_DIR_ABS "."
+#endif
+
+#define SCRIPT_IN_TREE "peers/pytorch/train.py"
+#define DEFAULT_TIMEOUT_S 120.0
+/* Allowances on top of the base: far below what PyTorch does on one slow
+ * CPU thread (thousands of images a second for LeNet) */
+#define TRAIN_S_PER_IMAGE 0.01
+#define EVAL_S_PER_IMAGE 0.005
+#define DATA_BYTES_PER_S 10e6
+/* after a signal (the run is stopping) the call in flight gets this long,
+ * or the base timeout when that is shorter */
+#define GRACE_AFTER_SIGNAL_S 10.0
+#define EXIT_WAIT_S 5.0
+
+enum { LINE_MAX_LEN = 65536, TAIL_LEN = 1024, MSG_LEN = 512 };
+
+/* ---------------------------------------------------------------------- */
+/* The child process and its channel                                      */
+
+typedef struct channel {
+    pid_t pid; /* 0 once reaped */
+    int sock;  /* commands out, answers in */
+    int err;   /* the child's stderr, -1 at its end */
+    char *in;  /* answers read but not consumed */
+    size_t in_len;
+    char tail[TAIL_LEN]; /* the end of its stderr */
+    size_t tail_len;
+    int status;    /* waitpid status once reaped */
+    int signalled; /* a signal came during a wait (the run is stopping) */
+} channel;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double base_timeout(void)
+{
+    const char *env = getenv("LENET_BENCH_PEER_TIMEOUT");
+    char *end;
+    double v = env ? strtod(env, &end) : 0;
+    return env && end != env && !*end && v > 0 ? v : DEFAULT_TIMEOUT_S;
+}
+
+/* An executable named like execvp would find it, as an absolute path (so
+ * that the child needs nothing but execv after fork). */
+static int find_program(const char *name, char *out, size_t len)
+{
+    if (strchr(name, '/')) {
+        snprintf(out, len, "%s", name);
+        return access(out, X_OK) == 0 ? 0 : -1;
+    }
+    const char *p = getenv("PATH");
+    while (p && *p) {
+        size_t n = strcspn(p, ":");
+        snprintf(out, len, "%.*s/%s", (int)n, n ? p : ".", name);
+        struct stat st;
+        if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
+            return 0;
+        p += n + (p[n] == ':');
+    }
+    return -1;
+}
+
+/* Starts argv[0] (an absolute path) with its stdin and stdout on one end
+ * of a socket pair and its stderr on a pipe. */
+static int channel_start(channel *c, char *const argv[], char *err, size_t err_len)
+{
+    memset(c, 0, sizeof *c);
+    c->sock = c->err = -1;
+    c->in = malloc(LINE_MAX_LEN);
+    int sv[2], ep[2];
+    if (!c->in) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        snprintf(err, err_len, "socketpair: %s", strerror(errno));
+        free(c->in);
+        return -1;
+    }
+    if (pipe2(ep, O_CLOEXEC) != 0) {
+        snprintf(err, err_len, "pipe: %s", strerror(errno));
+        close(sv[0]), close(sv[1]), free(c->in);
+        return -1;
+    }
+    pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, err_len, "fork: %s", strerror(errno));
+        close(sv[0]), close(sv[1]), close(ep[0]), close(ep[1]), free(c->in);
+        return -1;
+    }
+    if (pid == 0) {
+        /* only async-signal-safe calls from here to exec */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        struct sigaction ign = {.sa_handler = SIG_IGN}, dfl = {.sa_handler = SIG_DFL};
+        sigaction(SIGINT, &ign, NULL);
+        sigaction(SIGTERM, &ign, NULL);
+        sigaction(SIGPIPE, &dfl, NULL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        dup2(sv[1], STDIN_FILENO);
+        dup2(sv[1], STDOUT_FILENO);
+        dup2(ep[1], STDERR_FILENO);
+        execv(argv[0], argv);
+        static const char msg[] = "cannot execute the interpreter\n";
+        if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0)
+            _exit(127);
+        _exit(127);
+    }
+    close(sv[1]);
+    close(ep[1]);
+    c->pid = pid;
+    c->sock = sv[0];
+    c->err = ep[0];
+    fcntl(c->sock, F_SETFL, fcntl(c->sock, F_GETFL) | O_NONBLOCK);
+    fcntl(c->err, F_SETFL, fcntl(c->err, F_GETFL) | O_NONBLOCK);
+    return 0;
+}
+
+/* Keeps the last TAIL_LEN bytes of the child's stderr; 0 at its end. */
+static int drain_stderr(channel *c)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = read(c->err, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return 1; /* EAGAIN: nothing more now */
+        if (n == 0) {
+            close(c->err);
+            c->err = -1;
+            return 0;
+        }
+        size_t got = (size_t)n;
+        if (got >= TAIL_LEN) {
+            memcpy(c->tail, buf + got - TAIL_LEN, TAIL_LEN);
+            c->tail_len = TAIL_LEN;
+            continue;
+        }
+        size_t keep = c->tail_len + got > TAIL_LEN ? TAIL_LEN - got : c->tail_len;
+        memmove(c->tail, c->tail + c->tail_len - keep, keep);
+        memcpy(c->tail + keep, buf, got);
+        c->tail_len = keep + got;
+    }
+}
+
+/* The last non-empty line the child wrote to stderr, or "". */
+static void last_stderr_line(const channel *c, char *out, size_t len)
+{
+    size_t end = c->tail_len;
+    while (end > 0 && (c->tail[end - 1] == '\n' || c->tail[end - 1] == '\r' ||
+                       c->tail[end - 1] == ' '))
+        end--;
+    size_t start = end;
+    while (start > 0 && c->tail[start - 1] != '\n')
+        start--;
+    size_t n = end - start, o = 0;
+    for (size_t i = 0; i < n && o + 1 < len; i++) {
+        unsigned char ch = (unsigned char)c->tail[start + i];
+        out[o++] = ch < 0x20 || ch == 0x7f ? ' ' : (char)ch;
+    }
+    if (len)
+        out[o] = 0;
+}
+
+/* Reaps the child, killing it first when it has not exited within
+ * wait_s seconds. */
+static void channel_reap(channel *c, double wait_s)
+{
+    if (c->pid <= 0)
+        return;
+    double until = now_s() + wait_s;
+    for (;;) {
+        pid_t r = waitpid(c->pid, &c->status, WNOHANG);
+        if (r == c->pid || (r < 0 && errno != EINTR))
+            break;
+        if (r == 0 && now_s() >= until) {
+            kill(c->pid, SIGKILL);
+            while (waitpid(c->pid, &c->status, 0) < 0 && errno == EINTR)
+                ;
+            break;
+        }
+        if (c->err >= 0)
+            drain_stderr(c);
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    c->pid = 0;
+    if (c->err >= 0)
+        drain_stderr(c);
+}
+
+static void channel_close(channel *c, double wait_s)
+{
+    if (c->sock >= 0)
+        shutdown(c->sock, SHUT_WR); /* end of input: the child exits */
+    channel_reap(c, wait_s);
+    if (c->sock >= 0)
+        close(c->sock);
+    if (c->err >= 0)
+        close(c->err);
+    c->sock = c->err = -1;
+    free(c->in);
+    c->in = NULL;
+}
+
+/* How the child ended, with its last stderr line. */
+static void describe_exit(channel *c, char *out, size_t len)
+{
+    channel_reap(c, 2.0);
+    char last[300];
+    last_stderr_line(c, last, sizeof last);
+    int n;
+    if (WIFEXITED(c->status))
+        n = snprintf(out, len, "exited with status %d", WEXITSTATUS(c->status));
+    else if (WIFSIGNALED(c->status))
+        n = snprintf(out, len, "was killed by signal %d", WTERMSIG(c->status));
+    else
+        n = snprintf(out, len, "ended");
+    if (last[0] && n > 0 && (size_t)n < len)
+        snprintf(out + n, len - n, ": %s", last);
+}
+
+typedef enum wait_result { READY, TIMED_OUT, CLOSED, BROKEN } wait_result;
+
+/* Waits until the socket is ready for `events`, draining stderr meanwhile.
+ * A signal (the run is stopping) leaves the call GRACE_AFTER_SIGNAL_S. */
+static wait_result channel_wait(channel *c, short events, double *deadline)
+{
+    for (;;) {
+        double left = *deadline - now_s();
+        if (left <= 0)
+            return TIMED_OUT;
+        struct pollfd fds[2] = {{c->sock, events, 0}, {c->err, POLLIN, 0}};
+        int ms = left > 1e6 ? 1000000000 : (int)(left * 1000) + 1;
+        int r = poll(fds, c->err >= 0 ? 2 : 1, ms);
+        if (r < 0 && errno == EINTR) {
+            double base = base_timeout();
+            double grace = now_s() + (base < GRACE_AFTER_SIGNAL_S ? base : GRACE_AFTER_SIGNAL_S);
+            if (grace < *deadline)
+                *deadline = grace;
+            c->signalled = 1;
+            continue;
+        }
+        if (r < 0)
+            return BROKEN;
+        if (c->err >= 0 && fds[1].revents)
+            drain_stderr(c);
+        if (fds[0].revents & events)
+            return READY;
+        if (fds[0].revents & (POLLHUP | POLLERR | POLLNVAL))
+            return CLOSED;
+    }
+}
+
+static wait_result channel_send(channel *c, const void *data, size_t len, double *deadline)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = send(c->sock, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            p += n, len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            wait_result w = channel_wait(c, POLLOUT, deadline);
+            if (w != READY)
+                return w;
+            continue;
+        }
+        return CLOSED; /* EPIPE, ECONNRESET: the child is gone */
+    }
+    return READY;
+}
+
+/* Reads more answer bytes into c->in. */
+static wait_result channel_fill(channel *c, double *deadline)
+{
+    for (;;) {
+        ssize_t n = recv(c->sock, c->in + c->in_len, LINE_MAX_LEN - c->in_len, MSG_DONTWAIT);
+        if (n > 0) {
+            c->in_len += (size_t)n;
+            return READY;
+        }
+        if (n == 0)
+            return CLOSED;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return CLOSED;
+        wait_result w = channel_wait(c, POLLIN, deadline);
+        if (w != READY)
+            return w;
+    }
+}
+
+/* One answer line, without its newline. BROKEN: longer than LINE_MAX_LEN. */
+static wait_result channel_line(channel *c, char *line, size_t len, double *deadline)
+{
+    for (;;) {
+        char *nl = memchr(c->in, '\n', c->in_len);
+        if (nl) {
+            size_t n = (size_t)(nl - c->in);
+            snprintf(line, len, "%.*s", (int)n, c->in);
+            memmove(c->in, nl + 1, c->in_len - n - 1);
+            c->in_len -= n + 1;
+            return READY;
+        }
+        if (c->in_len == LINE_MAX_LEN) {
+            snprintf(line, len, "%.*s", (int)c->in_len, c->in);
+            return BROKEN;
+        }
+        wait_result w = channel_fill(c, deadline);
+        if (w != READY) {
+            snprintf(line, len, "%.*s", (int)c->in_len, c->in);
+            return w;
+        }
+    }
+}
+
+static wait_result channel_bytes(channel *c, void *dst, size_t len, double *deadline)
+{
+    char *out = dst;
+    size_t have = c->in_len < len ? c->in_len : len;
+    memcpy(out, c->in, have);
+    memmove(c->in, c->in + have, c->in_len - have);
+    c->in_len -= have;
+    while (have < len) {
+        ssize_t n = recv(c->sock, out + have, len - have, MSG_DONTWAIT);
+        if (n > 0) {
+            have += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            return CLOSED;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return CLOSED;
+        wait_result w = channel_wait(c, POLLIN, deadline);
+        if (w != READY)
+            return w;
+    }
+    return READY;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Which python and script: found once per process                        */
+
+typedef struct peer_probe {
+    int done, ok;
+    char python[PATH_MAX];
+    char script[PATH_MAX];
+    char version[64];
+    int gpus;
+    char why[MSG_LEN];
+} peer_probe;
+
+static peer_probe probed;
+static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int find_script(char *out, size_t len)
+{
+    const char *env = getenv("LENET_BENCH_PYTORCH_SCRIPT");
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+        return access(out, R_OK) == 0 ? 0 : -1;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            if (snprintf(out, len, "%s/" SCRIPT_IN_TREE, exe) < (int)len &&
+                access(out, R_OK) == 0)
+                return 0;
+        }
+    }
+    snprintf(out, len, "%s/" SCRIPT_IN_TREE, LB_SOURCE_DIR_ABS);
+    return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+/* Runs `python script --probe`: 0 with the version and GPU count, or -1
+ * with why. */
+static int probe_python(const char *python, const char *script, peer_probe *p, char *why,
+                        size_t why_len)
+{
+    char *const argv[] = {(char *)python, (char *)script, (char *)"--probe", NULL};
+    channel c;
+    char err[256];
+    if (channel_start(&c, argv, err, sizeof err) != 0) {
+        snprintf(why, why_len, "%s", err);
+        return -1;
+    }
+    double deadline = now_s() + base_timeout();
+    char line[512];
+    wait_result w = channel_line(&c, line, sizeof line, &deadline);
+    int rc = -1;
+    char ver[64];
+    int gpus, used = 0;
+    if (w == READY && sscanf(line, "pytorch %63s cuda %d%n", ver, &gpus, &used) == 2 &&
+        used > 0 && gpus >= 0) {
+        snprintf(p->version, sizeof p->version, "%s", ver);
+        p->gpus = gpus;
+        rc = 0;
+    } else if (w == TIMED_OUT) {
+        snprintf(why, why_len, "%s --probe gave no answer within %.0f s", python,
+                 base_timeout());
+    } else if (w == READY) {
+        snprintf(why, why_len, "%s --probe answered '%.100s'", python, line);
+    } else {
+        char how[400];
+        describe_exit(&c, how, sizeof how);
+        snprintf(why, why_len, "%s %s", python, how);
+    }
+    channel_close(&c, rc == 0 ? EXIT_WAIT_S : 0);
+    return rc;
+}
+
+static const peer_probe *probe_once(void)
+{
+    pthread_mutex_lock(&probe_lock);
+    if (!probed.done) {
+        probed.done = 1;
+        if (find_script(probed.script, sizeof probed.script) != 0) {
+            snprintf(probed.why, sizeof probed.why,
+                     "%.400s not found (LENET_BENCH_PYTORCH_SCRIPT names another)",
+                     probed.script);
+        } else {
+            const char *env = getenv("LENET_BENCH_PYTHON");
+            const char *candidates[2] = {"python3", "/usr/bin/python3"};
+            int n = 2;
+            if (env && *env)
+                candidates[0] = env, n = 1;
+            size_t used = 0;
+            char tried[2][PATH_MAX];
+            for (int i = 0; i < n && !probed.ok; i++) {
+                char why[MSG_LEN];
+                if (find_program(candidates[i], tried[i], sizeof tried[i]) != 0) {
+                    snprintf(why, sizeof why, "%s not found", candidates[i]);
+                } else if (i == 1 && n == 2 && !strcmp(tried[0], tried[1])) {
+                    continue; /* PATH's python3 was this one */
+                } else if (probe_python(tried[i], probed.script, &probed, why, sizeof why) ==
+                           0) {
+                    snprintf(probed.python, sizeof probed.python, "%s", tried[i]);
+                    probed.ok = 1;
+                    break;
+                }
+                used += (size_t)snprintf(probed.why + used,
+                                         used < sizeof probed.why ? sizeof probed.why - used : 0,
+                                         "%s%s", used ? "; " : "no python3 with torch: ", why);
+            }
+        }
+    }
+    pthread_mutex_unlock(&probe_lock);
+    return &probed;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The engines                                                            */
+
+typedef struct peer_kind {
+    const char *name;
+    int cuda;
+} peer_kind;
+
+static const peer_kind cpu_kind = {"pytorch-cpu", 0};
+static const peer_kind cuda_kind = {"pytorch-cuda", 1};
+
+struct engine {
+    const peer_kind *kind;
+    channel ch;
+    int alive; /* 0 once the child failed: every call then fails */
+    size_t param_count;
+    int classes;
+    int threads;
+    int device; /* GPU index (pytorch-cuda) */
+    int train_count, test_count;
+    char describe[256];
+    char err[MSG_LEN];
+    char line[LINE_MAX_LEN + 1]; /* the last answer */
+};
+
+static int peer_probe_fn(void *ctx, char *why, size_t why_len)
+{
+    const peer_kind *k = ctx;
+    const peer_probe *p = probe_once();
+    if (!p->ok) {
+        snprintf(why, why_len, "%s", p->why);
+        return 0;
+    }
+    if (k->cuda && p->gpus < 1) {
+        snprintf(why, why_len, "PyTorch %s (%s) sees no CUDA device", p->version, p->python);
+        return 0;
+    }
+    return 1;
+}
+
+/* Marks the engine failed: the child is killed and reaped. */
+static int fail_child(engine *e, const char *what, wait_result w, const char *line,
+                      double limit_s)
+{
+    char how[400];
+    switch (w) {
+    case TIMED_OUT:
+        if (e->ch.signalled)
+            snprintf(how, sizeof how, "gave no answer to %s after the run was interrupted; "
+                                      "killed it", what);
+        else
+            snprintf(how, sizeof how, "gave no answer to %s within %.0f s; killed it", what,
+                     limit_s);
+        channel_reap(&e->ch, 0);
+        break;
+    case CLOSED:
+        describe_exit(&e->ch, how, sizeof how);
+        break;
+    default:
+        snprintf(how, sizeof how, "answered '%.120s' to %s, which is not the protocol; killed it",
+                 line, what);
+        channel_reap(&e->ch, 0);
+        break;
+    }
+    snprintf(e->err, sizeof e->err, "%s: the PyTorch process %s", e->kind->name, how);
+    e->alive = 0;
+    return -1;
+}
+
+/* Sends a command line and its payload, then reads the answer line: 0 with
+ * the text after "ok" in rest, or -1 (a child's "error" answer leaves it
+ * alive). */
+static int request(engine *e, const char *what, const char *cmd, const void *const *parts,
+                   const size_t *sizes, int n_parts, double limit_s, double *deadline, char *rest,
+                   size_t rest_len)
+{
+    if (!e->alive)
+        return -1;
+    *deadline = now_s() + limit_s;
+    wait_result w = channel_send(&e->ch, cmd, strlen(cmd), deadline);
+    for (int i = 0; i < n_parts && w == READY; i++)
+        w = channel_send(&e->ch, parts[i], sizes[i], deadline);
+    char *line = e->line;
+    line[0] = 0;
+    if (w == READY)
+        w = channel_line(&e->ch, line, sizeof e->line, deadline);
+    if (w != READY)
+        return fail_child(e, what, w, line, limit_s);
+    if (!strncmp(line, "error ", 6)) {
+        snprintf(e->err, sizeof e->err, "%s: PyTorch: %.400s", e->kind->name, line + 6);
+        return -1;
+    }
+    if (strncmp(line, "ok", 2) || (line[2] && line[2] != ' '))
+        return fail_child(e, what, BROKEN, line, limit_s);
+    snprintf(rest, rest_len, "%s", line[2] ? line + 3 : "");
+    return 0;
+}
+
+static int cpu_count(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* One idle child per kind, kept by destroy for the next create on the same
+ * device: torch's import (seconds) is then paid once per process, not once
+ * per engine (the tests create dozens). The child has dropped its model
+ * and data ("park"); it is stopped when ./bench exits. */
+typedef struct parked_child {
+    int valid;
+    int device;
+    channel ch;
+} parked_child;
+
+static parked_child parked[2]; /* by peer_kind.cuda */
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t park_exit_once = PTHREAD_ONCE_INIT;
+
+static void stop_parked(void)
+{
+    for (int i = 0; i < 2; i++) {
+        pthread_mutex_lock(&park_lock);
+        parked_child p = parked[i];
+        parked[i].valid = 0;
+        pthread_mutex_unlock(&park_lock);
+        if (!p.valid)
+            continue;
+        double deadline = now_s() + 1;
+        channel_send(&p.ch, "quit\n", 5, &deadline);
+        channel_close(&p.ch, EXIT_WAIT_S);
+    }
+}
+
+static void register_stop_parked(void) { atexit(stop_parked); }
+
+/* 1 when ch was parked (the slot owns it now). */
+static int park(const peer_kind *k, int device, channel *ch)
+{
+    double deadline = now_s() + 1;
+    if (ch->in_len != 0 || channel_send(ch, "park\n", 5, &deadline) != READY)
+        return 0;
+    pthread_once(&park_exit_once, register_stop_parked);
+    pthread_mutex_lock(&park_lock);
+    parked_child *slot = &parked[k->cuda];
+    int taken = !slot->valid;
+    if (taken)
+        *slot = (parked_child){.valid = 1, .device = device, .ch = *ch};
+    pthread_mutex_unlock(&park_lock);
+    return taken;
+}
+
+/* The parked child of kind k on device, if any: 1 with it in ch. */
+static int unpark(const peer_kind *k, int device, channel *ch)
+{
+    pthread_mutex_lock(&park_lock);
+    parked_child *slot = &parked[k->cuda];
+    int found = slot->valid && slot->device == device;
+    if (found) {
+        *ch = slot->ch;
+        slot->valid = 0;
+    }
+    pthread_mutex_unlock(&park_lock);
+    if (found) {
+        ch->signalled = 0;
+        ch->tail_len = 0;
+    }
+    return found;
+}
+
+static void destroy(engine *e)
+{
+    if (!e)
+        return;
+    if (e->alive && park(e->kind, e->device, &e->ch)) {
+        free(e);
+        return;
+    }
+    if (e->alive) {
+        double deadline = now_s() + 1;
+        channel_send(&e->ch, "quit\n", 5, &deadline);
+    }
+    channel_close(&e->ch, e->alive ? EXIT_WAIT_S : 0);
+    free(e);
+}
+
+/* Reads the child's first answer, ready<TAB>version<TAB>description, into
+ * e->describe. */
+static int read_ready(engine *e, const char *what)
+{
+    double limit = base_timeout(), deadline = now_s() + limit;
+    char *line = e->line;
+    line[0] = 0;
+    wait_result r = channel_line(&e->ch, line, sizeof e->line, &deadline);
+    char *tab = r == READY ? strchr(line, '\t') : NULL;
+    if (r == READY && (strncmp(line, "ready\t", 6) || !tab || !strchr(tab + 1, '\t')))
+        r = BROKEN;
+    if (r != READY)
+        return fail_child(e, what, r, line, limit);
+    snprintf(e->describe, sizeof e->describe, "%s", strchr(tab + 1, '\t') + 1);
+    return 0;
+}
+
+static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
+                      size_t err_len)
+{
+    const peer_kind *k = ctx;
+    const peer_probe *p = probe_once();
+    if (!p->ok) {
+        snprintf(err, err_len, "%s", p->why);
+        return NULL;
+    }
+    if (k->cuda && cfg->device >= p->gpus) {
+        snprintf(err, err_len, "PyTorch sees %d CUDA device%s, no device %d", p->gpus,
+                 p->gpus == 1 ? "" : "s", cfg->device);
+        return NULL;
+    }
+    if (cfg->precision != PREC_FP32 && !(k->cuda && cfg->precision == PREC_TF32)) {
+        snprintf(err, err_len, "%s does not support --precision %s", k->name,
+                 precision_name(cfg->precision));
+        return NULL;
+    }
+    engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, err_len, "out of memory");
+        return NULL;
+    }
+    e->kind = k;
+    e->param_count = w->param_count;
+    e->classes = w->classes;
+    e->threads = k->cuda ? 1 : cfg->threads > 0 ? cfg->threads : cpu_count();
+    e->device = cfg->device;
+    const optimizer_config *o = &cfg->opt;
+    static const char *const optimizers[] = {"sgd", "nesterov", "adam"};
+    char batch[32], threads[32], device[32], lr[32], mom[32], wd[32], b1[32], b2[32], eps[32];
+    snprintf(batch, sizeof batch, "%d", cfg->batch_size);
+    snprintf(threads, sizeof threads, "%d", e->threads);
+    snprintf(device, sizeof device, "%d", cfg->device);
+    snprintf(lr, sizeof lr, "%.9g", o->lr);
+    snprintf(mom, sizeof mom, "%.9g", o->momentum);
+    snprintf(wd, sizeof wd, "%.9g", o->weight_decay);
+    snprintf(b1, sizeof b1, "%.9g", o->beta1);
+    snprintf(b2, sizeof b2, "%.9g", o->beta2);
+    snprintf(eps, sizeof eps, "%.9g", o->eps);
+    char *const argv[] = {
+        (char *)p->python, (char *)p->script, "--serve",
+        "--workload", (char *)w->name, "--batch-size", batch,
+        "--optimizer", (char *)optimizers[o->kind], "--lr", lr, "--momentum", mom,
+        "--weight-decay", wd, "--beta1", b1, "--beta2", b2, "--eps", eps,
+        "--threads", threads, "--device", k->cuda ? "cuda" : "cpu", "--device-index", device,
+        "--precision", (char *)precision_name(cfg->precision), NULL,
+    };
+    /* a parked child takes the same options as a config command */
+    if (unpark(k, cfg->device, &e->ch)) {
+        char cmd[1024];
+        size_t used = (size_t)snprintf(cmd, sizeof cmd, "config");
+        for (int i = 3; argv[i] && used < sizeof cmd; i++)
+            used += (size_t)snprintf(cmd + used, sizeof cmd - used, " %s", argv[i]);
+        e->alive = 1;
+        if (used + 1 < sizeof cmd) {
+            cmd[used++] = '\n';
+            double deadline = now_s() + base_timeout();
+            if (channel_send(&e->ch, cmd, used, &deadline) == READY &&
+                read_ready(e, "config") == 0)
+                return e;
+        }
+        /* gone or confused while parked: a fresh one */
+        channel_reap(&e->ch, 0);
+        channel_close(&e->ch, 0);
+        e->alive = 0;
+        e->err[0] = 0;
+    }
+    char why[256];
+    if (channel_start(&e->ch, argv, why, sizeof why) != 0) {
+        snprintf(err, err_len, "%s: cannot start %s: %s", k->name, p->python, why);
+        free(e);
+        return NULL;
+    }
+    e->alive = 1;
+    if (read_ready(e, "start-up") != 0) {
+        snprintf(err, err_len, "%s", e->err);
+        destroy(e);
+        return NULL;
+    }
+    return e;
+}
+
+static const char *error(engine *e) { return e ? e->err : "pytorch: no engine"; }
+
+static int set_params(engine *e, const float *params)
+{
+    const void *parts[] = {params};
+    size_t sizes[] = {sizeof(float) * e->param_count};
+    char rest[64];
+    double deadline;
+    return request(e, "params", "params\n", parts, sizes, 1, base_timeout(), &deadline, rest,
+                   sizeof rest);
+}
+
+static int get_params(engine *e, float *params)
+{
+    char rest[64];
+    double limit = base_timeout(), deadline;
+    if (request(e, "get", "get\n", NULL, NULL, 0, limit, &deadline, rest, sizeof rest) != 0)
+        return -1;
+    wait_result w = channel_bytes(&e->ch, params, sizeof(float) * e->param_count, &deadline);
+    return w == READY ? 0 : fail_child(e, "get", w, "", limit);
+}
+
+static int bind_dataset(engine *e, const dataset *train, const dataset *test)
+{
+    char cmd[128], rest[64];
+    snprintf(cmd, sizeof cmd, "data %d %d %d %d\n", train->count, test->count, train->rows,
+             train->cols);
+    if (test->rows != train->rows || test->cols != train->cols) {
+        snprintf(e->err, sizeof e->err, "%s: training and test images differ in size",
+                 e->kind->name);
+        return -1;
+    }
+    size_t px = (size_t)train->rows * train->cols;
+    const void *parts[] = {train->images, train->labels, test->images, test->labels};
+    size_t sizes[] = {px * train->count, (size_t)train->count, px * test->count,
+                      (size_t)test->count};
+    double bytes = (double)(sizes[0] + sizes[1] + sizes[2] + sizes[3]);
+    double deadline;
+    if (request(e, "data", cmd, parts, sizes, 4, base_timeout() + bytes / DATA_BYTES_PER_S,
+                &deadline, rest, sizeof rest) != 0)
+        return -1;
+    e->train_count = train->count;
+    e->test_count = test->count;
+    return 0;
+}
+
+static int train_steps(engine *e, const int32_t *indices, int batch, int steps, float *losses)
+{
+    char cmd[64], rest[64];
+    snprintf(cmd, sizeof cmd, "train %d %d\n", batch, steps);
+    const void *parts[] = {indices};
+    size_t sizes[] = {sizeof(int32_t) * (size_t)batch * steps};
+    double limit = base_timeout() + TRAIN_S_PER_IMAGE * batch * steps, deadline;
+    if (request(e, "train", cmd, parts, sizes, 1, limit, &deadline, rest, sizeof rest) != 0)
+        return -1;
+    float *out = losses ? losses : malloc(sizeof(float) * (size_t)steps);
+    if (!out) {
+        snprintf(e->err, sizeof e->err, "%s: out of memory", e->kind->name);
+        return -1;
+    }
+    wait_result w = channel_bytes(&e->ch, out, sizeof(float) * (size_t)steps, &deadline);
+    if (!losses)
+        free(out);
+    return w == READY ? 0 : fail_child(e, "train", w, "", limit);
+}
+
+/* "COUNT LOSS_SUM CLASSES C00 C01 ..." into out; -1 if malformed. */
+static int parse_eval(const char *s, int classes, long limit, eval_counts *out)
+{
+    char *end;
+    errno = 0;
+    long count = strtol(s, &end, 10);
+    if (end == s || count < 0 || count > limit)
+        return -1;
+    s = end;
+    double loss_sum = strtod(s, &end); /* NaN or Inf: divergence, which the harness reports */
+    if (end == s || loss_sum < 0)
+        return -1;
+    s = end;
+    long k = strtol(s, &end, 10);
+    if (end == s || k != classes)
+        return -1;
+    s = end;
+    long total = 0;
+    for (int i = 0; i < classes * classes; i++) {
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || errno)
+            return -1;
+        out->confusion[i] = v;
+        total += v;
+        s = end;
+    }
+    while (*s == ' ')
+        s++;
+    if (*s || total != count)
+        return -1;
+    out->classes = classes;
+    out->count = count;
+    out->loss_sum = loss_sum;
+    return 0;
+}
+
+static int evaluate(engine *e, int limit, eval_counts *out)
+{
+    int n = limit <= 0 || limit > e->test_count ? e->test_count : limit;
+    char cmd[64];
+    char *rest = malloc(LINE_MAX_LEN + 1);
+    if (!rest) {
+        snprintf(e->err, sizeof e->err, "%s: out of memory", e->kind->name);
+        return -1;
+    }
+    snprintf(cmd, sizeof cmd, "eval %d\n", n);
+    double time_limit = base_timeout() + EVAL_S_PER_IMAGE * n, deadline;
+    int rc = request(e, "eval", cmd, NULL, NULL, 0, time_limit, &deadline, rest,
+                     LINE_MAX_LEN + 1);
+    memset(out, 0, sizeof *out);
+    if (rc == 0 && parse_eval(rest, e->classes, n, out) != 0)
+        rc = fail_child(e, "eval", BROKEN, e->line, time_limit);
+    free(rest);
+    if (rc)
+        return -1;
+    return 0;
+}
+
+static void placement(engine *e, int *threads, int *devices, int *replicas)
+{
+    *threads = e->threads;
+    *devices = e->kind->cuda ? 1 : 0;
+    *replicas = 1;
+}
+
+static void describe(engine *e, char *buf, size_t len) { snprintf(buf, len, "%s", e->describe); }
+
+/* Only what an earlier probe found: asking must not start python. */
+static void library_info(char *buf, size_t len)
+{
+    pthread_mutex_lock(&probe_lock);
+    if (probed.ok)
+        snprintf(buf, len, "PyTorch %s", probed.version);
+    else if (len)
+        buf[0] = 0;
+    pthread_mutex_unlock(&probe_lock);
+}
+
+#define PEER_ENTRIES                                                                           \
+    .built = 1, .probe = peer_probe_fn, .create = create, .destroy = destroy, .error = error, \
+    .set_params = set_params, .get_params = get_params, .bind_dataset = bind_dataset,          \
+    .train_steps = train_steps, .evaluate = evaluate, .placement = placement,                  \
+    .describe = describe, .library_info = library_info
+
+const backend pytorch_cpu_backend = {
+    .name = "pytorch-cpu",
+    .summary = "framework peer: PyTorch on the CPU (peers/pytorch/train.py as a child process), fp32",
+    .ctx = (void *)&cpu_kind,
+    PEER_ENTRIES,
+};
+
+const backend pytorch_cuda_backend = {
+    .name = "pytorch-cuda",
+    .summary = "framework peer: PyTorch on one GPU (peers/pytorch/train.py as a child process)",
+    .precisions = 1u << PREC_FP32 | 1u << PREC_TF32,
+    .ctx = (void *)&cuda_kind,
+    PEER_ENTRIES,
+};

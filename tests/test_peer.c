@@ -1,0 +1,221 @@
+/* The pytorch-cpu peer against the naive reference: from the same
+ * parameters and batches, the same loss at each of the first 8 steps
+ * within 2e-5 relative for sgd, nesterov and adam, then the same
+ * parameters and evaluation; a short last batch; parameters round-trip
+ * bitwise; a bad request is answered with an error and the peer goes on.
+ * Skipped (visibly) where no python3 with torch is found.
+ *
+ * Why 2e-5: both compute in fp32 from the same floats and differ only in
+ * the order of their sums (PyTorch's oneDNN/BLAS kernels against the naive
+ * loops), about 1e-6 relative in a loss per step; over 8 steps the
+ * momentum carries the parameter differences at most tenfold. The
+ * synthetic images carry noise everywhere, so no pool window or ReLU sits
+ * on a near tie that would send a gradient another way. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/engine.h"
+#include "backends/registry.h"
+#include "harness/config.h"
+#include "harness/init.h"
+#include "tests/testing.h"
+
+enum { TRAIN = 300, TEST = 100, BATCH = 32, STEPS = 8, SHORT = 20 };
+
+static const backend *naive, *peer;
+
+static int find_backends(void **state)
+{
+    (void)state;
+    naive = backend_find("naive");
+    peer = backend_find("pytorch-cpu");
+    return naive && peer ? 0 : -1;
+}
+
+/* Skips the test (cmocka prints SKIPPED) when the peer cannot run here. */
+static void need_peer(void)
+{
+    char why[512];
+    if (!backend_runnable(peer, PREC_FP32, why, sizeof why)) {
+        print_message("pytorch-cpu cannot run here: %s\n", why);
+        skip();
+    }
+}
+
+static engine_config make_config(optimizer_kind kind)
+{
+    engine_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.batch_size = BATCH;
+    cfg.opt = (optimizer_config){kind, kind == OPT_ADAM ? 0.001f : 0.01f, 0.9f, 5e-4f, 0.9f,
+                                 0.999f, 1e-8f};
+    cfg.threads = 1;
+    cfg.precision = PREC_FP32;
+    return cfg;
+}
+
+typedef struct pair {
+    workload w;
+    engine *ref, *peer;
+    synth_set train, test;
+    float *init;
+} pair;
+
+static void pair_open(pair *p, optimizer_kind kind)
+{
+    assert_int_equal(workload_get("lenet", &p->w), 0);
+    engine_config cfg = make_config(kind);
+    char err[512] = "";
+    p->ref = backend_create(naive, &p->w, &cfg, err, sizeof err);
+    if (!p->ref)
+        fail_msg("naive: %s", err);
+    p->peer = backend_create(peer, &p->w, &cfg, err, sizeof err);
+    if (!p->peer)
+        fail_msg("pytorch-cpu: %s", err);
+    assert_int_equal(synth_make(&p->train, TRAIN, 28, 28, 10, 301), 0);
+    assert_int_equal(synth_make(&p->test, TEST, 28, 28, 10, 302), 0);
+    p->init = malloc(sizeof(float) * p->w.param_count);
+    assert_non_null(p->init);
+    init_params(&p->w, 303, p->init);
+    assert_int_equal(naive->set_params(p->ref, p->init), 0);
+    assert_int_equal(naive->bind_dataset(p->ref, &p->train.d, &p->test.d), 0);
+    if (peer->set_params(p->peer, p->init) != 0 ||
+        peer->bind_dataset(p->peer, &p->train.d, &p->test.d) != 0)
+        fail_msg("setup: %s", peer->error(p->peer));
+}
+
+static void pair_close(pair *p)
+{
+    naive->destroy(p->ref);
+    peer->destroy(p->peer);
+    synth_free(&p->train);
+    synth_free(&p->test);
+    free(p->init);
+}
+
+static long correct_of(const eval_counts *ev)
+{
+    long c = 0;
+    for (int k = 0; k < ev->classes; k++)
+        c += ev->confusion[k * ev->classes + k];
+    return c;
+}
+
+static void check_same_training(optimizer_kind kind)
+{
+    pair p;
+    pair_open(&p, kind);
+    int32_t order[TRAIN];
+    epoch_order(304, 0, TRAIN, 1, order);
+
+    /* in two calls (3 + 5 steps), as the harness hands out chunks */
+    float ref_loss[STEPS], peer_loss[STEPS];
+    assert_int_equal(naive->train_steps(p.ref, order, BATCH, STEPS, ref_loss), 0);
+    if (peer->train_steps(p.peer, order, BATCH, 3, peer_loss) != 0 ||
+        peer->train_steps(p.peer, order + 3 * BATCH, BATCH, STEPS - 3, peer_loss + 3) != 0)
+        fail_msg("train: %s", peer->error(p.peer));
+    for (int s = 0; s < STEPS; s++) {
+        double d = rel_diff(ref_loss[s], peer_loss[s], 1e-6);
+        if (!(d <= 2e-5))
+            fail_msg("%s step %d: naive loss %.9g, pytorch-cpu %.9g (%.2g relative)",
+                     optimizer_name(kind), s + 1, ref_loss[s], peer_loss[s], d);
+    }
+
+    /* a short last batch, as at the end of an epoch */
+    float ref_short, peer_short;
+    assert_int_equal(naive->train_steps(p.ref, order + STEPS * BATCH, SHORT, 1, &ref_short), 0);
+    assert_int_equal(peer->train_steps(p.peer, order + STEPS * BATCH, SHORT, 1, &peer_short), 0);
+    assert_true(rel_diff(ref_short, peer_short, 1e-6) <= 2e-5);
+
+    float *a = malloc(sizeof(float) * p.w.param_count), *b = malloc(sizeof(float) * p.w.param_count);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(naive->get_params(p.ref, a), 0);
+    assert_int_equal(peer->get_params(p.peer, b), 0);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < p.w.param_count; i++)
+        num += (double)(a[i] - b[i]) * (a[i] - b[i]), den += (double)a[i] * a[i];
+    if (!(sqrt(num / den) <= 1e-5))
+        fail_msg("parameters after %d steps differ by %.2g (L2, relative)", STEPS + 1,
+                 sqrt(num / den));
+
+    eval_counts ra, pa;
+    assert_int_equal(naive->evaluate(p.ref, 0, &ra), 0);
+    assert_int_equal(peer->evaluate(p.peer, 0, &pa), 0);
+    assert_int_equal(pa.classes, 10);
+    assert_int_equal(pa.count, TEST);
+    assert_true(rel_diff(ra.loss_sum, pa.loss_sum, 1e-6) <= 1e-4);
+    assert_true(labs(correct_of(&ra) - correct_of(&pa)) <= 1);
+    /* a limit scores the first images only */
+    assert_int_equal(peer->evaluate(p.peer, 30, &pa), 0);
+    assert_int_equal(pa.count, 30);
+    free(a), free(b);
+    pair_close(&p);
+}
+
+static void test_sgd(void **state)
+{
+    (void)state;
+    need_peer();
+    check_same_training(OPT_SGD);
+}
+
+static void test_nesterov(void **state)
+{
+    (void)state;
+    need_peer();
+    check_same_training(OPT_NESTEROV);
+}
+
+static void test_adam(void **state)
+{
+    (void)state;
+    need_peer();
+    check_same_training(OPT_ADAM);
+}
+
+/* Parameters come back bitwise; a bad batch index is answered with an
+ * error naming it, and the peer still trains afterwards. */
+static void test_round_trip_and_errors(void **state)
+{
+    (void)state;
+    need_peer();
+    pair p;
+    pair_open(&p, OPT_SGD);
+    float *back = malloc(sizeof(float) * p.w.param_count);
+    assert_non_null(back);
+    assert_int_equal(peer->get_params(p.peer, back), 0);
+    assert_memory_equal(back, p.init, sizeof(float) * p.w.param_count);
+
+    int32_t bad[BATCH] = {0};
+    bad[5] = TRAIN; /* one past the end */
+    float loss;
+    assert_int_not_equal(peer->train_steps(p.peer, bad, BATCH, 1, &loss), 0);
+    if (!strstr(peer->error(p.peer), "index"))
+        fail_msg("error message: %s", peer->error(p.peer));
+    bad[5] = 1;
+    if (peer->train_steps(p.peer, bad, BATCH, 1, &loss) != 0)
+        fail_msg("after an error: %s", peer->error(p.peer));
+    assert_true(isfinite(loss));
+    free(back);
+    pair_close(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sgd),
+        cmocka_unit_test(test_nesterov),
+        cmocka_unit_test(test_adam),
+        cmocka_unit_test(test_round_trip_and_errors),
+    };
+    return cmocka_run_group_tests(tests, find_backends, NULL);
+}
