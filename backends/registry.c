@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/blas/kernel_choice.h"
 #include "backends/module.h"
 
 extern const backend naive_backend;     /* backends/naive/naive.c */
@@ -18,6 +19,10 @@ extern const backend pytorch_cpu_backend, pytorch_cuda_backend;
 typedef struct module_entry {
     backend b;
     const char *module;
+    /* Optional: run once before the module loads, to set the environment
+     * its libraries read when they start; and one line on what it set. */
+    void (*prepare)(void);
+    void (*describe_setup)(char *buf, size_t len, int with_reasons);
     int tried;
     const backend *table; /* the module's own, NULL until loaded */
     char why[512];        /* why it did not load */
@@ -41,6 +46,8 @@ static module_entry blas_entry = {
           .not_built_reason = "OpenBLAS (cblas.h, libopenblas) or OpenMP not found at build "
                               "time, or left out with make BLAS=0"},
     .module = "blas",
+    .prepare = blas_setup_prepare,
+    .describe_setup = blas_setup_describe,
 };
 
 static module_entry cuda_entry = {
@@ -94,6 +101,8 @@ static int ensure_loaded(const backend *b, char *why, size_t why_len)
     pthread_mutex_lock(&load_lock);
     if (!m->tried) {
         m->tried = 1;
+        if (m->prepare)
+            m->prepare();
         const backend *t = module_table(m->module, "backend", m->why, sizeof m->why);
         if (t && strcmp(t->name, m->b.name) != 0) {
             snprintf(m->why, sizeof m->why, "module %s holds backend %s, not %s", m->module,
@@ -185,12 +194,26 @@ void backend_placement(const backend *b, engine *e, int *threads, int *devices, 
         b->placement(e, threads, devices, replicas);
 }
 
+void backend_setup_note(const backend *b, int with_reasons, char *buf, size_t len)
+{
+    if (len)
+        buf[0] = '\0';
+    module_entry *m = entry_of(b);
+    if (m && m->describe_setup && m->table)
+        m->describe_setup(buf, len, with_reasons);
+}
+
 void backend_describe(const backend *b, engine *e, char *buf, size_t len)
 {
     if (len)
         buf[0] = '\0';
     if (b->describe)
         b->describe(e, buf, len);
+    char note[1024];
+    backend_setup_note(b, 0, note, sizeof note);
+    const size_t used = strlen(buf);
+    if (note[0] && used + 2 < len)
+        snprintf(buf + used, len - used, "%s%s", used ? "; " : "", note);
 }
 
 size_t backend_peak_memory(const backend *b, engine *e)

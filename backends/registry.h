@@ -45,7 +45,11 @@ engine *backend_create(const backend *b, const workload *w, const engine_config 
 /* Optional entries, with their defaults. */
 /* threads 1, devices 0, replicas 1 */
 void backend_placement(const backend *b, engine *e, int *threads, int *devices, int *replicas);
-/* "" */
+/* What b's module set up before it loaded (the blas backend: OpenBLAS's
+ * kernels and OpenMP's waiting), with why when asked; "" when nothing was
+ * set up or b was not loaded. */
+void backend_setup_note(const backend *b, int with_reasons, char *buf, size_t len);
+/* "", then the setup note after "; " */
 void backend_describe(const backend *b, engine *e, char *buf, size_t len);
 /* 0 */
 size_t backend_peak_memory(const backend *b, engine *e);

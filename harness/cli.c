@@ -81,6 +81,10 @@ static void list_backends(void)
             printf("%-10s built, not runnable here: %s\n", b->name, why);
         else
             printf("%-10s built, runnable: %s\n", b->name, b->summary);
+        char note[1024];
+        backend_setup_note(b, 1, note, sizeof note);
+        if (note[0])
+            printf("%-10s %s\n", "", note);
     }
     dp_print_support(stdout);
 }

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/blas/kernel_choice.h"
 #include "backends/registry.h"
 #include "harness/alloc.h"
 #include "harness/csv.h"
@@ -233,7 +234,7 @@ static void read_libraries(sysinfo *s)
 static void read_environment(char *out, size_t len)
 {
     static const char *const names[] = {
-        "OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
+        "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
         "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "CUDA_VISIBLE_DEVICES",
         "CUDA_LAUNCH_BLOCKING", "NCCL_ALGO", "NCCL_PROTO",
     };
@@ -245,6 +246,22 @@ static void read_environment(char *out, size_t len)
             used += (size_t)snprintf(out + used, used < len ? len - used : 0, "%s%s=%s",
                                      used ? " " : "", names[i], v);
     }
+}
+
+static void read_blas_setup(sysinfo *s)
+{
+    const blas_setup *b = blas_setup_get();
+    if (!b->prepared)
+        return;
+    static const char *const sources[] = {
+        [KC_SOURCE_USER] = "user", [KC_SOURCE_LIBRARY] = "library", [KC_SOURCE_CHOSEN] = "chosen"};
+    snprintf(s->blas_kernels, sizeof s->blas_kernels, "%s", b->kernels.core);
+    snprintf(s->blas_kernels_source, sizeof s->blas_kernels_source, "%s",
+             sources[b->kernels.source]);
+    snprintf(s->blas_kernels_reason, sizeof s->blas_kernels_reason, "%s", b->kernels.reason);
+    snprintf(s->omp_wait_policy, sizeof s->omp_wait_policy, "%s", b->wait_policy);
+    snprintf(s->omp_wait_policy_source, sizeof s->omp_wait_policy_source, "%s",
+             b->wait_policy_by_user ? "user" : "default");
 }
 
 void sysinfo_collect(sysinfo *s)
@@ -286,6 +303,7 @@ void sysinfo_collect(sysinfo *s)
     s->git_dirty = n > 6 && strcmp(s->git_commit + n - 6, "-dirty") == 0;
     read_libraries(s);
     read_environment(s->environment, sizeof s->environment);
+    read_blas_setup(s);
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
@@ -336,6 +354,11 @@ void sysinfo_write_json(FILE *f, const sysinfo *s, int argc, char **argv)
     fprintf(f, ",\n  \"git_dirty\": %s", s->git_dirty ? "true" : "false");
     json_key_string(f, "libraries", s->libraries);
     json_key_string(f, "environment", s->environment);
+    json_key_string(f, "blas_kernels", s->blas_kernels);
+    json_key_string(f, "blas_kernels_source", s->blas_kernels_source);
+    json_key_string(f, "blas_kernels_reason", s->blas_kernels_reason);
+    json_key_string(f, "omp_wait_policy", s->omp_wait_policy);
+    json_key_string(f, "omp_wait_policy_source", s->omp_wait_policy_source);
     json_key_string(f, "data_files", s->data_files);
     json_key_string(f, "data_files_not_read", s->data_files_not_read);
     fprintf(f, ",\n  \"command_line\": [");

@@ -27,6 +27,10 @@ typedef struct sysinfo {
     int git_dirty;
     char libraries[1024];  /* each built backend's libraries and versions */
     char environment[512]; /* variables that change how the backends run */
+    /* What the blas backend started with, when it was loaded ("" when
+     * not): OpenBLAS's kernels, who chose them and why; OpenMP waiting. */
+    char blas_kernels[32], blas_kernels_source[32], blas_kernels_reason[512];
+    char omp_wait_policy[32], omp_wait_policy_source[32];
     char date[64];         /* ISO 8601, UTC */
     /* the data files read, and spellings beside them that were not (both
      * plain and .gz present); filled by the run, not by sysinfo_collect */

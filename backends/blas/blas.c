@@ -38,7 +38,7 @@ struct engine {
     float *partial[WORKLOAD_MAX_LAYERS];
     float *d_a, *d_b;       /* gradients flowing back, in turn */
     size_t max_act;         /* floats per image of the largest activation */
-    float *d_col;           /* one slot of col2im scratch per thread */
+    float *d_col;           /* one slot of conv scratch per thread */
     size_t d_col_per_image; /* floats of d_col scratch per image */
     float *losses, *softmax_rows;
 };
@@ -160,8 +160,12 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
             e->partial[i] = host_alloc_floats((l->weight_count + l->bias_count) * G);
             if (!e->col[i] || !e->weight_bias[i] || !e->partial[i])
                 return host_engine_out_of_memory(e, err, err_len);
-            if (i > 0 && per_image > e->d_col_per_image)
-                e->d_col_per_image = per_image;
+            /* the forward pass's scratch too (blas_conv_scratch_floats) */
+            const size_t scratch = i > 0 ? blas_conv_scratch_floats(1, l->in.c, l->in.h, l->in.w,
+                                                                     l->units, l->kernel, l->stride)
+                                         : (size_t)shape3_size(l->out);
+            if (scratch > e->d_col_per_image)
+                e->d_col_per_image = scratch;
         }
     }
     const size_t max_act = (size_t)workload_max_activation(w);
@@ -220,7 +224,8 @@ static void gather(engine *e, const dataset *d, const int32_t *idx, int first, i
 
 /* Conv-stage layer i forward for the n images from b0; the stage's last
  * layer also hands its output to the dense stage as columns of `rows`. */
-static void group_forward_layer(engine *e, int i, int B, int b0, int n, int threads)
+static void group_forward_layer(engine *e, int i, int B, int b0, int n, float *scratch,
+                                int threads)
 {
     const layer *l = &e->h.w.layers[i];
     const float *in = group_block(e->act[i], l->in, b0);
@@ -228,7 +233,7 @@ static void group_forward_layer(engine *e, int i, int B, int b0, int n, int thre
     switch (l->kind) {
     case LAYER_CONV:
         blas_conv_forward(out, e->col[i] + (size_t)b0 * col_per_image(l), in,
-                          e->weight_bias[i], n, l->in.c, l->in.h, l->in.w, l->units, l->kernel,
+                          e->weight_bias[i], scratch, n, l->in.c, l->in.h, l->in.w, l->units, l->kernel,
                           l->stride, threads);
         break;
     case LAYER_MAXPOOL:
@@ -263,7 +268,7 @@ static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, 
     case LAYER_CONV: {
         float *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
         const float *col = e->col[i] + (size_t)b0 * col_per_image(l);
-        blas_conv_backward_params(part, d, col, n, l->in.c, l->in.h, l->in.w, l->units,
+        blas_conv_backward_params(part, d, col, group_block(e->act[i], l->in, b0), n, l->in.c, l->in.h, l->in.w, l->units,
                                   l->kernel, l->stride);
         if (d_in)
             blas_conv_backward_data(d_in, d_col, d, e->weight_bias[i], n, l->in.c, l->in.h,
@@ -355,7 +360,7 @@ static void conv_stage_forward(engine *e, const dataset *d, const int32_t *idx, 
         if (with_gather)
             gather(e, d, idx, first, b0, n, n, p.layer_threads);
         for (int i = lo; i < hi; i++)
-            group_forward_layer(e, i, B, b0, n, p.layer_threads);
+            group_forward_layer(e, i, B, b0, n, d_col_slot(e, &p), p.layer_threads);
     }
 }
 
@@ -592,5 +597,11 @@ const backend blas_backend = {
 
 LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)
 {
-    return abi == LB_MODULE_ABI && strcmp(table, "backend") == 0 ? &blas_backend : NULL;
+    if (abi != LB_MODULE_ABI)
+        return NULL;
+    if (strcmp(table, "backend") == 0)
+        return &blas_backend;
+    if (strcmp(table, "kernel_probe") == 0)
+        return &blas_kernel_probe_table;
+    return NULL;
 }

@@ -4,9 +4,13 @@
 #define LB_BLAS_H
 
 #include "backends/blas/blas_layers.h"
+#include "backends/blas/kernel_choice.h"
 #include "backends/engine.h"
 
 extern const backend blas_backend;
+
+/* The module's "kernel_probe" table (blas_probe.c). */
+extern const blas_kernel_probe blas_kernel_probe_table;
 
 /* Chooses who splits the GEMMs (blas_layers.h) for an engine of the blas
  * backend; BLAS_SPLIT_OWN is the default. Meant for tests and measurements. */

@@ -70,15 +70,22 @@ void blas_group_from_rows(float *dst, const float *src, int ld, int b0, int F, i
  * output channel's weights followed by its bias, and col[R + 1][OH*OW*B],
  * the unfolded input that the forward pass fills and the backward pass
  * reads, ends with a row of ones. So there is no pass to add the bias and
- * none to sum its gradient. d_col is scratch of the same size. */
+ * none to sum its gradient. scratch and d_col: blas_conv_scratch_floats().
+ * A shallow layer (blas_conv_direct_suits, conv_direct.h) is computed
+ * directly instead, from `in`: col is then neither written nor read. */
 size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride);
+/* Scratch the forward and data-gradient passes of B images need (they
+ * take turns with it): the larger of d_col and the output's transpose. */
+size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, int stride);
 void blas_join_weight_bias(float *weight_bias, const float *weight, const float *bias, int K,
                            int R);
 void blas_conv_forward(float *out, float *col, const float *in, const float *weight_bias,
-                       int B, int C, int H, int W, int K, int kernel, int stride, int threads);
+                       float *scratch, int B, int C, int H, int W, int K, int kernel,
+                       int stride, int threads);
 /* d_weight_bias[K][R + 1]: the weight and bias gradients of these B images. */
 void blas_conv_backward_params(float *d_weight_bias, const float *d_out, const float *col,
-                               int B, int C, int H, int W, int K, int kernel, int stride);
+                               const float *in, int B, int C, int H, int W, int K, int kernel,
+                               int stride);
 /* d_in[C][H][W][B] from d_out[K][OH][OW][B]. */
 void blas_conv_backward_data(float *d_in, float *d_col, const float *d_out,
                              const float *weight_bias, int B, int C, int H, int W, int K,

@@ -6,6 +6,10 @@
 # then OpenBLAS and our own parallel loops share one OpenMP thread pool.
 # The default libopenblas.so (the update-alternatives choice) is usually the
 # pthreads build, with a pool of its own; it is the fallback.
+#
+# kernel_choice.c is part of the program, built or not: it decides the
+# environment OpenBLAS and libgomp start in, before the module is loaded.
+LIB_SRCS += backends/blas/kernel_choice.c
 BLAS ?= 1
 ifneq ($(BLAS),0)
 BLAS_MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
@@ -36,12 +40,19 @@ ifneq ($(BLAS_LIBS),)
 HAVE_BLAS := 1
 CFLAGS += -DHAVE_BLAS
 BLAS_OBJS := $(BUILD)/backends/blas/blas.o $(BUILD)/backends/blas/blas_layers.o \
-             $(BUILD)/backends/blas/sgemm_peak.o
+             $(BUILD)/backends/blas/sgemm_peak.o $(BUILD)/backends/blas/blas_probe.o \
+             $(BUILD)/backends/blas/conv_direct.o
 $(eval $(call module_rule,blas,$(BLAS_OBJS) $(MODULE_SHARED_OBJS),$(BLAS_LIBS) -fopenmp))
 TESTS += test_blas
 TEST_OBJS_test_blas := $(BLAS_OBJS)
 TEST_LIBS_test_blas := $(BLAS_LIBS) -fopenmp
+# the kernel choice in child processes that load the module; no OpenBLAS
+# in the test program itself
+TESTS += test_kernel_choice
+TEST_SCRIPTS += tests/test_kernel_choice.sh
 $(BUILD)/backends/blas/%.o: CFLAGS += -fopenmp $(BLAS_INC)
+# one FMA per multiply-add in the direct convolutions
+$(BUILD)/backends/blas/conv_direct.o: CFLAGS += -ffp-contract=fast
 $(BUILD)/tests/test_blas: CFLAGS += $(BLAS_INC)
 
 # The measured sgemm ceiling that the CPU benchmark divides by.

@@ -1,0 +1,513 @@
+/* Choosing the blas backend's environment before its libraries start (see
+ * kernel_choice.h). Compiled into the program: it runs before the blas
+ * module, and so OpenBLAS, is loaded in this process. */
+#include "backends/blas/kernel_choice.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define KC_X86 1
+#endif
+
+#include "backends/module.h"
+
+/* ---------------------------------------------------------------------- */
+/* The CPU                                                                  */
+
+#ifdef KC_X86
+static unsigned long long read_xcr0(void)
+{
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((unsigned long long)hi << 32) | lo;
+}
+#endif
+
+void kc_read_cpu(kc_cpu *cpu)
+{
+    memset(cpu, 0, sizeof *cpu);
+#ifdef KC_X86
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d))
+        return;
+    const unsigned max_leaf = a;
+    memcpy(cpu->vendor, &b, 4);
+    memcpy(cpu->vendor + 4, &d, 4);
+    memcpy(cpu->vendor + 8, &c, 4);
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return;
+    const unsigned base_family = (a >> 8) & 0xf, base_model = (a >> 4) & 0xf;
+    cpu->family = (int)(base_family == 0xf ? base_family + ((a >> 20) & 0xff) : base_family);
+    cpu->model = (int)(base_family == 0x6 || base_family == 0xf
+                           ? base_model + (((a >> 16) & 0xf) << 4)
+                           : base_model);
+    const int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+    if (!osxsave || !avx || max_leaf < 7)
+        return;
+    const unsigned long long xcr0 = read_xcr0();
+    const int ymm = (xcr0 & 0x6) == 0x6, zmm = (xcr0 & 0xe6) == 0xe6;
+    if (!ymm)
+        return;
+    __cpuid_count(7, 0, a, b, c, d);
+    if ((b >> 5) & 1)
+        cpu->features |= KC_AVX2;
+    if (fma)
+        cpu->features |= KC_FMA;
+    if (zmm) {
+        if ((b >> 16) & 1)
+            cpu->features |= KC_AVX512F;
+        if ((b >> 17) & 1)
+            cpu->features |= KC_AVX512DQ;
+        if ((b >> 30) & 1)
+            cpu->features |= KC_AVX512BW;
+        if ((b >> 31) & 1)
+            cpu->features |= KC_AVX512VL;
+        unsigned a1, b1, c1, d1;
+        __cpuid_count(7, 1, a1, b1, c1, d1);
+        (void)b1, (void)c1, (void)d1;
+        if ((a1 >> 5) & 1)
+            cpu->features |= KC_AVX512_BF16;
+    }
+#endif
+}
+
+enum { KC_AVX512_SKX = KC_AVX512F | KC_AVX512BW | KC_AVX512VL | KC_AVX512DQ };
+
+/* What the features allow: 4 Cooperlake, 3 SkylakeX, 2 Haswell/Zen, 0. */
+static int feature_rank(unsigned f)
+{
+    const int avx2 = (f & (KC_AVX2 | KC_FMA)) == (KC_AVX2 | KC_FMA);
+    if (avx2 && (f & KC_AVX512_SKX) == KC_AVX512_SKX)
+        return f & KC_AVX512_BF16 ? 4 : 3;
+    return avx2 ? 2 : 0;
+}
+
+const char *kc_feature_summary(unsigned f)
+{
+    switch (feature_rank(f)) {
+    case 4:
+        return "AVX-512 (F, BW, VL, DQ) + BF16";
+    case 3:
+        return "AVX-512 (F, BW, VL, DQ)";
+    case 2:
+        return "AVX2 + FMA";
+    }
+    return "no AVX2 + FMA";
+}
+
+/* OpenBLAS's x86 core names by the instructions their kernels use; -1 for
+ * a name this table does not know (a newer library's). */
+static int core_rank(const char *core)
+{
+    static const struct {
+        const char *name;
+        int rank;
+    } cores[] = {
+        {"SapphireRapids", 5}, {"Cooperlake", 4},  {"SkylakeX", 3},    {"Haswell", 2},
+        {"Zen", 2},            {"Excavator", 1},   {"Steamroller", 1}, {"Piledriver", 1},
+        {"Bulldozer", 1},      {"Sandybridge", 1}, {"Prescott", 0},    {"Nehalem", 0},
+        {"Core2", 0},          {"Penryn", 0},      {"Dunnington", 0},  {"Atom", 0},
+        {"Nano", 0},           {"Barcelona", 0},   {"Opteron", 0},     {"Opteron_SSE3", 0},
+        {"Athlon", 0},         {"Banias", 0},      {"Northwood", 0},   {"Coppermine", 0},
+        {"Katmai", 0},         {"Bobcat", 0},      {"Unknown", 0},
+    };
+    for (size_t i = 0; i < sizeof cores / sizeof cores[0]; i++)
+        if (strcasecmp(core, cores[i].name) == 0)
+            return cores[i].rank;
+    return -1;
+}
+
+int kc_candidates(const kc_cpu *cpu, const char **out, int max)
+{
+    const int amd = strcmp(cpu->vendor, "AuthenticAMD") == 0;
+    const char *list[3];
+    int n = 0;
+    switch (feature_rank(cpu->features)) {
+    case 4:
+        list[n++] = "Cooperlake";
+        /* fall through */
+    case 3:
+        list[n++] = "SkylakeX";
+        /* fall through */
+    case 2:
+        list[n++] = amd ? "Zen" : "Haswell";
+        break;
+    }
+    int k = 0;
+    for (int i = 0; i < n && k < max; i++)
+        out[k++] = list[i];
+    return k;
+}
+
+int kc_library_choice_is_weak(const char *library_core, const kc_cpu *cpu)
+{
+    const int rank = core_rank(library_core);
+    return rank >= 0 && rank < feature_rank(cpu->features);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The decision                                                             */
+
+#define APPEND(buf, used, ...)                                                                 \
+    ((used) += (size_t)snprintf((buf) + ((used) < sizeof(buf) ? (used) : sizeof(buf) - 1),     \
+                                (used) < sizeof(buf) ? sizeof(buf) - (used) : 1, __VA_ARGS__))
+
+void kc_decide(const char *user_value, const kc_cpu *cpu, const kc_probe *library,
+               const char *const *candidates, const kc_probe *probes, int n, kc_decision *out)
+{
+    memset(out, 0, sizeof *out);
+    if (user_value) {
+        out->source = KC_SOURCE_USER;
+        snprintf(out->core, sizeof out->core, "%s", user_value);
+        snprintf(out->reason, sizeof out->reason,
+                 "OPENBLAS_CORETYPE was set before the program started: left as it is");
+        return;
+    }
+    out->source = KC_SOURCE_LIBRARY;
+    if (!library->ran) {
+        snprintf(out->reason, sizeof out->reason,
+                 "could not ask OpenBLAS (%s): environment left as it is", library->why);
+        return;
+    }
+    snprintf(out->core, sizeof out->core, "%s", library->core);
+    char this_cpu[128];
+    snprintf(this_cpu, sizeof this_cpu, "%s; %s family %d model %d",
+             kc_feature_summary(cpu->features), cpu->vendor[0] ? cpu->vendor : "unknown",
+             cpu->family, cpu->model);
+    if (!kc_library_choice_is_weak(library->core, cpu)) {
+        snprintf(out->reason, sizeof out->reason,
+                 core_rank(library->core) < 0
+                     ? "a core this program does not rank, kept on this CPU (%s)"
+                     : "suits this CPU (%s)",
+                 this_cpu);
+        return;
+    }
+    char tried[384] = "";
+    size_t used = 0;
+    const int library_rank = core_rank(library->core);
+    for (int i = 0; i < n; i++) {
+        if (core_rank(candidates[i]) <= library_rank)
+            continue;
+        const kc_probe *p = &probes[i];
+        const char *why = NULL;
+        char text[256];
+        if (!p->ran)
+            why = p->why[0] ? p->why : "not tried";
+        else if (strcasecmp(p->core, candidates[i]) != 0) {
+            snprintf(text, sizeof text, "not offered by this OpenBLAS (it ran %s)", p->core);
+            why = text;
+        } else if (!p->checked || !p->check_ok)
+            why = p->why[0] ? p->why : "sgemm check did not run";
+        if (!why) {
+            out->source = KC_SOURCE_CHOSEN;
+            snprintf(out->core, sizeof out->core, "%s", candidates[i]);
+            snprintf(out->reason, sizeof out->reason,
+                     "OpenBLAS picked %s on this CPU (%s); %s passed the sgemm check%s%s%s",
+                     library->core, this_cpu, candidates[i], used ? " (" : "",
+                     used ? tried : "", used ? ")" : "");
+            return;
+        }
+        APPEND(tried, used, "%s%s: %s", used ? "; " : "", candidates[i], why);
+    }
+    snprintf(out->reason, sizeof out->reason,
+             "OpenBLAS picked %s on this CPU (%s) and no better core passed (%s): kept",
+             library->core, this_cpu, used ? tried : "none to try");
+}
+
+/* ---------------------------------------------------------------------- */
+/* The sgemm check                                                          */
+
+/* Small values that are not all alike (no special cases), from a seed. */
+static void fill(float *x, size_t n, unsigned seed)
+{
+    unsigned s = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)((s >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+}
+
+/* One shape against a reference in double: 0, or -1 with what differed. */
+static int check_shape(const blas_kernel_probe *lib, int ta, int tb, int M, int N, int K,
+                       float alpha, float beta, int corrupt, char *why, size_t why_len)
+{
+    /* op(A) is M x K, op(B) K x N; padded leading dimensions */
+    const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+    const size_t a_n = (size_t)(ta ? K : M) * lda, b_n = (size_t)(tb ? N : K) * ldb,
+                 c_n = (size_t)M * ldc;
+    float *a = malloc(sizeof(float) * a_n), *b = malloc(sizeof(float) * b_n),
+          *c = malloc(sizeof(float) * c_n), *c0 = malloc(sizeof(float) * c_n);
+    int rc = 0;
+    if (!a || !b || !c || !c0) {
+        snprintf(why, why_len, "out of memory for the sgemm check");
+        rc = -1;
+        goto done;
+    }
+    fill(a, a_n, (unsigned)(M * 7 + K));
+    fill(b, b_n, (unsigned)(N * 13 + K));
+    fill(c0, c_n, (unsigned)(M + N));
+    memcpy(c, c0, sizeof(float) * c_n);
+    lib->sgemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (corrupt)
+        c[(size_t)(M / 2) * ldc + N / 2] += 0.5f;
+    for (int i = 0; i < M && !rc; i++)
+        for (int j = 0; j < N; j++) {
+            double sum = 0, magnitude = 0;
+            for (int k = 0; k < K; k++) {
+                const double x = ta ? a[(size_t)k * lda + i] : a[(size_t)i * lda + k];
+                const double y = tb ? b[(size_t)j * ldb + k] : b[(size_t)k * ldb + j];
+                sum += x * y;
+                magnitude += fabs(x * y);
+            }
+            const double cij = c0[(size_t)i * ldc + j];
+            const double want = alpha * sum + beta * cij;
+            const double scale = fabs(alpha) * magnitude + fabs(beta * cij);
+            const double got = c[(size_t)i * ldc + j];
+            /* fp32 sums of K terms in any order: well within 4 K eps */
+            if (!(fabs(got - want) <= 4.0 * (K + 2) * 1.2e-7 * scale + 1e-30)) {
+                snprintf(why, why_len,
+                         "sgemm check failed: %dx%dx%d %s%s, C[%d][%d] = %g, reference %g", M,
+                         N, K, ta ? "T" : "N", tb ? "T" : "N", i, j, got, want);
+                rc = -1;
+                break;
+            }
+        }
+done:
+    free(a);
+    free(b);
+    free(c);
+    free(c0);
+    return rc;
+}
+
+/* Odd sizes below and above the kernels' blocking, every transpose, alpha
+ * and beta both ways, and one product large enough to be threaded. */
+static int sgemm_check(const blas_kernel_probe *lib, int corrupt, char *why, size_t why_len)
+{
+    static const struct {
+        int ta, tb, M, N, K;
+        float alpha, beta;
+    } shapes[] = {
+        {0, 0, 1, 1, 1, 1.0f, 0.0f},       {0, 1, 7, 5, 3, 1.0f, 0.0f},
+        {0, 0, 20, 577, 26, 1.0f, 0.0f},   {0, 1, 50, 131, 501, 1.0f, 0.0f},
+        {1, 0, 33, 65, 17, 0.5f, 1.5f},    {1, 1, 129, 67, 255, 1.0f, 1.0f},
+        {1, 0, 500, 37, 50, -1.0f, 0.0f},  {0, 0, 256, 263, 259, 1.0f, 0.0f},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (check_shape(lib, shapes[i].ta, shapes[i].tb, shapes[i].M, shapes[i].N,
+                        shapes[i].K, shapes[i].alpha, shapes[i].beta, corrupt, why,
+                        why_len) != 0)
+            return -1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Child processes                                                          */
+
+/* Seconds a child may take: loading the library and the check take well
+ * under one on an idle machine. */
+enum { CHILD_SECONDS = 60 };
+
+/* In the child: load the blas module with OPENBLAS_CORETYPE = core (unset
+ * when NULL), name the core it runs and, for a candidate, check sgemm. */
+static void child_probe(const char *core, const kc_hooks *hooks, kc_probe *p)
+{
+    if (core)
+        setenv("OPENBLAS_CORETYPE", core, 1);
+    else
+        unsetenv("OPENBLAS_CORETYPE");
+    const blas_kernel_probe *lib = module_table("blas", "kernel_probe", p->why, sizeof p->why);
+    if (!lib)
+        return;
+    p->ran = 1;
+    const char *name = lib->corename();
+    snprintf(p->core, sizeof p->core, "%s", name ? name : "");
+    if (!core)
+        return;
+    if (strcasecmp(p->core, core) != 0)
+        return; /* not offered: the check would test another core */
+    p->checked = 1;
+    p->check_ok = sgemm_check(lib, hooks && hooks->corrupt_candidate_sgemm, p->why,
+                              sizeof p->why) == 0;
+}
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Runs child_probe in a child process and collects its answer; a child
+ * that dies or hangs gives a probe that did not run, with the reason. */
+static void probe_in_child(const char *core, const kc_hooks *hooks, kc_probe *p)
+{
+    memset(p, 0, sizeof *p);
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(p->why, sizeof p->why, "pipe: %s", strerror(errno));
+        return;
+    }
+    fflush(NULL); /* the child must not write the parent's buffers again */
+    const pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(p->why, sizeof p->why, "fork: %s", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return;
+    }
+    if (pid == 0) {
+        /* the parent's handlers (a test framework's, the run's SIGINT) are
+         * not the child's: a fault must end it and show in its status */
+        static const int defaults[] = {SIGILL, SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGINT, SIGTERM};
+        for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+            signal(defaults[i], SIG_DFL);
+        close(fds[0]);
+        kc_probe answer = {0};
+        child_probe(core, hooks, &answer);
+        const char *at = (const char *)&answer;
+        size_t left = sizeof answer;
+        while (left > 0) {
+            const ssize_t n = write(fds[1], at, left);
+            if (n <= 0)
+                _exit(1);
+            at += n, left -= (size_t)n;
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    kc_probe answer;
+    size_t got = 0;
+    const double deadline = now_seconds() + CHILD_SECONDS;
+    int timed_out = 0;
+    while (got < sizeof answer) {
+        const double left = deadline - now_seconds();
+        if (left <= 0) {
+            timed_out = 1;
+            break;
+        }
+        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+        const int r = poll(&pfd, 1, (int)(left * 1000) + 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            continue;
+        const ssize_t n = read(fds[0], (char *)&answer + got, sizeof answer - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fds[0]);
+    if (timed_out)
+        kill(pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (got == sizeof answer) {
+        *p = answer;
+        p->core[sizeof p->core - 1] = p->why[sizeof p->why - 1] = '\0';
+    } else if (timed_out)
+        snprintf(p->why, sizeof p->why, "no answer within %d s", CHILD_SECONDS);
+    else if (WIFSIGNALED(status))
+        snprintf(p->why, sizeof p->why, "crashed with signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(p->why, sizeof p->why, "exited with status %d without answering",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
+{
+    const char *user = getenv("OPENBLAS_CORETYPE");
+    kc_cpu cpu;
+    if (hooks && hooks->pretend_cpu)
+        cpu = *hooks->pretend_cpu;
+    else
+        kc_read_cpu(&cpu);
+    kc_probe library = {0};
+    const char *candidates[3];
+    kc_probe probes[3];
+    memset(probes, 0, sizeof probes);
+    int n = 0;
+    if (!user) {
+        probe_in_child(NULL, hooks, &library);
+        if (library.ran && hooks && hooks->pretend_library_core)
+            snprintf(library.core, sizeof library.core, "%s", hooks->pretend_library_core);
+        if (library.ran && kc_library_choice_is_weak(library.core, &cpu)) {
+            n = kc_candidates(&cpu, candidates, 3);
+            kc_decision d;
+            /* best first; stop at the first that passes */
+            for (int i = 0; i < n; i++) {
+                if (core_rank(candidates[i]) <= core_rank(library.core))
+                    continue;
+                probe_in_child(candidates[i], hooks, &probes[i]);
+                kc_decide(NULL, &cpu, &library, candidates, probes, i + 1, &d);
+                if (d.source == KC_SOURCE_CHOSEN)
+                    break;
+            }
+        }
+    }
+    kc_decide(user, &cpu, &library, candidates, probes, n, out);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The process's setup                                                      */
+
+static blas_setup setup;
+
+void blas_setup_prepare(void)
+{
+    if (setup.prepared)
+        return;
+    const char *wait = getenv("OMP_WAIT_POLICY");
+    setup.wait_policy_by_user = wait != NULL;
+    if (!wait)
+        setenv("OMP_WAIT_POLICY", "passive", 1);
+    snprintf(setup.wait_policy, sizeof setup.wait_policy, "%s", getenv("OMP_WAIT_POLICY"));
+    blas_setup_decide(NULL, &setup.kernels);
+    if (setup.kernels.source == KC_SOURCE_CHOSEN)
+        setenv("OPENBLAS_CORETYPE", setup.kernels.core, 1);
+    setup.prepared = 1;
+}
+
+const blas_setup *blas_setup_get(void) { return &setup; }
+
+static const char *source_name(kc_source s)
+{
+    switch (s) {
+    case KC_SOURCE_USER:
+        return "set by the user";
+    case KC_SOURCE_CHOSEN:
+        return "chosen by the program";
+    case KC_SOURCE_LIBRARY:
+        break;
+    }
+    return "OpenBLAS's own choice";
+}
+
+void blas_setup_describe(char *buf, size_t len, int with_reasons)
+{
+    if (!setup.prepared) {
+        snprintf(buf, len, "%s", "");
+        return;
+    }
+    snprintf(buf, len, "kernels %s (%s%s%s), OMP_WAIT_POLICY=%s (%s)",
+             setup.kernels.core[0] ? setup.kernels.core : "unknown",
+             source_name(setup.kernels.source), with_reasons ? ": " : "",
+             with_reasons ? setup.kernels.reason : "", setup.wait_policy,
+             setup.wait_policy_by_user ? "set by the user" : "default");
+}

@@ -1,0 +1,364 @@
+/* Which OpenBLAS kernels the blas backend starts with (kernel_choice.h).
+ *
+ * The decision is a pure function, checked here on CPU feature sets and
+ * library answers given as data: the Xeon OpenBLAS 0.3.21 does not know
+ * (Prescott on an AVX-512 CPU), Zen 4 (Cooperlake, kept), Zen 1 (Zen,
+ * kept), an AVX2 Intel with a generic core, a CPU without AVX2, a core this
+ * program does not rank, a user's value, candidates not offered, crashed or
+ * wrong. Then the real thing in child processes that load the blas module:
+ * a candidate's sgemm checked against the reference passes, fails when a
+ * test hook spoils its output, and a child that dies costs only its
+ * candidate. The user's OPENBLAS_CORETYPE is set only inside a child
+ * process of this test that checks that it wins. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backends/blas/kernel_choice.h"
+#include "backends/module.h"
+
+enum { AVX2_FMA = KC_AVX2 | KC_FMA,
+       AVX512 = AVX2_FMA | KC_AVX512F | KC_AVX512BW | KC_AVX512VL | KC_AVX512DQ };
+
+static const kc_cpu xeon_207 = {"GenuineIntel", 6, 207, AVX512 | KC_AVX512_BF16};
+static const kc_cpu skylake_x = {"GenuineIntel", 6, 85, AVX512};
+static const kc_cpu zen4 = {"AuthenticAMD", 25, 17, AVX512 | KC_AVX512_BF16};
+static const kc_cpu zen1 = {"AuthenticAMD", 23, 1, AVX2_FMA};
+static const kc_cpu haswell = {"GenuineIntel", 6, 60, AVX2_FMA};
+static const kc_cpu old_cpu = {"GenuineIntel", 6, 26, 0};
+/* AVX-512 F without BW/VL/DQ (Knights Landing): not SkylakeX's */
+static const kc_cpu knl = {"GenuineIntel", 6, 87, AVX2_FMA | KC_AVX512F};
+
+static kc_probe answered(const char *core)
+{
+    kc_probe p = {.ran = 1};
+    snprintf(p.core, sizeof p.core, "%s", core);
+    return p;
+}
+
+static kc_probe checked(const char *core, int ok, const char *why)
+{
+    kc_probe p = answered(core);
+    p.checked = 1;
+    p.check_ok = ok;
+    snprintf(p.why, sizeof p.why, "%s", why);
+    return p;
+}
+
+static kc_probe failed_child(const char *why)
+{
+    kc_probe p = {0};
+    snprintf(p.why, sizeof p.why, "%s", why);
+    return p;
+}
+
+static void candidates_follow_features(void **state)
+{
+    (void)state;
+    const char *c[3];
+    assert_int_equal(kc_candidates(&xeon_207, c, 3), 3);
+    assert_string_equal(c[0], "Cooperlake");
+    assert_string_equal(c[1], "SkylakeX");
+    assert_string_equal(c[2], "Haswell");
+    assert_int_equal(kc_candidates(&skylake_x, c, 3), 2);
+    assert_string_equal(c[0], "SkylakeX");
+    assert_int_equal(kc_candidates(&zen1, c, 3), 1);
+    assert_string_equal(c[0], "Zen");
+    assert_int_equal(kc_candidates(&haswell, c, 3), 1);
+    assert_string_equal(c[0], "Haswell");
+    assert_int_equal(kc_candidates(&knl, c, 3), 1);
+    assert_string_equal(c[0], "Haswell");
+    assert_int_equal(kc_candidates(&old_cpu, c, 3), 0);
+    /* AVX2 without FMA is not Haswell's */
+    const kc_cpu no_fma = {"GenuineIntel", 6, 60, KC_AVX2};
+    assert_int_equal(kc_candidates(&no_fma, c, 3), 0);
+    assert_int_equal(kc_candidates(&xeon_207, c, 1), 1);
+}
+
+static void weak_means_older_than_the_features(void **state)
+{
+    (void)state;
+    assert_true(kc_library_choice_is_weak("Prescott", &xeon_207));
+    assert_true(kc_library_choice_is_weak("Haswell", &xeon_207));
+    assert_true(kc_library_choice_is_weak("SkylakeX", &xeon_207));
+    assert_false(kc_library_choice_is_weak("Cooperlake", &zen4));
+    assert_false(kc_library_choice_is_weak("SapphireRapids", &xeon_207));
+    assert_false(kc_library_choice_is_weak("Zen", &zen1));
+    assert_false(kc_library_choice_is_weak("Haswell", &zen1));
+    assert_true(kc_library_choice_is_weak("Sandybridge", &haswell));
+    assert_true(kc_library_choice_is_weak("unknown", &haswell)); /* any case */
+    assert_false(kc_library_choice_is_weak("Prescott", &old_cpu));
+    /* a name from a newer library is left alone */
+    assert_false(kc_library_choice_is_weak("Zen5Turbo", &zen1));
+}
+
+/* decide with the library's answer and one probe per candidate */
+static kc_decision decide(const char *user, const kc_cpu *cpu, kc_probe library,
+                          const kc_probe *probes, int n)
+{
+    const char *c[3];
+    const int count = kc_candidates(cpu, c, 3);
+    assert_true(n <= count);
+    kc_decision d;
+    kc_decide(user, cpu, &library, c, probes, n, &d);
+    return d;
+}
+
+static void unknown_xeon_gets_the_best_core_that_passes(void **state)
+{
+    (void)state;
+    /* Debian's 0.3.21: Cooperlake is not offered, SkylakeX passes */
+    kc_probe p[3] = {answered("Haswell"), checked("SkylakeX", 1, ""), {0}};
+    kc_decision d = decide(NULL, &xeon_207, answered("Prescott"), p, 2);
+    assert_int_equal(d.source, KC_SOURCE_CHOSEN);
+    assert_string_equal(d.core, "SkylakeX");
+    assert_non_null(strstr(d.reason, "OpenBLAS picked Prescott"));
+    assert_non_null(strstr(d.reason, "family 6 model 207"));
+    assert_non_null(strstr(d.reason, "Cooperlake: not offered by this OpenBLAS (it ran Haswell)"));
+
+    /* every AVX-512 core fails: Haswell */
+    kc_probe q[3] = {failed_child("crashed with signal 4 (Illegal instruction)"),
+                     checked("SkylakeX", 0, "sgemm check failed: 7x5x3 NT"),
+                     checked("Haswell", 1, "")};
+    d = decide(NULL, &xeon_207, answered("Prescott"), q, 3);
+    assert_int_equal(d.source, KC_SOURCE_CHOSEN);
+    assert_string_equal(d.core, "Haswell");
+    assert_non_null(strstr(d.reason, "Illegal instruction"));
+    assert_non_null(strstr(d.reason, "sgemm check failed"));
+
+    /* all fail: the library's choice stays, with every reason */
+    kc_probe r[3] = {answered("Haswell"), checked("SkylakeX", 0, "sgemm check failed: X"),
+                     failed_child("no answer within 60 s")};
+    d = decide(NULL, &xeon_207, answered("Prescott"), r, 3);
+    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
+    assert_string_equal(d.core, "Prescott");
+    assert_non_null(strstr(d.reason, "no better core passed"));
+    assert_non_null(strstr(d.reason, "Haswell: no answer within 60 s"));
+}
+
+static void a_current_choice_is_kept(void **state)
+{
+    (void)state;
+    kc_decision d = decide(NULL, &zen4, answered("Cooperlake"), NULL, 0);
+    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
+    assert_string_equal(d.core, "Cooperlake");
+    assert_non_null(strstr(d.reason, "suits this CPU"));
+    d = decide(NULL, &zen1, answered("Zen"), NULL, 0);
+    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
+    assert_string_equal(d.core, "Zen");
+    d = decide(NULL, &old_cpu, answered("Nehalem"), NULL, 0);
+    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
+    assert_string_equal(d.core, "Nehalem");
+    d = decide(NULL, &zen1, answered("Zen5Turbo"), NULL, 0);
+    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
+    assert_non_null(strstr(d.reason, "does not rank"));
+}
+
+static void only_cores_above_the_librarys_are_tried(void **state)
+{
+    (void)state;
+    /* SkylakeX CPU, library on Haswell: the Haswell candidate is not
+     * "better", so a failing SkylakeX keeps Haswell without naming it */
+    kc_probe p[2] = {checked("SkylakeX", 0, "sgemm check failed: Y"), checked("Haswell", 1, "")};
+    kc_decision d = decide(NULL, &skylake_x, answered("Haswell"), p, 2);
+    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
+    assert_string_equal(d.core, "Haswell");
+    assert_null(strstr(d.reason, "Haswell:"));
+    p[0] = checked("SkylakeX", 1, "");
+    d = decide(NULL, &skylake_x, answered("Haswell"), p, 1);
+    assert_int_equal(d.source, KC_SOURCE_CHOSEN);
+    assert_string_equal(d.core, "SkylakeX");
+}
+
+static void the_users_value_always_wins(void **state)
+{
+    (void)state;
+    kc_probe p[3] = {checked("Cooperlake", 1, ""), {0}, {0}};
+    kc_decision d = decide("Prescott", &xeon_207, answered("Prescott"), p, 1);
+    assert_int_equal(d.source, KC_SOURCE_USER);
+    assert_string_equal(d.core, "Prescott");
+    /* even a value the library does not know, even empty */
+    d = decide("", &xeon_207, failed_child("x"), NULL, 0);
+    assert_int_equal(d.source, KC_SOURCE_USER);
+    assert_string_equal(d.core, "");
+}
+
+static void a_library_that_does_not_answer_is_left_alone(void **state)
+{
+    (void)state;
+    kc_decision d = decide(NULL, &xeon_207, failed_child("cannot load blas.so: nope"), NULL, 0);
+    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
+    assert_string_equal(d.core, "");
+    assert_non_null(strstr(d.reason, "cannot load blas.so: nope"));
+}
+
+/* ---------------------------------------------------------------------- */
+/* In child processes, with the real library                                */
+
+static int blas_module_present(void)
+{
+    char path[4096];
+    module_path("blas", path, sizeof path);
+    return access(path, R_OK) == 0;
+}
+
+/* The real CPU, when OpenBLAS has AVX2 kernels for it (Zen or Haswell). */
+static int real_avx2_cpu(kc_cpu *cpu)
+{
+    kc_read_cpu(cpu);
+    return (cpu->features & AVX2_FMA) == AVX2_FMA;
+}
+
+static void a_candidate_passes_its_check(void **state)
+{
+    (void)state;
+    kc_cpu cpu;
+    if (!blas_module_present() || !real_avx2_cpu(&cpu) || getenv("OPENBLAS_CORETYPE")) {
+        skip(); /* no module, no AVX2, or a value the user set */
+        return;
+    }
+    /* as if the library had fallen back to Prescott on this CPU; only the
+     * AVX2 candidate, whatever AVX-512 the machine has */
+    cpu.features &= AVX2_FMA;
+    const kc_hooks hooks = {.pretend_library_core = "Prescott", .pretend_cpu = &cpu};
+    kc_decision d;
+    blas_setup_decide(&hooks, &d);
+    assert_int_equal(d.source, KC_SOURCE_CHOSEN);
+    const char *want = strcmp(cpu.vendor, "AuthenticAMD") == 0 ? "Zen" : "Haswell";
+    assert_string_equal(d.core, want);
+    assert_non_null(strstr(d.reason, "passed the sgemm check"));
+    /* deciding leaves this process's environment alone */
+    assert_null(getenv("OPENBLAS_CORETYPE"));
+}
+
+static void a_wrong_sgemm_result_is_caught(void **state)
+{
+    (void)state;
+    kc_cpu cpu;
+    if (!blas_module_present() || !real_avx2_cpu(&cpu) || getenv("OPENBLAS_CORETYPE")) {
+        skip();
+        return;
+    }
+    cpu.features &= AVX2_FMA;
+    const kc_hooks hooks = {.pretend_library_core = "Prescott",
+                            .pretend_cpu = &cpu,
+                            .corrupt_candidate_sgemm = 1};
+    kc_decision d;
+    blas_setup_decide(&hooks, &d);
+    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
+    assert_string_equal(d.core, "Prescott");
+    assert_non_null(strstr(d.reason, "sgemm check failed"));
+    assert_non_null(strstr(d.reason, "reference"));
+}
+
+static void a_candidate_the_cpu_cannot_run_costs_only_itself(void **state)
+{
+    (void)state;
+    kc_cpu cpu;
+    if (!blas_module_present() || !real_avx2_cpu(&cpu) || getenv("OPENBLAS_CORETYPE")) {
+        skip();
+        return;
+    }
+    if (cpu.features & KC_AVX512F) {
+        skip(); /* the SkylakeX kernels run here: nothing to crash */
+        return;
+    }
+    /* as if the CPU had AVX-512: the SkylakeX kernels die of an illegal
+     * instruction in their child (or, if this library runs AVX2 code for
+     * these shapes, pass); the AVX2 candidate still wins or SkylakeX does */
+    kc_cpu pretend = cpu;
+    pretend.features |= KC_AVX512F | KC_AVX512BW | KC_AVX512VL | KC_AVX512DQ;
+    const kc_hooks hooks = {.pretend_library_core = "Prescott", .pretend_cpu = &pretend};
+    kc_decision d;
+    blas_setup_decide(&hooks, &d);
+    assert_int_equal(d.source, KC_SOURCE_CHOSEN);
+    if (strcmp(d.core, "SkylakeX") != 0) {
+        assert_string_equal(d.core, strcmp(cpu.vendor, "AuthenticAMD") == 0 ? "Zen" : "Haswell");
+        assert_non_null(strstr(d.reason, "SkylakeX: crashed with signal"));
+    }
+}
+
+/* In a child of this test: the user's value, set there, is never replaced,
+ * and nothing is asked of the library. */
+static void a_user_value_is_never_overridden(void **state)
+{
+    (void)state;
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+        blas_setup_prepare();
+        const blas_setup *s = blas_setup_get();
+        const char *now = getenv("OPENBLAS_CORETYPE");
+        _exit(s->prepared && s->kernels.source == KC_SOURCE_USER &&
+                      strcmp(s->kernels.core, "Prescott") == 0 && now &&
+                      strcmp(now, "Prescott") == 0 && !module_loaded("blas")
+                  ? 0
+                  : 1);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* OMP_WAIT_POLICY: passive unless set; a value set wins. In children. */
+static int wait_policy_child(const char *set, const char *want, int by_user)
+{
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (set)
+            setenv("OMP_WAIT_POLICY", set, 1);
+        else
+            unsetenv("OMP_WAIT_POLICY");
+        blas_setup_prepare();
+        const blas_setup *s = blas_setup_get();
+        const char *now = getenv("OMP_WAIT_POLICY");
+        char line[2048];
+        blas_setup_describe(line, sizeof line, 0);
+        _exit(now && strcmp(now, want) == 0 && strcmp(s->wait_policy, want) == 0 &&
+                      s->wait_policy_by_user == by_user && strstr(line, "OMP_WAIT_POLICY=")
+                  ? 0
+                  : 1);
+    }
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void passive_waiting_unless_set(void **state)
+{
+    (void)state;
+    assert_int_equal(wait_policy_child(NULL, "passive", 0), 0);
+    assert_int_equal(wait_policy_child("active", "active", 1), 0);
+    /* the control: a wrong expectation fails */
+    assert_int_equal(wait_policy_child("active", "passive", 1), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(candidates_follow_features),
+        cmocka_unit_test(weak_means_older_than_the_features),
+        cmocka_unit_test(unknown_xeon_gets_the_best_core_that_passes),
+        cmocka_unit_test(a_current_choice_is_kept),
+        cmocka_unit_test(only_cores_above_the_librarys_are_tried),
+        cmocka_unit_test(the_users_value_always_wins),
+        cmocka_unit_test(a_library_that_does_not_answer_is_left_alone),
+        cmocka_unit_test(a_candidate_passes_its_check),
+        cmocka_unit_test(a_wrong_sgemm_result_is_caught),
+        cmocka_unit_test(a_candidate_the_cpu_cannot_run_costs_only_itself),
+        cmocka_unit_test(a_user_value_is_never_overridden),
+        cmocka_unit_test(passive_waiting_unless_set),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
