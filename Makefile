@@ -42,10 +42,13 @@ TESTS :=        # cmocka programs: tests/<name>.c; TEST_OBJS_<name>, TEST_LIBS_<
 TEST_SCRIPTS := # shell tests: exit 0 pass, 77 skip (run after the programs)
 SKIPPED := $(if $(HAVE_ZLIB),,reading_.gz_data:_zlib.h_or_libz_not_found,_gunzip_the_data_files)
 MODULES :=      # $(BUILD)/modules/<name>.so, added by module_rule
+# Sources written over `real` (backends/common/real.h), built for float
+# (foo.o) and for double (foo_f64.o); the double objects join LIB_OBJS.
+REAL_TWICE := backends/common/optimizer.c
 
 # What every backend module links from the program's own sources.
 MODULE_SHARED_OBJS := $(BUILD)/workloads/workload.o $(BUILD)/backends/common/optimizer.o \
-                      $(BUILD)/backends/common/host_engine.o
+                      $(BUILD)/backends/common/optimizer_f64.o $(BUILD)/backends/common/host_engine.o
 
 # module_rule NAME,OBJECTS,LIBRARIES: builds $(BUILD)/modules/NAME.so.
 define module_rule
@@ -62,7 +65,7 @@ endef
 include backends/cuda/find-libs.mk
 include $(wildcard backends/*/module.mk parallel/module.mk harness/module.mk tests/module.mk fuzz/module.mk)
 
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(REAL_TWICE:%.c=$(BUILD)/%_f64.o)
 TEST_BINS := $(TESTS:%=$(BUILD)/tests/%)
 
 # The module loader looks beside the program first (the build directory as
@@ -95,6 +98,14 @@ $(BENCH): $(LIB_OBJS) $(BUILD)/harness/main.o
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%_f64.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DLB_REAL_DOUBLE -c -o $@ $<
+
+$(BUILD)/%_bf16.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DLB_REAL_BF16 -c -o $@ $<
 
 .SECONDEXPANSION:
 $(BUILD)/tests/%: tests/%.c $(LIB_OBJS) $$(TEST_OBJS_$$*) | $(MODULES)

@@ -39,13 +39,18 @@ typedef struct optimizer_config {
     float beta1, beta2, eps;
 } optimizer_config;
 
-typedef enum precision { PREC_FP32, PREC_TF32, PREC_BF16, PREC_FP16 } precision;
-#define PRECISION_COUNT 4
+/* What an engine computes in. Whatever it is, the contract's parameters
+ * stay float (set_params, get_params, buffer, the parameter files): an fp64
+ * engine widens them on set_params, keeps its parameters, gradients,
+ * optimiser state and activations in double, and rounds them to float on
+ * get_params. */
+typedef enum precision { PREC_FP32, PREC_TF32, PREC_BF16, PREC_FP16, PREC_FP64 } precision;
+#define PRECISION_COUNT 5
 
 /* The name --precision takes and the CSV shows. */
 static inline const char *precision_name(precision p)
 {
-    static const char *const names[PRECISION_COUNT] = {"fp32", "tf32", "bf16", "fp16"};
+    static const char *const names[PRECISION_COUNT] = {"fp32", "tf32", "bf16", "fp16", "fp64"};
     return (unsigned)p < PRECISION_COUNT ? names[p] : "unknown";
 }
 
@@ -100,6 +105,9 @@ typedef struct backend {
     void *ctx;
     /* 1 if the backend can run here; else 0 with the reason in why. */
     int (*probe)(void *ctx, char *why, size_t why_len);
+    /* Optional: 1 if precision p, one of `precisions`, runs on this
+     * machine; else 0 with the reason ("this CPU lacks AVX512_BF16"). */
+    int (*probe_precision)(void *ctx, precision p, char *why, size_t why_len);
     engine *(*create)(void *ctx, const workload *w, const engine_config *cfg, char *err,
                       size_t err_len);
     void (*destroy)(engine *e);
@@ -125,7 +133,9 @@ typedef struct backend {
 
     /* Data parallelism: gradients of the mean loss over `batch` images into
      * BUF_GRADS without updating; then apply_update(scale) multiplies the
-     * gradients by `scale` and applies one optimiser step. */
+     * gradients by `scale` and applies one optimiser step. The buffers are
+     * float: an fp64 engine hands out none (NULL), and the coordinator
+     * refuses it. */
     int (*compute_gradients)(engine *e, const int32_t *indices, int batch, float *loss);
     int (*apply_update)(engine *e, float grad_scale);
     float *(*buffer)(engine *e, engine_buffer which, size_t *count);
@@ -152,6 +162,11 @@ typedef struct backend {
      * (a short sgemm probe), which the harness's own multiply-add probe of
      * the CPU may be raised to; <= 0 when not measured. */
     double (*library_peak_gflops)(int threads);
+    /* The loss of the last training step at the engine's own precision,
+     * before it was rounded to float for train_steps' losses (NAN when not
+     * recorded), so that tests compare fp64 engines beyond float's seven
+     * digits. */
+    double (*last_loss)(engine *e);
 } backend;
 
 #endif

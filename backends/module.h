@@ -16,7 +16,7 @@
 
 /* Bumped whenever a table handed across the module boundary changes
  * shape (struct backend, the devmem and NCCL tables). */
-#define LB_MODULE_ABI 3
+#define LB_MODULE_ABI 4
 
 /* What a module defines (exactly one per module). */
 #define LB_MODULE_ENTRY_NAME "lb_module_entry"

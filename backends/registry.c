@@ -1,6 +1,7 @@
 /* The registry (see registry.h). */
 #include "backends/registry.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -160,6 +161,8 @@ int backend_runnable(const backend *b, precision p, char *why, size_t why_len)
         snprintf(why, why_len, "does not support --precision %s", precision_name(p));
         return 0;
     }
+    if (b->probe_precision && !b->probe_precision(b->ctx, p, why, why_len))
+        return 0;
     return 1;
 }
 
@@ -243,6 +246,11 @@ int backend_profile_layers(const backend *b, engine *e, const int32_t *indices, 
         return -1;
     }
     return 0;
+}
+
+double backend_last_loss(const backend *b, engine *e)
+{
+    return b->last_loss ? b->last_loss(e) : NAN;
 }
 
 void backend_library_info(const backend *b, char *buf, size_t len)

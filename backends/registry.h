@@ -17,9 +17,10 @@ int backend_count(void);
 const backend *backend_at(int i);
 const backend *backend_find(const char *name);
 
-/* 1 if b is built, loads here, can run here and computes in precision p;
- * else 0 with the reason in why ("not built: ...", the loader's message,
- * the probe's answer, "does not support --precision bf16"). Loads b's
+/* 1 if b is built, loads here, can run here and computes in precision p
+ * here; else 0 with the reason in why ("not built: ...", the loader's
+ * message, the probe's answer, "does not support --precision bf16", "this
+ * CPU lacks AVX512_BF16"). Loads b's
  * module on first use: call it before any entry below. */
 int backend_runnable(const backend *b, precision p, char *why, size_t why_len);
 
@@ -60,6 +61,8 @@ double backend_library_peak_gflops(const backend *b, int threads);
 /* -1 with a message in err when b cannot profile its layers */
 int backend_profile_layers(const backend *b, engine *e, const int32_t *indices, int batch,
                            int reps, layer_times *out, char *err, size_t err_len);
+/* NAN: the last step's loss at the engine's own precision */
+double backend_last_loss(const backend *b, engine *e);
 /* Libraries and versions of a backend that is loaded; "" for one that is
  * not (asking must not load a library the run did not use). */
 void backend_library_info(const backend *b, char *buf, size_t len);

@@ -55,9 +55,10 @@ static void usage(FILE *f)
         "  --average-optimizer-state  with K > 0: average the optimiser state too\n"
         "  --step-losses FILE   write every training step's loss to FILE (CSV; a new or\n"
         "                       empty file, never overwritten)\n"
-        "  --precision LIST     a comma list each trained as its own configuration, e.g.\n"
-        "                       fp32,bf16 (default fp32); a backend that cannot compute\n"
-        "                       in one is a skipped row (see --list for what runs where)\n"
+        "  --precision LIST     fp32 (default), fp64, tf32, bf16 or fp16, or a comma list\n"
+        "                       of them, each trained as its own configuration; a\n"
+        "                       backend that cannot compute in one is a skipped row\n"
+        "                       (--list: which backend runs which here)\n"
         "  --cuda-graph on|off  replay the training step as a CUDA graph (default on)\n"
         "  --data-on-device on|off  keep the training set on the GPU (default on)\n"
         "  --repeat N           train each backend N times (statistics over runs)\n"
@@ -70,6 +71,25 @@ static void usage(FILE *f)
         "  --help               this text\n");
 }
 
+/* "precisions here: fp32, fp64; not bf16: <why>" for --list. */
+static const char *precisions_here(const backend *b, char *buf, size_t len)
+{
+    char runs[128] = "", refused[384] = "", why[256];
+    for (int p = 0; p < PRECISION_COUNT; p++) {
+        if (!(backend_precisions(b) & (1u << p)))
+            continue;
+        const char *name = precision_name((precision)p);
+        if (backend_runnable(b, (precision)p, why, sizeof why))
+            snprintf(runs + strlen(runs), sizeof runs - strlen(runs), "%s%s",
+                     runs[0] ? ", " : "", name);
+        else
+            snprintf(refused + strlen(refused), sizeof refused - strlen(refused), "; not %s: %s",
+                     name, why);
+    }
+    snprintf(buf, len, "precisions here: %s%s", runs, refused);
+    return buf;
+}
+
 static void list_backends(void)
 {
     for (int i = 0; i < backend_count(); i++) {
@@ -80,7 +100,8 @@ static void list_backends(void)
         else if (!backend_runnable(b, PREC_FP32, why, sizeof why))
             printf("%-10s built, not runnable here: %s\n", b->name, why);
         else
-            printf("%-10s built, runnable: %s\n", b->name, b->summary);
+            printf("%-10s built, runnable: %s (%s)\n", b->name, b->summary,
+                   precisions_here(b, why, sizeof why));
         char note[1024];
         backend_setup_note(b, 1, note, sizeof note);
         if (note[0])

@@ -620,6 +620,11 @@ static int make_communicators(engine *e)
     return 0;
 }
 
+/* The replicas' gradients, parameters and optimiser state are reduced
+ * as the float buffers buffer() hands out; an fp64 engine has none. */
+static const char fp32_only[] =
+    "data parallelism runs fp32 engines only (an fp64 engine's buffers are double)";
+
 static engine *dp_create(const backend *inner, const dp_options *o, const workload *w,
                          const engine_config *cfg, char *err, size_t err_len)
 {
@@ -642,7 +647,9 @@ static engine *dp_create(const backend *inner, const dp_options *o, const worklo
     if (e->local == 0 && o->spread_over_gpus && e->ranks == 1)
         e->local = devmem_device_count(why, sizeof why);
     const char *bad = NULL;
-    if (e->local < 1)
+    if (cfg->precision == PREC_FP64)
+        bad = fp32_only;
+    else if (e->local < 1)
         bad = o->spread_over_gpus ? why : "at least one replica is needed";
     else if (e->local > DP_MAX_REPLICAS)
         bad = "too many replicas (at most " "64" ")";
@@ -727,6 +734,16 @@ static int wrapped_probe(void *ctx, char *why, size_t why_len)
     return 1;
 }
 
+static int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why_len)
+{
+    const dp_wrapper *w = ctx;
+    if (p == PREC_FP64) {
+        snprintf(why, why_len, "%s", fp32_only);
+        return 0;
+    }
+    return backend_runnable(w->inner, p, why, why_len);
+}
+
 static engine *wrapped_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
                               size_t err_len)
 {
@@ -737,6 +754,7 @@ static engine *wrapped_create(void *ctx, const workload *w, const engine_config 
 /* The entries every wrapped backend shares. */
 static const backend dp_entries = {
     .probe = wrapped_probe,
+    .probe_precision = wrapped_probe_precision,
     .create = wrapped_create,
     .destroy = destroy,
     .error = error,

@@ -70,7 +70,7 @@ refuse1 "--out followed by an option" "--out needs a value" -- --out --epochs 3
 refuse1 "--epochs followed by an option" "--epochs needs a value" -- --epochs --limit 3
 refuse "unknown workload" "unknown workload 'resnet'" "lenet" "mlp" -- --workload resnet
 refuse "unknown optimizer" "unknown optimizer 'rmsprop'" "nesterov" "sgd" "adam" -- --optimizer rmsprop
-refuse "unknown precision" "unknown precision 'fp8'" "fp32" "tf32" "bf16" "fp16" -- --precision fp8
+refuse "unknown precision" "unknown precision 'fp8'" "fp32" "tf32" "bf16" "fp16" "fp64" -- --precision fp8
 refuse "unknown format" "unknown format 'xml'" "md" "csv" "json" -- --format xml
 refuse "zero epochs" "--epochs" "1..100000" "'0'" -- --epochs 0
 refuse "negative epochs" "--epochs" "'-3'" -- --epochs -3
@@ -143,6 +143,20 @@ if [ -n "$blocked" ]; then
 else
     skip_check "every backend runs here: exit status 3 not checked"
 fi
+
+# fp64 runs on naive, and data parallelism refuses it (its buffers are
+# float) with that reason and exit status 3.
+if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --workload mlp --limit 256 --precision fp64 \
+        --out "$tmp/fp64" >/dev/null 2>"$tmp/err") &&
+        grep -q '^naive,mlp,fp64,' "$tmp/fp64/summary.csv"; then
+    pass
+else
+    fail "--precision fp64 on naive: $(cat "$tmp/err")"
+fi
+(cd "$tmp/cwd" && "$BENCH" "${D[@]}" --workload mlp --limit 256 --precision fp64 --replicas 2 \
+    --out "$tmp/fp64-dp" >/dev/null 2>"$tmp/err"); rc=$?
+if [ "$rc" -eq 3 ] && grep -q "data parallelism runs fp32 engines only" "$tmp/err"; then pass
+else fail "--precision fp64 --replicas 2: exit status $rc, expected 3: $(cat "$tmp/err")"; fi
 
 # More threads than online cores: a warning on stderr, and the run goes on.
 cores=$(getconf _NPROCESSORS_ONLN)

@@ -164,7 +164,7 @@ static void check_dense_gemm(int B, int I, int O, uint64_t seed)
 {
     rng r = {seed};
     float *x = floats((size_t)B * I), *W = floats((size_t)O * I), *dy = floats((size_t)B * O);
-    float *bias = floats((size_t)O), *scratch = floats(dense_scratch_floats(B, I, O));
+    float *bias = floats((size_t)O), *scratch = floats(dense_scratch_count(B, I, O));
     for (size_t i = 0; i < (size_t)B * I; i++)
         x[i] = (float)(rng_uniform(&r) * 2 - 1);
     for (size_t i = 0; i < (size_t)O * I; i++)
@@ -637,6 +637,76 @@ static void test_bf16(void **state)
     check_low_precision(PREC_BF16, 6e-2, 5e-2);
 }
 
+/* fp64: cuDNN (CUDNN_DATA_DOUBLE) and cuBLAS (CUBLAS_COMPUTE_64F) against
+ * the naive reference in double, one step per call, on the losses before
+ * they are rounded to float (last_loss): within 1e-10 relative, the bound
+ * argued in tests/test_equivalence.c (other summation orders, and CUDA's
+ * double exp and log within 2 ulp). All the steps in one call must give
+ * the same doubles bit for bit as one step per call, and an fp64 engine hands out no
+ * float buffers, so data parallelism refuses it. */
+static void fp64_losses(const backend *b, const char *wname, optimizer_kind kind, int steps,
+                        int per_call, double *out)
+{
+    workload w;
+    assert_int_equal(workload_get(wname, &w), 0);
+    synth_set tr, te;
+    assert_int_equal(synth_make(&tr, TRAIN_IMAGES, 28, 28, 10, 901), 0);
+    assert_int_equal(synth_make(&te, TEST_IMAGES, 28, 28, 10, 902), 0);
+    const engine_config cfg = make_config(32, kind, PREC_FP64);
+    char err[512] = "";
+    engine *e = backend_create(b, &w, &cfg, err, sizeof err);
+    if (!e)
+        fail_msg("%s fp64: create: %s", b->name, err);
+    float *init = floats(w.param_count);
+    init_params(&w, 903, init);
+    if (b->set_params(e, init) || b->bind_dataset(e, &tr.d, &te.d))
+        fail_msg("%s fp64: setup: %s", b->name, b->error(e));
+    size_t n = 1;
+    assert_null(b->buffer(e, BUF_GRADS, &n));
+    assert_int_equal(n, 0);
+    int32_t *order = malloc(sizeof(int32_t) * TRAIN_IMAGES);
+    assert_non_null(order);
+    epoch_order(904, 0, TRAIN_IMAGES, 1, order);
+    for (int s = 0; s < steps; s += per_call) {
+        float losses[64];
+        if (b->train_steps(e, order + (size_t)s * 32, 32, per_call, losses))
+            fail_msg("%s fp64: train: %s", b->name, b->error(e));
+        out[s + per_call - 1] = backend_last_loss(b, e);
+        if (per_call == 1 && !isfinite(out[s]))
+            fail_msg("%s fp64: loss of step %d is %g", b->name, s, out[s]);
+    }
+    free(order), free(init);
+    synth_free(&tr);
+    synth_free(&te);
+    b->destroy(e);
+}
+
+static void test_fp64(void **state)
+{
+    (void)state;
+    need_gpu();
+    enum { STEPS = 30 };
+    const char *wnames[2] = {"lenet", "mlp"};
+    const optimizer_kind kinds[2] = {OPT_NESTEROV, OPT_ADAM};
+    for (int t = 0; t < 2; t++) {
+        double ref[STEPS], got[STEPS], graphed[STEPS];
+        fp64_losses(naive(), wnames[t], kinds[t], STEPS, 1, ref);
+        fp64_losses(cuda(), wnames[t], kinds[t], STEPS, 1, got);
+        fp64_losses(cuda(), wnames[t], kinds[t], STEPS, STEPS, graphed);
+        double worst = 0;
+        int at = 0;
+        for (int s = 0; s < STEPS; s++)
+            if (rel_diff(ref[s], got[s], 1e-6) > worst)
+                worst = rel_diff(ref[s], got[s], 1e-6), at = s;
+        print_message("%s fp64: worst loss difference from naive %.3g (step %d: %.15g vs %.15g)\n",
+                      wnames[t], worst, at, got[at], ref[at]);
+        if (!(worst <= 1e-10))
+            fail_msg("%s fp64: loss of step %d is %.15g, naive's %.15g (relative %.3g > 1e-10)",
+                     wnames[t], at, got[at], ref[at], worst);
+        assert_memory_equal(&graphed[STEPS - 1], &got[STEPS - 1], sizeof(double));
+    }
+}
+
 /* A GPU engine on its own with a tiny set, for the remaining tests. */
 typedef struct rig {
     workload w;
@@ -887,6 +957,7 @@ int main(void)
         cmocka_unit_test(test_tf32),
         cmocka_unit_test(test_fp16),
         cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_fp64),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_evaluate_reads_written_params),
         cmocka_unit_test(test_short_batch_keeps_graph),

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/common/host_engine.h"
 #include "backends/engine.h"
 #include "backends/registry.h"
 #include "backends/naive/layers.h"
@@ -102,7 +103,7 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     const size_t n_in = (size_t)B * C * H * W, n_w = (size_t)K * C * kernel * kernel,
                  n_out = (size_t)B * K * OH * OW;
     conv_ctx c = {floats(n_in), floats(n_w), floats(K),
-                  floats(conv_scratch_floats(C, H, W, kernel, stride)),
+                  floats(conv_scratch_count(C, H, W, kernel, stride)),
                   B, C, H, W, K, kernel, stride};
     float *out = floats(n_out), *coef = floats(n_out);
     float *d_in = floats(n_in), *d_w = floats(n_w), *d_b = floats(K);
@@ -244,7 +245,7 @@ static void check_dense(int B, int I, int O, uint64_t seed)
 {
     rng r = {seed};
     const size_t n_in = (size_t)B * I, n_w = (size_t)O * I, n_out = (size_t)B * O;
-    dense_ctx c = {floats(n_in), floats(n_w), floats(O), floats(dense_scratch_floats(B, I, O)),
+    dense_ctx c = {floats(n_in), floats(n_w), floats(O), floats(dense_scratch_count(B, I, O)),
                    B, I, O};
     float *out = floats(n_out), *coef = floats(n_out);
     float *d_in = floats(n_in), *d_w = floats(n_w), *d_b = floats(O);
@@ -424,13 +425,71 @@ static void test_param_counts(void **state)
     nb->destroy(e);
 }
 
+/* The engine's own parameters and gradients, float or double (the naive
+ * engine is a host engine), read and written at its precision. */
+static double param_at(engine *e, size_t i)
+{
+    const host_engine *h = host_of(e);
+    return h->real_size == sizeof(double) ? h->params_f64[i] : h->params[i];
+}
+
+static void set_param_at(engine *e, size_t i, double v)
+{
+    host_engine *h = host_of(e);
+    if (h->real_size == sizeof(double))
+        h->params_f64[i] = v;
+    else
+        h->params[i] = (float)v;
+}
+
+static double grad_at(engine *e, size_t i)
+{
+    const host_engine *h = host_of(e);
+    return h->real_size == sizeof(double) ? h->grads_f64[i] : h->grads[i];
+}
+
+/* The mean loss of the batch at the parameters the engine holds. */
+static double loss_at(engine *e, const int32_t *idx, int batch)
+{
+    float loss;
+    assert_int_equal(nb->compute_gradients(e, idx, batch, &loss), 0);
+    return nb->last_loss(e);
+}
+
 /* Central differences of the mean loss over a tiny batch, through the
- * engine, for a sample of every parameter tensor. */
-static void check_network(const char *wname)
+ * engine, for a sample of every parameter tensor, at precision prec.
+ *
+ * The bounds. A central difference with step h is off from the derivative
+ * by its truncation error, about h^2 |L'''| / 6, plus the rounding of the
+ * two losses, about u |L| / h with u the unit roundoff of the engine's
+ * sums (the mean loss is about 2.3).
+ *   fp32 (u = 6e-8): h = 3e-3 balances the two at about 5e-5 absolute, but
+ *   the loss itself is a float sum over the network, whose error is many u;
+ *   the check allows 2% of the tensor's largest gradient plus 5% of the
+ *   difference.
+ *   fp64 (u = 1.1e-16): h = 1e-5 gives a truncation error of about
+ *   1.7e-11 |L'''| and a rounding error of about 2.5e-11 (with the loss's
+ *   sums off by up to 10 u); measured, the worst sample is off by 7e-10
+ *   (lenet) and 1.2e-10 (mlp) of its tensor's largest gradient. The check
+ *   allows 1e-8 of that, plus 1e-8 of the difference: a million times
+ *   tighter than fp32. A gradient made 3e-8 too large fails it.
+ * A step can carry an input of a ReLU or a max-pool across its kink, where
+ * the loss is not differentiable; there the one-sided differences differ
+ * by a jump of the order of one image's gradient, while elsewhere they
+ * differ by only about h |L''|. Such samples are replaced by others (fp64
+ * tells them apart at 1e-3 of the largest gradient, fp32 at its check's
+ * bound); every tensor must still get `want` clean samples. */
+static void check_network(const char *wname, precision prec)
 {
     workload w;
     const int batch = 2;
+    const int fp64 = prec == PREC_FP64;
+    const double h = fp64 ? 1e-5 : 3e-3;
+    const double tol_of_largest = fp64 ? 1e-8 : 0.02, tol_of_fd = fp64 ? 1e-8 : 0.05;
+    const double kink_of_largest = fp64 ? 1e-3 : tol_of_largest;
+    const double kink_of_fd = fp64 ? 0 : tol_of_fd;
     engine_config cfg = make_config(batch, OPT_SGD);
+    cfg.precision = prec;
     engine *e = make_engine(wname, &w, &cfg);
     synth_set data;
     assert_int_equal(synth_make(&data, 8, 28, 28, 10, 61), 0);
@@ -443,21 +502,14 @@ static void check_network(const char *wname)
             params[w.layers[i].bias_offset + k] = (float)(0.1 * rng_normal(&r));
     assert_int_equal(nb->set_params(e, params), 0);
     const int32_t idx[2] = {3, 6};
-    float loss;
-    assert_int_equal(nb->compute_gradients(e, idx, batch, &loss), 0);
-    size_t n;
-    float *grads = floats(w.param_count);
-    memcpy(grads, nb->buffer(e, BUF_GRADS, &n), sizeof(float) * w.param_count);
-    float *live = nb->buffer(e, BUF_PARAMS, &n);
+    const double l0 = loss_at(e, idx, batch);
+    double *grads = malloc(sizeof(double) * w.param_count);
+    assert_non_null(grads);
+    for (size_t i = 0; i < w.param_count; i++)
+        grads[i] = grad_at(e, i);
 
-    /* A step can carry an input of a ReLU or a max-pool across its kink,
-     * where the loss is not differentiable. Such samples show as one-sided
-     * differences that disagree, and are replaced by others; every tensor
-     * must still get `want` clean samples. */
-    const float h = 3e-3f;
     const int want = 5, tries = 40;
-    float l0;
-    assert_int_equal(nb->compute_gradients(e, idx, batch, &l0), 0);
+    double worst = 0;
     const int tensors = workload_tensor_count(&w);
     for (int t = 0; t < tensors; t++) {
         char name[64];
@@ -472,30 +524,31 @@ static void check_network(const char *wname)
         for (int s = 0; s < tries && checked < want; s++) {
             /* first, last, then random elements */
             size_t i = s == 0 ? 0 : s == 1 ? count - 1 : rng_next(&r) % count;
-            float *p = live + off + i;
-            const float v = *p;
-            float lp, lm;
-            *p = v + h;
-            const double xp = *p;
-            assert_int_equal(nb->compute_gradients(e, idx, batch, &lp), 0);
-            *p = v - h;
-            const double xm = *p;
-            assert_int_equal(nb->compute_gradients(e, idx, batch, &lm), 0);
-            *p = v;
-            const double fd = ((double)lp - lm) / (xp - xm), an = grads[off + i];
-            const double right = ((double)lp - l0) / (xp - v), left = ((double)l0 - lm) / (v - xm);
-            const double tol = 0.02 * scale + 0.05 * fabs(fd);
-            if (fabs(right - left) > tol)
+            const size_t at = off + i;
+            const double v = param_at(e, at);
+            set_param_at(e, at, v + h);
+            const double xp = param_at(e, at), lp = loss_at(e, idx, batch);
+            set_param_at(e, at, v - h);
+            const double xm = param_at(e, at), lm = loss_at(e, idx, batch);
+            set_param_at(e, at, v);
+            const double fd = (lp - lm) / (xp - xm), an = grads[at];
+            const double right = (lp - l0) / (xp - v), left = (l0 - lm) / (v - xm);
+            if (fabs(right - left) > kink_of_largest * scale + kink_of_fd * fabs(fd))
                 continue; /* a kink */
             checked++;
+            const double tol = tol_of_largest * scale + tol_of_fd * fabs(fd);
+            if (fabs(fd - an) / scale > worst)
+                worst = fabs(fd - an) / scale;
             if (!(fabs(fd - an) <= tol))
-                fail_msg("%s %s[%zu]: analytic %.6g, central difference %.6g (largest %.3g)",
+                fail_msg("%s %s[%zu]: analytic %.12g, central difference %.12g (largest %.3g)",
                          wname, name, i, an, fd, scale);
         }
         if (checked < want)
             fail_msg("%s %s: only %d of %d samples away from kinks", wname, name, checked,
                      tries);
     }
+    print_message("%s %s: worst sample off by %.3g of its tensor's largest gradient\n", wname,
+                  precision_name(prec), worst);
     free(params), free(grads);
     synth_free(&data);
     nb->destroy(e);
@@ -504,13 +557,25 @@ static void check_network(const char *wname)
 static void test_network_gradients_lenet(void **state)
 {
     (void)state;
-    check_network("lenet");
+    check_network("lenet", PREC_FP32);
 }
 
 static void test_network_gradients_mlp(void **state)
 {
     (void)state;
-    check_network("mlp");
+    check_network("mlp", PREC_FP32);
+}
+
+static void test_network_gradients_lenet_fp64(void **state)
+{
+    (void)state;
+    check_network("lenet", PREC_FP64);
+}
+
+static void test_network_gradients_mlp_fp64(void **state)
+{
+    (void)state;
+    check_network("mlp", PREC_FP64);
 }
 
 static double mean(const float *x, int n)
@@ -852,6 +917,8 @@ int main(void)
         cmocka_unit_test(test_param_counts),
         cmocka_unit_test(test_network_gradients_lenet),
         cmocka_unit_test(test_network_gradients_mlp),
+        cmocka_unit_test(test_network_gradients_lenet_fp64),
+        cmocka_unit_test(test_network_gradients_mlp_fp64),
         cmocka_unit_test(test_training_lowers_loss),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_partial_batch),

@@ -1,14 +1,23 @@
 /* The blas engine: the workload's layers as CBLAS GEMMs over the whole
- * mini-batch, everything else as OpenMP loops, fp32. Activations are CHWN
+ * mini-batch, everything else as OpenMP loops. Activations are CHWN
  * (blas_layers.h); parameters, gradients and optimiser state use the flat
  * layout of every backend, so the harness and a data-parallel coordinator
- * see the same floats as with the naive backend. */
+ * see the same floats as with the naive backend.
+ *
+ * Written over `real` and built three times (backends/common/real.h): fp32
+ * (sgemm), fp64 (dgemm; double parameters, gradients, optimiser state and
+ * activations) and bf16 (fp32 everything, bf16 GEMM operands, bf16.h).
+ * The plain float build also holds the backend's table, whose create picks
+ * the build for the precision asked, and what does not depend on the type.
+ * struct engine has the same layout in every build (pointers), so one
+ * destroy frees them all. */
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/blas/bf16.h"
 #include "backends/blas/blas.h"
 #include "backends/blas/sgemm_peak.h"
 #include "backends/common/host_engine.h"
@@ -33,18 +42,27 @@ struct engine {
      * each channel's bias appended (weight_bias, blas_layers.h) and each
      * group's gradients in that form (partial). */
     int conv_layers;
-    float *act[WORKLOAD_MAX_LAYERS + 1], *rows, *d_rows;
-    float *col[WORKLOAD_MAX_LAYERS], *weight_bias[WORKLOAD_MAX_LAYERS];
-    float *partial[WORKLOAD_MAX_LAYERS];
-    float *d_a, *d_b;       /* gradients flowing back, in turn */
+    real *act[WORKLOAD_MAX_LAYERS + 1], *rows, *d_rows;
+    real *col[WORKLOAD_MAX_LAYERS], *weight_bias[WORKLOAD_MAX_LAYERS];
+    real *partial[WORKLOAD_MAX_LAYERS];
+    real *d_a, *d_b;       /* gradients flowing back, in turn */
     size_t max_act;         /* floats per image of the largest activation */
-    float *d_col;           /* one slot of conv scratch per thread */
+    real *d_col;           /* one slot of conv scratch per thread */
     size_t d_col_per_image; /* floats of d_col scratch per image */
-    float *losses, *softmax_rows;
+    real *losses, *softmax_rows;
 };
 
-static const host_layers blas_layers;
+static const host_layers R(blas_layers);
 
+/* Each build's create (the table's create picks one). */
+engine *blas_create_f32(const workload *w, const engine_config *cfg, char *err, size_t err_len);
+engine *blas_create_f64(const workload *w, const engine_config *cfg, char *err, size_t err_len);
+engine *blas_create_bf16(const workload *w, const engine_config *cfg, char *err, size_t err_len);
+
+/* n numbers of this build's type. */
+static real *alloc_reals(size_t n) { return host_alloc(sizeof(real) * n); }
+
+#ifdef LB_REAL_PLAIN
 static const char *parallel_name(void)
 {
     switch (openblas_get_parallel()) {
@@ -98,6 +116,7 @@ static void destroy(engine *e)
     free(e->softmax_rows);
     host_engine_free(e);
 }
+#endif
 
 /* The layer count of the conv stage: everything before the first dense
  * layer. Returns -1 when a convolution or pool comes after a dense layer. */
@@ -131,11 +150,9 @@ static const char *check_workload(const workload *w, const engine_config *cfg)
 
 static int group_count(int B) { return (B + GROUP_IMAGES - 1) / GROUP_IMAGES; }
 
-static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
-                      size_t err_len)
+engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, size_t err_len)
 {
-    (void)ctx;
-    engine *e = host_engine_create(&blas_backend, &blas_layers, sizeof *e, w, cfg,
+    engine *e = host_engine_create(&blas_backend, &R(blas_layers), sizeof *e, w, cfg,
                                    check_workload, err, err_len);
     if (!e)
         return NULL;
@@ -143,21 +160,21 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
     e->team.split = BLAS_SPLIT_OWN;
     e->conv_layers = conv_stage_layers(w);
     const int B = cfg->batch_size, G = group_count(B);
-    e->act[0] = host_alloc_floats((size_t)B * shape3_size(w->input));
+    e->act[0] = alloc_reals((size_t)B * shape3_size(w->input));
     if (!e->act[0])
         return host_engine_out_of_memory(e, err, err_len);
     for (int i = 0; i < w->n_layers; i++) {
         const layer *l = &w->layers[i];
-        e->act[i + 1] = host_alloc_floats((size_t)B * shape3_size(l->out));
+        e->act[i + 1] = alloc_reals((size_t)B * shape3_size(l->out));
         if (!e->act[i + 1])
             return host_engine_out_of_memory(e, err, err_len);
         if (l->kind == LAYER_CONV) {
             const size_t per_image =
                 blas_conv_col_floats(1, l->in.c, l->in.h, l->in.w, l->kernel, l->stride);
-            e->col[i] = host_alloc_floats(per_image * B);
+            e->col[i] = alloc_reals(per_image * B);
             /* one group per GROUP_IMAGES images, or the whole batch as one */
-            e->weight_bias[i] = host_alloc_floats(l->weight_count + l->bias_count);
-            e->partial[i] = host_alloc_floats((l->weight_count + l->bias_count) * G);
+            e->weight_bias[i] = alloc_reals(l->weight_count + l->bias_count);
+            e->partial[i] = alloc_reals((l->weight_count + l->bias_count) * G);
             if (!e->col[i] || !e->weight_bias[i] || !e->partial[i])
                 return host_engine_out_of_memory(e, err, err_len);
             /* the forward pass's scratch too (blas_conv_scratch_floats) */
@@ -175,26 +192,28 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
     const int slots = e->team.threads < G ? e->team.threads : G;
     const size_t slots_images =
         (size_t)slots * GROUP_IMAGES > (size_t)B ? (size_t)slots * GROUP_IMAGES : (size_t)B;
-    e->rows = host_alloc_floats((size_t)B * shape3_size(w->layers[e->conv_layers].in));
-    e->d_rows = host_alloc_floats((size_t)B * shape3_size(w->layers[e->conv_layers].in));
-    e->d_a = host_alloc_floats((size_t)B * max_act);
-    e->d_b = host_alloc_floats((size_t)B * max_act);
-    e->d_col = host_alloc_floats(e->d_col_per_image * slots_images);
-    e->losses = host_alloc_floats((size_t)B);
-    e->softmax_rows = host_alloc_floats(2 * (size_t)B * w->classes);
+    e->rows = alloc_reals((size_t)B * shape3_size(w->layers[e->conv_layers].in));
+    e->d_rows = alloc_reals((size_t)B * shape3_size(w->layers[e->conv_layers].in));
+    e->d_a = alloc_reals((size_t)B * max_act);
+    e->d_b = alloc_reals((size_t)B * max_act);
+    e->d_col = alloc_reals(e->d_col_per_image * slots_images);
+    e->losses = alloc_reals((size_t)B);
+    e->softmax_rows = alloc_reals(2 * (size_t)B * w->classes);
     if (!e->rows || !e->d_rows || !e->d_a || !e->d_b || !e->d_col || !e->losses ||
         !e->softmax_rows)
         return host_engine_out_of_memory(e, err, err_len);
     return e;
 }
 
+#ifdef LB_REAL_PLAIN
 void blas_engine_set_split(engine *e, blas_split split) { e->team.split = split; }
+#endif
 
 /* ---------------------------------------------------------------------- */
 /* The conv stage, one group of images at a time                            */
 
 /* A group's block of a per-layer buffer whose images hold s each. */
-static float *group_block(float *base, shape3 s, int b0)
+static real *group_block(real *base, shape3 s, int b0)
 {
     return base + (size_t)b0 * shape3_size(s);
 }
@@ -202,7 +221,7 @@ static float *group_block(float *base, shape3 s, int b0)
 /* A group's block of d_a or d_b, which carry gradients of every shape: a
  * fixed stride per image keeps the groups' blocks apart whichever layer
  * each group has reached. */
-static float *group_grad(const engine *e, float *base, int b0)
+static real *group_grad(const engine *e, real *base, int b0)
 {
     return base + (size_t)b0 * e->max_act;
 }
@@ -218,18 +237,18 @@ static void gather(engine *e, const dataset *d, const int32_t *idx, int first, i
                    int ld, int threads)
 {
     const size_t pixels = (size_t)d->rows * d->cols;
-    float *x = e->conv_layers ? e->act[0] + (size_t)b0 * pixels : e->act[0] + b0;
+    real *x = e->conv_layers ? e->act[0] + (size_t)b0 * pixels : e->act[0] + b0;
     blas_gather_chwn(x, ld, d->images, pixels, idx ? idx + b0 : NULL, first + b0, n, threads);
 }
 
 /* Conv-stage layer i forward for the n images from b0; the stage's last
  * layer also hands its output to the dense stage as columns of `rows`. */
-static void group_forward_layer(engine *e, int i, int B, int b0, int n, float *scratch,
+static void group_forward_layer(engine *e, int i, int B, int b0, int n, real *scratch,
                                 int threads)
 {
     const layer *l = &e->h.w.layers[i];
-    const float *in = group_block(e->act[i], l->in, b0);
-    float *out = group_block(e->act[i + 1], l->out, b0);
+    const real *in = group_block(e->act[i], l->in, b0);
+    real *out = group_block(e->act[i + 1], l->out, b0);
     switch (l->kind) {
     case LAYER_CONV:
         blas_conv_forward(out, e->col[i] + (size_t)b0 * col_per_image(l), in,
@@ -255,19 +274,19 @@ static void group_forward_layer(engine *e, int i, int B, int b0, int n, float *s
  * the stage, else in d_b; its input gradient goes to the other one. The
  * stage's last layer first takes its gradient from the columns of d_rows.
  * Weight and bias gradients go to the group's slot of partial[i]. */
-static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, float *d_col,
+static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, real *d_col,
                                  int threads)
 {
     const layer *l = &e->h.w.layers[i];
     const int after = e->conv_layers - 1 - i;
-    float *d = group_grad(e, after % 2 ? e->d_b : e->d_a, b0);
-    float *d_in = i > 0 ? group_grad(e, after % 2 ? e->d_a : e->d_b, b0) : NULL;
+    real *d = group_grad(e, after % 2 ? e->d_b : e->d_a, b0);
+    real *d_in = i > 0 ? group_grad(e, after % 2 ? e->d_a : e->d_b, b0) : NULL;
     if (after == 0)
         blas_group_from_rows(d, e->d_rows, B, b0, shape3_size(l->out), n);
     switch (l->kind) {
     case LAYER_CONV: {
-        float *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
-        const float *col = e->col[i] + (size_t)b0 * col_per_image(l);
+        real *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
+        const real *col = e->col[i] + (size_t)b0 * col_per_image(l);
         blas_conv_backward_params(part, d, col, group_block(e->act[i], l->in, b0), n, l->in.c, l->in.h, l->in.w, l->units,
                                   l->kernel, l->stride);
         if (d_in)
@@ -319,7 +338,7 @@ static int group_size(const plan *p, int B, int g)
 }
 
 /* This thread's slot of col2im scratch. */
-static float *d_col_slot(const engine *e, const plan *p)
+static real *d_col_slot(const engine *e, const plan *p)
 {
     const int slot = p->group_threads > 1 ? omp_get_thread_num() : 0;
     return e->d_col + (size_t)slot * GROUP_IMAGES * e->d_col_per_image;
@@ -332,8 +351,8 @@ static void join_conv_weights(engine *e)
     for (int i = 0; i < e->conv_layers; i++) {
         const layer *l = &e->h.w.layers[i];
         if (l->kind == LAYER_CONV)
-            blas_join_weight_bias(e->weight_bias[i], e->h.params + l->weight_offset,
-                                  e->h.params + l->bias_offset, l->units,
+            blas_join_weight_bias(e->weight_bias[i], e->h.TYPED(params) + l->weight_offset,
+                                  e->h.TYPED(params) + l->bias_offset, l->units,
                                   (int)(l->weight_count / l->bias_count));
     }
 }
@@ -372,7 +391,7 @@ static void conv_stage_backward(engine *e, int B, int lo, int hi)
     num_threads(p.group_threads) if (p.group_threads > 1)
     for (int g = 0; g < p.groups; g++) {
         const int b0 = g * p.group_images, n = group_size(&p, B, g);
-        float *d_col = d_col_slot(e, &p);
+        real *d_col = d_col_slot(e, &p);
         for (int i = hi - 1; i >= lo; i--)
             group_backward_layer(e, i, B, g, b0, n, d_col, p.layer_threads);
     }
@@ -390,16 +409,16 @@ static void conv_stage_sum_gradients(engine *e, int B)
             continue;
         const int K = l->units, R = (int)(l->weight_count / l->bias_count);
         const size_t count = l->weight_count + l->bias_count;
-        float *dw = e->h.grads + l->weight_offset, *db = e->h.grads + l->bias_offset;
+        real *dw = e->h.TYPED(grads) + l->weight_offset, *db = e->h.TYPED(grads) + l->bias_offset;
         for (int k = 0; k < K; k++) {
-            const float *src = e->partial[i] + (size_t)k * (R + 1);
-            memcpy(dw + (size_t)k * R, src, sizeof(float) * R);
+            const real *src = e->partial[i] + (size_t)k * (R + 1);
+            memcpy(dw + (size_t)k * R, src, sizeof(real) * R);
             db[k] = src[R];
         }
         for (int g = 1; g < p.groups; g++)
             for (int k = 0; k < K; k++) {
-                const float *src = e->partial[i] + g * count + (size_t)k * (R + 1);
-                float *w = dw + (size_t)k * R;
+                const real *src = e->partial[i] + g * count + (size_t)k * (R + 1);
+                real *w = dw + (size_t)k * R;
                 for (int r = 0; r < R; r++)
                     w[r] += src[r];
                 db[k] += src[R];
@@ -411,7 +430,7 @@ static void conv_stage_sum_gradients(engine *e, int B)
 /* The dense stage, over the whole batch                                    */
 
 /* The [features][B] input of layer i >= conv_layers. */
-static const float *dense_input(const engine *e, int i)
+static const real *dense_input(const engine *e, int i)
 {
     return i == e->conv_layers && e->conv_layers > 0 ? e->rows : e->act[i];
 }
@@ -419,10 +438,10 @@ static const float *dense_input(const engine *e, int i)
 static void dense_forward_layer(engine *e, int i, int B)
 {
     const layer *l = &e->h.w.layers[i];
-    const float *in = dense_input(e, i);
+    const real *in = dense_input(e, i);
     if (l->kind == LAYER_DENSE)
-        blas_dense_forward(e->act[i + 1], in, e->h.params + l->weight_offset,
-                           e->h.params + l->bias_offset, B, shape3_size(l->in), l->units,
+        blas_dense_forward(e->act[i + 1], in, e->h.TYPED(params) + l->weight_offset,
+                           e->h.TYPED(params) + l->bias_offset, B, shape3_size(l->in), l->units,
                            &e->team);
     else /* a ReLU */
         blas_relu_forward(e->act[i + 1], in, (size_t)B * shape3_size(l->in), e->team.threads);
@@ -436,14 +455,14 @@ static void dense_backward_layer(engine *e, int i, int B)
 {
     const layer *l = &e->h.w.layers[i];
     const int after = e->h.w.n_layers - 1 - i;
-    const float *d = after % 2 ? e->d_b : e->d_a;
-    float *d_in = i == 0                ? NULL
+    const real *d = after % 2 ? e->d_b : e->d_a;
+    real *d_in = i == 0                ? NULL
                   : i == e->conv_layers ? e->d_rows
                   : after % 2           ? e->d_a
                                         : e->d_b;
     if (l->kind == LAYER_DENSE)
-        blas_dense_backward(e->h.grads + l->weight_offset, e->h.grads + l->bias_offset, d_in, d,
-                            dense_input(e, i), e->h.params + l->weight_offset, B,
+        blas_dense_backward(e->h.TYPED(grads) + l->weight_offset, e->h.TYPED(grads) + l->bias_offset, d_in, d,
+                            dense_input(e, i), e->h.TYPED(params) + l->weight_offset, B,
                             shape3_size(l->in), l->units, &e->team);
     else if (d_in)
         blas_relu_backward(d_in, d, e->act[i + 1], (size_t)B * shape3_size(l->in),
@@ -452,15 +471,15 @@ static void dense_backward_layer(engine *e, int i, int B)
 
 /* Mean loss of the batch in act[L], the images' losses summed in order in
  * double as the naive backend does; dlogits into d_a. */
-static float loss_and_dlogits(engine *e, int B)
+static double loss_and_dlogits(engine *e, int B)
 {
     const int L = e->h.w.n_layers;
     blas_softmax_xent(e->d_a, e->losses, NULL, e->act[L], e->h.labels, B, e->h.w.classes,
-                      1.0f / (float)B, e->softmax_rows);
+                      1 / (real)B, e->softmax_rows);
     double sum = 0.0;
     for (int b = 0; b < B; b++)
         sum += e->losses[b];
-    return (float)(sum / B);
+    return sum / B;
 }
 
 /* Every conv and dense layer writes its gradients whole, and every
@@ -475,13 +494,18 @@ static int compute_gradients(engine *e, const int32_t *indices, int batch, float
     conv_stage_forward(e, &h->train, indices, 0, batch, 1, 0, C);
     for (int i = C; i < L; i++)
         dense_forward_layer(e, i, batch);
-    const float mean = loss_and_dlogits(e, batch);
+    const double mean = loss_and_dlogits(e, batch);
     for (int i = L - 1; i >= C; i--)
         dense_backward_layer(e, i, batch);
     conv_stage_backward(e, batch, 0, C);
     conv_stage_sum_gradients(e, batch);
+#ifdef LB_REAL_BF16
+    if (blas_bf16_take_failure())
+        return host_fail(h, "out of memory for the bf16 copies of a GEMM's operands");
+#endif
+    h->last_loss = mean;
     if (loss)
-        *loss = mean;
+        *loss = (float)mean;
     return 0;
 }
 
@@ -497,8 +521,8 @@ static void update(engine *e, float grad_scale)
 #pragma omp parallel for schedule(static) num_threads(e->team.threads) if (ranges > 1)
     for (int r = 0; r < ranges; r++) {
         const size_t lo = (size_t)r * RANGE, hi = lo + RANGE < n ? lo + RANGE : n;
-        optimizer_update_range(&h->w, &h->cfg.opt, h->params, h->grads, grad_scale,
-                               h->opt_state, h->step, lo, hi);
+        optimizer_update_range(&h->w, &h->cfg.opt, h->TYPED(params), h->TYPED(grads), grad_scale,
+                               h->TYPED(opt_state), h->step, lo, hi);
     }
 }
 
@@ -520,12 +544,27 @@ static int score(engine *e, int first, int n, double *loss_sum)
     for (int i = e->conv_layers; i < L; i++)
         dense_forward_layer(e, i, n);
     blas_softmax_xent(NULL, e->losses, h->predicted, e->act[L], h->labels, n, h->w.classes,
-                      1.0f, e->softmax_rows);
+                      1, e->softmax_rows);
     for (int b = 0; b < n; b++)
         *loss_sum += e->losses[b];
+#ifdef LB_REAL_BF16
+    if (blas_bf16_take_failure())
+        return host_fail(h, "out of memory for the bf16 copies of a GEMM's operands");
+#endif
     return 0;
 }
 
+static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
+                       layer_times *out);
+
+static const host_layers R(blas_layers) = {
+    .compute_gradients = compute_gradients,
+    .apply_update = apply_update,
+    .score = score,
+    .time_steps = time_steps,
+};
+
+#ifdef LB_REAL_PLAIN
 static void placement(engine *e, int *threads, int *devices, int *replicas)
 {
     *threads = e->team.threads;
@@ -535,10 +574,38 @@ static void placement(engine *e, int *threads, int *devices, int *replicas)
 
 static void describe(engine *e, char *buf, size_t len)
 {
-    snprintf(buf, len, "fp32, %d thread%s, OpenBLAS %s %s, GEMMs split by %s", e->team.threads,
+    static const char *const gemms[PRECISION_COUNT] = {
+        [PREC_FP32] = "sgemm", [PREC_BF16] = "sbgemm on bf16 operands, fp32 sums",
+        [PREC_FP64] = "dgemm"};
+    const precision p = e->h.cfg.precision;
+    snprintf(buf, len, "%s (%s), %d thread%s, OpenBLAS %s %s, GEMMs split by %s",
+             precision_name(p), gemms[p] ? gemms[p] : "?", e->team.threads,
              e->team.threads == 1 ? "" : "s", parallel_name(), openblas_get_corename(),
              e->team.split == BLAS_SPLIT_OWN ? "the engine" : "OpenBLAS");
 }
+
+static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
+                      size_t err_len)
+{
+    (void)ctx;
+    const precision p = cfg ? cfg->precision : PREC_FP32;
+    char why[256];
+    if (p == PREC_BF16 && !blas_bf16_available(why, sizeof why)) {
+        snprintf(err, err_len, "blas: %s", why);
+        return NULL;
+    }
+    return p == PREC_FP64   ? blas_create_f64(w, cfg, err, err_len)
+           : p == PREC_BF16 ? blas_create_bf16(w, cfg, err, err_len)
+                            : blas_create_f32(w, cfg, err, err_len);
+}
+
+/* bf16 needs the CPU's AVX512_BF16 and an OpenBLAS with cblas_sbgemm. */
+static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
+{
+    (void)ctx;
+    return p != PREC_BF16 || blas_bf16_available(why, why_len);
+}
+#endif
 
 /* Layer by layer: the conv stage's groups go through one layer at a time
  * here, not all layers at once, so that each can be timed; the group
@@ -573,22 +640,23 @@ static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
             out->backward_ms[i] += host_now_ms() - t0;
         }
         t0 = host_now_ms();
-        update(e, 1.0f);
+        update(e, 1);
         out->update_ms += host_now_ms() - t0;
     }
 }
 
-static const host_layers blas_layers = {.score = score, .time_steps = time_steps};
-
+#ifdef LB_REAL_PLAIN
 const backend blas_backend = {
     .name = "blas",
-    .summary = "OpenBLAS GEMMs over the whole batch + OpenMP loops, fp32",
+    .summary = "OpenBLAS GEMMs over the whole batch + OpenMP loops, fp32, fp64 or bf16",
     .built = 1,
+    .precisions = 1u << PREC_FP32 | 1u << PREC_FP64 | 1u << PREC_BF16,
     HOST_ENGINE_ENTRIES,
+    .probe_precision = probe_precision,
     .create = create,
     .destroy = destroy,
-    .compute_gradients = compute_gradients,
-    .apply_update = apply_update,
+    .compute_gradients = host_compute_gradients,
+    .apply_update = host_apply_update,
     .placement = placement,
     .describe = describe,
     .library_info = library_info,
@@ -605,3 +673,4 @@ LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)
         return &blas_kernel_probe_table;
     return NULL;
 }
+#endif

@@ -1,5 +1,7 @@
 /* The blas backend's layers (see blas_layers.h for the layout and the
- * threading). Every product is a row-major cblas_sgemm. */
+ * threading). Every product is a row-major GEMM of the build's type:
+ * cblas_sgemm, cblas_dgemm (fp64), or cblas_sbgemm on operands rounded to
+ * bf16 (bf16.h). */
 #include "backends/blas/blas_layers.h"
 
 #include <cblas.h>
@@ -7,7 +9,16 @@
 #include <string.h>
 
 #include "backends/blas/conv_direct.h"
+#include "backends/blas/bf16.h"
 #include "backends/common/elementwise.h"
+
+#if defined(LB_REAL_DOUBLE)
+#define gemm cblas_dgemm
+#elif defined(LB_REAL_BF16)
+#define gemm blas_bf16_gemm
+#else
+#define gemm cblas_sgemm
+#endif
 
 /* Sets how many threads OpenBLAS uses for a call made outside our parallel
  * regions: every thread when it splits the GEMMs, else one. Both of
@@ -15,6 +26,7 @@
  * omp_get_max_threads() but never rises again from 1 by that route alone.
  * Inside an active parallel region its OpenMP build always runs on one
  * thread; its pthreads build needs the count of 1 for that. */
+#ifdef LB_REAL_PLAIN
 void blas_team_enter(const blas_team *t)
 {
     const int library_threads = t->split == BLAS_SPLIT_LIBRARY ? t->threads : 1;
@@ -22,8 +34,9 @@ void blas_team_enter(const blas_team *t)
     if (openblas_get_num_threads() != library_threads)
         openblas_set_num_threads(library_threads);
 }
+#endif
 
-void blas_gather_chwn(float *x, int ld, const uint8_t *images, size_t pixels,
+void blas_gather_chwn(real *x, int ld, const uint8_t *images, size_t pixels,
                       const int32_t *idx, int first, int B, int threads)
 {
     enum { ROWS = 32 }; /* pixels per chunk: a thread owns these rows of x */
@@ -39,16 +52,16 @@ void blas_gather_chwn(float *x, int ld, const uint8_t *images, size_t pixels,
     }
 }
 
-void blas_rows_from_group(float *dst, int ld, int b0, const float *src, int F, int B)
+void blas_rows_from_group(real *dst, int ld, int b0, const real *src, int F, int B)
 {
     for (int f = 0; f < F; f++)
-        memcpy(dst + (size_t)f * ld + b0, src + (size_t)f * B, sizeof(float) * B);
+        memcpy(dst + (size_t)f * ld + b0, src + (size_t)f * B, sizeof(real) * B);
 }
 
-void blas_group_from_rows(float *dst, const float *src, int ld, int b0, int F, int B)
+void blas_group_from_rows(real *dst, const real *src, int ld, int b0, int F, int B)
 {
     for (int f = 0; f < F; f++)
-        memcpy(dst + (size_t)f * B, src + (size_t)f * ld + b0, sizeof(float) * B);
+        memcpy(dst + (size_t)f * B, src + (size_t)f * ld + b0, sizeof(real) * B);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -60,11 +73,11 @@ size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride)
            blas_out_size(W, kernel, stride) * B;
 }
 
-void blas_join_weight_bias(float *weight_bias, const float *weight, const float *bias, int K,
+void blas_join_weight_bias(real *weight_bias, const real *weight, const real *bias, int K,
                            int R)
 {
     for (int k = 0; k < K; k++) {
-        memcpy(weight_bias + (size_t)k * (R + 1), weight + (size_t)k * R, sizeof(float) * R);
+        memcpy(weight_bias + (size_t)k * (R + 1), weight + (size_t)k * R, sizeof(real) * R);
         weight_bias[(size_t)k * (R + 1) + R] = bias[k];
     }
 }
@@ -72,7 +85,7 @@ void blas_join_weight_bias(float *weight_bias, const float *weight, const float 
 /* col[(c, ki, kj)][(oy, ox, b)] = in[c][oy*s + ki][ox*s + kj][b], then a row
  * of ones. With stride 1 a whole output row (ox, b) is one contiguous run
  * of the input. */
-static void im2col(float *col, const float *in, int B, int C, int H, int W, int kernel,
+static void im2col(real *col, const real *in, int B, int C, int H, int W, int kernel,
                    int stride, int threads)
 {
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
@@ -80,7 +93,7 @@ static void im2col(float *col, const float *in, int B, int C, int H, int W, int 
     const int R = C * kernel * kernel;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int r = 0; r <= R; r++) {
-        float *dst = col + (size_t)r * N;
+        real *dst = col + (size_t)r * N;
         if (r == R) {
             for (size_t j = 0; j < N; j++)
                 dst[j] = 1.0f;
@@ -88,14 +101,14 @@ static void im2col(float *col, const float *in, int B, int C, int H, int W, int 
         }
         const int c = r / (kernel * kernel), ki = r / kernel % kernel, kj = r % kernel;
         for (int oy = 0; oy < OH; oy++) {
-            const float *src = in + ((size_t)(c * H + oy * stride + ki) * W + kj) * B;
+            const real *src = in + ((size_t)(c * H + oy * stride + ki) * W + kj) * B;
             if (stride == 1) {
-                memcpy(dst + oy * row, src, sizeof(float) * row);
+                memcpy(dst + oy * row, src, sizeof(real) * row);
                 continue;
             }
             for (int ox = 0; ox < OW; ox++)
                 memcpy(dst + oy * row + (size_t)ox * B, src + (size_t)ox * stride * B,
-                       sizeof(float) * B);
+                       sizeof(real) * B);
         }
     }
 }
@@ -118,7 +131,7 @@ size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, i
 }
 
 /* dst[cols][rows] = src[rows][cols], in blocks that stay in L1. */
-static void transpose(float *dst, const float *src, size_t rows, size_t cols)
+static void transpose(real *dst, const real *src, size_t rows, size_t cols)
 {
     enum { BLOCK = 32 };
     for (size_t r0 = 0; r0 < rows; r0 += BLOCK) {
@@ -129,35 +142,39 @@ static void transpose(float *dst, const float *src, size_t rows, size_t cols)
     }
 }
 
-void blas_conv_forward(float *out, float *col, const float *in, const float *weight_bias,
-                       float *scratch, int B, int C, int H, int W, int K, int kernel,
+void blas_conv_forward(real *out, real *col, const real *in, const real *weight_bias,
+                       real *scratch, int B, int C, int H, int W, int K, int kernel,
                        int stride, int threads)
 {
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
+#ifdef LB_REAL_PLAIN /* the direct convolutions are float code; fp64 and bf16 use GEMMs */
     if (blas_conv_direct_suits(C, kernel, stride)) {
         blas_conv_direct_forward(out, in, weight_bias, B, C, H, W, K, kernel, threads);
         return; /* col is not needed */
     }
+#else
+    (void)in; /* read by the direct path only */
+#endif
     im2col(col, in, B, C, H, W, kernel, stride, threads);
     if (!products_transposed(R)) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, N, R + 1, 1.0f, weight_bias,
+        gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, N, R + 1, 1.0f, weight_bias,
                     R + 1, col, N, 0.0f, out, N);
         return;
     }
     /* out^T[N][K] = col^T * weight_bias^T, then turned round */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, N, K, R + 1, 1.0f, col, N, weight_bias,
+    gemm(CblasRowMajor, CblasTrans, CblasTrans, N, K, R + 1, 1.0f, col, N, weight_bias,
                 R + 1, 0.0f, scratch, K);
     transpose(out, scratch, (size_t)N, (size_t)K);
 }
 
 /* out[r] = sum of in[r][0..n) */
-static void row_sums(float *out, const float *in, int rows, size_t n, int threads)
+static void row_sums(real *out, const real *in, int rows, size_t n, int threads)
 {
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int r = 0; r < rows; r++) {
-        const float *x = in + (size_t)r * n;
-        float sum = 0.0f;
+        const real *x = in + (size_t)r * n;
+        real sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
         for (size_t j = 0; j < n; j++)
             sum += x[j];
@@ -165,47 +182,51 @@ static void row_sums(float *out, const float *in, int rows, size_t n, int thread
     }
 }
 
-void blas_conv_backward_params(float *d_weight_bias, const float *d_out, const float *col,
-                               const float *in, int B, int C, int H, int W, int K, int kernel,
+void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const real *col,
+                               const real *in, int B, int C, int H, int W, int K, int kernel,
                                int stride)
 {
+#ifdef LB_REAL_PLAIN /* the direct convolutions are float code; fp64 and bf16 use GEMMs */
     if (blas_conv_direct_suits(C, kernel, stride)) {
         blas_conv_direct_backward_params(d_weight_bias, d_out, in, B, C, H, W, K, kernel);
         return;
     }
+#else
+    (void)in; /* read by the direct path only */
+#endif
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
     /* d_weight_bias[K][R + 1] = d_out[K][N] * col[R + 1][N]^T; the row of
      * ones gives the bias gradient, the sum of d_out's rows. (Its
      * transpose, faster on data in cache, was slower here: col was
      * written in the forward pass, long before.) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, R + 1, N, 1.0f, d_out, N, col, N,
+    gemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, R + 1, N, 1.0f, d_out, N, col, N,
                 0.0f, d_weight_bias, R + 1);
 }
 
-void blas_conv_backward_data(float *d_in, float *d_col, const float *d_out,
-                             const float *weight_bias, int B, int C, int H, int W, int K,
+void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
+                             const real *weight_bias, int B, int C, int H, int W, int K,
                              int kernel, int stride, int threads)
 {
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
     /* d_col[R][N] = weight^T * d_out, the weights being the first R columns
      * of weight_bias */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, N, K, 1.0f, weight_bias, R + 1,
+    gemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, N, K, 1.0f, weight_bias, R + 1,
                 d_out, N, 0.0f, d_col, N);
     /* fold back, a channel at a time: windows of different channels never
      * overlap, so channels may go to different threads */
     const size_t row = (size_t)OW * B;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int c = 0; c < C; c++) {
-        float *dst_c = d_in + (size_t)c * H * W * B;
-        memset(dst_c, 0, sizeof(float) * (size_t)H * W * B);
+        real *dst_c = d_in + (size_t)c * H * W * B;
+        memset(dst_c, 0, sizeof(real) * (size_t)H * W * B);
         for (int ki = 0; ki < kernel; ki++)
             for (int kj = 0; kj < kernel; kj++) {
-                const float *src = d_col + ((size_t)(c * kernel + ki) * kernel + kj) * N;
+                const real *src = d_col + ((size_t)(c * kernel + ki) * kernel + kj) * N;
                 for (int oy = 0; oy < OH; oy++) {
-                    float *dst = dst_c + ((size_t)(oy * stride + ki) * W + kj) * B;
-                    const float *s = src + (size_t)oy * row;
+                    real *dst = dst_c + ((size_t)(oy * stride + ki) * W + kj) * B;
+                    const real *s = src + (size_t)oy * row;
                     if (stride == 1) {
 #pragma omp simd
                         for (size_t j = 0; j < row; j++)
@@ -213,8 +234,8 @@ void blas_conv_backward_data(float *d_in, float *d_col, const float *d_out,
                         continue;
                     }
                     for (int ox = 0; ox < OW; ox++) {
-                        float *d = dst + (size_t)ox * stride * B;
-                        const float *g = s + (size_t)ox * B;
+                        real *d = dst + (size_t)ox * stride * B;
+                        const real *g = s + (size_t)ox * B;
 #pragma omp simd
                         for (int b = 0; b < B; b++)
                             d[b] += g[b];
@@ -231,7 +252,7 @@ void blas_conv_backward_data(float *d_in, float *d_col, const float *d_out,
  * of B images instead of four, and the same comparisons in the same order.
  * pool1 at batch 128 on one Zen core: forward 1.3 -> 0.5-0.8 ms, backward
  * 6.6 -> 2.0 ms (CPU time, groups of 16 images). */
-static void maxpool2_forward(float *out, const float *in, int B, int C, int H, int W,
+static void maxpool2_forward(real *out, const real *in, int B, int C, int H, int W,
                              int threads)
 {
     const int OH = H / 2, OW = W / 2;
@@ -239,12 +260,12 @@ static void maxpool2_forward(float *out, const float *in, int B, int C, int H, i
     for (int c = 0; c < C; c++)
         for (int oy = 0; oy < OH; oy++)
             for (int ox = 0; ox < OW; ox++) {
-                const float *x0 = in + ((size_t)(c * H + 2 * oy) * W + 2 * ox) * B;
-                const float *x1 = x0 + (size_t)W * B;
-                float *y = out + ((size_t)(c * OH + oy) * OW + ox) * B;
+                const real *x0 = in + ((size_t)(c * H + 2 * oy) * W + 2 * ox) * B;
+                const real *x1 = x0 + (size_t)W * B;
+                real *y = out + ((size_t)(c * OH + oy) * OW + ox) * B;
 #pragma omp simd
                 for (int b = 0; b < B; b++) {
-                    float m = x0[b];
+                    real m = x0[b];
                     m = x0[B + b] > m ? x0[B + b] : m;
                     m = x1[b] > m ? x1[b] : m;
                     y[b] = x1[B + b] > m ? x1[B + b] : m;
@@ -254,30 +275,30 @@ static void maxpool2_forward(float *out, const float *in, int B, int C, int H, i
 
 /* The gradient goes to the first of the window's inputs (row-major order)
  * equal to the output, as the forward pass kept it. */
-static void maxpool2_backward(float *d_in, const float *d_out, const float *in, const float *out,
+static void maxpool2_backward(real *d_in, const real *d_out, const real *in, const real *out,
                               int B, int C, int H, int W, int threads)
 {
     const int OH = H / 2, OW = W / 2;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int c = 0; c < C; c++) {
-        float *dc = d_in + (size_t)c * H * W * B;
+        real *dc = d_in + (size_t)c * H * W * B;
         /* an odd last row or column no window covers */
         for (int y = 0; y < H; y++) {
             const int from = y < OH * 2 ? OW * 2 : 0;
-            memset(dc + ((size_t)y * W + from) * B, 0, sizeof(float) * (W - from) * B);
+            memset(dc + ((size_t)y * W + from) * B, 0, sizeof(real) * (W - from) * B);
         }
         for (int oy = 0; oy < OH; oy++)
             for (int ox = 0; ox < OW; ox++) {
                 const size_t at = ((size_t)(c * OH + oy) * OW + ox) * B;
                 const size_t from = ((size_t)(c * H + 2 * oy) * W + 2 * ox) * B;
-                const float *x0 = in + from, *x1 = x0 + (size_t)W * B;
-                float *d0 = d_in + from, *d1 = d0 + (size_t)W * B;
-                const float *y = out + at, *dy = d_out + at;
+                const real *x0 = in + from, *x1 = x0 + (size_t)W * B;
+                real *d0 = d_in + from, *d1 = d0 + (size_t)W * B;
+                const real *y = out + at, *dy = d_out + at;
 #pragma omp simd
                 for (int b = 0; b < B; b++) {
                     /* every load and store unconditional (&, not &&):
                      * blends, no masked stores */
-                    const float m = y[b], g = dy[b];
+                    const real m = y[b], g = dy[b];
                     const int q0 = x0[b] == m, q1 = x0[B + b] == m;
                     const int q2 = x1[b] == m, q3 = x1[B + b] == m;
                     const int e1 = q1 & !q0, e2 = q2 & !(q0 | q1), e3 = q3 & !(q0 | q1 | q2);
@@ -290,7 +311,7 @@ static void maxpool2_backward(float *d_in, const float *d_out, const float *in, 
     }
 }
 
-void blas_maxpool_forward(float *out, const float *in, int B, int C, int H, int W, int kernel,
+void blas_maxpool_forward(real *out, const real *in, int B, int C, int H, int W, int kernel,
                           int stride, int threads)
 {
     if (kernel == 2 && stride == 2) {
@@ -302,12 +323,12 @@ void blas_maxpool_forward(float *out, const float *in, int B, int C, int H, int 
     for (int c = 0; c < C; c++)
         for (int oy = 0; oy < OH; oy++)
             for (int ox = 0; ox < OW; ox++) {
-                const float *x = in + ((size_t)(c * H + oy * stride) * W + ox * stride) * B;
-                float *y = out + ((size_t)(c * OH + oy) * OW + ox) * B;
-                memcpy(y, x, sizeof(float) * B);
+                const real *x = in + ((size_t)(c * H + oy * stride) * W + ox * stride) * B;
+                real *y = out + ((size_t)(c * OH + oy) * OW + ox) * B;
+                memcpy(y, x, sizeof(real) * B);
                 for (int ki = 0; ki < kernel; ki++)
                     for (int kj = 0; kj < kernel; kj++) {
-                        const float *v = x + ((size_t)ki * W + kj) * B;
+                        const real *v = x + ((size_t)ki * W + kj) * B;
                         /* strictly larger, as the naive backend: a max
                          * instruction, and the value of the first largest */
 #pragma omp simd
@@ -317,7 +338,7 @@ void blas_maxpool_forward(float *out, const float *in, int B, int C, int H, int 
             }
 }
 
-void blas_maxpool_backward(float *d_in, const float *d_out, const float *in, const float *out,
+void blas_maxpool_backward(real *d_in, const real *d_out, const real *in, const real *out,
                            int B, int C, int H, int W, int kernel, int stride, int threads)
 {
     if (kernel == 2 && stride == 2) {
@@ -330,13 +351,13 @@ void blas_maxpool_backward(float *d_in, const float *d_out, const float *in, con
     const int tiles = stride == kernel;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int c = 0; c < C; c++) {
-        float *dc = d_in + (size_t)c * H * W * B;
+        real *dc = d_in + (size_t)c * H * W * B;
         if (!tiles)
-            memset(dc, 0, sizeof(float) * (size_t)H * W * B);
+            memset(dc, 0, sizeof(real) * (size_t)H * W * B);
         else /* only the rows and columns past the last window */
             for (int y = 0; y < H; y++) {
                 const int from = y < OH * stride ? OW * stride : 0;
-                memset(dc + ((size_t)y * W + from) * B, 0, sizeof(float) * (W - from) * B);
+                memset(dc + ((size_t)y * W + from) * B, 0, sizeof(real) * (W - from) * B);
             }
         for (int oy = 0; oy < OH; oy++)
             for (int ox = 0; ox < OW; ox++) {
@@ -348,13 +369,13 @@ void blas_maxpool_backward(float *d_in, const float *d_out, const float *in, con
                 enum { CHUNK = 64 };
                 for (int b0 = 0; b0 < B; b0 += CHUNK) {
                     const int n = B - b0 < CHUNK ? B - b0 : CHUNK;
-                    const float *dy = d_out + at + b0, *y = out + at + b0;
-                    float taken[CHUNK] = {0};
+                    const real *dy = d_out + at + b0, *y = out + at + b0;
+                    real taken[CHUNK] = {0};
                     for (int ki = 0; ki < kernel; ki++)
                         for (int kj = 0; kj < kernel; kj++) {
                             const size_t off = from + ((size_t)ki * W + kj) * B + b0;
-                            const float *x = in + off;
-                            float *dx = d_in + off;
+                            const real *x = in + off;
+                            real *dx = d_in + off;
                             if (tiles) {
 #pragma omp simd
                                 for (int b = 0; b < n; b++) {
@@ -379,7 +400,7 @@ void blas_maxpool_backward(float *d_in, const float *d_out, const float *in, con
 /* Below this many floats an elementwise loop is not worth waking threads. */
 enum { PARALLEL_MIN_FLOATS = 1 << 18 };
 
-void blas_relu_forward(float *out, const float *in, size_t n, int threads)
+void blas_relu_forward(real *out, const real *in, size_t n, int threads)
 {
 #pragma omp parallel for simd schedule(static)                                                \
     num_threads(threads) if (threads > 1 && n >= PARALLEL_MIN_FLOATS)
@@ -387,7 +408,7 @@ void blas_relu_forward(float *out, const float *in, size_t n, int threads)
         out[i] = lb_relu(in[i]);
 }
 
-void blas_relu_backward(float *d_in, const float *d_out, const float *out, size_t n,
+void blas_relu_backward(real *d_in, const real *d_out, const real *out, size_t n,
                         int threads)
 {
 #pragma omp parallel for simd schedule(static)                                                \
@@ -416,14 +437,14 @@ static int tile_rows(int M, int N, int K)
 
 static int tile_count(int n, int size) { return (n + size - 1) / size; }
 
-void blas_dense_forward(float *out, const float *in, const float *weight, const float *bias,
+void blas_dense_forward(real *out, const real *in, const real *weight, const real *bias,
                         int B, int n_in, int n_out, const blas_team *t)
 {
     for (int o = 0; o < n_out; o++)
         for (int b = 0; b < B; b++)
             out[(size_t)o * B + b] = bias[o];
     if (t->split == BLAS_SPLIT_LIBRARY) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_out, B, n_in, 1.0f, weight,
+        gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_out, B, n_in, 1.0f, weight,
                     n_in, in, B, 1.0f, out, B);
         return;
     }
@@ -431,21 +452,21 @@ void blas_dense_forward(float *out, const float *in, const float *weight, const 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(t->threads) if (tiles > 1)
     for (int i = 0; i < tiles; i++) {
         const int lo = i * rows, m = n_out - lo < rows ? n_out - lo : rows;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, B, n_in, 1.0f,
+        gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, B, n_in, 1.0f,
                     weight + (size_t)lo * n_in, n_in, in, B, 1.0f, out + (size_t)lo * B, B);
     }
 }
 
-void blas_dense_backward(float *d_weight, float *d_bias, float *d_in, const float *d_out,
-                         const float *in, const float *weight, int B, int n_in, int n_out,
+void blas_dense_backward(real *d_weight, real *d_bias, real *d_in, const real *d_out,
+                         const real *in, const real *weight, int B, int n_in, int n_out,
                          const blas_team *t)
 {
     if (t->split == BLAS_SPLIT_LIBRARY) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_out, n_in, B, 1.0f, d_out, B,
+        gemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_out, n_in, B, 1.0f, d_out, B,
                     in, B, 0.0f, d_weight, n_in);
         row_sums(d_bias, d_out, n_out, (size_t)B, 1);
         if (d_in)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_in, B, n_out, 1.0f, weight,
+            gemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_in, B, n_out, 1.0f, weight,
                         n_in, d_out, B, 0.0f, d_in, B);
         return;
     }
@@ -459,13 +480,13 @@ void blas_dense_backward(float *d_weight, float *d_bias, float *d_in, const floa
     for (int i = 0; i < w_tiles + d_tiles; i++) {
         if (i < w_tiles) {
             const int lo = i * w_rows, m = n_out - lo < w_rows ? n_out - lo : w_rows;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n_in, B, 1.0f,
+            gemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n_in, B, 1.0f,
                         d_out + (size_t)lo * B, B, in, B, 0.0f, d_weight + (size_t)lo * n_in,
                         n_in);
             row_sums(d_bias + lo, d_out + (size_t)lo * B, m, (size_t)B, 1);
         } else {
             const int lo = (i - w_tiles) * d_rows, m = n_in - lo < d_rows ? n_in - lo : d_rows;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, B, n_out, 1.0f,
+            gemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, B, n_out, 1.0f,
                         weight + lo, n_in, d_out, B, 0.0f, d_in + (size_t)lo * B, B);
         }
     }
@@ -475,15 +496,15 @@ void blas_dense_backward(float *d_weight, float *d_bias, float *d_in, const floa
 /* Loss                                                                    */
 
 /* B x classes is a few thousand floats: one thread is quicker than many. */
-void blas_softmax_xent(float *d_logits, float *losses, int *predicted, const float *logits,
-                       const int *labels, int B, int classes, float scale, float *rows)
+void blas_softmax_xent(real *d_logits, real *losses, int *predicted, const real *logits,
+                       const int *labels, int B, int classes, real scale, real *rows)
 {
-    float *by_image = rows, *d_by_image = rows + (size_t)B * classes;
+    real *by_image = rows, *d_by_image = rows + (size_t)B * classes;
     for (int k = 0; k < classes; k++)
         for (int b = 0; b < B; b++)
             by_image[(size_t)b * classes + k] = logits[(size_t)k * B + b];
     for (int b = 0; b < B; b++) {
-        const float *z = by_image + (size_t)b * classes;
+        const real *z = by_image + (size_t)b * classes;
         losses[b] = lb_softmax_xent(z, classes, labels[b], scale,
                                     d_logits ? d_by_image + (size_t)b * classes : NULL);
         if (predicted)

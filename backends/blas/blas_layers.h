@@ -31,12 +31,36 @@
  * OpenMP threads (1 when the caller is already inside a parallel region);
  * forward functions overwrite their output; backward functions overwrite
  * d_in, d_weight and d_bias (no accumulation). Buffers of one call never
- * overlap unless a function says so. */
+ * overlap unless a function says so.
+ *
+ * One source for every precision: the layers are written over `real` and
+ * built for float, double and float with bf16 GEMMs
+ * (backends/common/real.h); the names below stand for that build's
+ * version (blas_conv_forward is blas_conv_forward_f32, _f64 or _bf16). */
 #ifndef LB_BLAS_LAYERS_H
 #define LB_BLAS_LAYERS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "backends/common/real.h"
+
+#define blas_gather_chwn R(blas_gather_chwn)
+#define blas_rows_from_group R(blas_rows_from_group)
+#define blas_group_from_rows R(blas_group_from_rows)
+#define blas_conv_col_floats R(blas_conv_col_floats)
+#define blas_conv_scratch_floats R(blas_conv_scratch_floats)
+#define blas_join_weight_bias R(blas_join_weight_bias)
+#define blas_conv_forward R(blas_conv_forward)
+#define blas_conv_backward_params R(blas_conv_backward_params)
+#define blas_conv_backward_data R(blas_conv_backward_data)
+#define blas_maxpool_forward R(blas_maxpool_forward)
+#define blas_maxpool_backward R(blas_maxpool_backward)
+#define blas_relu_forward R(blas_relu_forward)
+#define blas_relu_backward R(blas_relu_backward)
+#define blas_dense_forward R(blas_dense_forward)
+#define blas_dense_backward R(blas_dense_backward)
+#define blas_softmax_xent R(blas_softmax_xent)
 
 typedef enum blas_split { BLAS_SPLIT_OWN, BLAS_SPLIT_LIBRARY } blas_split;
 
@@ -58,12 +82,12 @@ static inline int blas_out_size(int size, int kernel, int stride)
 
 /* Images idx[0..B) (or first..first+B when idx is NULL) of `pixels` bytes
  * each, scaled to [0,1], into x[pixels][ld] (columns 0..B). */
-void blas_gather_chwn(float *x, int ld, const uint8_t *images, size_t pixels,
+void blas_gather_chwn(real *x, int ld, const uint8_t *images, size_t pixels,
                       const int32_t *idx, int first, int B, int threads);
 
 /* dst[F][ld] columns b0..b0+B <- src[F][B], and back. */
-void blas_rows_from_group(float *dst, int ld, int b0, const float *src, int F, int B);
-void blas_group_from_rows(float *dst, const float *src, int ld, int b0, int F, int B);
+void blas_rows_from_group(real *dst, int ld, int b0, const real *src, int F, int B);
+void blas_group_from_rows(real *dst, const real *src, int ld, int b0, int F, int B);
 
 /* Convolution of B images, in[C][H][W][B] -> out[K][OH][OW][B], with
  * R = C*k*k. The bias rides in the GEMM: weight_bias[K][R + 1] holds each
@@ -77,49 +101,49 @@ size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride);
 /* Scratch the forward and data-gradient passes of B images need (they
  * take turns with it): the larger of d_col and the output's transpose. */
 size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, int stride);
-void blas_join_weight_bias(float *weight_bias, const float *weight, const float *bias, int K,
+void blas_join_weight_bias(real *weight_bias, const real *weight, const real *bias, int K,
                            int R);
-void blas_conv_forward(float *out, float *col, const float *in, const float *weight_bias,
-                       float *scratch, int B, int C, int H, int W, int K, int kernel,
+void blas_conv_forward(real *out, real *col, const real *in, const real *weight_bias,
+                       real *scratch, int B, int C, int H, int W, int K, int kernel,
                        int stride, int threads);
 /* d_weight_bias[K][R + 1]: the weight and bias gradients of these B images. */
-void blas_conv_backward_params(float *d_weight_bias, const float *d_out, const float *col,
-                               const float *in, int B, int C, int H, int W, int K, int kernel,
+void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const real *col,
+                               const real *in, int B, int C, int H, int W, int K, int kernel,
                                int stride);
 /* d_in[C][H][W][B] from d_out[K][OH][OW][B]. */
-void blas_conv_backward_data(float *d_in, float *d_col, const float *d_out,
-                             const float *weight_bias, int B, int C, int H, int W, int K,
+void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
+                             const real *weight_bias, int B, int C, int H, int W, int K,
                              int kernel, int stride, int threads);
 
 /* Max-pool over in[C][H][W][B]: the first largest input of each window (in
  * row-major window order, as the naive backend) wins. The backward pass
  * finds it again from the input and the output, and adds each output's
  * gradient to it. */
-void blas_maxpool_forward(float *out, const float *in, int B, int C, int H, int W, int kernel,
+void blas_maxpool_forward(real *out, const real *in, int B, int C, int H, int W, int kernel,
                           int stride, int threads);
-void blas_maxpool_backward(float *d_in, const float *d_out, const float *in, const float *out,
+void blas_maxpool_backward(real *d_in, const real *d_out, const real *in, const real *out,
                            int B, int C, int H, int W, int kernel, int stride, int threads);
 
 /* ReLU over n floats; out may be in, d_in may be d_out. */
-void blas_relu_forward(float *out, const float *in, size_t n, int threads);
-void blas_relu_backward(float *d_in, const float *d_out, const float *out, size_t n,
+void blas_relu_forward(real *out, const real *in, size_t n, int threads);
+void blas_relu_backward(real *d_in, const real *d_out, const real *out, size_t n,
                         int threads);
 
 /* Dense layers over the whole batch, shared out by the team:
  * out[n_out][B] = weight[n_out][n_in] * in[n_in][B] + bias. */
-void blas_dense_forward(float *out, const float *in, const float *weight, const float *bias,
+void blas_dense_forward(real *out, const real *in, const real *weight, const real *bias,
                         int B, int n_in, int n_out, const blas_team *t);
 /* d_weight[n_out][n_in] = d_out * in^T, d_bias = row sums of d_out[n_out][B],
  * and d_in[n_in][B] = weight^T * d_out unless d_in is NULL. */
-void blas_dense_backward(float *d_weight, float *d_bias, float *d_in, const float *d_out,
-                         const float *in, const float *weight, int B, int n_in, int n_out,
+void blas_dense_backward(real *d_weight, real *d_bias, real *d_in, const real *d_out,
+                         const real *in, const real *weight, int B, int n_in, int n_out,
                          const blas_team *t);
 
 /* Softmax cross-entropy over logits[classes][B]: each image's loss into
  * losses[B], the gradient of scale * (sum of losses) into d_logits (may be
  * NULL), predicted classes into predicted (may be NULL). rows is scratch of
  * 2 * B * classes floats. */
-void blas_softmax_xent(float *d_logits, float *losses, int *predicted, const float *logits,
-                       const int *labels, int B, int classes, float scale, float *rows);
+void blas_softmax_xent(real *d_logits, real *losses, int *predicted, const real *logits,
+                       const int *labels, int B, int classes, real scale, real *rows);
 
 #endif

@@ -42,6 +42,11 @@ CFLAGS += -DHAVE_BLAS
 BLAS_OBJS := $(BUILD)/backends/blas/blas.o $(BUILD)/backends/blas/blas_layers.o \
              $(BUILD)/backends/blas/sgemm_peak.o $(BUILD)/backends/blas/blas_probe.o \
              $(BUILD)/backends/blas/conv_direct.o
+# the engine and its layers for fp64 and bf16 too, from the same sources
+# (backends/common/real.h), and the bf16 GEMM
+BLAS_OBJS += $(foreach v,f64 bf16,$(BUILD)/backends/blas/blas_$(v).o \
+                                  $(BUILD)/backends/blas/blas_layers_$(v).o) \
+             $(BUILD)/backends/blas/bf16.o
 $(eval $(call module_rule,blas,$(BLAS_OBJS) $(MODULE_SHARED_OBJS),$(BLAS_LIBS) -fopenmp))
 TESTS += test_blas
 TEST_OBJS_test_blas := $(BLAS_OBJS)

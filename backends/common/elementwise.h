@@ -1,6 +1,12 @@
 /* Per-element maths shared by every backend: the CPU engines call these in
  * their loops and the CUDA kernels call the very same functions, so the CPU
- * tests exercise the code the GPU runs. */
+ * tests exercise the code the GPU runs.
+ *
+ * Each function is written once, over a type, in elementwise_real.h, and
+ * made here for float and for double. C callers use the plain names
+ * (lb_relu(x), lb_softmax_xent(logits, ...)), which pick the version by the
+ * type of the first argument (float, or double for the fp64 engines); C++
+ * (the CUDA kernels) gets the two versions as overloads of the same name. */
 #ifndef LB_ELEMENTWISE_H
 #define LB_ELEMENTWISE_H
 
@@ -12,68 +18,44 @@
 #define LB_HD static inline
 #endif
 
-LB_HD float lb_relu(float x) { return x > 0.0f ? x : 0.0f; }
-
-/* Gradient through ReLU given its output y. */
-LB_HD float lb_relu_backward(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
-
+/* Pixels are the same floats at every precision: an fp64 engine widens
+ * them exactly, so every engine trains on the same inputs. */
 LB_HD float lb_pixel(unsigned char p) { return (float)p * (1.0f / 255.0f); }
 
-/* Gradient with L2 decay folded in (decay 0 for biases). */
-LB_HD float lb_decayed_grad(float grad, float w, float decay) { return grad + decay * w; }
+#ifdef __cplusplus
+#define LB_FN(name, suffix) name
+#else
+#define LB_FN(name, suffix) name##_##suffix
+#endif
 
-LB_HD float lb_sgd_step(float w, float g, float lr) { return w - lr * g; }
+#define LB_T float
+#define LB_NAME(name) LB_FN(name, f32)
+#define LB_MATH(fn) fn##f
+#include "backends/common/elementwise_real.h"
+#undef LB_T
+#undef LB_NAME
+#undef LB_MATH
 
-/* PyTorch's Nesterov: v = mu v + g; w -= lr (g + mu v). Updates *v. */
-LB_HD float lb_nesterov_step(float w, float g, float *v, float lr, float mu)
-{
-    float nv = mu * *v + g;
-    *v = nv;
-    return w - lr * (g + mu * nv);
-}
+#define LB_T double
+#define LB_NAME(name) LB_FN(name, f64)
+#define LB_MATH(fn) fn
+#include "backends/common/elementwise_real.h"
+#undef LB_T
+#undef LB_NAME
+#undef LB_MATH
+#undef LB_FN
 
-/* Adam with bias correction; c1 = 1 - b1^t and c2 = 1 - b2^t are computed
- * once per step by the caller. Updates *m and *s. */
-LB_HD float lb_adam_step(float w, float g, float *m, float *s, float lr, float b1, float b2,
-                         float eps, float c1, float c2)
-{
-    float nm = b1 * *m + (1.0f - b1) * g;
-    float ns = b2 * *s + (1.0f - b2) * g * g;
-    *m = nm;
-    *s = ns;
-    return w - lr * (nm / c1) / (sqrtf(ns / c2) + eps);
-}
-
-/* Softmax cross-entropy for one image over `classes` logits: writes the
- * gradient of (loss * scale) into dlogits and returns the loss. Uses the
- * max-shift so large logits cannot overflow. */
-LB_HD float lb_softmax_xent(const float *logits, int classes, int label, float scale,
-                            float *dlogits)
-{
-    float mx = logits[0];
-    for (int k = 1; k < classes; k++)
-        mx = logits[k] > mx ? logits[k] : mx;
-    float sum = 0.0f;
-    for (int k = 0; k < classes; k++)
-        sum += expf(logits[k] - mx);
-    float log_sum = logf(sum);
-    if (dlogits) {
-        for (int k = 0; k < classes; k++) {
-            float p = expf(logits[k] - mx - log_sum);
-            dlogits[k] = (p - (k == label ? 1.0f : 0.0f)) * scale;
-        }
-    }
-    return log_sum + mx - logits[label];
-}
-
-/* Index of the largest logit (first on ties): the predicted class. */
-LB_HD int lb_argmax(const float *v, int n)
-{
-    int best = 0;
-    for (int k = 1; k < n; k++)
-        if (v[k] > v[best])
-            best = k;
-    return best;
-}
+#ifndef __cplusplus
+/* The version for the first argument's type ((x)[0] for arrays). */
+#define LB_PICK(x, name) _Generic((x), double: name##_f64, default: name##_f32)
+#define lb_relu(x) LB_PICK(x, lb_relu)(x)
+#define lb_relu_backward(y, dy) LB_PICK(y, lb_relu_backward)(y, dy)
+#define lb_decayed_grad(g, w, decay) LB_PICK(g, lb_decayed_grad)(g, w, decay)
+#define lb_sgd_step(w, ...) LB_PICK(w, lb_sgd_step)(w, __VA_ARGS__)
+#define lb_nesterov_step(w, ...) LB_PICK(w, lb_nesterov_step)(w, __VA_ARGS__)
+#define lb_adam_step(w, ...) LB_PICK(w, lb_adam_step)(w, __VA_ARGS__)
+#define lb_softmax_xent(logits, ...) LB_PICK((logits)[0], lb_softmax_xent)(logits, __VA_ARGS__)
+#define lb_argmax(v, n) LB_PICK((v)[0], lb_argmax)(v, n)
+#endif
 
 #endif

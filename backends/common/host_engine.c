@@ -1,6 +1,7 @@
 /* What every CPU engine shares (see host_engine.h). */
 #include "backends/common/host_engine.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,8 @@ void *host_alloc(size_t bytes)
 
 float *host_alloc_floats(size_t n) { return host_alloc(n * sizeof(float)); }
 
+void *host_alloc_reals(const host_engine *h, size_t n) { return host_alloc(n * h->real_size); }
+
 int host_fail(host_engine *h, const char *fmt, ...)
 {
     int k = snprintf(h->err, sizeof h->err, "%s: ", h->backend->name);
@@ -40,14 +43,16 @@ engine *host_engine_create(const backend *b, const host_layers *layers, size_t s
                            char *err, size_t err_len)
 {
     const char *why = NULL;
-    char fp32_only[96];
+    char unsupported[96];
+    const unsigned precisions = b->precisions ? b->precisions : 1u << PREC_FP32;
     if (!w || !cfg)
         why = "no workload or configuration";
     else if (cfg->batch_size < 1)
         why = "batch size must be at least 1";
-    else if (cfg->precision != PREC_FP32) {
-        snprintf(fp32_only, sizeof fp32_only, "the %s backend computes in fp32 only", b->name);
-        why = fp32_only;
+    else if (!(precisions & (1u << cfg->precision))) {
+        snprintf(unsupported, sizeof unsupported, "the %s backend does not compute in %s",
+                 b->name, precision_name(cfg->precision));
+        why = unsupported;
     } else if (!(why = workload_check(w)) && check)
         why = check(w, cfg);
     if (why) {
@@ -68,11 +73,13 @@ engine *host_engine_create(const backend *b, const host_layers *layers, size_t s
     h->layers = layers;
     h->w = *w;
     h->cfg = *cfg;
+    h->real_size = cfg->precision == PREC_FP64 ? sizeof(double) : sizeof(float);
+    h->last_loss = NAN;
     const size_t B = (size_t)cfg->batch_size, n = w->param_count;
     h->state_count = (size_t)optimizer_state_per_param(cfg->opt.kind) * n;
-    h->params = host_alloc_floats(n);
-    h->grads = host_alloc_floats(n);
-    h->opt_state = host_alloc_floats(h->state_count);
+    h->params = host_alloc_reals(h, n);
+    h->grads = host_alloc_reals(h, n);
+    h->opt_state = host_alloc_reals(h, h->state_count);
     h->labels = host_alloc(sizeof(int) * B);
     h->predicted = host_alloc(sizeof(int) * B);
     if (!h->params || !h->grads || !h->opt_state || !h->labels || !h->predicted)
@@ -150,14 +157,24 @@ const char *host_error(engine *e) { return e ? host_of(e)->err : "no engine"; }
 int host_set_params(engine *e, const float *params)
 {
     host_engine *h = host_of(e);
-    memcpy(h->params, params, sizeof(float) * h->w.param_count);
+    const size_t n = h->w.param_count;
+    if (h->real_size == sizeof(double))
+        for (size_t i = 0; i < n; i++)
+            h->params_f64[i] = params[i];
+    else
+        memcpy(h->params, params, sizeof(float) * n);
     return 0;
 }
 
 int host_get_params(engine *e, float *params)
 {
     const host_engine *h = host_of(e);
-    memcpy(params, h->params, sizeof(float) * h->w.param_count);
+    const size_t n = h->w.param_count;
+    if (h->real_size == sizeof(double))
+        for (size_t i = 0; i < n; i++)
+            params[i] = (float)h->params_f64[i];
+    else
+        memcpy(params, h->params, sizeof(float) * n);
     return 0;
 }
 
@@ -224,6 +241,9 @@ int host_evaluate(engine *e, int limit, eval_counts *out)
 float *host_buffer(engine *e, engine_buffer which, size_t *count)
 {
     host_engine *h = host_of(e);
+    *count = 0;
+    if (h->real_size != sizeof(float))
+        return NULL;
     switch (which) {
     case BUF_PARAMS:
         *count = h->w.param_count;
@@ -239,6 +259,18 @@ float *host_buffer(engine *e, engine_buffer which, size_t *count)
     return NULL;
 }
 
+int host_compute_gradients(engine *e, const int32_t *indices, int batch, float *loss)
+{
+    return host_of(e)->layers->compute_gradients(e, indices, batch, loss);
+}
+
+int host_apply_update(engine *e, float grad_scale)
+{
+    return host_of(e)->layers->apply_update(e, grad_scale);
+}
+
+double host_last_loss(engine *e) { return host_of(e)->last_loss; }
+
 /* Profiling runs real steps on the same batch; the parameters, optimiser
  * state and step count are put back afterwards, so that profiling does
  * not change the model (the gradients may be left overwritten). */
@@ -251,11 +283,12 @@ int host_profile_layers(engine *e, const int32_t *indices, int batch, int reps,
     if (host_check_batch(h, batch) || host_take_labels(h, &h->train, indices, 0, batch))
         return -1;
     const size_t n = h->w.param_count;
-    float *saved = malloc(sizeof(float) * (n + h->state_count + 1));
+    const size_t size = h->real_size;
+    char *saved = malloc(size * (n + h->state_count + 1));
     if (!saved)
         return host_fail(h, "out of memory saving parameters for profiling");
-    memcpy(saved, h->params, sizeof(float) * n);
-    memcpy(saved + n, h->opt_state, sizeof(float) * h->state_count);
+    memcpy(saved, h->params, size * n);
+    memcpy(saved + size * n, h->opt_state, size * h->state_count);
     const long saved_step = h->step;
 
     const int L = h->w.n_layers;
@@ -269,8 +302,8 @@ int host_profile_layers(engine *e, const int32_t *indices, int batch, int reps,
     out->loss_ms /= reps;
     out->update_ms /= reps;
 
-    memcpy(h->params, saved, sizeof(float) * n);
-    memcpy(h->opt_state, saved + n, sizeof(float) * h->state_count);
+    memcpy(h->params, saved, size * n);
+    memcpy(h->opt_state, saved + size * n, size * h->state_count);
     h->step = saved_step;
     free(saved);
     return 0;

@@ -20,6 +20,11 @@
 #include "backends/engine.h"
 
 typedef struct host_layers {
+    /* For backends whose compute_gradients and apply_update entries are
+     * host_compute_gradients and host_apply_update: the engine's own, at
+     * its precision (NULL otherwise). */
+    int (*compute_gradients)(engine *e, const int32_t *indices, int batch, float *loss);
+    int (*apply_update)(engine *e, float grad_scale);
     /* Forward pass of test images [first, first + n) (their labels are in
      * labels): each image's predicted class into predicted, the images'
      * cross-entropies added to *loss_sum. 0, or -1 after host_fail. */
@@ -38,11 +43,19 @@ typedef struct host_engine {
     engine_config cfg;
     char err[256];
 
-    /* param_count floats each, and the optimiser state (0, 1 or 2 x
-     * param_count, optimizer.h); 64-byte aligned, zeroed at creation */
-    float *params, *grads, *opt_state;
+    /* param_count numbers each, and the optimiser state (0, 1 or 2 x
+     * param_count, optimizer.h); 64-byte aligned, zeroed at creation.
+     * float in fp32 engines (and bf16: the master weights), double in fp64
+     * engines (real_size 8), as the _f64 names. The _f32 names are the
+     * float ones again, so that code written over `real` (real.h) can say
+     * h->TYPED(params). */
+    size_t real_size;
+    union { float *params; float *params_f32; double *params_f64; };
+    union { float *grads; float *grads_f32; double *grads_f64; };
+    union { float *opt_state; float *opt_state_f32; double *opt_state_f64; };
     size_t state_count;
     long step; /* optimiser steps taken, for Adam's bias correction */
+    double last_loss; /* of the last compute_gradients, before rounding to float */
 
     int *labels;    /* batch_size: the labels of the batch being computed */
     int *predicted; /* batch_size: what score() predicted */
@@ -57,9 +70,11 @@ static inline host_engine *host_of(engine *e) { return (host_engine *)e; }
  * zeroed; free() releases it. NULL when out of memory. */
 void *host_alloc(size_t bytes);
 float *host_alloc_floats(size_t n);
+/* n numbers of the engine's precision (h->real_size bytes each). */
+void *host_alloc_reals(const host_engine *h, size_t n);
 
 /* The start of a CPU backend's create: checks w and cfg (a workload,
- * batch size >= 1, fp32, workload_check, then `check` when
+ * batch size >= 1, a precision in b->precisions (fp32 when 0), workload_check, then `check` when
  * not NULL, which returns NULL or why the backend cannot train w), then
  * allocates `size` zeroed bytes whose first member is the host_engine and
  * its buffers. NULL with "<backend>: <why>" in err on failure. */
@@ -96,10 +111,11 @@ double host_now_ms(void);
     .probe = host_probe, .error = host_error, .set_params = host_set_params,                  \
     .get_params = host_get_params, .bind_dataset = host_bind_dataset,                         \
     .train_steps = host_train_steps, .evaluate = host_evaluate, .buffer = host_buffer,        \
-    .buffer_space = MEM_HOST, .profile_layers = host_profile_layers
+    .buffer_space = MEM_HOST, .profile_layers = host_profile_layers, .last_loss = host_last_loss
 
 int host_probe(void *ctx, char *why, size_t why_len); /* a CPU always can */
 const char *host_error(engine *e);
+/* fp64 engines widen the floats on the way in and round on the way out. */
 int host_set_params(engine *e, const float *params);
 int host_get_params(engine *e, float *params);
 /* Keeps the pointers, after checking that the images fit the workload. */
@@ -108,7 +124,14 @@ int host_bind_dataset(engine *e, const dataset *train, const dataset *test);
 int host_train_steps(engine *e, const int32_t *indices, int batch, int steps, float *losses);
 /* Batch after batch through layers->score. */
 int host_evaluate(engine *e, int limit, eval_counts *out);
+/* NULL (count 0) in fp64 engines: their buffers are double, and the
+ * data-parallel coordinator, which reduces floats, refuses them. */
 float *host_buffer(engine *e, engine_buffer which, size_t *count);
+/* Through the host_layers' own, for backends that compute at several
+ * precisions. */
+int host_compute_gradients(engine *e, const int32_t *indices, int batch, float *loss);
+int host_apply_update(engine *e, float grad_scale);
+double host_last_loss(engine *e);
 /* Checks the request, takes the batch's labels, saves the parameters,
  * optimiser state and step count, times the steps (layers->time_steps),
  * averages the times over reps and puts the model back as it was. */

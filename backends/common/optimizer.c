@@ -1,9 +1,13 @@
+/* The optimiser update, written over `real` and built for float and double
+ * (real.h). */
 #include "backends/common/optimizer.h"
 
 #include <math.h>
 
 #include "backends/common/elementwise.h"
+#include "backends/common/real.h"
 
+#ifdef LB_REAL_PLAIN
 int optimizer_state_per_param(optimizer_kind kind)
 {
     switch (kind) {
@@ -16,36 +20,42 @@ int optimizer_state_per_param(optimizer_kind kind)
     }
     return 0;
 }
+#endif
 
-static void update_tensor(const optimizer_config *opt, float *w, const float *g, float scale,
-                          float decay, float *state, size_t state_stride, long step,
-                          size_t n)
+/* The hyper-parameters at the engine's precision: an fp64 engine widens
+ * the float settings once, as it widens the parameters. */
+static void update_tensor(const optimizer_config *opt, real *w, const real *g, real scale,
+                          real decay, real *state, size_t state_stride, long step, size_t n)
 {
+    const real lr = opt->lr, mu = opt->momentum, b1 = opt->beta1, b2 = opt->beta2;
     switch (opt->kind) {
     case OPT_SGD:
         for (size_t i = 0; i < n; i++)
-            w[i] = lb_sgd_step(w[i], lb_decayed_grad(g[i] * scale, w[i], decay), opt->lr);
+            w[i] = lb_sgd_step(w[i], lb_decayed_grad(g[i] * scale, w[i], decay), lr);
         break;
     case OPT_NESTEROV:
         for (size_t i = 0; i < n; i++)
             w[i] = lb_nesterov_step(w[i], lb_decayed_grad(g[i] * scale, w[i], decay),
-                                    &state[i], opt->lr, opt->momentum);
+                                    &state[i], lr, mu);
         break;
     case OPT_ADAM: {
-        float c1 = 1.0f - powf(opt->beta1, (float)step);
-        float c2 = 1.0f - powf(opt->beta2, (float)step);
-        float *m = state, *s = state + state_stride;
+#ifdef LB_REAL_DOUBLE
+        const real c1 = 1 - pow(b1, (real)step), c2 = 1 - pow(b2, (real)step);
+#else
+        const real c1 = 1 - powf(b1, (real)step), c2 = 1 - powf(b2, (real)step);
+#endif
+        real *m = state, *s = state + state_stride;
         for (size_t i = 0; i < n; i++)
             w[i] = lb_adam_step(w[i], lb_decayed_grad(g[i] * scale, w[i], decay), &m[i],
-                                &s[i], opt->lr, opt->beta1, opt->beta2, opt->eps, c1, c2);
+                                &s[i], lr, b1, b2, (real)opt->eps, c1, c2);
         break;
     }
     }
 }
 
-void optimizer_update_range(const workload *w, const optimizer_config *opt, float *params,
-                            const float *grads, float grad_scale, float *state, long step,
-                            size_t lo, size_t hi)
+void R(optimizer_update_range)(const workload *w, const optimizer_config *opt, real *params,
+                               const real *grads, real grad_scale, real *state, long step,
+                               size_t lo, size_t hi)
 {
     for (int li = 0; li < w->n_layers; li++) {
         const layer *l = &w->layers[li];
@@ -54,7 +64,7 @@ void optimizer_update_range(const workload *w, const optimizer_config *opt, floa
         /* weights then bias, each clipped to [lo, hi) */
         size_t starts[2] = {l->weight_offset, l->bias_offset};
         size_t counts[2] = {l->weight_count, l->bias_count};
-        float decays[2] = {opt->weight_decay, 0.0f};
+        real decays[2] = {opt->weight_decay, 0};
         for (int t = 0; t < 2; t++) {
             size_t a = starts[t] > lo ? starts[t] : lo;
             size_t b = starts[t] + counts[t] < hi ? starts[t] + counts[t] : hi;
@@ -66,9 +76,9 @@ void optimizer_update_range(const workload *w, const optimizer_config *opt, floa
     }
 }
 
-void optimizer_update(const workload *w, const optimizer_config *opt, float *params,
-                      const float *grads, float grad_scale, float *state, long step)
+void R(optimizer_update)(const workload *w, const optimizer_config *opt, real *params,
+                         const real *grads, real grad_scale, real *state, long step)
 {
-    optimizer_update_range(w, opt, params, grads, grad_scale, state, step, 0,
-                           w->param_count);
+    R(optimizer_update_range)(w, opt, params, grads, grad_scale, state, step, 0,
+                              w->param_count);
 }

@@ -21,7 +21,10 @@
  *    buffer from being overwritten while it is still in use. The indices then
  *    name rows of the staging buffers, so the same graph serves.
  *
- * Precision: fp32 (cuDNN FMA math, cuBLAS default math: no TF32), tf32
+ * Precision: fp64 (everything in double: cuDNN with CUDNN_DATA_DOUBLE,
+ * cuBLAS with CUBLAS_COMPUTE_64F, double master weights and optimiser
+ * state; set_params and get_params convert from and to float on the
+ * device), fp32 (cuDNN FMA math, cuBLAS default math: no TF32), tf32
  * (tensor-op math on fp32 data), and mixed bf16 and fp16: activations,
  * gradients and a copy of the weights in 16 bits with fp32 accumulation,
  * fp32 master weights that the update kernel rounds into the copy. fp16
@@ -34,6 +37,7 @@
  * returns -1. Every kernel wrapper returns cudaGetLastError() after its
  * launch, which is checked the same way. */
 #include <dlfcn.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -77,6 +81,7 @@ struct engine {
     int device;
 
     lbk_dtype act_type; /* activations, gradients and the weight copy */
+    lbk_dtype master;   /* parameters and optimiser state: LBK_F32, or LBK_F64 in fp64 */
     int mixed;          /* bf16, fp16: fp32 master weights + low-precision copy */
     cudnnDataType_t cudnn_type;
     cudaDataType_t blas_type;
@@ -98,25 +103,27 @@ struct engine {
     size_t workspace_bytes;
 
     /* flat vectors on the device */
-    size_t n_params, state_floats;
-    float *params;
+    size_t n_params, state_floats; /* state_floats: numbers of optimiser state */
+    void *params;    /* master */
     void *params_lo; /* mixed only */
     void *grads;     /* act_type */
     float *grads32;  /* mixed only: unscaled fp32 gradients for compute_gradients */
-    float *opt_state;
+    float *params32; /* fp64 only: the float parameters on their way in and out */
+    void *opt_state; /* master */
     uint8_t *decay_mask;
     cuda_step_state *state, *state_saved;
-    float *saved; /* params then optimiser state, put back after a warm-up or profile */
+    void *saved; /* params then optimiser state, put back after a warm-up or profile */
 
     /* activations: act[0] the batch, act[i + 1] the output of layer i */
     void *act[MAX_LAYERS + 1];
     void *grad_a, *grad_b;
     int *batch_labels;
-    float *bias_partial;
+    void *bias_partial;
 
     int capacity_steps; /* of the index and loss buffers */
     int32_t *indices_dev, *indices_host;
-    float *losses_dev, *losses_host;
+    double *losses_dev, *losses_host; /* double: an fp64 engine's loss keeps its digits */
+    double last_loss;
     unsigned long long *confusion;
     double *loss_sum;
 
@@ -306,6 +313,30 @@ static int host_alloc(engine *e, void **p, size_t bytes, const char *what)
 }
 
 static size_t act_size(const engine *e) { return lbk_dtype_size(e->act_type); }
+static size_t master_size(const engine *e) { return lbk_dtype_size(e->master); }
+
+/* Whether the precision computes in plain FMA maths, no tensor-core
+ * shortcuts: fp32 (no TF32) and fp64. */
+static int plain_math(const engine *e)
+{
+    return e->cfg.precision == PREC_FP32 || e->cfg.precision == PREC_FP64;
+}
+
+/* The scaling factors alpha = 1 and beta = 0 cuDNN and cuBLAS take: double
+ * for double data, float otherwise. */
+static const void *one_of(const engine *e)
+{
+    static const float one_f = 1.0f;
+    static const double one_d = 1.0;
+    return e->master == LBK_F64 ? (const void *)&one_d : (const void *)&one_f;
+}
+
+static const void *zero_of(const engine *e)
+{
+    static const float zero_f = 0.0f;
+    static const double zero_d = 0.0;
+    return e->master == LBK_F64 ? (const void *)&zero_d : (const void *)&zero_f;
+}
 
 /* A replayed graph holds raw pointers: drop it when a buffer it uses moves. */
 static void drop_graph(engine *e)
@@ -340,7 +371,7 @@ static int ensure_capacity(engine *e, int steps)
     CK_CUDA(cudaStreamSynchronize(e->stream));
     const size_t old_steps = (size_t)e->capacity_steps, B = (size_t)e->cfg.batch_size;
     device_free(e, (void **)&e->indices_dev, old_steps * B * sizeof(int32_t));
-    device_free(e, (void **)&e->losses_dev, old_steps * sizeof(float));
+    device_free(e, (void **)&e->losses_dev, old_steps * sizeof(double));
     cudaFreeHost(e->indices_host);
     cudaFreeHost(e->losses_host);
     e->indices_host = NULL;
@@ -348,9 +379,9 @@ static int ensure_capacity(engine *e, int steps)
     e->capacity_steps = 0;
     const size_t n = (size_t)steps;
     CK(device_alloc(e, (void **)&e->indices_dev, n * B * sizeof(int32_t), "batch indices"));
-    CK(device_alloc(e, (void **)&e->losses_dev, n * sizeof(float), "losses"));
+    CK(device_alloc(e, (void **)&e->losses_dev, n * sizeof(double), "losses"));
     CK(host_alloc(e, (void **)&e->indices_host, n * B * sizeof(int32_t), "batch indices"));
-    CK(host_alloc(e, (void **)&e->losses_host, n * sizeof(float), "losses"));
+    CK(host_alloc(e, (void **)&e->losses_host, n * sizeof(double), "losses"));
     e->capacity_steps = steps;
     return 0;
 }
@@ -385,7 +416,7 @@ static const char *bwd_filter_algo_name(int a)
  * convert fp32 data down to fp16. */
 static cudnnMathType_t initial_math(const engine *e)
 {
-    return e->cfg.precision == PREC_FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+    return plain_math(e) ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
 }
 
 /* One candidate of cuDNN's heuristic list, whatever the direction. */
@@ -405,7 +436,7 @@ static int acceptable(const engine *e, const candidate *c)
     if (c->status != CUDNN_STATUS_SUCCESS || c->determinism != CUDNN_DETERMINISTIC ||
         c->memory > CONV_WORKSPACE_LIMIT || c->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
         return 0;
-    if (e->cfg.precision == PREC_FP32)
+    if (plain_math(e))
         return c->math == CUDNN_FMA_MATH || c->math == CUDNN_DEFAULT_MATH;
     return 1;
 }
@@ -413,7 +444,7 @@ static int acceptable(const engine *e, const candidate *c)
 /* The math type set on the descriptor for a chosen candidate. */
 static cudnnMathType_t chosen_math(const engine *e, const candidate *c)
 {
-    return e->cfg.precision == PREC_FP32 ? CUDNN_FMA_MATH : c->math;
+    return plain_math(e) ? CUDNN_FMA_MATH : c->math;
 }
 
 enum conv_direction { CONV_FWD, CONV_BWD_DATA, CONV_BWD_FILTER };
@@ -517,7 +548,7 @@ static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir,
                 "cuda: %s: cuDNN offers no deterministic %s algorithm for batch %d in %s "
                 "(%d candidates)",
                 l->name, dir_names[dir], n,
-                e->cfg.precision == PREC_FP32 ? "fp32" : "this precision", got);
+                precision_name(e->cfg.precision), got);
 }
 
 static int set_tensor(engine *e, cudnnTensorDescriptor_t d, int n, shape3 s)
@@ -553,11 +584,11 @@ static int build_plan(engine *e, plan *p, int n, int allocate)
             cudnnConvolutionDescriptor_t convs[3] = {p->fwd[li], p->bwd_data[li],
                                                      p->bwd_filter[li]};
             /* cross-correlation like the naive layers, fp32 accumulation in
-             * every precision (the "pseudo half" configurations) */
+             * every precision but fp64 (the "pseudo half" configurations) */
             for (int k = 0; k < 3; k++)
-                CK_CUDNN(cudnnSetConvolution2dDescriptor(convs[k], 0, 0, l->stride, l->stride, 1, 1,
-                                                         CUDNN_CROSS_CORRELATION,
-                                                         CUDNN_DATA_FLOAT));
+                CK_CUDNN(cudnnSetConvolution2dDescriptor(
+                    convs[k], 0, 0, l->stride, l->stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                    e->master == LBK_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
             CK_CUDNN(cudnnGetConvolution2dForwardOutputDim(p->fwd[li], p->in[li], e->filter[li],
                                                            &dims[0], &dims[1], &dims[2], &dims[3]));
         } else {
@@ -625,7 +656,7 @@ static const void *weights_at(engine *e, size_t offset)
 {
     if (e->mixed)
         return (const char *)e->params_lo + offset * act_size(e);
-    return e->params + offset;
+    return (const char *)e->params + offset * master_size(e);
 }
 
 static void *grads_at(engine *e, size_t offset) { return (char *)e->grads + offset * act_size(e); }
@@ -634,29 +665,29 @@ static int gemm(engine *e, dense_product which, int n, int in, int out, const vo
                 const void *B, void *C)
 {
     const gemm_args g = dense_gemm_args(which, n, in, out);
-    const float one = 1.0f, zero = 0.0f; /* float scalars: the compute type is 32F */
+    /* scalars of the compute type: 32F, or 64F in fp64 */
     CK_CUBLAS(cublasGemmEx(e->cublas, g.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                           g.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &one, A,
-                           e->blas_type, g.lda, B, e->blas_type, g.ldb, &zero, C, e->blas_type,
-                           g.ldc, e->blas_compute, CUBLAS_GEMM_DEFAULT));
+                           g.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, one_of(e), A,
+                           e->blas_type, g.lda, B, e->blas_type, g.ldb, zero_of(e), C,
+                           e->blas_type, g.ldc, e->blas_compute, CUBLAS_GEMM_DEFAULT));
     return 0;
 }
 
 static int forward_layer(engine *e, const plan *p, int i, int n)
 {
     const layer *l = &e->w.layers[i];
-    const float one = 1.0f, zero = 0.0f;
+    const void *one = one_of(e), *zero = zero_of(e);
     void *x = e->act[i], *y = e->act[i + 1];
     switch (l->kind) {
     case LAYER_CONV:
-        CK_CUDNN(cudnnConvolutionForward(e->cudnn, &one, p->in[i], x, e->filter[i],
+        CK_CUDNN(cudnnConvolutionForward(e->cudnn, one, p->in[i], x, e->filter[i],
                                          weights_at(e, l->weight_offset), p->fwd[i], p->fwd_algo[i],
-                                         e->workspace, e->workspace_bytes, &zero, p->out[i], y));
+                                         e->workspace, e->workspace_bytes, zero, p->out[i], y));
         CK_CUDA(lbk_bias_add(e->stream, e->act_type, y, weights_at(e, l->bias_offset), n, l->out.c,
                              l->out.h * l->out.w));
         break;
     case LAYER_MAXPOOL:
-        CK_CUDNN(cudnnPoolingForward(e->cudnn, e->pool[i], &one, p->in[i], x, &zero, p->out[i], y));
+        CK_CUDNN(cudnnPoolingForward(e->cudnn, e->pool[i], one, p->in[i], x, zero, p->out[i], y));
         break;
     case LAYER_DENSE:
         CK(gemm(e, DENSE_FORWARD, n, shape3_size(l->in), l->units, weights_at(e, l->weight_offset),
@@ -676,25 +707,25 @@ static int forward_layer(engine *e, const plan *p, int i, int n)
 static int backward_layer(engine *e, const plan *p, int i, int n, const void *dy, void *dx)
 {
     const layer *l = &e->w.layers[i];
-    const float one = 1.0f, zero = 0.0f;
+    const void *one = one_of(e), *zero = zero_of(e);
     const void *x = e->act[i], *y = e->act[i + 1];
     switch (l->kind) {
     case LAYER_CONV:
         CK_CUDNN(cudnnConvolutionBackwardFilter(
-            e->cudnn, &one, p->in[i], x, p->out[i], dy, p->bwd_filter[i], p->bwd_filter_algo[i],
-            e->workspace, e->workspace_bytes, &zero, e->filter[i], grads_at(e, l->weight_offset)));
+            e->cudnn, one, p->in[i], x, p->out[i], dy, p->bwd_filter[i], p->bwd_filter_algo[i],
+            e->workspace, e->workspace_bytes, zero, e->filter[i], grads_at(e, l->weight_offset)));
         CK_CUDA(lbk_bias_backward(e->stream, e->act_type, grads_at(e, l->bias_offset), dy, n,
                                   l->out.c, l->out.h * l->out.w, e->bias_partial));
         if (dx)
-            CK_CUDNN(cudnnConvolutionBackwardData(e->cudnn, &one, e->filter[i],
+            CK_CUDNN(cudnnConvolutionBackwardData(e->cudnn, one, e->filter[i],
                                                   weights_at(e, l->weight_offset), p->out[i], dy,
                                                   p->bwd_data[i], p->bwd_data_algo[i], e->workspace,
-                                                  e->workspace_bytes, &zero, p->in[i], dx));
+                                                  e->workspace_bytes, zero, p->in[i], dx));
         break;
     case LAYER_MAXPOOL:
         if (dx)
-            CK_CUDNN(cudnnPoolingBackward(e->cudnn, e->pool[i], &one, p->out[i], y, p->out[i], dy,
-                                          p->in[i], x, &zero, p->in[i], dx));
+            CK_CUDNN(cudnnPoolingBackward(e->cudnn, e->pool[i], one, p->out[i], y, p->out[i], dy,
+                                          p->in[i], x, zero, p->in[i], dx));
         break;
     case LAYER_DENSE:
         CK(gemm(e, DENSE_BACKWARD_WEIGHTS, n, shape3_size(l->in), l->units, x, dy,
@@ -752,8 +783,9 @@ static int update_and_finish(engine *e)
 {
     if (e->scaling.dynamic)
         CK_CUDA(lbk_check_finite(e->stream, e->act_type, e->grads, e->n_params, e->state));
-    CK_CUDA(lbk_update(e->stream, e->opt, e->params, e->params_lo, e->act_type, e->grads,
-                       e->act_type, e->opt_state, e->decay_mask, e->n_params, 1.0f, 1, e->state));
+    CK_CUDA(lbk_update(e->stream, e->opt, e->params, e->master, e->params_lo, e->act_type,
+                       e->grads, e->act_type, e->opt_state, e->decay_mask, e->n_params, 1.0f, 1,
+                       e->state));
     CK_CUDA(lbk_finish_step(e->stream, e->state, e->scaling));
     return 0;
 }
@@ -777,12 +809,12 @@ static int refresh_low_copy(engine *e)
 
 static int save_model(engine *e)
 {
-    CK_CUDA(cudaMemcpyAsync(e->saved, e->params, e->n_params * sizeof(float),
-                            cudaMemcpyDeviceToDevice, e->stream));
+    const size_t size = master_size(e);
+    CK_CUDA(cudaMemcpyAsync(e->saved, e->params, e->n_params * size, cudaMemcpyDeviceToDevice,
+                            e->stream));
     if (e->state_floats)
-        CK_CUDA(cudaMemcpyAsync(e->saved + e->n_params, e->opt_state,
-                                e->state_floats * sizeof(float), cudaMemcpyDeviceToDevice,
-                                e->stream));
+        CK_CUDA(cudaMemcpyAsync((char *)e->saved + e->n_params * size, e->opt_state,
+                                e->state_floats * size, cudaMemcpyDeviceToDevice, e->stream));
     CK_CUDA(cudaMemcpyAsync(e->state_saved, e->state, sizeof(cuda_step_state),
                             cudaMemcpyDeviceToDevice, e->stream));
     return 0;
@@ -790,12 +822,12 @@ static int save_model(engine *e)
 
 static int restore_model(engine *e)
 {
-    CK_CUDA(cudaMemcpyAsync(e->params, e->saved, e->n_params * sizeof(float),
-                            cudaMemcpyDeviceToDevice, e->stream));
+    const size_t size = master_size(e);
+    CK_CUDA(cudaMemcpyAsync(e->params, e->saved, e->n_params * size, cudaMemcpyDeviceToDevice,
+                            e->stream));
     if (e->state_floats)
-        CK_CUDA(cudaMemcpyAsync(e->opt_state, e->saved + e->n_params,
-                                e->state_floats * sizeof(float), cudaMemcpyDeviceToDevice,
-                                e->stream));
+        CK_CUDA(cudaMemcpyAsync(e->opt_state, (char *)e->saved + e->n_params * size,
+                                e->state_floats * size, cudaMemcpyDeviceToDevice, e->stream));
     CK_CUDA(cudaMemcpyAsync(e->state, e->state_saved, sizeof(cuda_step_state),
                             cudaMemcpyDeviceToDevice, e->stream));
     return refresh_low_copy(e);
@@ -946,15 +978,16 @@ static int init_engine(engine *e)
     const size_t n = w->param_count;
     e->n_params = n;
     e->state_floats = (size_t)optimizer_state_per_param(e->cfg.opt.kind) * n;
-    CK(device_alloc(e, (void **)&e->params, n * sizeof(float), "parameters"));
+    CK(device_alloc(e, &e->params, n * master_size(e), "parameters"));
+    if (e->master == LBK_F64)
+        CK(device_alloc(e, (void **)&e->params32, n * sizeof(float), "float parameters"));
     CK(device_alloc(e, &e->grads, n * act_size(e), "gradients"));
     if (e->mixed) {
         CK(device_alloc(e, &e->params_lo, n * act_size(e), "low-precision parameters"));
         CK(device_alloc(e, (void **)&e->grads32, n * sizeof(float), "fp32 gradients"));
     }
-    CK(device_alloc(e, (void **)&e->opt_state, e->state_floats * sizeof(float), "optimiser state"));
-    CK(device_alloc(e, (void **)&e->saved, (n + e->state_floats) * sizeof(float),
-                    "saved parameters"));
+    CK(device_alloc(e, &e->opt_state, e->state_floats * master_size(e), "optimiser state"));
+    CK(device_alloc(e, &e->saved, (n + e->state_floats) * master_size(e), "saved parameters"));
     CK(device_alloc(e, (void **)&e->state, sizeof(cuda_step_state), "step state"));
     CK(device_alloc(e, (void **)&e->state_saved, sizeof(cuda_step_state), "saved step state"));
 
@@ -994,7 +1027,7 @@ static int init_engine(engine *e)
     CK(device_alloc(e, &e->grad_a, B * max_act * act_size(e), "activation gradients"));
     CK(device_alloc(e, &e->grad_b, B * max_act * act_size(e), "activation gradients"));
     CK(device_alloc(e, (void **)&e->batch_labels, B * sizeof(int), "batch labels"));
-    CK(device_alloc(e, (void **)&e->bias_partial, partials * sizeof(float), "bias partials"));
+    CK(device_alloc(e, &e->bias_partial, partials * sizeof(double), "bias partials"));
     CK(device_alloc(e, (void **)&e->confusion,
                     sizeof(unsigned long long) * WORKLOAD_MAX_CLASSES * WORKLOAD_MAX_CLASSES,
                     "confusion counts"));
@@ -1030,6 +1063,7 @@ static void destroy(engine *e)
     }
     void *device_buffers[] = {
         e->params,      e->params_lo,    e->grads,        e->grads32,         e->opt_state,
+        e->params32,
         e->decay_mask,  e->state,        e->state_saved,  e->saved,           e->grad_a,
         e->grad_b,      e->batch_labels, e->bias_partial, e->indices_dev,     e->losses_dev,
         e->confusion,   e->loss_sum,     e->train_images, e->train_labels,    e->test_images,
@@ -1073,7 +1107,7 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
         why = "no workload or configuration";
     else if (cfg->batch_size < 1)
         why = "batch size must be at least 1";
-    else if ((int)cfg->precision < (int)PREC_FP32 || (int)cfg->precision > (int)PREC_FP16)
+    else if ((int)cfg->precision < (int)PREC_FP32 || (int)cfg->precision > (int)PREC_FP64)
         why = "unknown precision";
     else if ((int)cfg->opt.kind < (int)OPT_SGD || (int)cfg->opt.kind > (int)OPT_ADAM)
         why = "unknown optimiser";
@@ -1101,7 +1135,16 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
                              cfg->opt.weight_decay, cfg->opt.beta1, cfg->opt.beta2,
                              cfg->opt.eps};
     e->scaling = (loss_scaling){0, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1 << 30};
+    e->master = LBK_F32;
+    e->last_loss = NAN;
     switch (cfg->precision) {
+    case PREC_FP64:
+        e->act_type = LBK_F64;
+        e->master = LBK_F64;
+        e->cudnn_type = CUDNN_DATA_DOUBLE;
+        e->blas_type = CUDA_R_64F;
+        e->blas_compute = CUBLAS_COMPUTE_64F;
+        break;
     case PREC_FP32:
     case PREC_TF32:
         e->act_type = LBK_F32;
@@ -1145,8 +1188,12 @@ static const char *error(engine *e) { return e ? e->err : "cuda: no engine"; }
 static int set_params(engine *e, const float *params)
 {
     BEGIN(e);
-    CK_CUDA(cudaMemcpyAsync(e->params, params, e->n_params * sizeof(float), cudaMemcpyHostToDevice,
+    float *to = e->master == LBK_F64 ? e->params32 : e->params;
+    CK_CUDA(cudaMemcpyAsync(to, params, e->n_params * sizeof(float), cudaMemcpyHostToDevice,
                             e->stream));
+    if (e->master == LBK_F64)
+        CK_CUDA(lbk_convert(e->stream, e->params, LBK_F64, e->params32, LBK_F32, e->n_params, 0,
+                            NULL));
     CK(refresh_low_copy(e));
     CK_CUDA(cudaStreamSynchronize(e->stream));
     return 0;
@@ -1155,7 +1202,13 @@ static int set_params(engine *e, const float *params)
 static int get_params(engine *e, float *params)
 {
     BEGIN(e);
-    CK_CUDA(cudaMemcpyAsync(params, e->params, e->n_params * sizeof(float), cudaMemcpyDeviceToHost,
+    const float *from = e->params;
+    if (e->master == LBK_F64) {
+        CK_CUDA(lbk_convert(e->stream, e->params32, LBK_F32, e->params, LBK_F64, e->n_params, 0,
+                            NULL));
+        from = e->params32;
+    }
+    CK_CUDA(cudaMemcpyAsync(params, from, e->n_params * sizeof(float), cudaMemcpyDeviceToHost,
                             e->stream));
     CK_CUDA(cudaStreamSynchronize(e->stream));
     return 0;
@@ -1286,11 +1339,13 @@ static int train_steps(engine *e, const int32_t *indices, int batch, int steps, 
         if (!e->cfg.data_on_device)
             CK_CUDA(cudaEventRecord(e->compute_done[k], e->stream));
     }
-    CK_CUDA(cudaMemcpyAsync(e->losses_host, e->losses_dev, (size_t)steps * sizeof(float),
+    CK_CUDA(cudaMemcpyAsync(e->losses_host, e->losses_dev, (size_t)steps * sizeof(double),
                             cudaMemcpyDeviceToHost, e->stream));
     CK_CUDA(cudaStreamSynchronize(e->stream));
     if (losses)
-        memcpy(losses, e->losses_host, (size_t)steps * sizeof(float));
+        for (int s = 0; s < steps; s++)
+            losses[s] = (float)e->losses_host[s];
+    e->last_loss = e->losses_host[steps - 1];
     sample_memory(e);
     return 0;
 }
@@ -1367,29 +1422,36 @@ static int compute_gradients(engine *e, const int32_t *indices, int batch, float
     if (e->mixed)
         CK_CUDA(lbk_convert(e->stream, e->grads32, LBK_F32, e->grads, e->act_type, e->n_params, 1,
                             e->state));
-    float l = 0;
+    double l = 0;
     CK_CUDA(cudaMemcpyAsync(&l, e->losses_dev, sizeof l, cudaMemcpyDeviceToHost, e->stream));
     CK_CUDA(cudaStreamSynchronize(e->stream));
+    e->last_loss = l;
     if (loss)
-        *loss = l;
+        *loss = (float)l;
     return 0;
 }
 
 static int apply_update(engine *e, float grad_scale)
 {
     BEGIN(e);
-    float *g = e->mixed ? e->grads32 : (float *)e->grads;
+    const void *g = e->mixed ? (void *)e->grads32 : e->grads;
+    const lbk_dtype g_type = e->mixed ? LBK_F32 : e->act_type;
     if (e->scaling.dynamic)
-        CK_CUDA(lbk_check_finite(e->stream, LBK_F32, g, e->n_params, e->state));
-    CK_CUDA(lbk_update(e->stream, e->opt, e->params, e->params_lo, e->act_type, g, LBK_F32,
-                       e->opt_state, e->decay_mask, e->n_params, grad_scale, 0, e->state));
+        CK_CUDA(lbk_check_finite(e->stream, g_type, g, e->n_params, e->state));
+    CK_CUDA(lbk_update(e->stream, e->opt, e->params, e->master, e->params_lo, e->act_type, g,
+                       g_type, e->opt_state, e->decay_mask, e->n_params, grad_scale, 0, e->state));
     CK_CUDA(lbk_finish_step(e->stream, e->state, e->scaling));
     CK_CUDA(cudaStreamSynchronize(e->stream));
     return 0;
 }
 
+/* None in fp64: the buffers are double, and the coordinator reduces floats. */
 static float *buffer(engine *e, engine_buffer which, size_t *count)
 {
+    if (e->master != LBK_F32) {
+        *count = 0;
+        return NULL;
+    }
     switch (which) {
     case BUF_PARAMS:
         *count = e->n_params;
@@ -1404,6 +1466,8 @@ static float *buffer(engine *e, engine_buffer which, size_t *count)
     *count = 0;
     return NULL;
 }
+
+static double last_loss(engine *e) { return e->last_loss; }
 
 /* ------------------------------------------------------------------ reporting */
 
@@ -1439,9 +1503,9 @@ static const char *math_name(cudnnMathType_t m)
 
 static void describe(engine *e, char *buf, size_t len)
 {
-    static const char *math[] = {"fp32 FMA (no TF32)", "tf32 tensor cores",
-                                 "bf16 mixed, fp32 master weights",
-                                 "fp16 mixed, fp32 master weights, dynamic loss scale"};
+    static const char *math[PRECISION_COUNT] = {
+        "fp32 FMA (no TF32)", "tf32 tensor cores", "bf16 mixed, fp32 master weights",
+        "fp16 mixed, fp32 master weights, dynamic loss scale", "fp64 throughout"};
     size_t at = 0;
 #define ADD(...)                                                                                   \
     do {                                                                                           \
@@ -1626,7 +1690,8 @@ const backend cuda_backend = {
     .name = "cuda",
     .summary = "one GPU: cuDNN convolutions, cuBLAS dense layers",
     .built = 1,
-    .precisions = 1u << PREC_FP32 | 1u << PREC_TF32 | 1u << PREC_BF16 | 1u << PREC_FP16,
+    .precisions = 1u << PREC_FP32 | 1u << PREC_TF32 | 1u << PREC_BF16 | 1u << PREC_FP16 |
+                  1u << PREC_FP64,
     .probe = probe,
     .create = create,
     .destroy = destroy,
@@ -1646,6 +1711,7 @@ const backend cuda_backend = {
     .library_info = library_info,
     .profile_layers = profile_layers,
     .peak_gflops = peak_gflops,
+    .last_loss = last_loss,
 };
 
 /* The cuda module's tables: the backend, and device memory helpers for the

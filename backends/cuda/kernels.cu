@@ -19,7 +19,19 @@ namespace
 constexpr int kThreads = 256;
 constexpr int kMaxClasses = WORKLOAD_MAX_CLASSES;
 
-/* Loads and stores in float, whatever the storage type. */
+/* The type the arithmetic on a storage type is done in: float, or double
+ * for double storage (the fp64 engine). */
+template <typename T> struct acc_of {
+    using type = float;
+};
+template <> struct acc_of<double> {
+    using type = double;
+};
+template <typename T> using acc_t = typename acc_of<T>::type;
+
+/* Loads and stores in the arithmetic type, whatever the storage type. */
+__device__ __forceinline__ double load(const double *p, size_t i) { return p[i]; }
+__device__ __forceinline__ void store(double *p, size_t i, double v) { p[i] = v; }
 __device__ __forceinline__ float load(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float load(const __half *p, size_t i) { return __half2float(p[i]); }
 __device__ __forceinline__ float load(const __nv_bfloat16 *p, size_t i)
@@ -54,6 +66,9 @@ template <typename Body> cudaError_t dispatch(lbk_dtype t, Body body)
         break;
     case LBK_BF16:
         body(static_cast<__nv_bfloat16 *>(nullptr));
+        break;
+    case LBK_F64:
+        body(static_cast<double *>(nullptr));
         break;
     default:
         return cudaErrorInvalidValue;
@@ -109,15 +124,16 @@ __global__ void bias_add_kernel(T *y, const T *bias, int C, int P, size_t count)
 /* Block (s, c) sums channel c over images [s * per, (s + 1) * per); with
  * one split it writes d_bias directly, else a partial. */
 template <typename T>
-__global__ void bias_partial_kernel(T *d_bias, float *partial, const T *dy, int n, int C, int P,
+__global__ void bias_partial_kernel(T *d_bias, acc_t<T> *partial, const T *dy, int n, int C, int P,
                                     int images_per_split)
 {
-    __shared__ float shared[kThreads];
+    using A = acc_t<T>;
+    __shared__ A shared[kThreads];
     const int s = blockIdx.x, c = blockIdx.y, splits = gridDim.x;
     const int b0 = s * images_per_split;
     const int b1 = min(n, b0 + images_per_split);
     const long elements = (long)(b1 > b0 ? b1 - b0 : 0) * P;
-    float sum = 0.0f;
+    A sum = 0;
     for (long j = threadIdx.x; j < elements; j += blockDim.x) {
         const long b = b0 + j / P, p = j % P;
         sum += load(dy, ((size_t)b * C + c) * P + p);
@@ -132,12 +148,12 @@ __global__ void bias_partial_kernel(T *d_bias, float *partial, const T *dy, int 
 }
 
 template <typename T>
-__global__ void bias_finish_kernel(T *d_bias, const float *partial, int C, int splits)
+__global__ void bias_finish_kernel(T *d_bias, const acc_t<T> *partial, int C, int splits)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C)
         return;
-    float sum = 0.0f;
+    acc_t<T> sum = 0;
     for (int s = 0; s < splits; s++)
         sum += partial[(size_t)c * splits + s];
     store(d_bias, c, sum);
@@ -175,14 +191,15 @@ __global__ void relu_backward_kernel(T *dx, const T *dy, const T *y, size_t coun
 /* One block; thread t takes images t, t + blockDim.x, ... */
 template <typename T>
 __global__ void softmax_xent_kernel(T *d_logits, const T *logits, const int *labels, int n,
-                                    int classes, const cuda_step_state *state, float *losses)
+                                    int classes, const cuda_step_state *state, double *losses)
 {
-    __shared__ float shared[kThreads];
-    const float loss_scale = state ? state->loss_scale : 1.0f;
-    const float scale = loss_scale / (float)n;
-    float sum = 0.0f;
+    using A = acc_t<T>;
+    __shared__ A shared[kThreads];
+    const A loss_scale = state ? state->loss_scale : 1.0f;
+    const A scale = loss_scale / (A)n;
+    A sum = 0;
     for (int b = threadIdx.x; b < n; b += blockDim.x) {
-        float z[kMaxClasses], dz[kMaxClasses];
+        A z[kMaxClasses], dz[kMaxClasses];
         for (int k = 0; k < classes; k++)
             z[k] = load(logits, (size_t)b * classes + k);
         sum += lb_softmax_xent(z, classes, labels[b], scale, dz);
@@ -191,7 +208,7 @@ __global__ void softmax_xent_kernel(T *d_logits, const T *logits, const int *lab
     }
     sum = block_sum(sum, shared);
     if (threadIdx.x == 0)
-        losses[state ? state->slot : 0] = sum / (float)n;
+        losses[state ? state->slot : 0] = sum / (A)n;
 }
 
 template <typename T>
@@ -201,10 +218,10 @@ __global__ void eval_count_kernel(const T *logits, const int *labels, int n, int
     __shared__ double shared[kThreads];
     double sum = 0.0;
     for (int b = threadIdx.x; b < n; b += blockDim.x) {
-        float z[kMaxClasses];
+        acc_t<T> z[kMaxClasses];
         for (int k = 0; k < classes; k++)
             z[k] = load(logits, (size_t)b * classes + k);
-        sum += lb_softmax_xent(z, classes, labels[b], 1.0f, nullptr);
+        sum += lb_softmax_xent(z, classes, labels[b], acc_t<T>(1), nullptr);
         atomicAdd(&confusion[labels[b] * classes + lb_argmax(z, classes)], 1ULL);
     }
     sum = block_sum(sum, shared);
@@ -224,35 +241,41 @@ __global__ void check_finite_kernel(const T *grads, size_t count, cuda_step_stat
         state->overflow = 1;
 }
 
-template <typename L, typename G>
-__global__ void update_kernel(lbk_optimizer opt, float *params, L *params_lo, const G *grads,
-                              float *opt_state, const uint8_t *decay_mask, size_t count,
+__device__ __forceinline__ float power(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double power(double x, double y) { return pow(x, y); }
+
+/* M: the master weights' type, float or double, in which the update is
+ * computed; the float settings are widened as the CPU optimiser widens
+ * them. */
+template <typename M, typename L, typename G>
+__global__ void update_kernel(lbk_optimizer opt, M *params, L *params_lo, const G *grads,
+                              M *opt_state, const uint8_t *decay_mask, size_t count,
                               float grad_scale, int unscale, const cuda_step_state *state)
 {
     if (state->overflow)
         return; /* skipped step: the fp16 gradients overflowed */
-    const float g_scale = unscale ? grad_scale / state->loss_scale : grad_scale;
-    float c1 = 1.0f, c2 = 1.0f;
+    const M g_scale = unscale ? grad_scale / state->loss_scale : grad_scale;
+    const M lr = opt.lr, mu = opt.momentum, b1 = opt.beta1, b2 = opt.beta2, eps = opt.eps;
+    M c1 = 1, c2 = 1;
     if (opt.kind == OPT_ADAM) {
-        const float t = (float)(state->step + 1);
-        c1 = 1.0f - powf(opt.beta1, t);
-        c2 = 1.0f - powf(opt.beta2, t);
+        const M t = (M)(state->step + 1);
+        c1 = 1 - power(b1, t);
+        c2 = 1 - power(b2, t);
     }
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
          i += (size_t)gridDim.x * blockDim.x) {
-        float w = params[i];
-        const float decay = decay_mask[i] ? opt.weight_decay : 0.0f;
-        const float g = lb_decayed_grad(load(grads, i) * g_scale, w, decay);
+        M w = params[i];
+        const M decay = decay_mask[i] ? opt.weight_decay : 0.0f;
+        const M g = lb_decayed_grad((M)load(grads, i) * g_scale, w, decay);
         switch (opt.kind) {
         case OPT_SGD:
-            w = lb_sgd_step(w, g, opt.lr);
+            w = lb_sgd_step(w, g, lr);
             break;
         case OPT_NESTEROV:
-            w = lb_nesterov_step(w, g, &opt_state[i], opt.lr, opt.momentum);
+            w = lb_nesterov_step(w, g, &opt_state[i], lr, mu);
             break;
         case OPT_ADAM:
-            w = lb_adam_step(w, g, &opt_state[i], &opt_state[count + i], opt.lr, opt.beta1,
-                             opt.beta2, opt.eps, c1, c2);
+            w = lb_adam_step(w, g, &opt_state[i], &opt_state[count + i], lr, b1, b2, eps, c1, c2);
             break;
         }
         params[i] = w;
@@ -270,10 +293,31 @@ template <typename D, typename S>
 __global__ void convert_kernel(D *dst, const S *src, size_t count, int divide,
                                const cuda_step_state *state)
 {
-    const float f = divide ? 1.0f / state->loss_scale : 1.0f;
+    const acc_t<S> f = divide ? 1.0f / state->loss_scale : 1.0f;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
          i += (size_t)gridDim.x * blockDim.x)
         store(dst, i, divide ? load(src, i) * f : load(src, i));
+}
+
+/* The update with master type M: two more levels of dispatch, the
+ * low-precision copy's type and the gradients' type. */
+template <typename M>
+cudaError_t launch_update(cudaStream_t stream, lbk_optimizer opt, M *params, void *params_lo,
+                          lbk_dtype lo, const void *grads, lbk_dtype grad_type, M *opt_state,
+                          const uint8_t *decay_mask, size_t count, float grad_scale,
+                          int unscale_by_loss_scale, const cuda_step_state *state)
+{
+    cudaError_t err = cudaSuccess;
+    cudaError_t outer = dispatch(lo, [&](auto *lo_type) {
+        using L = std::remove_pointer_t<decltype(lo_type)>;
+        err = dispatch(grad_type, [&](auto *grad_type_ptr) {
+            using G = std::remove_pointer_t<decltype(grad_type_ptr)>;
+            update_kernel<M, L, G><<<blocks_for(count), kThreads, 0, stream>>>(
+                opt, params, static_cast<L *>(params_lo), static_cast<const G *>(grads), opt_state,
+                decay_mask, count, grad_scale, unscale_by_loss_scale, state);
+        });
+    });
+    return err != cudaSuccess ? err : outer;
 }
 
 } // namespace
@@ -312,7 +356,7 @@ size_t lbk_bias_backward_partials(int n, int C, int P)
 }
 
 cudaError_t lbk_bias_backward(cudaStream_t stream, lbk_dtype t, void *d_bias, const void *dy, int n,
-                              int C, int P, float *partial)
+                              int C, int P, void *partial)
 {
     if (n < 1 || C < 1)
         return cudaSuccess;
@@ -320,11 +364,13 @@ cudaError_t lbk_bias_backward(cudaStream_t stream, lbk_dtype t, void *d_bias, co
     const int per = (n + splits - 1) / splits;
     return dispatch(t, [&](auto *type) {
         using T = std::remove_pointer_t<decltype(type)>;
+        using A = acc_t<T>;
         bias_partial_kernel<T><<<dim3(splits, C), kThreads, 0, stream>>>(
-            static_cast<T *>(d_bias), partial, static_cast<const T *>(dy), n, C, P, per);
+            static_cast<T *>(d_bias), static_cast<A *>(partial), static_cast<const T *>(dy), n, C,
+            P, per);
         if (splits > 1)
             bias_finish_kernel<T><<<(C + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-                static_cast<T *>(d_bias), partial, C, splits);
+                static_cast<T *>(d_bias), static_cast<const A *>(partial), C, splits);
     });
 }
 
@@ -353,7 +399,7 @@ cudaError_t lbk_relu_backward(cudaStream_t stream, lbk_dtype t, void *dx, const 
 
 cudaError_t lbk_softmax_xent(cudaStream_t stream, lbk_dtype t, void *d_logits, const void *logits,
                              const int *labels, int n, int classes, const cuda_step_state *state,
-                             float *losses)
+                             double *losses)
 {
     if (n < 1 || classes < 1 || classes > kMaxClasses)
         return cudaErrorInvalidValue;
@@ -391,25 +437,22 @@ cudaError_t lbk_check_finite(cudaStream_t stream, lbk_dtype t, const void *grads
     });
 }
 
-cudaError_t lbk_update(cudaStream_t stream, lbk_optimizer opt, float *params, void *params_lo,
-                       lbk_dtype lo, const void *grads, lbk_dtype grad_type, float *opt_state,
-                       const uint8_t *decay_mask, size_t count, float grad_scale,
+cudaError_t lbk_update(cudaStream_t stream, lbk_optimizer opt, void *params, lbk_dtype master,
+                       void *params_lo, lbk_dtype lo, const void *grads, lbk_dtype grad_type,
+                       void *opt_state, const uint8_t *decay_mask, size_t count, float grad_scale,
                        int unscale_by_loss_scale, const cuda_step_state *state)
 {
     if (count == 0)
         return cudaSuccess;
-    cudaError_t err = cudaSuccess;
-    /* two levels of dispatch: the low-precision copy's type, the gradients' type */
-    cudaError_t outer = dispatch(lo, [&](auto *lo_type) {
-        using L = std::remove_pointer_t<decltype(lo_type)>;
-        err = dispatch(grad_type, [&](auto *grad_type_ptr) {
-            using G = std::remove_pointer_t<decltype(grad_type_ptr)>;
-            update_kernel<L, G><<<blocks_for(count), kThreads, 0, stream>>>(
-                opt, params, static_cast<L *>(params_lo), static_cast<const G *>(grads), opt_state,
-                decay_mask, count, grad_scale, unscale_by_loss_scale, state);
-        });
-    });
-    return err != cudaSuccess ? err : outer;
+    if (master == LBK_F64)
+        return launch_update(stream, opt, static_cast<double *>(params), params_lo, lo, grads,
+                             grad_type, static_cast<double *>(opt_state), decay_mask, count,
+                             grad_scale, unscale_by_loss_scale, state);
+    if (master != LBK_F32)
+        return cudaErrorInvalidValue;
+    return launch_update(stream, opt, static_cast<float *>(params), params_lo, lo, grads,
+                         grad_type, static_cast<float *>(opt_state), decay_mask, count, grad_scale,
+                         unscale_by_loss_scale, state);
 }
 
 cudaError_t lbk_finish_step(cudaStream_t stream, cuda_step_state *state, loss_scaling cfg)

@@ -8,28 +8,28 @@
 
 #include "backends/naive/layers.h"
 
-size_t conv_scratch_floats(int C, int H, int W, int kernel, int stride)
+size_t conv_scratch_count(int C, int H, int W, int kernel, int stride)
 {
     return (size_t)C * kernel * kernel * conv_out_size(H, kernel, stride) *
            conv_out_size(W, kernel, stride);
 }
 
 /* col[(c, ki, kj)][(oy, ox)] = in[c][oy * stride + ki][ox * stride + kj] */
-static void im2col(float *col, const float *in, int C, int H, int W, int kernel, int stride)
+static void im2col(real *col, const real *in, int C, int H, int W, int kernel, int stride)
 {
     const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
     for (int c = 0; c < C; c++)
         for (int ki = 0; ki < kernel; ki++)
             for (int kj = 0; kj < kernel; kj++)
                 for (int oy = 0; oy < OH; oy++) {
-                    const float *src = in + ((size_t)c * H + oy * stride + ki) * W + kj;
+                    const real *src = in + ((size_t)c * H + oy * stride + ki) * W + kj;
                     for (int ox = 0; ox < OW; ox++)
                         *col++ = src[ox * stride];
                 }
 }
 
 /* The same numbers transposed: colT[(oy, ox)][(c, ki, kj)]. */
-static void im2col_t(float *colT, const float *in, int C, int H, int W, int kernel,
+static void im2col_t(real *colT, const real *in, int C, int H, int W, int kernel,
                      int stride)
 {
     const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
@@ -37,7 +37,7 @@ static void im2col_t(float *colT, const float *in, int C, int H, int W, int kern
         for (int ox = 0; ox < OW; ox++)
             for (int c = 0; c < C; c++)
                 for (int ki = 0; ki < kernel; ki++) {
-                    const float *src =
+                    const real *src =
                         in + ((size_t)c * H + oy * stride + ki) * W + ox * stride;
                     for (int kj = 0; kj < kernel; kj++)
                         *colT++ = src[kj];
@@ -45,7 +45,7 @@ static void im2col_t(float *colT, const float *in, int C, int H, int W, int kern
 }
 
 /* in[c][oy * stride + ki][ox * stride + kj] += col[(c, ki, kj)][(oy, ox)] */
-static void col2im_add(float *in, const float *col, int C, int H, int W, int kernel,
+static void col2im_add(real *in, const real *col, int C, int H, int W, int kernel,
                        int stride)
 {
     const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
@@ -53,19 +53,19 @@ static void col2im_add(float *in, const float *col, int C, int H, int W, int ker
         for (int ki = 0; ki < kernel; ki++)
             for (int kj = 0; kj < kernel; kj++)
                 for (int oy = 0; oy < OH; oy++) {
-                    float *dst = in + ((size_t)c * H + oy * stride + ki) * W + kj;
+                    real *dst = in + ((size_t)c * H + oy * stride + ki) * W + kj;
                     for (int ox = 0; ox < OW; ox++)
                         dst[ox * stride] += *col++;
                 }
 }
 
-void conv_forward(float *out, const float *in, const float *weight, const float *bias, int B,
-                  int C, int H, int W, int K, int kernel, int stride, float *scratch)
+void conv_forward(real *out, const real *in, const real *weight, const real *bias, int B,
+                  int C, int H, int W, int K, int kernel, int stride, real *scratch)
 {
     const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
     const int P = OH * OW, R = C * kernel * kernel;
     for (int b = 0; b < B; b++) {
-        float *o = out + (size_t)b * K * P;
+        real *o = out + (size_t)b * K * P;
         im2col(scratch, in + (size_t)b * C * H * W, C, H, W, kernel, stride);
         for (int k = 0; k < K; k++)
             for (int p = 0; p < P; p++)
@@ -74,21 +74,21 @@ void conv_forward(float *out, const float *in, const float *weight, const float 
     }
 }
 
-void conv_backward_data(float *d_in, const float *d_out, const float *weight, int B, int C,
-                        int H, int W, int K, int kernel, int stride, float *scratch)
+void conv_backward_data(real *d_in, const real *d_out, const real *weight, int B, int C,
+                        int H, int W, int K, int kernel, int stride, real *scratch)
 {
     const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
     const int P = OH * OW, R = C * kernel * kernel;
-    memset(d_in, 0, sizeof(float) * (size_t)B * C * H * W);
+    memset(d_in, 0, sizeof(real) * (size_t)B * C * H * W);
     for (int b = 0; b < B; b++) {
-        memset(scratch, 0, sizeof(float) * (size_t)R * P);
+        memset(scratch, 0, sizeof(real) * (size_t)R * P);
         matmul_tn(scratch, weight, d_out + (size_t)b * K * P, R, P, K);
         col2im_add(d_in + (size_t)b * C * H * W, scratch, C, H, W, kernel, stride);
     }
 }
 
-void conv_backward_weights(float *d_weight, const float *d_out, const float *in, int B, int C,
-                           int H, int W, int K, int kernel, int stride, float *scratch)
+void conv_backward_weights(real *d_weight, const real *d_out, const real *in, int B, int C,
+                           int H, int W, int K, int kernel, int stride, real *scratch)
 {
     const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
     const int P = OH * OW, R = C * kernel * kernel;
@@ -98,13 +98,13 @@ void conv_backward_weights(float *d_weight, const float *d_out, const float *in,
     }
 }
 
-void conv_backward_bias(float *d_bias, const float *d_out, int B, int K, int OH, int OW)
+void conv_backward_bias(real *d_bias, const real *d_out, int B, int K, int OH, int OW)
 {
     const int P = OH * OW;
     for (int b = 0; b < B; b++)
         for (int k = 0; k < K; k++) {
-            const float *g = d_out + ((size_t)b * K + k) * P;
-            float sum = 0.0f;
+            const real *g = d_out + ((size_t)b * K + k) * P;
+            real sum = 0;
             for (int p = 0; p < P; p++)
                 sum += g[p];
             d_bias[k] += sum;

@@ -6,13 +6,13 @@
 
 #include "backends/naive/layers.h"
 
-size_t dense_scratch_floats(int B, int I, int O) { return (size_t)B * (I + O); }
+size_t dense_scratch_count(int B, int I, int O) { return (size_t)B * (I + O); }
 
-void dense_forward(float *out, const float *in, const float *weight, const float *bias, int B,
-                   int I, int O, float *scratch)
+void dense_forward(real *out, const real *in, const real *weight, const real *bias, int B,
+                   int I, int O, real *scratch)
 {
-    float *inT = scratch;                 /* [I][B] */
-    float *outT = scratch + (size_t)I * B; /* [O][B] */
+    real *inT = scratch;                 /* [I][B] */
+    real *outT = scratch + (size_t)I * B; /* [O][B] */
     transpose(inT, in, B, I);
     for (int o = 0; o < O; o++)
         for (int b = 0; b < B; b++)
@@ -21,22 +21,22 @@ void dense_forward(float *out, const float *in, const float *weight, const float
     transpose(out, outT, O, B);
 }
 
-void dense_backward_data(float *d_in, const float *d_out, const float *weight, int B, int I,
+void dense_backward_data(real *d_in, const real *d_out, const real *weight, int B, int I,
                          int O)
 {
     /* d_in[b][i] = sum_o d_out[b][o] weight[o][i] */
-    memset(d_in, 0, sizeof(float) * (size_t)B * I);
+    memset(d_in, 0, sizeof(real) * (size_t)B * I);
     matmul_nn(d_in, d_out, weight, B, I, O);
 }
 
-void dense_backward_weights(float *d_weight, const float *d_out, const float *in, int B, int I,
+void dense_backward_weights(real *d_weight, const real *d_out, const real *in, int B, int I,
                             int O)
 {
     /* d_weight[o][i] += sum_b d_out[b][o] in[b][i] */
     matmul_tn(d_weight, d_out, in, O, I, B);
 }
 
-void dense_backward_bias(float *d_bias, const float *d_out, int B, int O)
+void dense_backward_bias(real *d_bias, const real *d_out, int B, int O)
 {
     for (int b = 0; b < B; b++)
         for (int o = 0; o < O; o++)

@@ -6,7 +6,7 @@
  * convolution weights are [K][C][kernel][kernel] and a convolution has K
  * output channels of (H - kernel) / stride + 1 rows and as many columns
  * (valid convolution, no padding); dense weights are [out][in] with the input
- * flattened as C,H,W; biases have one float per output channel or unit.
+ * flattened as C,H,W; biases have one real per output channel or unit.
  *
  * Conventions: forward functions overwrite their output; backward-to-data
  * functions overwrite d_in; backward-to-weights and -to-bias functions ADD
@@ -16,70 +16,97 @@
  * Speed without tricks: every hot loop is a multiply-add over contiguous
  * memory (y[j] += a * x[j]), which the compiler vectorises without having to
  * reorder a sum; convolutions unfold their input into columns (im2col) and
- * run the same matrix loop as the dense layers. */
+ * run the same matrix loop as the dense layers.
+ *
+ * One source for both precisions: the layers are written over `real` and
+ * built twice (backends/common/real.h), for the fp32 and the fp64 engine;
+ * the names below stand for that build's version (conv_forward is
+ * conv_forward_f32 or conv_forward_f64), so that this header and the layer
+ * files read as plain C. Only files built twice include it. */
 #ifndef LB_NAIVE_LAYERS_H
 #define LB_NAIVE_LAYERS_H
 
 #include <stddef.h>
 
+#include "backends/common/real.h"
+
+#define matmul_nn R(matmul_nn)
+#define matmul_tn R(matmul_tn)
+#define transpose R(transpose)
+#define conv_forward R(conv_forward)
+#define conv_backward_data R(conv_backward_data)
+#define conv_backward_weights R(conv_backward_weights)
+#define conv_backward_bias R(conv_backward_bias)
+#define maxpool_forward R(maxpool_forward)
+#define maxpool_backward R(maxpool_backward)
+#define dense_forward R(dense_forward)
+#define dense_backward_data R(dense_backward_data)
+#define dense_backward_weights R(dense_backward_weights)
+#define dense_backward_bias R(dense_backward_bias)
+#define relu_forward R(relu_forward)
+#define relu_backward R(relu_backward)
+#define softmax_xent R(softmax_xent)
+#define conv_scratch_count R(conv_scratch_count)
+#define dense_scratch_count R(dense_scratch_count)
+
 /* Matrix loops (matmul.c), all row-major, accumulating into C:
  *   matmul_nn: C[M][N] += A[M][K] * B[K][N]
  *   matmul_tn: C[M][N] += A^T * B[K][N], with A stored as [K][M] */
-void matmul_nn(float *C, const float *A, const float *B, int M, int N, int K);
-void matmul_tn(float *C, const float *A, const float *B, int M, int N, int K);
+void matmul_nn(real *C, const real *A, const real *B, int M, int N, int K);
+void matmul_tn(real *C, const real *A, const real *B, int M, int N, int K);
 
 /* out[N][M] = in[M][N] */
-void transpose(float *out, const float *in, int M, int N);
+void transpose(real *out, const real *in, int M, int N);
 
-/* Convolution (conv.c). scratch holds conv_scratch_floats() floats. */
+/* Convolution (conv.c). scratch holds conv_scratch_count() numbers. */
 static inline int conv_out_size(int size, int kernel, int stride)
 {
     return (size - kernel) / stride + 1;
 }
-size_t conv_scratch_floats(int C, int H, int W, int kernel, int stride);
+size_t conv_scratch_count(int C, int H, int W, int kernel, int stride);
 
 /* out[B][K][OH][OW] from in[B][C][H][W], weight[K][C][kernel][kernel], bias[K]. */
-void conv_forward(float *out, const float *in, const float *weight, const float *bias, int B,
-                  int C, int H, int W, int K, int kernel, int stride, float *scratch);
+void conv_forward(real *out, const real *in, const real *weight, const real *bias, int B,
+                  int C, int H, int W, int K, int kernel, int stride, real *scratch);
 /* d_in[B][C][H][W] from d_out[B][K][OH][OW]. */
-void conv_backward_data(float *d_in, const float *d_out, const float *weight, int B, int C,
-                        int H, int W, int K, int kernel, int stride, float *scratch);
+void conv_backward_data(real *d_in, const real *d_out, const real *weight, int B, int C,
+                        int H, int W, int K, int kernel, int stride, real *scratch);
 /* d_weight[K][C][kernel][kernel] += sum over images of d_out (x) in. */
-void conv_backward_weights(float *d_weight, const float *d_out, const float *in, int B, int C,
-                           int H, int W, int K, int kernel, int stride, float *scratch);
+void conv_backward_weights(real *d_weight, const real *d_out, const real *in, int B, int C,
+                           int H, int W, int K, int kernel, int stride, real *scratch);
 /* d_bias[K] += sum over images and positions of d_out[B][K][OH][OW]. */
-void conv_backward_bias(float *d_bias, const float *d_out, int B, int K, int OH, int OW);
+void conv_backward_bias(real *d_bias, const real *d_out, int B, int K, int OH, int OW);
 
 /* Max-pool (pool.c): square window `kernel`, step `stride`; out is
  * [B][C][OH][OW] with OH = (H - kernel) / stride + 1. The backward pass sends
  * each output's gradient to the first largest input of its window (found
  * again from `in`), adding when windows overlap. */
-void maxpool_forward(float *out, const float *in, int B, int C, int H, int W, int kernel,
+void maxpool_forward(real *out, const real *in, int B, int C, int H, int W, int kernel,
                      int stride);
-void maxpool_backward(float *d_in, const float *d_out, const float *in, int B, int C, int H,
+void maxpool_backward(real *d_in, const real *d_out, const real *in, int B, int C, int H,
                       int W, int kernel, int stride);
 
 /* Dense (dense.c): out[B][O] = in[B][I] weight[O][I]^T + bias[O].
- * dense_forward's scratch holds dense_scratch_floats() floats. */
-size_t dense_scratch_floats(int B, int I, int O);
-void dense_forward(float *out, const float *in, const float *weight, const float *bias, int B,
-                   int I, int O, float *scratch);
-void dense_backward_data(float *d_in, const float *d_out, const float *weight, int B, int I,
+ * dense_forward's scratch holds dense_scratch_count() numbers. */
+size_t dense_scratch_count(int B, int I, int O);
+void dense_forward(real *out, const real *in, const real *weight, const real *bias, int B,
+                   int I, int O, real *scratch);
+void dense_backward_data(real *d_in, const real *d_out, const real *weight, int B, int I,
                          int O);
-void dense_backward_weights(float *d_weight, const float *d_out, const float *in, int B, int I,
+void dense_backward_weights(real *d_weight, const real *d_out, const real *in, int B, int I,
                             int O);
-void dense_backward_bias(float *d_bias, const float *d_out, int B, int O);
+void dense_backward_bias(real *d_bias, const real *d_out, int B, int O);
 
-/* ReLU (activation.c) over n floats; out may be in, d_in may be d_out.
+/* ReLU (activation.c) over n numbers; out may be in, d_in may be d_out.
  * The backward pass reads the forward output. */
-void relu_forward(float *out, const float *in, size_t n);
-void relu_backward(float *d_in, const float *d_out, const float *out, size_t n);
+void relu_forward(real *out, const real *in, size_t n);
+void relu_backward(real *d_in, const real *d_out, const real *out, size_t n);
 
 /* Softmax cross-entropy (loss.c) over logits[B][classes]: writes the
  * gradient of scale * (sum of the losses) into d_logits (may be NULL) and
  * each image's loss into losses (may be NULL); returns the sum of the
  * losses. */
-double softmax_xent(float *d_logits, float *losses, const float *logits, const int *labels,
-                    int B, int classes, float scale);
+double softmax_xent(real *d_logits, real *losses, const real *logits, const int *labels,
+                    int B, int classes, real scale);
 
 #endif

@@ -2,12 +2,12 @@
 #include "backends/common/elementwise.h"
 #include "backends/naive/layers.h"
 
-double softmax_xent(float *d_logits, float *losses, const float *logits, const int *labels,
-                    int B, int classes, float scale)
+double softmax_xent(real *d_logits, real *losses, const real *logits, const int *labels,
+                    int B, int classes, real scale)
 {
     double sum = 0.0;
     for (int b = 0; b < B; b++) {
-        float l = lb_softmax_xent(logits + (size_t)b * classes, classes, labels[b], scale,
+        real l = lb_softmax_xent(logits + (size_t)b * classes, classes, labels[b], scale,
                                   d_logits ? d_logits + (size_t)b * classes : NULL);
         if (losses)
             losses[b] = l;

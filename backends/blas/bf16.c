@@ -1,0 +1,111 @@
+/* bf16 GEMMs for the blas backend (see bf16.h). */
+#include "backends/blas/bf16.h"
+
+#include <cblas.h>
+#include <cpuid.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*sbgemm_fn)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint,
+                          blasint, blasint, float, const bfloat16 *, blasint, const bfloat16 *,
+                          blasint, float, float *, blasint);
+
+/* AVX512F and AVX512_BF16 (cpuid leaf 7, sub-leaf 1, EAX bit 5), and an
+ * operating system that saves the AVX-512 registers (XCR0 bits 1, 2, 5, 6,
+ * 7). */
+static int cpu_has_avx512_bf16(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
+        return 0;
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & 0xe6) != 0xe6)
+        return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 16)) || a < 1)
+        return 0;
+    __get_cpuid_count(7, 1, &a, &b, &c, &d);
+    return (a >> 5) & 1;
+}
+
+/* cblas_sbgemm of the OpenBLAS this module was linked with, or NULL. */
+static sbgemm_fn sbgemm;
+static pthread_once_t sbgemm_once = PTHREAD_ONCE_INIT;
+
+static void find_sbgemm(void)
+{
+    Dl_info info;
+    if (!dladdr((void *)cblas_sgemm, &info) || !info.dli_fname)
+        return;
+    void *lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (!lib)
+        return;
+    void *f = dlsym(lib, "cblas_sbgemm");
+    memcpy(&sbgemm, &f, sizeof sbgemm); /* a data pointer into a function pointer */
+    dlclose(lib); /* only drops the reference dlopen took: the module holds the library */
+}
+
+int blas_bf16_available(char *why, size_t why_len)
+{
+    if (!cpu_has_avx512_bf16()) {
+        snprintf(why, why_len,
+                 "this CPU lacks AVX512_BF16 (AMD Zen 4 and later, Intel Cooper Lake, "
+                 "Sapphire Rapids and later have it)");
+        return 0;
+    }
+    pthread_once(&sbgemm_once, find_sbgemm);
+    if (!sbgemm) {
+        snprintf(why, why_len, "this OpenBLAS (%s) has no cblas_sbgemm: it was built without "
+                               "BUILD_BFLOAT16", openblas_get_config());
+        return 0;
+    }
+    return 1;
+}
+
+unsigned short blas_bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a quiet NaN */
+        return (unsigned short)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (unsigned short)(u >> 16);
+}
+
+static atomic_int failed;
+
+int blas_bf16_take_failure(void) { return atomic_exchange(&failed, 0); }
+
+/* rows x cols of src (leading dimension ld) rounded into a packed copy. */
+static bfloat16 *rounded(const float *src, int rows, int cols, int ld)
+{
+    bfloat16 *dst = malloc(sizeof(bfloat16) * (size_t)rows * cols + 1);
+    if (!dst)
+        return NULL;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            dst[(size_t)r * cols + c] = blas_bf16_round(src[(size_t)r * ld + c]);
+    return dst;
+}
+
+void blas_bf16_gemm(int order, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                    int ldc)
+{
+    /* row-major: A is stored M x K (K x M transposed), B K x N (N x K) */
+    const int a_rows = trans_a == CblasNoTrans ? M : K, a_cols = trans_a == CblasNoTrans ? K : M;
+    const int b_rows = trans_b == CblasNoTrans ? K : N, b_cols = trans_b == CblasNoTrans ? N : K;
+    bfloat16 *a = rounded(A, a_rows, a_cols, lda), *b = rounded(B, b_rows, b_cols, ldb);
+    if (order != CblasRowMajor || !a || !b || !sbgemm)
+        atomic_store(&failed, 1);
+    else
+        sbgemm(CblasRowMajor, (enum CBLAS_TRANSPOSE)trans_a, (enum CBLAS_TRANSPOSE)trans_b, M, N,
+               K, alpha, a, a_cols, b, b_cols, beta, C, ldc);
+    free(a);
+    free(b);
+}

@@ -1,0 +1,32 @@
+/* Code written once over `real` and compiled twice: as float (the fp32
+ * engines) and, with -DLB_REAL_DOUBLE, as double (the fp64 engines). The
+ * Makefile's REAL_TWICE list names the sources built both ways; their
+ * objects are foo.o and foo_f64.o. R(name) gives each external name its
+ * version (name_f32, name_f64), so both link into one program.
+ *
+ * The blas backend builds its sources a third time, with -DLB_REAL_BF16:
+ * float again, but with bf16 GEMMs (backends/blas/bf16.h); objects
+ * foo_bf16.o, names name_bf16. LB_REAL_PLAIN is defined in the plain float
+ * build only, for what a file holds once whatever the type.
+ *
+ * TYPED(member) names the view of a member of a shared struct that has the
+ * build's type (host_engine's params_f32 or params_f64). */
+#ifndef LB_REAL_H
+#define LB_REAL_H
+
+#if defined(LB_REAL_DOUBLE)
+typedef double real;
+#define R(name) name##_f64
+#define TYPED(member) member##_f64
+#elif defined(LB_REAL_BF16)
+typedef float real;
+#define R(name) name##_bf16
+#define TYPED(member) member##_f32
+#else
+typedef float real;
+#define R(name) name##_f32
+#define TYPED(member) member##_f32
+#define LB_REAL_PLAIN 1
+#endif
+
+#endif

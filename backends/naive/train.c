@@ -1,0 +1,204 @@
+/* The naive engine's training and scoring: the layers of layers.h applied
+ * in the order of the workload's layer list, then the shared optimiser
+ * update. Written over `real` and built twice (backends/common/real.h): the
+ * fp32 engine and the fp64 engine run this same code. */
+#include <string.h>
+
+#include "backends/common/elementwise.h"
+#include "backends/common/optimizer.h"
+#include "backends/naive/layers.h"
+#include "backends/naive/naive.h"
+
+int R(naive_allocate)(engine *e)
+{
+    const host_engine *h = &e->h;
+    const workload *w = &h->w;
+    const size_t B = (size_t)h->cfg.batch_size;
+    e->act[0] = host_alloc(sizeof(real) * B * shape3_size(w->input));
+    size_t scratch = 0;
+    for (int i = 0; i < w->n_layers; i++) {
+        const layer *l = &w->layers[i];
+        e->act[i + 1] = host_alloc(sizeof(real) * B * shape3_size(l->out));
+        if (!e->act[i + 1])
+            return -1;
+        size_t s = 0;
+        if (l->kind == LAYER_CONV)
+            s = conv_scratch_count(l->in.c, l->in.h, l->in.w, l->kernel, l->stride);
+        else if (l->kind == LAYER_DENSE)
+            s = dense_scratch_count((int)B, shape3_size(l->in), l->units);
+        if (s > scratch)
+            scratch = s;
+    }
+    const size_t max_act = (size_t)workload_max_activation(w);
+    e->d_a = host_alloc(sizeof(real) * B * max_act);
+    e->d_b = host_alloc(sizeof(real) * B * max_act);
+    e->scratch = host_alloc(sizeof(real) * scratch);
+    return e->act[0] && e->d_a && e->d_b && e->scratch ? 0 : -1;
+}
+
+/* Pixels of images idx[0..n) (or first..first+n when idx is NULL), whose
+ * indices host_take_labels has checked, into act[0]. */
+static void load_pixels(engine *e, const dataset *d, const int32_t *idx, int first, int n)
+{
+    const size_t pixels = (size_t)d->rows * d->cols;
+    real *act = e->act[0];
+    for (int b = 0; b < n; b++) {
+        const long i = idx ? idx[b] : first + b;
+        const uint8_t *src = d->images + (size_t)i * pixels;
+        real *dst = act + (size_t)b * pixels;
+        for (size_t p = 0; p < pixels; p++)
+            dst[p] = lb_pixel(src[p]);
+    }
+}
+
+static void forward_layer(engine *e, int i, int B)
+{
+    const layer *l = &e->h.w.layers[i];
+    const real *in = e->act[i], *params = e->h.TYPED(params);
+    real *out = e->act[i + 1];
+    switch (l->kind) {
+    case LAYER_CONV:
+        conv_forward(out, in, params + l->weight_offset, params + l->bias_offset, B, l->in.c,
+                     l->in.h, l->in.w, l->units, l->kernel, l->stride, e->scratch);
+        break;
+    case LAYER_MAXPOOL:
+        maxpool_forward(out, in, B, l->in.c, l->in.h, l->in.w, l->kernel, l->stride);
+        break;
+    case LAYER_DENSE:
+        dense_forward(out, in, params + l->weight_offset, params + l->bias_offset, B,
+                      shape3_size(l->in), l->units, e->scratch);
+        break;
+    case LAYER_RELU:
+        relu_forward(out, in, (size_t)B * shape3_size(l->in));
+        break;
+    }
+}
+
+/* Gradients of layer i's parameters from d_out; d_in too unless it is NULL. */
+static void backward_layer(engine *e, int i, int B, const real *d_out, real *d_in)
+{
+    const layer *l = &e->h.w.layers[i];
+    const real *in = e->act[i];
+    const real *W = e->h.TYPED(params) + l->weight_offset;
+    real *dW = e->h.TYPED(grads) + l->weight_offset, *db = e->h.TYPED(grads) + l->bias_offset;
+    switch (l->kind) {
+    case LAYER_CONV:
+        conv_backward_weights(dW, d_out, in, B, l->in.c, l->in.h, l->in.w, l->units,
+                              l->kernel, l->stride, e->scratch);
+        conv_backward_bias(db, d_out, B, l->units, l->out.h, l->out.w);
+        if (d_in)
+            conv_backward_data(d_in, d_out, W, B, l->in.c, l->in.h, l->in.w, l->units,
+                               l->kernel, l->stride, e->scratch);
+        break;
+    case LAYER_MAXPOOL:
+        if (d_in)
+            maxpool_backward(d_in, d_out, in, B, l->in.c, l->in.h, l->in.w, l->kernel,
+                             l->stride);
+        break;
+    case LAYER_DENSE:
+        dense_backward_weights(dW, d_out, in, B, shape3_size(l->in), l->units);
+        dense_backward_bias(db, d_out, B, l->units);
+        if (d_in)
+            dense_backward_data(d_in, d_out, W, B, shape3_size(l->in), l->units);
+        break;
+    case LAYER_RELU:
+        if (d_in)
+            relu_backward(d_in, d_out, e->act[i + 1], (size_t)B * shape3_size(l->in));
+        break;
+    }
+}
+
+/* Layer i's turn in the backward pass, swapping the gradient buffers. */
+static real *backward_step(engine *e, int i, int B, real *d_out)
+{
+    real *d_in = i > 0 ? (d_out == e->d_a ? e->d_b : e->d_a) : NULL;
+    backward_layer(e, i, B, d_out, d_in);
+    return d_in;
+}
+
+/* Sum of the batch's cross-entropies from the logits in act[L]; their
+ * gradient (of the mean) into d_a, and the gradients zeroed for the
+ * backward pass to add to. */
+static double loss_and_dlogits(engine *e, int B)
+{
+    const int L = e->h.w.n_layers;
+    const double sum = softmax_xent(e->d_a, NULL, e->act[L], e->h.labels, B, e->h.w.classes,
+                                    1 / (real)B);
+    memset(e->h.grads, 0, sizeof(real) * e->h.w.param_count);
+    return sum;
+}
+
+static int compute_gradients(engine *e, const int32_t *indices, int batch, float *loss)
+{
+    host_engine *h = &e->h;
+    if (host_check_batch(h, batch) || host_take_labels(h, &h->train, indices, 0, batch))
+        return -1;
+    load_pixels(e, &h->train, indices, 0, batch);
+    const int L = h->w.n_layers;
+    for (int i = 0; i < L; i++)
+        forward_layer(e, i, batch);
+    const double sum = loss_and_dlogits(e, batch);
+    real *d = e->d_a;
+    for (int i = L - 1; i >= 0; i--)
+        d = backward_step(e, i, batch, d);
+    h->last_loss = sum / batch;
+    if (loss)
+        *loss = (float)h->last_loss;
+    return 0;
+}
+
+static int apply_update(engine *e, float grad_scale)
+{
+    host_engine *h = &e->h;
+    h->step++;
+    optimizer_update(&h->w, &h->cfg.opt, h->TYPED(params), h->TYPED(grads), grad_scale,
+                     h->TYPED(opt_state), h->step);
+    return 0;
+}
+
+static int score(engine *e, int first, int n, double *loss_sum)
+{
+    host_engine *h = &e->h;
+    const int L = h->w.n_layers, classes = h->w.classes;
+    const real *logits = e->act[L];
+    load_pixels(e, &h->test, NULL, first, n);
+    for (int i = 0; i < L; i++)
+        forward_layer(e, i, n);
+    *loss_sum += softmax_xent(NULL, NULL, logits, h->labels, n, classes, 1);
+    for (int b = 0; b < n; b++)
+        h->predicted[b] = lb_argmax(logits + (size_t)b * classes, classes);
+    return 0;
+}
+
+static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
+                       layer_times *out)
+{
+    load_pixels(e, &e->h.train, indices, 0, batch);
+    const int L = e->h.w.n_layers;
+    for (int r = 0; r < reps; r++) {
+        for (int i = 0; i < L; i++) {
+            double t0 = host_now_ms();
+            forward_layer(e, i, batch);
+            out->forward_ms[i] += host_now_ms() - t0;
+        }
+        double t0 = host_now_ms();
+        loss_and_dlogits(e, batch);
+        out->loss_ms += host_now_ms() - t0;
+        real *d = e->d_a;
+        for (int i = L - 1; i >= 0; i--) {
+            t0 = host_now_ms();
+            d = backward_step(e, i, batch, d);
+            out->backward_ms[i] += host_now_ms() - t0;
+        }
+        t0 = host_now_ms();
+        apply_update(e, 1);
+        out->update_ms += host_now_ms() - t0;
+    }
+}
+
+const host_layers R(naive_layers) = {
+    .compute_gradients = compute_gradients,
+    .apply_update = apply_update,
+    .score = score,
+    .time_steps = time_steps,
+};
