@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *precision_names[] = {"fp32", "tf32", "bf16", "fp16", "fp64"};
 static const char *optimizer_names[] = {"sgd", "nesterov", "adam"};
 
 const char *optimizer_name(optimizer_kind k) { return optimizer_names[k]; }
@@ -27,7 +26,9 @@ static void usage(FILE *f)
         "  --no-peers           leave out the framework peers (pytorch-cpu, pytorch-cuda)\n"
         "  --workload W         lenet (default) or mlp\n"
         "  --epochs N           epochs per backend (default 10)\n"
-        "  --batch-size B       images per step (default 128)\n"
+        "  --batch-size LIST    images per step, a comma list each trained as its own\n"
+        "                       configuration, e.g. 32,128,512 (default: the workload's;\n"
+        "                       the learning rate stays as set)\n"
         "  --limit N            train on the first N training images only\n"
         "  --test-limit N       evaluate on the first N test images only\n"
         "  --data DIR           directory with the four MNIST-format files\n"
@@ -54,8 +55,10 @@ static void usage(FILE *f)
         "  --average-optimizer-state  with K > 0: average the optimiser state too\n"
         "  --step-losses FILE   write every training step's loss to FILE (CSV; a new or\n"
         "                       empty file, never overwritten)\n"
-        "  --precision P        fp32 (default), fp64, tf32, bf16 or fp16 (--list: which\n"
-        "                       backend runs which here)\n"
+        "  --precision LIST     fp32 (default), fp64, tf32, bf16 or fp16, or a comma list\n"
+        "                       of them, each trained as its own configuration; a\n"
+        "                       backend that cannot compute in one is a skipped row\n"
+        "                       (--list: which backend runs which here)\n"
         "  --cuda-graph on|off  replay the training step as a CUDA graph (default on)\n"
         "  --data-on-device on|off  keep the training set on the GPU (default on)\n"
         "  --repeat N           train each backend N times (statistics over runs)\n"
@@ -335,7 +338,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     const char *workload_name = "lenet";
     const char *backend_list = "all";
     int no_peers = 0;
-    int epochs = -1, batch = -1, optimizer = OPT_NESTEROV, fmt = FORMAT_MD, prec = PREC_FP32;
+    int epochs = -1, optimizer = OPT_NESTEROV, fmt = FORMAT_MD;
     double lr = -1, momentum = -1, decay = -1, seed = -1;
     cfg->shuffle = 1;
     cfg->repeat = 1;
@@ -357,7 +360,10 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         case O_NO_PEERS: no_peers = 1; break;
         case O_WORKLOAD: workload_name = optarg; break;
         case O_EPOCHS: rc = parse_int("--epochs", optarg, 1, 100000, &epochs); break;
-        case O_BATCH: rc = parse_int("--batch-size", optarg, 1, 1 << 20, &batch); break;
+        case O_BATCH:
+            rc = plan_parse_batch_sizes(optarg, cfg->batch_sizes, MAX_BATCH_SIZES,
+                                        &cfg->n_batch_sizes);
+            break;
         case O_LIMIT: rc = parse_int("--limit", optarg, 1, INT_MAX, &cfg->limit); break;
         case O_TEST_LIMIT: rc = parse_int("--test-limit", optarg, 1, INT_MAX, &cfg->test_limit); break;
         case O_DATA: rc = copy_path("--data", optarg, cfg->data_dir); break;
@@ -375,7 +381,8 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         case O_THREADS: rc = parse_int("--threads", optarg, 1, 1024, &cfg->engine.threads); break;
         case O_DEVICE: rc = parse_int("--device", optarg, 0, 1023, &cfg->engine.device); break;
         case O_PRECISION:
-            rc = pick("precision", optarg, precision_names, 5, "fp32, tf32, bf16, fp16, fp64", &prec);
+            rc = plan_parse_precisions(optarg, cfg->precisions, PRECISION_COUNT,
+                                       &cfg->n_precisions);
             break;
         case O_GRAPH: rc = parse_on_off("--cuda-graph", optarg, &cfg->engine.cuda_graph); break;
         case O_RESIDENT:
@@ -425,7 +432,9 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     warn_threads_beyond_cores(cfg->engine.threads);
     const workload *w = &cfg->work;
     cfg->epochs = epochs > 0 ? epochs : w->default_epochs;
-    cfg->engine.batch_size = batch > 0 ? batch : w->default_batch_size;
+    if (cfg->n_batch_sizes == 0)
+        cfg->batch_sizes[cfg->n_batch_sizes++] = w->default_batch_size;
+    cfg->engine.batch_size = cfg->batch_sizes[0];
     cfg->seed = seed >= 0 ? (uint64_t)seed : w->default_seed;
     cfg->format = (output_format)fmt;
     optimizer_config *opt = &cfg->engine.opt;
@@ -436,7 +445,9 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     opt->beta1 = 0.9f;
     opt->beta2 = 0.999f;
     opt->eps = 1e-8f;
-    cfg->engine.precision = (precision)prec;
+    if (cfg->n_precisions == 0)
+        cfg->precisions[cfg->n_precisions++] = PREC_FP32;
+    cfg->engine.precision = cfg->precisions[0];
     return 0;
 }
 
@@ -453,9 +464,10 @@ int cli_check_against_data(const run_config *cfg, int train_count, int test_coun
         return 2;
     }
     int n = cfg->limit ? cfg->limit : train_count;
-    if (cfg->engine.batch_size > n) {
+    int largest = cfg->batch_sizes[cfg->n_batch_sizes - 1];
+    if (largest > n) {
         fprintf(stderr, "bench: --batch-size %d is larger than the %d training images\n",
-                cfg->engine.batch_size, n);
+                largest, n);
         return 2;
     }
     return 0;

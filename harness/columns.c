@@ -35,7 +35,7 @@ static void md_target(char *buf, size_t len, const summary_row *r)
 
 static void md_mebibytes(char *buf, size_t len, const summary_row *r)
 {
-    double mib = r->peak_memory_bytes / 1048576.0;
+    double mib = r->memory_bytes / 1048576.0;
     if (mib > 0 && isfinite(mib))
         snprintf(buf, len, "%.1f", mib);
     else
@@ -92,8 +92,7 @@ const column summary_columns[] = {
     {REAL("macro_f1", S(macro_f1), "%.6f")},
     {REAL("time_to_target_seconds", S(time_to_target_seconds), "%.3f"),
      .md_title = "time to target (s)", .md_cell = md_target},
-    {REAL("peak_memory_bytes", S(peak_memory_bytes), "%.0f"),
-     .md_title = "peak memory (MiB)", .md_cell = md_mebibytes},
+    {REAL("peak_memory_bytes", S(peak_memory_bytes), "%.0f")},
     {TEXT("details", S(details))},
     {STATUS("status", S(status)), .md_title = "status"},
     {TEXT("message", S(message))},
@@ -110,6 +109,9 @@ const column summary_columns[] = {
     {SYSTEM("gpu_model", SYS(gpu_model))},
     {REAL("target_accuracy", S(target_accuracy), "%.4f")},
     {REAL("scaling_efficiency", S(scaling_efficiency), "%.4f"), .none_unless_positive = 1},
+    {REAL("memory_bytes", S(memory_bytes), "%.0f"), .none_unless_positive = 1,
+     .md_title = "memory (MiB)", .md_cell = md_mebibytes},
+    {TEXT("memory_source", S(memory_source))},
     {.name = NULL},
 };
 

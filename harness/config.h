@@ -10,6 +10,9 @@
 #define MAX_RUN_BACKENDS 16
 #define PATH_LEN 4096
 #define MAX_REPLICA_COUNTS 8
+#define MAX_BATCH_SIZES 8
+/* Rows of one run: backends x replica counts x precisions x batch sizes. */
+#define MAX_RUN_CONFIGS 256
 
 typedef enum output_format { FORMAT_MD, FORMAT_CSV, FORMAT_JSON } output_format;
 
@@ -25,8 +28,15 @@ typedef struct run_config {
     int shuffle;
     uint64_t seed;
     /* What every engine is created with: batch size, optimiser, threads,
-     * device, precision, graph, data residency. */
+     * device, precision, graph, data residency. The batch size and precision
+     * are those of the first configuration; each configuration's engine
+     * gets its own from the lists below. */
     engine_config engine;
+    /* The axes every backend runs over, each value its own configuration. */
+    precision precisions[PRECISION_COUNT]; /* --precision, in the order given */
+    int n_precisions;
+    int batch_sizes[MAX_BATCH_SIZES]; /* --batch-size, ascending */
+    int n_batch_sizes;
 
     /* Data parallelism (parallel/coordinator.h) */
     int replicas[MAX_REPLICA_COUNTS]; /* --replicas, ascending; {1} by default */

@@ -42,6 +42,89 @@ int dp_parse_replicas(const char *list, int *out, int max, int *n)
     }
 }
 
+/* The item of a comma list that starts at p, copied into item; NULL at
+ * the end of the list, else where the next item starts (after its comma). A
+ * list ending in a comma yields an empty last item. */
+static const char *next_item(const char *p, char *item, size_t len, int *more)
+{
+    size_t n = strcspn(p, ",");
+    snprintf(item, len, "%.*s", (int)(n < len ? n : len - 1), p);
+    *more = p[n] == ',';
+    return p + n + (*more ? 1 : 0);
+}
+
+int plan_parse_batch_sizes(const char *list, int *out, int max, int *n)
+{
+    *n = 0;
+    const char *p = list;
+    int more = 1;
+    while (more) {
+        char item[32], *end;
+        p = next_item(p, item, sizeof item, &more);
+        errno = 0;
+        long v = strtol(item, &end, 10);
+        if (errno || end == item || *end || v < 1 || v > PLAN_MAX_BATCH) {
+            fprintf(stderr, "bench: --batch-size expects a comma list of whole numbers in "
+                            "1..%d, got '%s'\n", PLAN_MAX_BATCH, list);
+            return 2;
+        }
+        for (int i = 0; i < *n; i++)
+            if (out[i] == v) {
+                fprintf(stderr, "bench: --batch-size lists %ld twice in '%s'\n", v, list);
+                return 2;
+            }
+        if (*n == max) {
+            fprintf(stderr, "bench: --batch-size takes at most %d sizes, got '%s'\n", max, list);
+            return 2;
+        }
+        int i = (*n)++;
+        for (; i > 0 && out[i - 1] > v; i--)
+            out[i] = out[i - 1];
+        out[i] = (int)v;
+    }
+    return 0;
+}
+
+int plan_parse_precisions(const char *list, precision *out, int max, int *n)
+{
+    char choices[128] = "";
+    size_t used = 0;
+    for (int k = 0; k < PRECISION_COUNT && used < sizeof choices; k++)
+        used += (size_t)snprintf(choices + used, sizeof choices - used, "%s%s", k ? ", " : "",
+                                 precision_name((precision)k));
+    *n = 0;
+    const char *p = list;
+    int more = 1;
+    while (more) {
+        char item[32];
+        p = next_item(p, item, sizeof item, &more);
+        int found = -1;
+        for (int k = 0; k < PRECISION_COUNT; k++)
+            if (!strcmp(item, precision_name((precision)k)))
+                found = k;
+        if (!item[0]) {
+            fprintf(stderr, "bench: --precision '%s' has an empty item; choose from: %s\n",
+                    list, choices);
+            return 2;
+        }
+        if (found < 0) {
+            fprintf(stderr, "bench: unknown precision '%s'; choose one of: %s\n", item, choices);
+            return 2;
+        }
+        for (int i = 0; i < *n; i++)
+            if ((int)out[i] == found) {
+                fprintf(stderr, "bench: --precision lists %s twice in '%s'\n", item, list);
+                return 2;
+            }
+        if (*n == max) {
+            fprintf(stderr, "bench: --precision takes at most %d names, got '%s'\n", max, list);
+            return 2;
+        }
+        out[(*n)++] = (precision)found;
+    }
+    return 0;
+}
+
 static dp_options options_for(const run_config *cfg, int replicas, int spread)
 {
     dp_options o = {

@@ -13,6 +13,18 @@
  * 2 after printing a one-line error. */
 int dp_parse_replicas(const char *list, int *out, int max, int *n);
 
+/* Parses --batch-size: a comma list of sizes in 1..PLAN_MAX_BATCH, stored
+ * ascending (so the losses buffer is sized by the first). Empty items,
+ * repeats and more than max sizes are refused. 0, or 2 after printing a
+ * one-line error. */
+#define PLAN_MAX_BATCH (1 << 20)
+int plan_parse_batch_sizes(const char *list, int *out, int max, int *n);
+
+/* Parses --precision: a comma list of precision names (precision_name),
+ * kept in the order given; empty items, unknown names and repeats are
+ * refused. 0, or 2 after printing a one-line error. */
+int plan_parse_precisions(const char *list, precision *out, int max, int *n);
+
 /* What each requested backend becomes, in order, into out (at most max):
  *   under mpirun (world size > 1): every backend wrapped, one replica per
  *     rank (multi-gpu stays itself and says it cannot run here);

@@ -178,6 +178,9 @@ typedef struct run_facts {
     int naive_finished;
     int evaluated;       /* a finished backend has a test accuracy */
     char profiled[1024]; /* finished configurations with a profile-<label>.csv */
+    /* row_key.label_axes as the run set it: the axes with several values
+     * among all rows */
+    unsigned label_axes;
     char machine[512], date[16];
 } run_facts;
 
@@ -242,6 +245,32 @@ static int chart_complete(const char *path, int svg)
     return 0;
 }
 
+/* As plots/common.gp picks the configurations it draws: finished, or
+ * interrupted after a timed epoch. */
+static int row_drawn(const csv_table *t, int r)
+{
+    run_status status;
+    if (status_parse(field(t, r, "status"), &status) != 0)
+        return 0;
+    return status == STATUS_OK ||
+           (status == STATUS_INTERRUPTED && atoi(field(t, r, "timed_samples")) > 0);
+}
+
+/* How many different values the column has (0 without the column). */
+static int distinct_values(const csv_table *t, const char *column)
+{
+    int c = csv_column(t, column), n = 0;
+    if (c < 0)
+        return 0;
+    for (int r = 0; r < t->n_rows; r++) {
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = !strcmp(t->rows[q][c], t->rows[r][c]);
+        n += !seen;
+    }
+    return n;
+}
+
 /* Reads summary.csv; 0, or 2 with a message. */
 static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
 {
@@ -272,19 +301,21 @@ static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
             csv_free(&t);
             return 2;
         }
+    f->label_axes = (distinct_values(&t, "precision") > 1 ? LABEL_PRECISION : 0) |
+                    (distinct_values(&t, "batch_size") > 1 ? LABEL_BATCH : 0);
     size_t used = 0;
     for (int r = 0; r < t.n_rows; r++) {
         run_status status;
         if (status_parse(field(&t, r, "status"), &status) != 0)
             continue;
         int ok = status == STATUS_OK;
-        /* as plots/common.gp picks the configurations it draws */
-        if (!ok && !(status == STATUS_INTERRUPTED && atoi(field(&t, r, "timed_samples")) > 0))
+        if (!row_drawn(&t, r))
             continue;
         const char *backend = field(&t, r, "backend");
         char name[128];
-        config_label_of(backend, atoi(field(&t, r, "replicas")), atoi(field(&t, r, "ranks")), name,
-                        sizeof name);
+        config_label_of(backend, atoi(field(&t, r, "replicas")), atoi(field(&t, r, "ranks")),
+                        field(&t, r, "precision"), atoi(field(&t, r, "batch_size")),
+                        f->label_axes, name, sizeof name);
         f->drawable++;
         f->finished += ok;
         f->naive_finished |= ok && strcmp(name, "naive") == 0;
@@ -346,6 +377,9 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
         {"accuracy", facts.evaluated},
         {"loss", 1},
         {"layers", facts.profiled[0] != 0},
+        /* the axes: only when the run asked for more than one value */
+        {"precision", (facts.label_axes & LABEL_PRECISION) && facts.drawable},
+        {"batch_size", (facts.label_axes & LABEL_BATCH) && facts.drawable},
     };
     static const char *const formats[] = {"png", "svg"};
     char peers[256] = ""; /* drawn apart from the suite's own backends */

@@ -18,7 +18,12 @@ typedef struct row_key {
     int threads, devices, replicas, ranks;
     int batch_size;
     const char *optimizer;
+    /* Which axes vary in the run (LABEL_PRECISION, LABEL_BATCH): they then
+     * name the row too (config_label). Not a column. */
+    unsigned label_axes;
 } row_key;
+
+enum { LABEL_PRECISION = 1u, LABEL_BATCH = 2u };
 
 typedef struct epoch_row {
     row_key key;
@@ -55,6 +60,11 @@ typedef struct summary_row {
     double peak_gflops;      /* measured in this run; 0: not measured */
     const char *peak_source; /* how the peak was measured */
     double target_accuracy;  /* --target-accuracy; 0: not asked */
+    /* The engine's memory: peak_memory_bytes for a GPU engine, else the
+     * heap bytes the harness saw a CPU engine hold (not OpenBLAS's own
+     * buffers); memory_source says which. 0 / NULL: not known. */
+    double memory_bytes;
+    const char *memory_source;
 } summary_row;
 
 typedef struct results {

@@ -4,6 +4,7 @@
 #include "harness/run.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,24 +53,45 @@ static void install_signal_handlers(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* One row of the run: a backend (maybe wrapped for data parallelism) at
+ * one precision and one batch size. */
+typedef struct configuration {
+    const backend *b;
+    precision prec;
+    int batch_size;
+    int runnable;
+    char reason[512]; /* why not, when not runnable */
+} configuration;
+
+/* A finished configuration's speed, for the speedup over naive and the
+ * scaling efficiency of the same engine with more replicas. */
+typedef struct baseline {
+    const char *name; /* the engine's own name (dp_base_name for wrappers) */
+    precision prec;
+    int batch_size;
+    double images_per_second;
+} baseline;
+
 /* Everything shared by the backends of one run. */
 typedef struct run_state {
     const run_config *cfg;
+    /* the configuration being trained: cfg->engine with its precision and
+     * batch size */
+    engine_config engine;
+    unsigned label_axes; /* row_key.label_axes of every row */
     dataset train, test;
     float *init_params;
     int32_t *order;
     float *losses;
     results res;
-    double naive_images_per_second;
     /* Under mpirun every rank trains; rank 0 alone reports. */
     int root;
     int repeat;               /* of the backend being trained, 1-based */
     FILE *step_losses;        /* --step-losses; NULL when not asked */
     int step_losses_created;  /* made by this run (removed if it cannot start) */
     int save_failed;          /* a --save-params file could not be written */
-    int n_baselines;          /* one-replica speeds, for scaling efficiency */
-    const char *baseline_name[MAX_RUN_BACKENDS];
-    double baseline_images_per_second[MAX_RUN_BACKENDS];
+    int n_baselines;          /* one-replica, one-rank speeds */
+    baseline baselines[MAX_RUN_CONFIGS];
 } run_state;
 
 /* Outcome of training one backend once. */
@@ -84,6 +106,7 @@ typedef struct attempt {
     char details[256];
     int threads, devices, replicas;
     size_t peak_memory;
+    size_t host_memory; /* heap bytes the engine held (see heap_in_use) */
     double device_peak_gflops; /* from the backend's peak_gflops, 0 if none */
 } attempt;
 
@@ -93,13 +116,14 @@ static row_key key_for(const run_state *s, const backend *b, const attempt *a)
     row_key k = {
         .backend = b->name,
         .workload = cfg->work.name,
-        .precision = precision_name(cfg->engine.precision),
+        .precision = precision_name(s->engine.precision),
         .threads = a->threads,
         .devices = a->devices,
         .replicas = a->replicas,
         .ranks = world_size(),
-        .batch_size = cfg->engine.batch_size,
+        .batch_size = s->engine.batch_size,
         .optimizer = optimizer_name(cfg->engine.opt.kind),
+        .label_axes = s->label_axes,
     };
     return k;
 }
@@ -143,7 +167,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
                         progress *prog, double *seconds, double *loss_sum)
 {
     const run_config *cfg = s->cfg;
-    int n = s->train.count, batch = cfg->engine.batch_size;
+    int n = s->train.count, batch = s->engine.batch_size;
     int full_steps = n / batch, rest = n % batch;
     epoch_order(cfg->seed, epoch, n, cfg->shuffle, s->order);
 
@@ -201,10 +225,30 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
     return images;
 }
 
-static engine *start_engine(run_state *s, const backend *b, attempt *a)
+/* Heap bytes in use in this process (malloc's own count, mmap'd blocks
+ * included). The difference across an engine's life is what a CPU engine
+ * allocated through malloc: its parameters, gradients, optimiser state,
+ * activations and workspace. Memory a library maps itself (OpenBLAS's
+ * buffers) and thread stacks are not in it. */
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+}
+
+/* The engine's share of the heap: the most it held after setup or after
+ * training, above what the process held before it was created. */
+static void note_engine_heap(attempt *a, size_t before)
+{
+    size_t now = heap_in_use();
+    if (now > before && now - before > a->host_memory)
+        a->host_memory = now - before;
+}
+
+static engine *start_engine(run_state *s, const backend *b, attempt *a, size_t heap_before)
 {
     char err[512] = "";
-    engine *e = backend_create(b, &s->cfg->work, &s->cfg->engine, err, sizeof err);
+    engine *e = backend_create(b, &s->cfg->work, &s->engine, err, sizeof err);
     if (!e) {
         a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "create: %s", err[0] ? err : "unknown error");
@@ -221,15 +265,17 @@ static engine *start_engine(run_state *s, const backend *b, attempt *a)
     a->replicas = 1;
     backend_placement(b, e, &a->threads, &a->devices, &a->replicas);
     backend_describe(b, e, a->details, sizeof a->details);
+    note_engine_heap(a, heap_before);
     return e;
 }
 
-static int save_params(run_state *s, const backend *b, engine *e, int several)
+static int save_params(run_state *s, const backend *b, engine *e, const char *label,
+                       int several)
 {
     const run_config *cfg = s->cfg;
-    char path[PATH_LEN + 64], err[512];
+    char path[PATH_LEN + 160], err[512];
     if (several)
-        snprintf(path, sizeof path, "%s.%s", cfg->save_params, b->name);
+        snprintf(path, sizeof path, "%s.%s", cfg->save_params, label);
     else
         snprintf(path, sizeof path, "%s", cfg->save_params);
     float *p = xmalloc(sizeof(float) * cfg->work.param_count);
@@ -246,6 +292,13 @@ static int save_params(run_state *s, const backend *b, engine *e, int several)
     return rc;
 }
 
+/* More than one row: --save-params then names its files by configuration. */
+static int several_configurations(const run_config *cfg)
+{
+    return cfg->n_backends > 1 || cfg->n_replicas > 1 || cfg->n_precisions > 1 ||
+           cfg->n_batch_sizes > 1;
+}
+
 /* Trains backend b once (repeat r, 1-based). Returns 0, or -1 when a
  * results file could not be written (the run must stop). */
 static int train_backend(run_state *s, const backend *b, int r, attempt *a)
@@ -258,16 +311,19 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
     a->status = STATUS_OK;
     a->time_to_target = -1;
     s->repeat = r;
-    engine *e = start_engine(s, b, a);
+    const size_t heap_before = heap_in_use();
+    engine *e = start_engine(s, b, a, heap_before);
     if (!e)
         return 0;
     double flops_per_image = cfg->work.train_flops_per_image;
     double wall_start = now_seconds();
-    char label[64];
+    row_key key = key_for(s, b, a);
+    char config_name[128], label[160];
+    config_label(&key, config_name, sizeof config_name);
     if (cfg->repeat > 1)
-        snprintf(label, sizeof label, "%s#%d", b->name, r);
+        snprintf(label, sizeof label, "%s#%d", config_name, r);
     else
-        snprintf(label, sizeof label, "%s", b->name);
+        snprintf(label, sizeof label, "%s", config_name);
     int io_error = 0;
     for (int ep = 0; ep < cfg->epochs && a->status == STATUS_OK; ep++) {
         progress prog;
@@ -275,7 +331,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
             progress_start(&prog, label, ep + 1, cfg->epochs, s->train.count);
         double seconds, loss_sum;
         long images = train_epoch(s, b, e, ep, a, &prog, &seconds, &loss_sum);
-        double steps = (double)images / cfg->engine.batch_size;
+        double steps = (double)images / s->engine.batch_size;
         double train_loss = steps > 0 ? loss_sum / steps : NAN;
         eval_counts ev = {0};
         double test_loss = NAN, accuracy = NAN;
@@ -326,22 +382,32 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         }
     }
     a->peak_memory = backend_peak_memory(b, e);
+    note_engine_heap(a, heap_before);
     if (a->status == STATUS_OK && !cfg->no_peak)
         a->device_peak_gflops = backend_peak_gflops(b, e);
     if (cfg->profile_layers && r == cfg->repeat && a->status == STATUS_OK && s->root) {
         /* the first batch of epoch 1, 10 steps, like `caffe time` */
         epoch_order(cfg->seed, 0, s->train.count, cfg->shuffle, s->order);
-        row_key key = key_for(s, b, a);
-        char label[128];
-        config_label(&key, label, sizeof label);
-        report_layer_profile(&s->res, label, b, e, &cfg->work, s->order, cfg->engine.batch_size, 10,
-                             stderr);
+        report_layer_profile(&s->res, config_name, b, e, &cfg->work, s->order,
+                             s->engine.batch_size, 10, stderr);
     }
     if (cfg->save_params[0] && r == cfg->repeat && a->status == STATUS_OK && s->root &&
-        save_params(s, b, e, cfg->n_backends > 1) != 0)
+        save_params(s, b, e, config_name, several_configurations(cfg)) != 0)
         s->save_failed = 1;
     b->destroy(e);
     return io_error ? -1 : 0;
+}
+
+/* Images/s of the configuration `name` at this precision and batch size
+ * with one replica on one rank earlier in this run, or 0. */
+static double baseline_speed(const run_state *s, const char *name, precision prec, int batch)
+{
+    for (int i = 0; i < s->n_baselines; i++) {
+        const baseline *bl = &s->baselines[i];
+        if (!strcmp(bl->name, name) && bl->prec == prec && bl->batch_size == batch)
+            return bl->images_per_second;
+    }
+    return 0;
 }
 
 static void fill_summary(run_state *s, const backend *b, const attempt *runs, int n_runs,
@@ -370,9 +436,9 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
     row->warmup_epochs = n < all_epochs ? warmup_epochs(cfg->epochs) : 0;
     row->images_per_second = st.median > 0 ? s->train.count / st.median : 0;
     row->gflops_per_second = row->images_per_second * cfg->work.train_flops_per_image * 1e-9;
-    if (s->naive_images_per_second > 0 && row->images_per_second > 0 &&
-        last->status == STATUS_OK)
-        row->speedup_vs_naive = row->images_per_second / s->naive_images_per_second;
+    double naive = baseline_speed(s, "naive", s->engine.precision, s->engine.batch_size);
+    if (naive > 0 && row->images_per_second > 0 && last->status == STATUS_OK)
+        row->speedup_vs_naive = row->images_per_second / naive;
     row->final_train_loss = last->final_train_loss;
     const eval_counts *ev = &last->final_eval;
     eval_stats es = eval_stats_of(ev);
@@ -399,6 +465,15 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
         row->percent_of_peak = percent_of_peak(row->gflops_per_second, pk.gflops);
     }
     row->peak_memory_bytes = (double)last->peak_memory;
+    /* a GPU engine's own peak on its device, else what the harness saw the
+     * engine take from the heap */
+    if (last->peak_memory > 0) {
+        row->memory_bytes = (double)last->peak_memory;
+        row->memory_source = "device peak (engine)";
+    } else if (last->host_memory > 0) {
+        row->memory_bytes = (double)last->host_memory;
+        row->memory_source = "host heap held by the engine";
+    }
     row->details = last->details;
     row->status = last->status;
     row->message = last->message;
@@ -427,7 +502,8 @@ static int load_inputs(run_state *s)
         s->test.count = cfg->test_limit;
     s->init_params = xmalloc(sizeof(float) * w->param_count);
     s->order = xmalloc(sizeof(int32_t) * (size_t)s->train.count);
-    s->losses = xmalloc(sizeof(float) * ((size_t)s->train.count / cfg->engine.batch_size + 1));
+    /* batch_sizes is ascending: the smallest batch takes the most steps */
+    s->losses = xmalloc(sizeof(float) * ((size_t)s->train.count / cfg->batch_sizes[0] + 1));
     if (cfg->init_params[0]) {
         if (paramfile_load(cfg->init_params, w, s->init_params, err, sizeof err) != 0) {
             fprintf(stderr, "bench: %s\n", err);
@@ -448,10 +524,12 @@ static void free_inputs(run_state *s)
     free(s->losses);
 }
 
-/* Which backends run, naive first so the others' speedup can be stated. */
-static int plan(const run_config *cfg, const backend **order, char reasons[][512], int *runnable)
+/* The configurations of the run, into out (at most MAX_RUN_CONFIGS):
+ * each backend (as --replicas, multi-gpu and MPI make it), naive first so
+ * the others' speedup can be stated, at each --precision and then each
+ * --batch-size. Returns the count, or -1 (message printed). */
+static int plan(const run_config *cfg, configuration *out)
 {
-    /* data parallelism: --replicas counts, multi-gpu, MPI ranks */
     const backend *wanted[MAX_RUN_BACKENDS];
     char err[256];
     int n_wanted = dp_expand_backends(cfg, cfg->backends, cfg->n_backends, wanted,
@@ -460,23 +538,33 @@ static int plan(const run_config *cfg, const backend **order, char reasons[][512
         fprintf(stderr, "bench: %s\n", err);
         return -1;
     }
+    long total = (long)n_wanted * cfg->n_precisions * cfg->n_batch_sizes;
+    if (total > MAX_RUN_CONFIGS) {
+        fprintf(stderr, "bench: %ld configurations (backends x --replicas x --precision x "
+                "--batch-size) are more than the %d one run takes\n", total, MAX_RUN_CONFIGS);
+        return -1;
+    }
     int n = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < n_wanted; i++) {
             int is_naive = strcmp(wanted[i]->name, "naive") == 0;
-            if (is_naive == (pass == 0))
-                order[n++] = wanted[i];
+            if (is_naive != (pass == 0))
+                continue;
+            for (int p = 0; p < cfg->n_precisions; p++)
+                for (int k = 0; k < cfg->n_batch_sizes; k++) {
+                    configuration *c = &out[n++];
+                    c->b = wanted[i];
+                    c->prec = cfg->precisions[p];
+                    c->batch_size = cfg->batch_sizes[k];
+                    c->reason[0] = 0;
+                    c->runnable = backend_runnable(c->b, c->prec, c->reason, sizeof c->reason);
+                }
         }
-    for (int i = 0; i < n; i++) {
-        const backend *b = order[i];
-        runnable[i] = 0;
-        reasons[i][0] = 0;
-        runnable[i] = backend_runnable(b, cfg->engine.precision, reasons[i], 512);
-    }
     return n;
 }
 
-/* Images/s of one replica of b's engine earlier in this run, or 0. */
+/* Images/s over replicas x the images/s of one replica of the same engine
+ * at the same precision and batch size earlier in this run, or 0. */
 static double scaling_efficiency(const run_state *s, const backend *b, const summary_row *row)
 {
     const char *base = dp_base_name(b);
@@ -485,10 +573,9 @@ static double scaling_efficiency(const run_state *s, const backend *b, const sum
         return 0;
     if (replicas == 1 && row->key.ranks == 1)
         return 1; /* its own baseline */
-    for (int i = 0; i < s->n_baselines; i++)
-        if (!strcmp(s->baseline_name[i], base ? base : b->name))
-            return row->images_per_second / (replicas * s->baseline_images_per_second[i]);
-    return 0;
+    double one = baseline_speed(s, base ? base : b->name, s->engine.precision,
+                                s->engine.batch_size);
+    return one > 0 ? row->images_per_second / (replicas * one) : 0;
 }
 
 /* --step-losses and --save-params, checked before anything is trained or
@@ -526,6 +613,13 @@ static void note_unread_data_files(const char *dir)
 
 static int run_backends(const run_config *cfg);
 
+/* What the engine of configuration c is created with, and its rows keyed by. */
+static void use_configuration(run_state *s, const configuration *c)
+{
+    s->engine.precision = c->prec;
+    s->engine.batch_size = c->batch_size;
+}
+
 int run_benchmark(const run_config *cfg)
 {
     char err[512];
@@ -540,24 +634,31 @@ int run_benchmark(const run_config *cfg)
 
 static int run_backends(const run_config *cfg)
 {
-    const backend *order[MAX_RUN_BACKENDS];
-    char reasons[MAX_RUN_BACKENDS][512];
-    int runnable[MAX_RUN_BACKENDS];
-    int n = plan(cfg, order, reasons, runnable);
-    if (n < 0)
+    configuration *configs = xcalloc(MAX_RUN_CONFIGS, sizeof *configs);
+    int n = plan(cfg, configs);
+    if (n < 0) {
+        free(configs);
         return 2;
+    }
     int any = 0;
     for (int i = 0; i < n; i++)
-        any |= runnable[i];
+        any |= configs[i].runnable;
     if (!any) {
         for (int i = 0; i < n; i++)
-            fprintf(stderr, "bench: %s: %s\n", order[i]->name, reasons[i]);
+            if (cfg->n_precisions > 1)
+                fprintf(stderr, "bench: %s at %s: %s\n", configs[i].b->name,
+                        precision_name(configs[i].prec), configs[i].reason);
+            else
+                fprintf(stderr, "bench: %s: %s\n", configs[i].b->name, configs[i].reason);
+        free(configs);
         return 3;
     }
 
     /* from here a signal ends the run with 130, during loading too */
     install_signal_handlers();
-    run_state s = {.cfg = cfg, .root = world_rank() == 0};
+    run_state s = {.cfg = cfg, .root = world_rank() == 0, .engine = cfg->engine};
+    s.label_axes = (cfg->n_precisions > 1 ? LABEL_PRECISION : 0) |
+                   (cfg->n_batch_sizes > 1 ? LABEL_BATCH : 0);
     int rc = load_inputs(&s);
     if (!rc && stop_signal)
         rc = 130;
@@ -565,6 +666,7 @@ static int run_backends(const run_config *cfg)
         rc = open_destinations(&s);
     if (rc) {
         free_inputs(&s);
+        free(configs);
         return rc;
     }
     char err[1024];
@@ -578,36 +680,50 @@ static int run_backends(const run_config *cfg)
                 unlink(cfg->step_losses);
         }
         free_inputs(&s);
+        free(configs);
         return status;
     }
     if (s.root)
         note_unread_data_files(cfg->data_dir);
-    if (s.root)
-        fprintf(stderr, "%s: %d training and %d test images from %s, %s, batch %d, %d epoch%s -> %s\n",
+    if (s.root) {
+        char batches[MAX_BATCH_SIZES * 12] = "";
+        size_t used = 0;
+        for (int k = 0; k < cfg->n_batch_sizes && used < sizeof batches; k++)
+            used += (size_t)snprintf(batches + used, sizeof batches - used, "%s%d", k ? "," : "",
+                                     cfg->batch_sizes[k]);
+        fprintf(stderr, "%s: %d training and %d test images from %s, %s, batch %s, %d epoch%s -> %s\n",
             cfg->work.name, s.train.count, s.test.count, cfg->data_dir,
-            optimizer_name(cfg->engine.opt.kind), cfg->engine.batch_size, cfg->epochs,
+            optimizer_name(cfg->engine.opt.kind), batches, cfg->epochs,
             cfg->epochs == 1 ? "" : "s", s.res.dir);
+    }
     for (int i = 0; i < n && s.root; i++)
-        if (!runnable[i])
-            fprintf(stderr, "%-10s skipped: %s\n", order[i]->name, reasons[i]);
+        if (!configs[i].runnable) {
+            use_configuration(&s, &configs[i]);
+            attempt none = {.replicas = 1};
+            row_key key = key_for(&s, configs[i].b, &none);
+            char label[128];
+            config_label(&key, label, sizeof label);
+            fprintf(stderr, "%-10s skipped: %s\n", label, configs[i].reason);
+        }
 
     /* a row's details and message are its own copies (freed at the end):
      * the attempts that held them are reused by the next backend */
-    summary_row rows[MAX_RUN_BACKENDS];
+    summary_row *rows = xcalloc(MAX_RUN_CONFIGS, sizeof *rows);
     int n_rows = 0, failed = 0, trained = 0, finished = 0;
     double *samples = xcalloc((size_t)cfg->epochs * cfg->repeat, sizeof(double));
     /* --repeat interleaves: round r trains every backend once (A B A B, not
      * A A B B), so a change in the machine's load falls on all of them. */
     attempt *runs = xcalloc((size_t)n * cfg->repeat, sizeof *runs);
-    int done_runs[MAX_RUN_BACKENDS] = {0}, stopped[MAX_RUN_BACKENDS] = {0};
+    int done_runs[MAX_RUN_CONFIGS] = {0}, stopped[MAX_RUN_CONFIGS] = {0};
     for (int k = 0; k < n * cfg->repeat; k++)
         runs[k].epoch_seconds = xcalloc((size_t)cfg->epochs, sizeof(double));
     for (int r = 0; r < cfg->repeat && !stop_signal && rc == 0; r++)
         for (int i = 0; i < n && !stop_signal && rc == 0; i++) {
-            if (!runnable[i] || stopped[i])
+            if (!configs[i].runnable || stopped[i])
                 continue;
             attempt *a = &runs[i * cfg->repeat + r];
-            if (train_backend(&s, order[i], r + 1, a) != 0) {
+            use_configuration(&s, &configs[i]);
+            if (train_backend(&s, configs[i].b, r + 1, a) != 0) {
                 rc = 1;
                 break;
             }
@@ -616,14 +732,15 @@ static int run_backends(const run_config *cfg)
         }
 
     for (int i = 0; i < n; i++) {
-        const backend *b = order[i];
+        const backend *b = configs[i].b;
+        use_configuration(&s, &configs[i]);
         summary_row *row = &rows[n_rows];
-        if (!runnable[i]) {
+        if (!configs[i].runnable) {
             memset(row, 0, sizeof *row);
             attempt none = {.threads = 0, .replicas = 1};
             row->key = key_for(&s, b, &none);
             row->status = STATUS_SKIPPED;
-            row->message = xstrdup(reasons[i]);
+            row->message = xstrdup(configs[i].reason);
             row->time_to_target_seconds = -1;
             n_rows++;
             if (s.root && results_summary(&s.res, row) != 0)
@@ -639,16 +756,17 @@ static int run_backends(const run_config *cfg)
         row->message = xstrdup(row->message);
         n_rows++;
         if (row->status == STATUS_OK && row->key.replicas == 1 && row->key.ranks == 1 &&
-            s.n_baselines < MAX_RUN_BACKENDS) {
-            s.baseline_name[s.n_baselines] = b->name;
-            s.baseline_images_per_second[s.n_baselines++] = row->images_per_second;
-        }
+            s.n_baselines < MAX_RUN_CONFIGS)
+            s.baselines[s.n_baselines++] = (baseline){
+                .name = b->name,
+                .prec = s.engine.precision,
+                .batch_size = s.engine.batch_size,
+                .images_per_second = row->images_per_second,
+            };
         row->scaling_efficiency = scaling_efficiency(&s, b, row);
         if (!strcmp(b->name, "naive") && row->status == STATUS_OK && row->key.replicas == 1 &&
-            row->key.ranks == 1) {
-            s.naive_images_per_second = row->images_per_second;
+            row->key.ranks == 1)
             row->speedup_vs_naive = 1;
-        }
         if (row->status == STATUS_FAILED)
             failed = 1;
         trained++;
@@ -666,7 +784,7 @@ static int run_backends(const run_config *cfg)
         if (results_summary(&s.res, row) != 0)
             rc = 1;
         if (row->status != STATUS_OK)
-            fprintf(stderr, "%-10s %s: %s\n", b->name, status_name(row->status), row->message);
+            fprintf(stderr, "%-10s %s: %s\n", label, status_name(row->status), row->message);
     }
 
     if (s.step_losses && fclose(s.step_losses) != 0) {
@@ -691,6 +809,8 @@ static int run_backends(const run_config *cfg)
         free(runs[k].epoch_seconds);
     free(runs);
     free(samples);
+    free(rows);
+    free(configs);
     free_inputs(&s);
     if (stop_signal)
         return 130;

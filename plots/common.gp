@@ -24,13 +24,29 @@ set datafile columnheaders
 summary = dir.'/summary.csv'
 epochs_csv = dir.'/epochs.csv'
 
+# The precisions and batch sizes among all rows: an axis with several values
+# names the configurations too.
+all_precisions = ''
+all_batches = ''
+have(list, word) = strstrt(list.' ', ' '.word.' ') > 0
+stats summary using (have(all_precisions, strcol("precision")) ? 0 : \
+                         (all_precisions = all_precisions.' '.strcol("precision"), 0), \
+                     have(all_batches, strcol("batch_size")) ? 0 : \
+                         (all_batches = all_batches.' '.strcol("batch_size"), 0), 0) nooutput
+label_precision = words(all_precisions) > 1
+label_batch = words(all_batches) > 1
+
 # A configuration's name: the backend, then "-xN" for N data-parallel
-# replicas and "-Mranks" under mpirun (as bench names it), since the same
-# backend may run with several --replicas in one run.
+# replicas, "-Mranks" under mpirun, "-<precision>" and "-b<batch size>" when
+# the run has several (as bench names it), since the same backend may run in
+# several configurations in one run. series() leaves the batch size out: a
+# line of the batch-size chart.
 # Read from the current row; x is unused (a gnuplot function needs one).
-config(x) = strcol("backend"). \
+series(x) = strcol("backend"). \
             (column("replicas") > 1 ? sprintf('-x%d', column("replicas")) : ''). \
-            (column("ranks") > 1 ? sprintf('-%dranks', column("ranks")) : '')
+            (column("ranks") > 1 ? sprintf('-%dranks', column("ranks")) : ''). \
+            (label_precision ? '-'.strcol("precision") : '')
+config(x) = series(0).(label_batch ? '-b'.strcol("batch_size") : '')
 
 # The configurations that finished (status ok), or were interrupted after at
 # least one timed epoch (their finished epochs are drawn), in summary.csv
@@ -61,13 +77,16 @@ stats summary using (drawn(0) ? \
     run_batch = column("batch_size"), 0) nooutput
 n_backends = words(backends)
 if (!exists("peers")) peers = ''
-is_peer(name) = strstrt(' '.peers.' ', ' '.name.' ') > 0
+# a configuration's name starts with its backend's (config() above)
+is_peer(name) = sum [k=1:words(peers)] (name eq word(peers, k) || \
+                                        strstrt(name, word(peers, k).'-') == 1 ? 1 : 0) > 0
 # A configuration's name as the charts show it.
 shown(name) = name.(is_peer(name) ? ' (peer)' : '')
 n_peers = sum [k=1:n_backends] (is_peer(word(backends, k)) ? 1 : 0)
 if (!exists("machine")) machine = run_cpu.(run_gpu eq 'none' || run_gpu eq '' ? '' : ' + '.run_gpu)
 if (!exists("date")) date = run_date[1:10]
-subtitle = machine.', '.date.sprintf(', %d images per epoch, batch %d', run_images, run_batch)
+subtitle = machine.', '.date.sprintf(', %d images per epoch', run_images). \
+           (label_batch ? ', batch sizes as named' : sprintf(', batch %d', run_batch))
 
 # Position (1..n) of a backend on the x axis; NaN for one that did not finish.
 index_of(name) = sum [k=1:n_backends] (word(backends, k) eq name ? k : 0)

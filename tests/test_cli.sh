@@ -78,6 +78,20 @@ refuse "epochs not a number" "--epochs" "'ten'" -- --epochs ten
 refuse "epochs with junk" "--epochs" "'5x'" -- --epochs 5x
 refuse "epochs overflow" "--epochs" -- --epochs 99999999999999999999
 refuse "zero batch size" "--batch-size" "'0'" -- --batch-size 0
+# --batch-size and --precision lists: each bad list refused in one line.
+refuse1 "empty item in a batch-size list" "--batch-size" "'32,,64'" -- "${D[@]}" --batch-size 32,,64
+refuse1 "batch-size list ending in a comma" "--batch-size" "'32,'" -- "${D[@]}" --batch-size 32,
+refuse1 "batch-size list of a comma" "--batch-size" "','" -- "${D[@]}" --batch-size ,
+refuse1 "batch size listed twice" "--batch-size lists 32 twice" -- "${D[@]}" --batch-size 32,64,32
+refuse1 "batch size out of range" "--batch-size" "1..1048576" -- "${D[@]}" --batch-size 16,2000000
+refuse1 "batch size not a number" "--batch-size" "'16,x'" -- "${D[@]}" --batch-size 16,x
+refuse1 "too many batch sizes" "--batch-size takes at most 8" -- "${D[@]}" --batch-size 1,2,3,4,5,6,7,8,9
+refuse1 "largest batch larger than the data" "--batch-size 512" "300 training images" \
+    -- "${D[@]}" --batch-size 16,512
+refuse1 "empty item in a precision list" "--precision 'fp32,' has an empty item" "fp32" "bf16" \
+    -- "${D[@]}" --precision fp32,
+refuse1 "unknown precision in a list" "unknown precision 'fp8'" "fp32" -- "${D[@]}" --precision fp32,fp8
+refuse1 "precision listed twice" "--precision lists fp32 twice" -- "${D[@]}" --precision fp32,bf16,fp32
 refuse "negative limit" "--limit" "'-1'" -- --limit -1
 refuse "zero test limit" "--test-limit" "'0'" -- --test-limit 0
 refuse "zero learning rate" "--lr" "'0'" -- --lr 0

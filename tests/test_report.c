@@ -152,16 +152,28 @@ static void configuration_labels(void **state)
 {
     (void)state;
     char label[64];
-    config_label_of("naive", 1, 1, label, sizeof label);
+    config_label_of("naive", 1, 1, "fp32", 64, 0, label, sizeof label);
     assert_string_equal(label, "naive");
-    config_label_of("naive", 2, 1, label, sizeof label);
+    config_label_of("naive", 2, 1, "fp32", 64, 0, label, sizeof label);
     assert_string_equal(label, "naive-x2");
-    config_label_of("blas", 4, 2, label, sizeof label);
+    config_label_of("blas", 4, 2, "fp32", 64, 0, label, sizeof label);
     assert_string_equal(label, "blas-x4-2ranks");
-    row_key k = {.backend = "cuda", .replicas = 1, .ranks = 1};
+    row_key k = {.backend = "cuda", .replicas = 1, .ranks = 1, .precision = "bf16",
+                 .batch_size = 512};
     config_label(&k, label, sizeof label);
     assert_string_equal(label, "cuda");
-    config_label_of("naive", 16, 1, label, 6); /* cut short, still a string */
+    /* the axes the run varies name the row, so confusion files do not collide */
+    k.label_axes = LABEL_PRECISION;
+    config_label(&k, label, sizeof label);
+    assert_string_equal(label, "cuda-bf16");
+    k.label_axes = LABEL_BATCH;
+    config_label(&k, label, sizeof label);
+    assert_string_equal(label, "cuda-b512");
+    k.label_axes = LABEL_PRECISION | LABEL_BATCH;
+    k.replicas = 2;
+    config_label(&k, label, sizeof label);
+    assert_string_equal(label, "cuda-x2-bf16-b512");
+    config_label_of("naive", 16, 1, "fp32", 64, LABEL_BATCH, label, 6); /* cut short */
     assert_string_equal(label, "naive");
 }
 
@@ -240,6 +252,8 @@ static void summary_formats(void **state)
     rows[0].peak_source = "test probe";
     rows[0].gflops_per_second = 25;
     rows[0].percent_of_peak = 25;
+    rows[0].memory_bytes = 3 * 1048576.0;
+    rows[0].memory_source = "host heap held by the engine";
     rows[1].key = (row_key){.backend = "cuda", .precision = "fp32"};
     rows[1].status = STATUS_SKIPPED;
     rows[1].message = "no \"GPU\" here";
@@ -248,7 +262,7 @@ static void summary_formats(void **state)
 
     char *md = print_to_string(FORMAT_MD, rows, 2);
     assert_non_null(strstr(md, "| naive | fp32 | 1 | 0 | 2.500 ± 0.250 | 24000 | 25.00 | 25.0 |"
-                               " 1.00x | 0.8500 | not reached | - | ok |"));
+                               " 1.00x | 0.8500 | not reached | ok | 3.0 |"));
     assert_non_null(strstr(md, "| cuda | fp32 | 0 | 0 | - |"));
     assert_non_null(strstr(md, "epochs 2-4"));
     assert_non_null(strstr(md, "100.0 GFLOP/s (test probe)"));
@@ -272,12 +286,13 @@ static void summary_formats(void **state)
         "final_test_accuracy,macro_precision,macro_recall,macro_f1,time_to_target_seconds,"
         "peak_memory_bytes,details,status,message,cpu_model,host,git_commit,date,timed_samples,"
         "warmup_epochs,epoch_seconds_min,epoch_seconds_max,peak_gflops,peak_source,gpu_model,"
-        "target_accuracy,scaling_efficiency\n";
+        "target_accuracy,scaling_efficiency,memory_bytes,memory_source\n";
     assert_true(strncmp(csv, header, strlen(header)) == 0);
     assert_non_null(strstr(csv, "\nnaive,,fp32,1,0,0,0,0,,4,1,0,2.500000,0.000000,0.250000,"
                                 "24000.0,25.000,25.00,1.000,0.000000,0.850000,"));
     assert_non_null(strstr(csv, ",ok,,Test CPU,,,,3,1,0.000000,0.000000,100.0,test probe,none,"
-                                "0.9000,\n")); /* no scaling efficiency: empty */
+                                "0.9000,,3145728,host heap held by the engine\n"));
+    /* no scaling efficiency: empty */
     assert_non_null(strstr(csv, ",skipped,\"no \"\"GPU\"\" here\",Test CPU,"));
     free(csv);
 }
