@@ -32,6 +32,7 @@
 #include "backends/registry.h"
 #include "harness/config.h"
 #include "harness/csv.h"
+#include "harness/fileio.h"
 #include "harness/idx.h"
 #include "harness/init.h"
 #include "harness/sysinfo.h"
@@ -989,17 +990,6 @@ static const char *const history_columns[] = {
     "build", "blas", "cpu_seen", "run", NULL,
 };
 
-static int last_byte(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    int last = EOF;
-    if (f && fseek(f, -1, SEEK_END) == 0)
-        last = fgetc(f);
-    if (f)
-        fclose(f);
-    return last;
-}
-
 int count_history(const char *counts_path, const char *history_path, const char *run)
 {
     count_table c = {0};
@@ -1038,7 +1028,7 @@ int count_history(const char *counts_path, const char *history_path, const char 
         for (int i = 0; i < n_cols; i++)
             fprintf(out, "%s%s", i ? "," : "", history_columns[i]);
         fputc('\n', out);
-    } else if (last_byte(history_path) != '\n') {
+    } else if (!file_ends_with_newline(history_path)) {
         fputc('\n', out); /* a file edited by hand may lack its last newline */
     }
     int added = 0, known = 0;

@@ -151,3 +151,14 @@ FILE *create_new_file(const char *flag, const char *path, int *created, char *er
     }
     return f;
 }
+
+int file_ends_with_newline(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    int last = EOF;
+    if (f && fseek(f, -1, SEEK_END) == 0)
+        last = fgetc(f);
+    if (f)
+        fclose(f);
+    return last == '\n';
+}

@@ -18,6 +18,10 @@ FILE *fopen_regular(const char *path, const char **problem);
 /* Whether a path names an existing file that is not a regular one. */
 int is_special_file(const char *path);
 
+/* 1 when the file's last byte is a newline (an empty or missing file: 0),
+ * so an appended row does not join a cut-short last line. */
+int file_ends_with_newline(const char *path);
+
 /* The exit status for a write that failed with errno err: 1 when the system
  * could not take the data (disk full, quota, I/O error, out of memory), 2
  * when the destination named on the command line cannot be used (missing

@@ -145,17 +145,6 @@ static int check_history_header(const csv_table *h, const char *path)
     return 0;
 }
 
-static int ends_with_newline(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    int last = EOF;
-    if (f && fseek(f, -1, SEEK_END) == 0)
-        last = fgetc(f);
-    if (f)
-        fclose(f);
-    return last == '\n';
-}
-
 int history_main(int argc, char **argv)
 {
     const char *file = DEFAULT_HISTORY, *counts_file = COUNT_HISTORY;
@@ -262,7 +251,7 @@ int history_main(int argc, char **argv)
         for (int i = 0; history_columns[i]; i++)
             fprintf(out, "%s%s", i ? "," : "", history_columns[i]);
         fputc('\n', out);
-    } else if (!ends_with_newline(file)) {
+    } else if (!file_ends_with_newline(file)) {
         fputc('\n', out); /* a file edited by hand may lack its last newline */
     }
     int added = 0, known = 0, not_ok = 0;

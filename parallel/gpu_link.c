@@ -9,33 +9,28 @@
 #include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
 
+/* The module's table, or NULL with the reason. */
+static const devmem_table *devmem(char *why, size_t why_len)
+{
 #ifdef HAVE_CUDA
-static const devmem_table *devmem(char *why, size_t why_len)
-{
     return module_table("cuda", "devmem", why, why_len);
-}
 #else
-static const devmem_table *devmem(char *why, size_t why_len)
-{
     snprintf(why, why_len, "built without CUDA (nvcc, cuDNN or cuBLAS not found at build "
                            "time, or make CUDA=0)");
     return NULL;
-}
 #endif
-
-#ifdef HAVE_NCCL
-static const nccl_table *nccl(char *why, size_t why_len)
-{
-    return module_table("nccl", "nccl", why, why_len);
 }
-#else
+
 static const nccl_table *nccl(char *why, size_t why_len)
 {
+#ifdef HAVE_NCCL
+    return module_table("nccl", "nccl", why, why_len);
+#else
     snprintf(why, why_len, "built without NCCL (nccl.h or libnccl not found with CUDA at "
                            "build time)");
     return NULL;
-}
 #endif
+}
 
 int devmem_device_count(char *why, size_t why_len)
 {
