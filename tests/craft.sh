@@ -10,6 +10,14 @@ if [ ! -x "$BENCH" ]; then
 fi
 export LC_ALL=C
 
+# scratch: $tmp, a scratch directory removed when the test exits, with any
+# process whose id is left in $pid killed first.
+scratch() {
+    tmp=$(mktemp -d "/tmp/$(basename "$0" .sh).XXXXXX") || exit 1
+    pid=""
+    trap 'if [ -n "$pid" ]; then kill -KILL "$pid" 2>/dev/null; fi; rm -rf "$tmp"' EXIT
+}
+
 failures=0
 checks=0
 skipped=0

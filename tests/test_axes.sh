@@ -10,8 +10,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
 
-tmp=$(mktemp -d /tmp/test_axes.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+scratch
 make_dataset "$tmp/data" 256 64
 have_gnuplot=0
 command -v gnuplot >/dev/null 2>&1 && have_gnuplot=1

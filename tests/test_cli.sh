@@ -7,8 +7,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
 
-tmp=$(mktemp -d /tmp/test_cli.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+scratch
 make_dataset "$tmp/data" 300 100
 mkdir "$tmp/cwd"
 

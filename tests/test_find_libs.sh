@@ -26,8 +26,7 @@ for f in "$nvcc" "$cuda"/lib64/libcudnn.so.9 "$cuda"/lib64/libnccl.so.2 "$cuda"/
 done
 command -v python3 >/dev/null || { echo "test_find_libs.sh: no python3: skipped"; exit 77; }
 
-tmp=$(mktemp -d /tmp/test_find_libs.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+scratch
 mkdir -p "$tmp/cuda-home/bin"
 
 # wheel SITE PACKAGE LIBS... -- HEADERS...: nvidia/PACKAGE/{lib,include}

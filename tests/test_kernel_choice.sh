@@ -13,8 +13,7 @@ if [ ! -f build/modules/blas.so ]; then
     echo "SKIP: the blas backend is not built here"
     exit 77
 fi
-tmp=$(mktemp -d /tmp/test_kernel_choice.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+scratch
 make_dataset "$tmp/data" 300 100
 D=(--data "$tmp/data" --workload mlp --epochs 1 --limit 256 --test-limit 100 --backend blas)
 

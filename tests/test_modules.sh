@@ -8,8 +8,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
 
-tmp=$(mktemp -d /tmp/test_modules.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+scratch
 make_dataset "$tmp/data" 300 100
 D=(--data "$tmp/data" --workload mlp --epochs 1 --limit 256 --test-limit 100)
 heavy='libopenblas|libcudart|libcudnn|libcublas|libnccl|modules/(blas|cuda|nccl)\.so'

@@ -12,13 +12,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
 
-tmp=$(mktemp -d /tmp/test_peers.XXXXXX)
-pid=""
-cleanup() {
-    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+scratch
 make_dataset "$tmp/data" 512 128
 # a copy under a unique path, so that a process left behind can be told
 cp tests/peer-standin.py "$tmp/standin.py"

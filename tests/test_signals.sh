@@ -6,13 +6,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
 
-tmp=$(mktemp -d /tmp/test_signals.XXXXXX)
-pid=""
-cleanup() {
-    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+scratch
 # 2048 images: an epoch of the naive backend takes about a second.
 make_dataset "$tmp/data" 2048 128
 
