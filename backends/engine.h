@@ -62,6 +62,10 @@ typedef struct engine_config {
     precision precision;
     int cuda_graph;      /* GPU: capture the step as a graph and replay it */
     int data_on_device;  /* GPU: training set resident on the device */
+    /* Model parallelism: 0 for an engine that trains a whole network; n >= 1
+     * makes it a stage (see stage_forward) that keeps the activations of n
+     * micro-batches at once, each of at most batch_size images. */
+    int stage_slots;
 } engine_config;
 
 /* Evaluation result: confusion[true * classes + predicted] counts. */
@@ -89,6 +93,19 @@ typedef enum engine_buffer {
 } engine_buffer;
 
 typedef enum memory_space { MEM_HOST, MEM_DEVICE } memory_space;
+
+/* Bytes an engine holds, by what they are for (host or device, wherever
+ * the engine keeps them). */
+typedef struct memory_use {
+    size_t params, grads, opt_state;
+    size_t activations; /* what the forward pass keeps for the backward pass */
+    size_t workspace;   /* everything else: scratch, staging, library workspace */
+} memory_use;
+
+static inline size_t memory_use_total(const memory_use *m)
+{
+    return m->params + m->grads + m->opt_state + m->activations + m->workspace;
+}
 
 typedef struct engine engine; /* each backend defines its own */
 
@@ -167,6 +184,25 @@ typedef struct backend {
      * recorded), so that tests compare fp64 engines beyond float's seven
      * digits. */
     double (*last_loss)(engine *e);
+    /* What the engine holds, by kind (NULL: not itemised). */
+    void (*memory_use)(engine *e, memory_use *out);
+
+    /* Model parallelism: an engine created with cfg->stage_slots >= 1 runs
+     * its workload, a stage of a larger network (workload_stage: any input
+     * shape, no loss), as one worker of a model-parallel coordinator.
+     * Activations and their gradients cross as host floats, image after
+     * image in the workload's NCHW layout ([batch][c][h][w]; a dense
+     * layer's [batch][units]); the first stage is handed pixels already
+     * scaled (lb_pixel). Float at every precision, so fp64 engines offer no
+     * stages. slot (0 .. stage_slots - 1) names a micro-batch in flight:
+     * stage_forward keeps its activations until its stage_backward, so that
+     * several micro-batches can be between the two at once. */
+    int (*stage_forward)(engine *e, int slot, const float *in, int batch, float *out);
+    /* From d_out, the gradient of the step's loss with respect to slot's
+     * out: the parameter gradients into BUF_GRADS (written when accumulate
+     * is 0, added when 1) and, unless d_in is NULL, the gradient with
+     * respect to slot's in. apply_update(1) then applies BUF_GRADS. */
+    int (*stage_backward)(engine *e, int slot, const float *d_out, float *d_in, int accumulate);
 } backend;
 
 #endif

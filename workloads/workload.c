@@ -110,9 +110,9 @@ static void resolve(const workload_spec *s, workload *w)
             break;
         }
         if (l->weight_count) {
-            l->weight_offset = offset;
+            l->weight_offset = l->parent_weight_offset = offset;
             offset += l->weight_count;
-            l->bias_offset = offset;
+            l->bias_offset = l->parent_bias_offset = offset;
             offset += l->bias_count;
             w->forward_flops_per_image += fwd;
             /* backward to weights always; backward to data except first */
@@ -121,7 +121,7 @@ static void resolve(const workload_spec *s, workload *w)
         }
         cur = l->out;
     }
-    w->param_count = offset;
+    w->param_count = w->parent_param_count = offset;
 }
 
 int workload_get(const char *name, workload *out)
@@ -135,12 +135,85 @@ int workload_get(const char *name, workload *out)
     return -1;
 }
 
+static int has_params(const layer *l) { return l->kind == LAYER_CONV || l->kind == LAYER_DENSE; }
+
+const char *workload_stage(const workload *w, int first, int last, int part, int parts,
+                           workload *out)
+{
+    if (first < 0 || last > w->n_layers || first >= last)
+        return "stage outside the network's layers";
+    if (parts < 1 || part < 0 || part >= parts)
+        return "bad part of a split within layers";
+    layer_spec layers[WORKLOAD_MAX_LAYERS];
+    int split_at = -1; /* the layer whose units are shared out */
+    for (int i = first; i < last; i++) {
+        const layer *l = &w->layers[i];
+        layers[i - first] = (layer_spec){l->kind, l->name, l->kernel, l->stride, l->units};
+        if (parts > 1 && has_params(l)) {
+            if (split_at >= 0)
+                return "a split within layers takes one layer with parameters per stage";
+            if (l->units < parts)
+                return "a layer has fewer channels or units than there are workers";
+            split_at = i;
+            layers[i - first].units =
+                l->units * (part + 1) / parts - l->units * part / parts;
+        }
+    }
+    const workload_spec spec = {
+        .name = w->name, .description = w->description, .input = w->layers[first].in,
+        .layers = layers, .n_layers = last - first, .batch_size = w->default_batch_size,
+        .epochs = w->default_epochs, .lr = w->default_lr, .momentum = w->default_momentum,
+        .weight_decay = w->default_weight_decay, .seed = w->default_seed};
+    resolve(&spec, out);
+    out->is_stage = first > 0 || last < w->n_layers || parts > 1;
+    out->classes = last == w->n_layers && parts == 1 ? w->classes : 0;
+    out->parent_param_count = w->param_count;
+    for (int i = first; i < last; i++) {
+        const layer *whole = &w->layers[i];
+        layer *l = &out->layers[i - first];
+        if (!has_params(whole))
+            continue;
+        const size_t lo = i == split_at ? (size_t)(whole->units * part / parts) : 0;
+        l->parent_weight_offset = whole->weight_offset + lo * (whole->weight_count / whole->units);
+        l->parent_bias_offset = whole->bias_offset + lo;
+    }
+    return NULL;
+}
+
+static void stage_copy(const workload *stage, float *stage_params, float *parent_params,
+                       int to_parent)
+{
+    for (int i = 0; i < stage->n_layers; i++) {
+        const layer *l = &stage->layers[i];
+        if (!l->weight_count)
+            continue;
+        float *s[2] = {stage_params + l->weight_offset, stage_params + l->bias_offset};
+        float *p[2] = {parent_params + l->parent_weight_offset,
+                       parent_params + l->parent_bias_offset};
+        const size_t n[2] = {l->weight_count, l->bias_count};
+        for (int t = 0; t < 2; t++)
+            memcpy(to_parent ? p[t] : s[t], to_parent ? s[t] : p[t], n[t] * sizeof(float));
+    }
+}
+
+void workload_stage_params_from(const workload *stage, float *stage_params,
+                                const float *parent_params)
+{
+    stage_copy(stage, stage_params, (float *)parent_params, 0);
+}
+
+void workload_stage_params_to(const workload *stage, const float *stage_params,
+                              float *parent_params)
+{
+    stage_copy(stage, (float *)stage_params, parent_params, 1);
+}
+
 const char *workload_check(const workload *w)
 {
     if (w->n_layers < 1 || w->n_layers > WORKLOAD_MAX_LAYERS)
         return "workload has no layers or too many";
-    if (w->classes < 1 || w->classes > WORKLOAD_MAX_CLASSES ||
-        shape3_size(w->layers[w->n_layers - 1].out) != w->classes)
+    if (!w->is_stage && (w->classes < 1 || w->classes > WORKLOAD_MAX_CLASSES ||
+                         shape3_size(w->layers[w->n_layers - 1].out) != w->classes))
         return "workload's last layer does not give one logit per class";
     for (int i = 0; i < w->n_layers; i++) {
         const layer *l = &w->layers[i];

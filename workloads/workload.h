@@ -33,6 +33,10 @@ typedef struct layer {
      * [out][in] (the PyTorch and cuDNN layouts). Biases follow weights. */
     size_t weight_offset, weight_count;
     size_t bias_offset, bias_count;
+    /* Where the tensors come from in the whole network's flat vector: the
+     * same as weight_offset and bias_offset in a whole workload; in a stage
+     * (workload_stage) the offsets of its share in the parent's. */
+    size_t parent_weight_offset, parent_bias_offset;
 } layer;
 
 typedef struct workload {
@@ -40,6 +44,11 @@ typedef struct workload {
     const char *description;
     shape3 input;
     int classes;
+    /* 1 for a part of a larger network (workload_stage): its input and
+     * output are activations of that network, and the loss is computed
+     * elsewhere (classes is 0 unless the output is the whole logits). */
+    int is_stage;
+    size_t parent_param_count; /* the whole network's param_count */
     int n_layers;
     layer layers[WORKLOAD_MAX_LAYERS];
     size_t param_count;
@@ -59,6 +68,19 @@ typedef struct workload {
 /* Fills *out and returns 0, or returns -1 for an unknown name. */
 int workload_get(const char *name, workload *out);
 
+/* Model parallelism: layers [first, last) of w as a workload of their own,
+ * with the input shape of layer `first`, into *out. With parts > 1 it is
+ * part `part` of a split within layers: the first layer with parameters
+ * (a convolution or dense layer) keeps output channels or units
+ * [units * part / parts, units * (part + 1) / parts), the layers after it
+ * work on that share (pools and ReLUs are per channel), layers before it
+ * run whole, and no second layer with parameters may follow. Every
+ * parameter tensor records where its share lies in w's flat vector
+ * (parent_weight_offset, parent_bias_offset). Returns NULL, or why the
+ * stage cannot be made. */
+const char *workload_stage(const workload *w, int first, int last, int part, int parts,
+                           workload *out);
+
 /* NULL when the layer list is one every backend can train (1 to
  * WORKLOAD_MAX_LAYERS layers, one logit per class at the end, kernels and
  * strides that fit their inputs); otherwise why not, in a few words. */
@@ -66,6 +88,13 @@ const char *workload_check(const workload *w);
 
 /* The workloads' names as a list for messages, "lenet, mlp", cut short to
  * fit len. */
+/* Copies a stage's parameters out of (or into) the whole network's flat
+ * vector: stage[i] <-> parent[parent offsets]. */
+void workload_stage_params_from(const workload *stage, float *stage_params,
+                                const float *parent_params);
+void workload_stage_params_to(const workload *stage, const float *stage_params,
+                              float *parent_params);
+
 void workload_names(char *buf, size_t len);
 
 /* Largest activation (floats per image) over the inputs and outputs of all

@@ -25,6 +25,12 @@ float *host_alloc_floats(size_t n) { return host_alloc(n * sizeof(float)); }
 
 void *host_alloc_reals(const host_engine *h, size_t n) { return host_alloc(n * h->real_size); }
 
+void *host_alloc_counted(host_engine *h, size_t n, size_t *counter)
+{
+    *counter += n * h->real_size;
+    return host_alloc_reals(h, n);
+}
+
 int host_fail(host_engine *h, const char *fmt, ...)
 {
     int k = snprintf(h->err, sizeof h->err, "%s: ", h->backend->name);
@@ -53,7 +59,17 @@ engine *host_engine_create(const backend *b, const host_layers *layers, size_t s
         snprintf(unsupported, sizeof unsupported, "the %s backend does not compute in %s",
                  b->name, precision_name(cfg->precision));
         why = unsupported;
-    } else if (!(why = workload_check(w)) && check)
+    } else if (cfg->stage_slots < 0 || cfg->stage_slots > 1024)
+        why = "stage slots must be 0 (a whole network) to 1024";
+    else if (cfg->stage_slots && !layers->stage_forward) {
+        snprintf(unsupported, sizeof unsupported, "the %s backend offers no model-parallel stages",
+                 b->name);
+        why = unsupported;
+    } else if (cfg->stage_slots && cfg->precision == PREC_FP64)
+        why = "model-parallel stages hand activations over as float, so fp64 is not offered";
+    else if (w->is_stage && !cfg->stage_slots)
+        why = "a part of a network runs only as a model-parallel stage";
+    else if (!(why = workload_check(w)) && check)
         why = check(w, cfg);
     if (why) {
         if (err && err_len)
@@ -82,7 +98,9 @@ engine *host_engine_create(const backend *b, const host_layers *layers, size_t s
     h->opt_state = host_alloc_reals(h, h->state_count);
     h->labels = host_alloc(sizeof(int) * B);
     h->predicted = host_alloc(sizeof(int) * B);
-    if (!h->params || !h->grads || !h->opt_state || !h->labels || !h->predicted)
+    h->slot_batch = host_alloc(sizeof(int) * (cfg->stage_slots + 1));
+    if (!h->params || !h->grads || !h->opt_state || !h->labels || !h->predicted ||
+        !h->slot_batch)
         return host_engine_out_of_memory(e, err, err_len);
     return e;
 }
@@ -107,11 +125,15 @@ void host_engine_free(engine *e)
     free(h->opt_state);
     free(h->labels);
     free(h->predicted);
+    free(h->slot_batch);
     free(e);
 }
 
 int host_check_batch(host_engine *h, int batch)
 {
+    if (h->cfg.stage_slots)
+        return host_fail(h, "a model-parallel stage trains through stage_forward and "
+                            "stage_backward");
     if (batch < 1 || batch > h->cfg.batch_size)
         return host_fail(h, "batch of %d images, engine was created for 1..%d", batch,
                          h->cfg.batch_size);
@@ -220,6 +242,8 @@ int host_train_steps(engine *e, const int32_t *indices, int batch, int steps, fl
 int host_evaluate(engine *e, int limit, eval_counts *out)
 {
     host_engine *h = host_of(e);
+    if (h->cfg.stage_slots)
+        return host_fail(h, "a model-parallel stage is evaluated through stage_forward");
     if (!h->have_test)
         return host_fail(h, "no test set bound");
     const int n = limit <= 0 || limit > h->test.count ? h->test.count : limit;
@@ -307,4 +331,49 @@ int host_profile_layers(engine *e, const int32_t *indices, int batch, int reps,
     h->step = saved_step;
     free(saved);
     return 0;
+}
+
+void host_memory_use(engine *e, memory_use *out)
+{
+    const host_engine *h = host_of(e);
+    out->params = out->grads = h->w.param_count * h->real_size;
+    out->opt_state = h->state_count * h->real_size;
+    out->activations = h->activation_bytes;
+    out->workspace = h->workspace_bytes;
+}
+
+static int check_slot(host_engine *h, int slot)
+{
+    if (!h->cfg.stage_slots)
+        return host_fail(h, "not created as a model-parallel stage");
+    if (slot < 0 || slot >= h->cfg.stage_slots)
+        return host_fail(h, "stage slot %d, engine was created for 0..%d", slot,
+                         h->cfg.stage_slots - 1);
+    return 0;
+}
+
+int host_stage_forward(engine *e, int slot, const float *in, int batch, float *out)
+{
+    host_engine *h = host_of(e);
+    if (check_slot(h, slot))
+        return -1;
+    if (batch < 1 || batch > h->cfg.batch_size)
+        return host_fail(h, "micro-batch of %d images, engine was created for 1..%d", batch,
+                         h->cfg.batch_size);
+    if (!in || !out)
+        return host_fail(h, "stage_forward needs its input and output buffers");
+    h->slot_batch[slot] = batch;
+    return h->layers->stage_forward(e, slot, in, batch, out);
+}
+
+int host_stage_backward(engine *e, int slot, const float *d_out, float *d_in, int accumulate)
+{
+    host_engine *h = host_of(e);
+    if (check_slot(h, slot))
+        return -1;
+    if (!h->slot_batch[slot])
+        return host_fail(h, "stage_backward of slot %d before its stage_forward", slot);
+    if (!d_out)
+        return host_fail(h, "stage_backward needs the output's gradient");
+    return h->layers->stage_backward(e, slot, h->slot_batch[slot], d_out, d_in, accumulate);
 }

@@ -34,6 +34,13 @@ typedef struct host_layers {
      * update's added to out, in milliseconds. */
     void (*time_steps)(engine *e, const int32_t *indices, int batch, int reps,
                        layer_times *out);
+    /* Model parallelism (NULL: the backend offers no stages): the
+     * contract's stage_forward and stage_backward, called by
+     * host_stage_forward and host_stage_backward once they have checked
+     * the slot, the batch and the buffers; batch is the slot's. */
+    int (*stage_forward)(engine *e, int slot, const float *in, int batch, float *out);
+    int (*stage_backward)(engine *e, int slot, int batch, const float *d_out, float *d_in,
+                          int accumulate);
 } host_layers;
 
 typedef struct host_engine {
@@ -62,6 +69,11 @@ typedef struct host_engine {
 
     dataset train, test;
     int have_train, have_test;
+
+    int *slot_batch; /* stage engines: each slot's batch, 0 until its forward */
+    /* Bytes of the backend's own buffers, counted by host_alloc_counted,
+     * for memory_use. */
+    size_t activation_bytes, workspace_bytes;
 } host_engine;
 
 static inline host_engine *host_of(engine *e) { return (host_engine *)e; }
@@ -72,6 +84,10 @@ void *host_alloc(size_t bytes);
 float *host_alloc_floats(size_t n);
 /* n numbers of the engine's precision (h->real_size bytes each). */
 void *host_alloc_reals(const host_engine *h, size_t n);
+
+/* host_alloc_reals that adds the bytes to *counter (h->activation_bytes or
+ * h->workspace_bytes). */
+void *host_alloc_counted(host_engine *h, size_t n, size_t *counter);
 
 /* The start of a CPU backend's create: checks w and cfg (a workload,
  * batch size >= 1, a precision in b->precisions (fp32 when 0), workload_check, then `check` when
@@ -111,7 +127,9 @@ double host_now_ms(void);
     .probe = host_probe, .error = host_error, .set_params = host_set_params,                  \
     .get_params = host_get_params, .bind_dataset = host_bind_dataset,                         \
     .train_steps = host_train_steps, .evaluate = host_evaluate, .buffer = host_buffer,        \
-    .buffer_space = MEM_HOST, .profile_layers = host_profile_layers, .last_loss = host_last_loss
+    .buffer_space = MEM_HOST, .profile_layers = host_profile_layers,                          \
+    .last_loss = host_last_loss, .memory_use = host_memory_use,                               \
+    .stage_forward = host_stage_forward, .stage_backward = host_stage_backward
 
 int host_probe(void *ctx, char *why, size_t why_len); /* a CPU always can */
 const char *host_error(engine *e);
@@ -132,6 +150,10 @@ float *host_buffer(engine *e, engine_buffer which, size_t *count);
 int host_compute_gradients(engine *e, const int32_t *indices, int batch, float *loss);
 int host_apply_update(engine *e, float grad_scale);
 double host_last_loss(engine *e);
+void host_memory_use(engine *e, memory_use *out);
+/* Check the call, then hand it to the host_layers' own. */
+int host_stage_forward(engine *e, int slot, const float *in, int batch, float *out);
+int host_stage_backward(engine *e, int slot, const float *d_out, float *d_in, int accumulate);
 /* Checks the request, takes the batch's labels, saves the parameters,
  * optimiser state and step count, times the steps (layers->time_steps),
  * averages the times over reps and puts the model back as it was. */

@@ -13,8 +13,10 @@ static void destroy(engine *e)
 {
     if (!e)
         return;
-    for (int i = 0; i <= WORKLOAD_MAX_LAYERS; i++)
-        free(e->act[i]);
+    if (e->slot_act)
+        for (int i = 0; i < e->slots * (e->h.w.n_layers + 1); i++)
+            free(e->slot_act[i]);
+    free(e->slot_act);
     free(e->d_a);
     free(e->d_b);
     free(e->scratch);

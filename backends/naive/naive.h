@@ -12,9 +12,13 @@ struct engine {
     host_engine h; /* first, so that the host_* entries find it */
 
     /* act[0] is the input batch, act[i + 1] the output of layer i, each
-     * batch_size x (numbers per image). d_a and d_b hold the gradient
-     * flowing back, in turn. */
+     * batch_size x (numbers per image): the current slot's of slot_act
+     * (slots x (n_layers + 1) buffers; one slot unless the engine is a
+     * model-parallel stage). d_a and d_b hold the gradient flowing back, in
+     * turn. */
     void *act[WORKLOAD_MAX_LAYERS + 1];
+    void **slot_act;
+    int slots;
     void *d_a, *d_b;
     void *scratch;
 };

@@ -2,6 +2,7 @@
  * in the order of the workload's layer list, then the shared optimiser
  * update. Written over `real` and built twice (backends/common/real.h): the
  * fp32 engine and the fp64 engine run this same code. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/common/elementwise.h"
@@ -9,18 +10,35 @@
 #include "backends/naive/layers.h"
 #include "backends/naive/naive.h"
 
+/* The current slot's activations into act[]. */
+static void use_slot(engine *e, int slot)
+{
+    const int per_slot = e->h.w.n_layers + 1;
+    for (int i = 0; i < per_slot; i++)
+        e->act[i] = e->slot_act[slot * per_slot + i];
+}
+
 int R(naive_allocate)(engine *e)
 {
-    const host_engine *h = &e->h;
+    host_engine *h = &e->h;
     const workload *w = &h->w;
     const size_t B = (size_t)h->cfg.batch_size;
-    e->act[0] = host_alloc(sizeof(real) * B * shape3_size(w->input));
+    const int L = w->n_layers;
+    e->slots = h->cfg.stage_slots > 0 ? h->cfg.stage_slots : 1;
+    e->slot_act = calloc((size_t)e->slots * (L + 1), sizeof *e->slot_act);
+    if (!e->slot_act)
+        return -1;
+    for (int s = 0; s < e->slots; s++)
+        for (int i = 0; i <= L; i++) {
+            const shape3 shape = i ? w->layers[i - 1].out : w->input;
+            void **act = &e->slot_act[s * (L + 1) + i];
+            if (!(*act = host_alloc_counted(h, B * shape3_size(shape), &h->activation_bytes)))
+                return -1;
+        }
+    use_slot(e, 0);
     size_t scratch = 0;
-    for (int i = 0; i < w->n_layers; i++) {
+    for (int i = 0; i < L; i++) {
         const layer *l = &w->layers[i];
-        e->act[i + 1] = host_alloc(sizeof(real) * B * shape3_size(l->out));
-        if (!e->act[i + 1])
-            return -1;
         size_t s = 0;
         if (l->kind == LAYER_CONV)
             s = conv_scratch_count(l->in.c, l->in.h, l->in.w, l->kernel, l->stride);
@@ -30,10 +48,10 @@ int R(naive_allocate)(engine *e)
             scratch = s;
     }
     const size_t max_act = (size_t)workload_max_activation(w);
-    e->d_a = host_alloc(sizeof(real) * B * max_act);
-    e->d_b = host_alloc(sizeof(real) * B * max_act);
-    e->scratch = host_alloc(sizeof(real) * scratch);
-    return e->act[0] && e->d_a && e->d_b && e->scratch ? 0 : -1;
+    e->d_a = host_alloc_counted(h, B * max_act, &h->workspace_bytes);
+    e->d_b = host_alloc_counted(h, B * max_act, &h->workspace_bytes);
+    e->scratch = host_alloc_counted(h, scratch, &h->workspace_bytes);
+    return e->d_a && e->d_b && e->scratch ? 0 : -1;
 }
 
 /* Pixels of images idx[0..n) (or first..first+n when idx is NULL), whose
@@ -196,9 +214,59 @@ static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
     }
 }
 
+/* Model parallelism: the stage's layers on floats handed over, in the
+ * slot's activations. */
+static int stage_forward(engine *e, int slot, const float *in, int batch, float *out)
+{
+    const workload *w = &e->h.w;
+    const int L = w->n_layers;
+    use_slot(e, slot);
+    real *x = e->act[0];
+    const size_t n_in = (size_t)batch * shape3_size(w->input);
+    for (size_t j = 0; j < n_in; j++)
+        x[j] = (real)in[j];
+    for (int i = 0; i < L; i++)
+        forward_layer(e, i, batch);
+    const real *y = e->act[L];
+    const size_t n_out = (size_t)batch * shape3_size(w->layers[L - 1].out);
+    for (size_t j = 0; j < n_out; j++)
+        out[j] = (float)y[j];
+    return 0;
+}
+
+/* The layers add their parameter gradients, so accumulating is not
+ * zeroing them first. */
+static int stage_backward(engine *e, int slot, int batch, const float *d_out, float *d_in,
+                          int accumulate)
+{
+    host_engine *h = &e->h;
+    const workload *w = &h->w;
+    const int L = w->n_layers;
+    use_slot(e, slot);
+    if (!accumulate)
+        memset(h->grads, 0, h->real_size * w->param_count);
+    real *d = e->d_a;
+    const size_t n_out = (size_t)batch * shape3_size(w->layers[L - 1].out);
+    for (size_t j = 0; j < n_out; j++)
+        d[j] = (real)d_out[j];
+    for (int i = L - 1; i >= 0; i--) {
+        real *next = i > 0 || d_in ? (d == e->d_a ? e->d_b : e->d_a) : NULL;
+        backward_layer(e, i, batch, d, next);
+        d = next;
+    }
+    if (d_in) {
+        const size_t n_in = (size_t)batch * shape3_size(w->input);
+        for (size_t j = 0; j < n_in; j++)
+            d_in[j] = (float)d[j];
+    }
+    return 0;
+}
+
 const host_layers R(naive_layers) = {
     .compute_gradients = compute_gradients,
     .apply_update = apply_update,
     .score = score,
     .time_steps = time_steps,
+    .stage_forward = stage_forward,
+    .stage_backward = stage_backward,
 };
