@@ -1,11 +1,11 @@
 #include "harness/config.h"
 #include "harness/idx.h"
+#include "harness/options.h"
 #include "harness/plan.h"
 
 #include "backends/registry.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,17 +121,7 @@ static int usage_error(const char *fmt, const char *a, const char *b)
 /* Whole string must be an integer in [lo, hi]. */
 static int parse_int(const char *flag, const char *s, long lo, long hi, int *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        char range[64];
-        snprintf(range, sizeof range, "%ld..%ld", lo, hi);
-        fprintf(stderr, "bench: %s expects a whole number in %s, got '%s'\n", flag, range, s);
-        return 2;
-    }
-    *out = (int)v;
-    return 0;
+    return option_int(NULL, flag, s, lo, hi, out);
 }
 
 static int parse_double(const char *flag, const char *s, double lo, double hi, int open_lo,
@@ -299,15 +289,6 @@ static const struct option options[] = {
     {0, 0, 0, 0},
 };
 
-static int unknown_option(const char *arg)
-{
-    fprintf(stderr, "bench: unknown option '%s'; options are:", arg);
-    for (const struct option *o = options; o->name; o++)
-        fprintf(stderr, " --%s", o->name);
-    fprintf(stderr, "\n(see ./bench --help)\n");
-    return 2;
-}
-
 /* A value given as the next argument may not look like an option: in
  * `--save-params --no-shuffle` the file name was forgotten. A value that
  * really starts with "--" is given as --flag=value. */
@@ -348,8 +329,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     strcpy(cfg->data_dir, IDX_DEFAULT_DIR);
     static const char *format_names[] = {"md", "csv", "json"};
 
-    opterr = 0;
-    optind = 1;
+    options_begin();
     int c, rc = 0, index;
     while (rc == 0 && (c = getopt_long(argc, argv, ":", options, &index)) != -1) {
         if (c >= O_BACKEND && options[index].has_arg == required_argument &&
@@ -406,8 +386,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         case O_STEP_LOSSES: rc = copy_path("--step-losses", optarg, cfg->step_losses); break;
         case O_LIST: list_backends(); return 1;
         case O_HELP: usage(stdout); return 1;
-        case ':': rc = usage_error("%s needs a value%s", argv[optind - 1], ""); break;
-        default: rc = unknown_option(argv[optind - 1]); break;
+        default: rc = option_error(NULL, options, c, argv); break;
         }
     }
     if (rc)

@@ -12,7 +12,6 @@
 #include "harness/compare.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +23,7 @@
 #include "harness/config.h"
 #include "harness/count.h"
 #include "harness/csv.h"
+#include "harness/options.h"
 #include "harness/stats.h"
 #include "harness/status.h"
 #include "harness/sysinfo.h"
@@ -897,20 +897,6 @@ static void compare_usage(FILE *f)
         COUNT_MAX_GROWTH_PCT);
 }
 
-static int option_number(const char *flag, const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "bench compare: %s expects a number from %g to %g, got '%s'\n", flag, lo,
-                hi, s);
-        return 2;
-    }
-    *out = v;
-    return 0;
-}
-
 int compare_main(int argc, char **argv)
 {
     compare_options o = {
@@ -933,18 +919,23 @@ int compare_main(int argc, char **argv)
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0},
     };
-    opterr = 0;
-    optind = 1;
+    const char *cmd = "compare";
+    options_begin();
     int c, rc = 0;
     while (rc == 0 && (c = getopt_long(argc, argv, ":", options, NULL)) != -1) {
         switch (c) {
-        case O_SLOW: rc = option_number("--max-slowdown", optarg, 0, 1e6, &o.max_slowdown_pct); break;
+        case O_SLOW:
+            rc = option_number(cmd, "--max-slowdown", optarg, 0, 1e6, &o.max_slowdown_pct);
+            break;
         case O_ACC:
-            rc = option_number("--max-accuracy-drop", optarg, 0, 100, &o.max_accuracy_drop_points);
+            rc = option_number(cmd, "--max-accuracy-drop", optarg, 0, 100,
+                               &o.max_accuracy_drop_points);
             break;
         case O_REL: o.relative_to = optarg; break;
-        case O_ALPHA: rc = option_number("--alpha", optarg, 1e-12, 0.5, &o.alpha); break;
-        case O_LOSS: rc = option_number("--loss-tolerance", optarg, 0, 1, &o.loss_tolerance); break;
+        case O_ALPHA: rc = option_number(cmd, "--alpha", optarg, 1e-12, 0.5, &o.alpha); break;
+        case O_LOSS:
+            rc = option_number(cmd, "--loss-tolerance", optarg, 0, 1, &o.loss_tolerance);
+            break;
         case O_NUMERICS:
             if (!strcmp(optarg, "gate") || !strcmp(optarg, "report"))
                 o.numerics_gate = !strcmp(optarg, "gate");
@@ -955,17 +946,11 @@ int compare_main(int argc, char **argv)
             }
             break;
         case O_COUNT:
-            rc = option_number("--max-count-growth", optarg, 0, 1e6, &o.max_count_growth_pct);
+            rc = option_number(cmd, "--max-count-growth", optarg, 0, 1e6,
+                               &o.max_count_growth_pct);
             break;
         case O_HELP: compare_usage(stdout); return 0;
-        case ':':
-            fprintf(stderr, "bench compare: %s needs a value (see ./bench compare --help)\n",
-                    argv[optind - 1]);
-            return 2;
-        default:
-            fprintf(stderr, "bench compare: unknown option '%s' (see ./bench compare --help)\n",
-                    argv[optind - 1]);
-            return 2;
+        default: return option_error(cmd, options, c, argv);
         }
     }
     if (rc)

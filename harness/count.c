@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +34,7 @@
 #include "harness/fileio.h"
 #include "harness/idx.h"
 #include "harness/init.h"
+#include "harness/options.h"
 #include "harness/sysinfo.h"
 
 #ifndef COUNT_BUILD_FLAGS
@@ -647,20 +647,6 @@ static void count_usage(FILE *f)
         workloads);
 }
 
-static int parse_int(const char *flag, const char *s, int lo, int hi, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "bench count: %s expects a whole number from %d to %d, got '%s'\n", flag,
-                lo, hi, s);
-        return 2;
-    }
-    *out = (int)v;
-    return 0;
-}
-
 static int runnable(const char *name, char *why, size_t why_len)
 {
     const backend *b = backend_find(name);
@@ -725,15 +711,15 @@ int count_main(int argc, char **argv)
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0},
     };
-    opterr = 0;
-    optind = 1;
+    const char *cmd = "count";
+    options_begin();
     int c, rc = 0;
     while (rc == 0 && (c = getopt_long(argc, argv, ":", options, NULL)) != -1) {
         switch (c) {
         case O_ITEMS: items = optarg; break;
-        case O_STEPS: rc = parse_int("--steps", optarg, 1, 1000, &o.steps); break;
-        case O_BATCH: rc = parse_int("--batch-size", optarg, 1, 4096, &o.batch); break;
-        case O_EVAL: rc = parse_int("--eval-images", optarg, 1, 10000, &o.eval_images); break;
+        case O_STEPS: rc = option_int(cmd, "--steps", optarg, 1, 1000, &o.steps); break;
+        case O_BATCH: rc = option_int(cmd, "--batch-size", optarg, 1, 4096, &o.batch); break;
+        case O_EVAL: rc = option_int(cmd, "--eval-images", optarg, 1, 10000, &o.eval_images); break;
         case O_WORKLOAD: workload_name = optarg; break;
         case O_DATA: o.data_dir = optarg; break;
         case O_OUT: o.out_dir = optarg; break;
@@ -741,14 +727,7 @@ int count_main(int argc, char **argv)
         case O_VALGRIND: o.valgrind = optarg; break;
         case O_CHILD: o.child_meta = optarg; break;
         case O_HELP: count_usage(stdout); return 0;
-        case ':':
-            fprintf(stderr, "bench count: %s needs a value (see ./bench count --help)\n",
-                    argv[optind - 1]);
-            return 2;
-        default:
-            fprintf(stderr, "bench count: unknown option '%s' (see ./bench count --help)\n",
-                    argv[optind - 1]);
-            return 2;
+        default: return option_error(cmd, options, c, argv);
         }
     }
     if (rc)

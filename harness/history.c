@@ -5,7 +5,6 @@
 #include "harness/history.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "harness/count.h"
 #include "harness/csv.h"
 #include "harness/fileio.h"
+#include "harness/options.h"
 #include "harness/status.h"
 
 #define DEFAULT_HISTORY "results/history.csv"
@@ -155,21 +155,14 @@ int history_main(int argc, char **argv)
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0},
     };
-    opterr = 0;
-    optind = 1;
+    options_begin();
     int c;
     while ((c = getopt_long(argc, argv, ":", options, NULL)) != -1) {
         switch (c) {
         case O_FILE: file = optarg; break;
         case O_COUNTS: counts_file = optarg; break;
         case O_HELP: usage(stdout); return 0;
-        case ':':
-            fprintf(stderr, "bench history: %s needs a value\n", argv[optind - 1]);
-            return 2;
-        default:
-            fprintf(stderr, "bench history: unknown option '%s' (see ./bench history --help)\n",
-                    argv[optind - 1]);
-            return 2;
+        default: return option_error("history", options, c, argv);
         }
     }
     if (argc - optind != 1) {

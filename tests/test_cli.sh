@@ -47,9 +47,16 @@ refuse1() {
 
 D=(--data "$tmp/data" --backend naive --epochs 1)
 
-refuse "unknown flag" "unknown option '--epoch-count'" "--epochs" "--backend" -- --epoch-count 3
+refuse1 "unknown flag" "unknown option '--epoch-count'" "--epochs" "--backend" -- --epoch-count 3
 refuse "stray argument" "unexpected argument 'naive'" -- naive
-refuse "flag without value" "--epochs needs a value" -- --epochs
+refuse1 "flag without value" "--epochs needs a value" -- --epochs
+# The subcommands word their option errors the same way.
+refuse1 "compare: unknown flag" "bench compare: unknown option '--slowdown'" "--max-slowdown" \
+    "./bench compare --help" -- compare --slowdown 5 a b
+refuse1 "count: flag without value" "bench count: --steps needs a value" -- count --steps
+refuse1 "history: unknown flag" "bench history: unknown option '--out'" "--counts-file" \
+    -- history --out x
+refuse1 "history: flag without value" "bench history: --file needs a value" -- history --file
 refuse "unknown backend" "unknown backend 'gpu'" "naive" "blas" "cuda" "all" -- --backend gpu
 refuse "unknown backend in a list" "unknown backend 'nave'" "naive" -- --backend naive,nave
 refuse "empty backend list" "--backend needs at least one name" "naive" -- --backend ,
