@@ -332,13 +332,14 @@ static wait_result channel_send(channel *c, const void *data, size_t len, double
     return READY;
 }
 
-/* Reads more answer bytes into c->in. */
-static wait_result channel_fill(channel *c, double *deadline)
+/* Receives up to len (> 0) bytes into dst, waiting until some arrive or
+ * the deadline passes; *got: how many came. */
+static wait_result channel_recv(channel *c, void *dst, size_t len, size_t *got, double *deadline)
 {
     for (;;) {
-        ssize_t n = recv(c->sock, c->in + c->in_len, LINE_MAX_LEN - c->in_len, MSG_DONTWAIT);
+        ssize_t n = recv(c->sock, dst, len, MSG_DONTWAIT);
         if (n > 0) {
-            c->in_len += (size_t)n;
+            *got = (size_t)n;
             return READY;
         }
         if (n == 0)
@@ -351,6 +352,15 @@ static wait_result channel_fill(channel *c, double *deadline)
         if (w != READY)
             return w;
     }
+}
+
+/* Reads more answer bytes into c->in. */
+static wait_result channel_fill(channel *c, double *deadline)
+{
+    size_t got = 0;
+    wait_result w = channel_recv(c, c->in + c->in_len, LINE_MAX_LEN - c->in_len, &got, deadline);
+    c->in_len += got;
+    return w;
 }
 
 /* One answer line, without its newline. BROKEN: longer than LINE_MAX_LEN. */
@@ -385,20 +395,11 @@ static wait_result channel_bytes(channel *c, void *dst, size_t len, double *dead
     memmove(c->in, c->in + have, c->in_len - have);
     c->in_len -= have;
     while (have < len) {
-        ssize_t n = recv(c->sock, out + have, len - have, MSG_DONTWAIT);
-        if (n > 0) {
-            have += (size_t)n;
-            continue;
-        }
-        if (n == 0)
-            return CLOSED;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return CLOSED;
-        wait_result w = channel_wait(c, POLLIN, deadline);
+        size_t got = 0;
+        wait_result w = channel_recv(c, out + have, len - have, &got, deadline);
         if (w != READY)
             return w;
+        have += got;
     }
     return READY;
 }
