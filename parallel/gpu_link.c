@@ -9,27 +9,39 @@
 #include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
 
-/* The module's table, or NULL with the reason. */
+/* Why this build has no such module, or NULL when it has one. */
+#ifdef HAVE_CUDA
+#define CUDA_MISSING NULL
+#else
+#define CUDA_MISSING \
+    "built without CUDA (nvcc, cuDNN or cuBLAS not found at build time, or make CUDA=0)"
+#endif
+#ifdef HAVE_NCCL
+#define NCCL_MISSING NULL
+#else
+#define NCCL_MISSING "built without NCCL (nccl.h or libnccl not found with CUDA at build time)"
+#endif
+
+/* Table `table` of module `name`, or NULL with the reason (`missing`
+ * when this build has no such module). */
+static const void *optional_table(const char *name, const char *table, const char *missing,
+                                  char *why, size_t why_len)
+{
+    if (missing) {
+        snprintf(why, why_len, "%s", missing);
+        return NULL;
+    }
+    return module_table(name, table, why, why_len);
+}
+
 static const devmem_table *devmem(char *why, size_t why_len)
 {
-#ifdef HAVE_CUDA
-    return module_table("cuda", "devmem", why, why_len);
-#else
-    snprintf(why, why_len, "built without CUDA (nvcc, cuDNN or cuBLAS not found at build "
-                           "time, or make CUDA=0)");
-    return NULL;
-#endif
+    return optional_table("cuda", "devmem", CUDA_MISSING, why, why_len);
 }
 
 static const nccl_table *nccl(char *why, size_t why_len)
 {
-#ifdef HAVE_NCCL
-    return module_table("nccl", "nccl", why, why_len);
-#else
-    snprintf(why, why_len, "built without NCCL (nccl.h or libnccl not found with CUDA at "
-                           "build time)");
-    return NULL;
-#endif
+    return optional_table("nccl", "nccl", NCCL_MISSING, why, why_len);
 }
 
 int devmem_device_count(char *why, size_t why_len)
