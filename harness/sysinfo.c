@@ -1,6 +1,7 @@
 #include "harness/sysinfo.h"
 
 #include <glob.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -324,43 +325,67 @@ void json_string(FILE *f, const char *str)
     fputc('"', f);
 }
 
-static void json_key_string(FILE *f, const char *key, const char *value)
+/* system.json's fields in order, each keyed by its member's name in
+ * sysinfo: the kind of value and, for numbers, how it is written. */
+typedef enum { FIELD_TEXT, FIELD_INT, FIELD_BOOL, FIELD_REAL, FIELD_REAL3 } field_kind;
+
+typedef struct json_field {
+    const char *key;
+    field_kind kind;
+    size_t offset;
+    const char *format; /* FIELD_REAL, and each of FIELD_REAL3's three */
+} json_field;
+
+#define TEXT(m) {#m, FIELD_TEXT, offsetof(sysinfo, m), NULL}
+#define INT(m) {#m, FIELD_INT, offsetof(sysinfo, m), NULL}
+#define BOOL(m) {#m, FIELD_BOOL, offsetof(sysinfo, m), NULL}
+#define REAL(m, fmt) {#m, FIELD_REAL, offsetof(sysinfo, m), fmt}
+#define REAL3(m, fmt) {#m, FIELD_REAL3, offsetof(sysinfo, m), fmt}
+
+static const json_field system_fields[] = {
+    TEXT(date), TEXT(host), TEXT(os),
+    /* the CPU and memory */
+    TEXT(cpu_model), INT(cores), INT(physical_cores), REAL(cpu_mhz, "%.0f"),
+    REAL(cpu_max_mhz, "%.0f"), TEXT(simd), TEXT(caches), REAL(memory_gib, "%.1f"),
+    REAL3(load_average, "%.2f"),
+    /* the GPUs */
+    INT(gpu_count), TEXT(gpu_model), REAL(gpu_memory_gib, "%.1f"), TEXT(gpu_driver),
+    /* the build */
+    TEXT(compiler), TEXT(build), TEXT(git_commit), BOOL(git_dirty), TEXT(libraries),
+    TEXT(environment),
+    /* the blas backend's start */
+    TEXT(blas_kernels), TEXT(blas_kernels_source), TEXT(blas_kernels_reason),
+    TEXT(omp_wait_policy), TEXT(omp_wait_policy_source),
+    /* the data */
+    TEXT(data_files), TEXT(data_files_not_read),
+};
+
+static void json_field_value(FILE *f, const json_field *field, const sysinfo *s)
 {
-    fprintf(f, ",\n  \"%s\": ", key);
-    json_string(f, value);
+    const void *at = (const char *)s + field->offset;
+    const double *reals = at;
+    switch (field->kind) {
+    case FIELD_TEXT: json_string(f, at); break;
+    case FIELD_INT: fprintf(f, "%d", *(const int *)at); break;
+    case FIELD_BOOL: fprintf(f, "%s", *(const int *)at ? "true" : "false"); break;
+    case FIELD_REAL: fprintf(f, field->format, *reals); break;
+    case FIELD_REAL3:
+        for (int i = 0; i < 3; i++) {
+            fprintf(f, "%s", i ? ", " : "[");
+            fprintf(f, field->format, reals[i]);
+        }
+        fprintf(f, "]");
+        break;
+    }
 }
 
 void sysinfo_write_json(FILE *f, const sysinfo *s, int argc, char **argv)
 {
-    fprintf(f, "{\n  \"date\": ");
-    json_string(f, s->date);
-    json_key_string(f, "host", s->host);
-    json_key_string(f, "os", s->os);
-    json_key_string(f, "cpu_model", s->cpu_model);
-    fprintf(f, ",\n  \"cores\": %d,\n  \"physical_cores\": %d", s->cores, s->physical_cores);
-    fprintf(f, ",\n  \"cpu_mhz\": %.0f,\n  \"cpu_max_mhz\": %.0f", s->cpu_mhz, s->cpu_max_mhz);
-    json_key_string(f, "simd", s->simd);
-    json_key_string(f, "caches", s->caches);
-    fprintf(f, ",\n  \"memory_gib\": %.1f", s->memory_gib);
-    fprintf(f, ",\n  \"load_average\": [%.2f, %.2f, %.2f]", s->load_average[0],
-            s->load_average[1], s->load_average[2]);
-    fprintf(f, ",\n  \"gpu_count\": %d", s->gpu_count);
-    json_key_string(f, "gpu_model", s->gpu_model);
-    fprintf(f, ",\n  \"gpu_memory_gib\": %.1f", s->gpu_memory_gib);
-    json_key_string(f, "gpu_driver", s->gpu_driver);
-    json_key_string(f, "compiler", s->compiler);
-    json_key_string(f, "build", s->build);
-    json_key_string(f, "git_commit", s->git_commit);
-    fprintf(f, ",\n  \"git_dirty\": %s", s->git_dirty ? "true" : "false");
-    json_key_string(f, "libraries", s->libraries);
-    json_key_string(f, "environment", s->environment);
-    json_key_string(f, "blas_kernels", s->blas_kernels);
-    json_key_string(f, "blas_kernels_source", s->blas_kernels_source);
-    json_key_string(f, "blas_kernels_reason", s->blas_kernels_reason);
-    json_key_string(f, "omp_wait_policy", s->omp_wait_policy);
-    json_key_string(f, "omp_wait_policy_source", s->omp_wait_policy_source);
-    json_key_string(f, "data_files", s->data_files);
-    json_key_string(f, "data_files_not_read", s->data_files_not_read);
+    fprintf(f, "{");
+    for (size_t i = 0; i < sizeof system_fields / sizeof system_fields[0]; i++) {
+        fprintf(f, "%s\n  \"%s\": ", i ? "," : "", system_fields[i].key);
+        json_field_value(f, &system_fields[i], s);
+    }
     fprintf(f, ",\n  \"command_line\": [");
     for (int i = 0; i < argc; i++) {
         fprintf(f, "%s", i ? ", " : "");
