@@ -98,7 +98,7 @@ typedef int (*bytes_broadcast_fn)(void *buf, size_t n, int root);
 communicator *nccl_comm_create_rank(int device, int rank, int size, bytes_broadcast_fn bcast,
                                     char *err, size_t err_len);
 
-/* Device memory helpers (parallel/devmem.c), for staging ---------------- */
+/* Device memory helpers (parallel/gpu_link.c), for staging -------------- */
 
 /* Visible CUDA devices; 0 with the driver's reason in why when none (or
  * when CUDA support was not built). */
@@ -107,5 +107,23 @@ int devmem_to_host(float *host, const float *dev, size_t n, int device, char *er
                    size_t err_len);
 int devmem_to_device(float *dev, const float *host, size_t n, int device, char *err,
                      size_t err_len);
+
+/* A member's buffers as host memory, for the communicators that combine
+ * host memory (in-process, MPI): a host buffer is used as it is, a device
+ * buffer through a host copy that grows as needed (free `copy` at the end). */
+typedef struct host_staging {
+    float *copy;
+    size_t floats;
+} host_staging;
+
+/* Host memory for member c's buffer buf of n floats, with the device values
+ * copied in when copy_in. NULL with err when that fails; after a failed copy
+ * the staging holds zeros, so the member can still take part. */
+float *staging_in(host_staging *s, const communicator *c, float *buf, size_t n, int copy_in,
+                  char *err, size_t err_len);
+/* Copies the staged values back into a device buffer (a host buffer needs
+ * nothing). 0, or -1 with err. */
+int staging_out(const host_staging *s, const communicator *c, float *buf, size_t n, char *err,
+                size_t err_len);
 
 #endif

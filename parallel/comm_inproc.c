@@ -14,8 +14,7 @@
 typedef struct inproc_member {
     communicator base; /* first: a member is a communicator */
     inproc_group *group;
-    float *staging; /* device buffers: host copy, `staged` floats */
-    size_t staged;
+    host_staging staging;
 } inproc_member;
 
 struct inproc_group {
@@ -41,33 +40,18 @@ static int fail(communicator *c, const char *msg)
  * NULL when staging failed (the member still takes part, with no data). */
 static float *publish(inproc_member *m, float *buf, size_t n, int copy_in)
 {
-    communicator *c = &m->base;
-    if (c->space == MEM_HOST)
-        return buf;
-    if (m->staged < n) {
-        float *p = realloc(m->staging, sizeof(float) * n);
-        if (!p) {
-            fail(c, "out of memory for the host staging buffer");
-            return NULL;
-        }
-        m->staging = p;
-        m->staged = n;
-    }
     char err[200];
-    if (copy_in && devmem_to_host(m->staging, buf, n, c->device, err, sizeof err) != 0) {
-        fail(c, err);
-        return NULL;
-    }
-    return m->staging;
+    float *host = staging_in(&m->staging, &m->base, buf, n, copy_in, err, sizeof err);
+    if (!host)
+        fail(&m->base, err);
+    return host;
 }
 
 static int copy_back(inproc_member *m, float *buf, size_t n)
 {
-    communicator *c = &m->base;
     char err[200];
-    if (c->space == MEM_DEVICE && devmem_to_device(buf, m->staging, n, c->device, err,
-                                                   sizeof err) != 0)
-        return fail(c, err);
+    if (staging_out(&m->staging, &m->base, buf, n, err, sizeof err) != 0)
+        return fail(&m->base, err);
     return 0;
 }
 
@@ -208,7 +192,7 @@ void inproc_group_destroy(inproc_group *g)
         return;
     if (g->members) {
         for (int r = 0; r < g->size; r++)
-            free(g->members[r].staging);
+            free(g->members[r].staging.copy);
         pthread_barrier_destroy(&g->barrier);
         free(g->members);
     }

@@ -1,8 +1,10 @@
-/* The GPU side of the data-parallel code (comm.h's devmem_* and nccl_*),
- * reached through the cuda and nccl modules, which are loaded the first
- * time one of these is called: a CPU-only run never maps the CUDA runtime
- * or NCCL. */
+/* The GPU side of the data-parallel code (comm.h's devmem_*, staging_* and
+ * nccl_*), reached through the cuda and nccl modules, which are loaded the
+ * first time one of these is called: a CPU-only run never maps the CUDA
+ * runtime or NCCL. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backends/cuda/devmem.h"
 #include "backends/module.h"
@@ -62,6 +64,35 @@ int devmem_to_device(float *dev, const float *host, size_t n, int device, char *
 {
     const devmem_table *t = devmem(err, err_len);
     return t ? t->to_device(dev, host, n, device, err, err_len) : -1;
+}
+
+float *staging_in(host_staging *s, const communicator *c, float *buf, size_t n, int copy_in,
+                  char *err, size_t err_len)
+{
+    if (c->space == MEM_HOST)
+        return buf;
+    if (s->floats < n) {
+        float *p = realloc(s->copy, sizeof(float) * n);
+        if (!p) {
+            snprintf(err, err_len, "out of memory for the host staging buffer");
+            return NULL;
+        }
+        s->copy = p;
+        s->floats = n;
+    }
+    if (copy_in && devmem_to_host(s->copy, buf, n, c->device, err, err_len) != 0) {
+        memset(s->copy, 0, sizeof(float) * n);
+        return NULL;
+    }
+    return s->copy;
+}
+
+int staging_out(const host_staging *s, const communicator *c, float *buf, size_t n, char *err,
+                size_t err_len)
+{
+    if (c->space == MEM_HOST)
+        return 0;
+    return devmem_to_device(buf, s->copy, n, c->device, err, err_len) == 0 ? 0 : -1;
 }
 
 int nccl_available(char *why, size_t why_len)

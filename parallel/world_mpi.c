@@ -85,8 +85,7 @@ void world_mpi_version(char *buf, size_t len)
 typedef struct mpi_member {
     communicator base; /* first: a member is a communicator */
     MPI_Comm comm;
-    float *staging; /* device buffers: host copy */
-    size_t staged;
+    host_staging staging;
 } mpi_member;
 
 static int mpi_fail(communicator *c, int rc, const char *what)
@@ -98,38 +97,23 @@ static int mpi_fail(communicator *c, int rc, const char *what)
     return -1;
 }
 
-/* Host memory holding buf's values (buf itself for host buffers). */
+/* Host memory holding buf's values (buf itself for host buffers). NULL
+ * when staging failed; after a failed copy the staging holds zeros, which
+ * keep the exchange going while the caller reports the failure. */
 static float *host_view(mpi_member *m, float *buf, size_t n, int copy_in)
 {
-    communicator *c = &m->base;
-    if (c->space == MEM_HOST)
-        return buf;
-    if (m->staged < n) {
-        float *p = realloc(m->staging, sizeof(float) * n);
-        if (!p) {
-            snprintf(c->err, sizeof c->err, "MPI communicator: out of memory for staging");
-            return NULL;
-        }
-        m->staging = p;
-        m->staged = n;
-    }
     char err[200];
-    if (copy_in && devmem_to_host(m->staging, buf, n, c->device, err, sizeof err) != 0) {
-        snprintf(c->err, sizeof c->err, "MPI communicator: %s", err);
-        /* zeros keep the exchange going; the caller reports the failure */
-        memset(m->staging, 0, sizeof(float) * n);
-        return NULL;
-    }
-    return m->staging;
+    float *host = staging_in(&m->staging, &m->base, buf, n, copy_in, err, sizeof err);
+    if (!host)
+        snprintf(m->base.err, sizeof m->base.err, "MPI communicator: %s", err);
+    return host;
 }
 
 static int host_done(mpi_member *m, float *buf, size_t n)
 {
-    communicator *c = &m->base;
     char err[200];
-    if (c->space == MEM_DEVICE &&
-        devmem_to_device(buf, m->staging, n, c->device, err, sizeof err) != 0) {
-        snprintf(c->err, sizeof c->err, "MPI communicator: %s", err);
+    if (staging_out(&m->staging, &m->base, buf, n, err, sizeof err) != 0) {
+        snprintf(m->base.err, sizeof m->base.err, "MPI communicator: %s", err);
         return -1;
     }
     return 0;
@@ -150,7 +134,7 @@ static int mpi_allreduce_sum(communicator *c, float *buf, size_t n, float weight
 {
     mpi_member *m = (mpi_member *)c;
     float *host = host_view(m, buf, n, 1);
-    float *data = host ? host : m->staged >= n ? m->staging : NULL;
+    float *data = host ? host : m->staging.floats >= n ? m->staging.copy : NULL;
     if (!data) {
         abort_job(m);
         return -1;
@@ -173,7 +157,7 @@ static int mpi_broadcast(communicator *c, float *buf, size_t n, int root)
 {
     mpi_member *m = (mpi_member *)c;
     float *host = host_view(m, buf, n, c->rank == root);
-    float *data = host ? host : m->staged >= n ? m->staging : NULL;
+    float *data = host ? host : m->staging.floats >= n ? m->staging.copy : NULL;
     if (!data) {
         abort_job(m);
         return -1;
@@ -202,7 +186,7 @@ static void mpi_destroy(communicator *c)
     MPI_Finalized(&finalized);
     if (!finalized && m->comm != MPI_COMM_NULL)
         MPI_Comm_free(&m->comm);
-    free(m->staging);
+    free(m->staging.copy);
     free(m);
 }
 
