@@ -19,6 +19,7 @@
 #endif
 
 #include "harness/idx.h"
+#include "tests/file_checks.h"
 #include "tests/scratch.h"
 
 #define REAL_DIR "/usr/share/datasets/fashion-mnist"
@@ -40,11 +41,6 @@ static char *path_in(const fixture *f, const char *name)
 }
 
 /* Building files --------------------------------------------------------- */
-
-typedef struct bytes {
-    uint8_t *p;
-    size_t n;
-} bytes;
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -92,18 +88,20 @@ static bytes good_labels(uint32_t count)
     return labels_file(IDX_MAGIC_LABELS, count, count);
 }
 
-static void write_file(const char *path, const void *p, size_t n)
-{
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(p, 1, n, fp), n);
-    assert_int_equal(fclose(fp), 0);
-}
-
 static void write_bytes(const char *path, bytes b)
 {
     write_file(path, b.p, b.n);
     free(b.p);
+}
+
+/* The split's ("train", "t10k") two plain files, `count` good images. */
+static void write_good_split(const fixture *f, const char *split, uint32_t count)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s-images-idx3-ubyte", split);
+    write_bytes(path_in(f, name), good_images(count));
+    snprintf(name, sizeof name, "%s-labels-idx1-ubyte", split);
+    write_bytes(path_in(f, name), good_labels(count));
 }
 
 #ifdef HAVE_ZLIB
@@ -120,38 +118,9 @@ static void write_gz(const char *path, bytes b)
     write_gz_mode(path, b.p, b.n, "wb");
     free(b.p);
 }
-
-static bytes read_file(const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    assert_non_null(fp);
-    bytes b = {malloc(1 << 20), 0};
-    assert_non_null(b.p);
-    b.n = fread(b.p, 1, 1 << 20, fp);
-    fclose(fp);
-    return b;
-}
 #endif
 
-/* Checking messages ------------------------------------------------------ */
-
-/* rc must be non-zero and err one line holding every keyword (NULL ends). */
-static void expect_error(int rc, const char *err, ...)
-{
-    if (rc == 0)
-        fail_msg("expected a failure, got success");
-    if (strchr(err, '\n'))
-        fail_msg("message is more than one line: \"%s\"", err);
-    va_list ap;
-    va_start(ap, err);
-    for (const char *k; (k = va_arg(ap, const char *));) {
-        if (!strstr(err, k)) {
-            va_end(ap);
-            fail_msg("message \"%s\" lacks \"%s\"", err, k);
-        }
-    }
-    va_end(ap);
-}
+/* Checking what was loaded ----------------------------------------------- */
 
 static void expect_pixels(const dataset *d, int count)
 {
@@ -172,10 +141,25 @@ static int load_train(fixture *f, dataset *d)
     return idx_load_split(f->dir, "train", 10, 28, 28, d, f->err, sizeof f->err);
 }
 
-/* The bad file is the image file; the labels are good. */
-static void expect_bad_images(fixture *f, bytes images, const char *k1, const char *k2)
+/* The split ("train", "t10k") in the directory loads `count` good images,
+ * and freeing it leaves an empty dataset. */
+static void expect_split_loads(fixture *f, const char *split, int count)
 {
-    const char *ip = path_in(f, "train-images-idx3-ubyte");
+    dataset d;
+    if (idx_load_split(f->dir, split, 10, 28, 28, &d, f->err, sizeof f->err))
+        fail_msg("%s", f->err);
+    expect_pixels(&d, count);
+    dataset_free(&d);
+    assert_null(d.images);
+    assert_null(d.labels);
+    assert_int_equal(d.count, 0);
+}
+
+/* The bad file is the image file `name`; the labels are good. */
+static void expect_bad_images_in(fixture *f, const char *name, bytes images, const char *k1,
+                                 const char *k2)
+{
+    const char *ip = path_in(f, name);
     write_bytes(ip, images);
     write_bytes(path_in(f, "train-labels-idx1-ubyte"), good_labels(3));
     dataset d;
@@ -183,6 +167,11 @@ static void expect_bad_images(fixture *f, bytes images, const char *k1, const ch
     expect_error(rc, f->err, ip, k1, k2, NULL);
     assert_null(d.images);
     assert_null(d.labels);
+}
+
+static void expect_bad_images(fixture *f, bytes images, const char *k1, const char *k2)
+{
+    expect_bad_images_in(f, "train-images-idx3-ubyte", images, k1, k2);
 }
 
 static void expect_bad_labels(fixture *f, bytes labels, const char *k1, const char *k2)
@@ -201,17 +190,8 @@ static void expect_bad_labels(fixture *f, bytes labels, const char *k1, const ch
 static void test_plain_loads(void **state)
 {
     fixture *f = *state;
-    write_bytes(path_in(f, "train-images-idx3-ubyte"), good_images(3));
-    write_bytes(path_in(f, "train-labels-idx1-ubyte"), good_labels(3));
-    dataset d;
-    int rc = load_train(f, &d);
-    if (rc)
-        fail_msg("%s", f->err);
-    expect_pixels(&d, 3);
-    dataset_free(&d);
-    assert_null(d.images);
-    assert_null(d.labels);
-    assert_int_equal(d.count, 0);
+    write_good_split(f, "train", 3);
+    expect_split_loads(f, "train", 3);
 }
 
 static void test_dot_spelling_loads(void **state)
@@ -219,21 +199,14 @@ static void test_dot_spelling_loads(void **state)
     fixture *f = *state;
     write_bytes(path_in(f, "t10k-images.idx3-ubyte"), good_images(2));
     write_bytes(path_in(f, "t10k-labels.idx1-ubyte"), good_labels(2));
-    dataset d;
-    int rc = idx_load_split(f->dir, "t10k", 10, 28, 28, &d, f->err, sizeof f->err);
-    if (rc)
-        fail_msg("%s", f->err);
-    expect_pixels(&d, 2);
-    dataset_free(&d);
+    expect_split_loads(f, "t10k", 2);
 }
 
 static void test_load_both_splits(void **state)
 {
     fixture *f = *state;
-    write_bytes(path_in(f, "train-images-idx3-ubyte"), good_images(5));
-    write_bytes(path_in(f, "train-labels-idx1-ubyte"), good_labels(5));
-    write_bytes(path_in(f, "t10k-images-idx3-ubyte"), good_images(2));
-    write_bytes(path_in(f, "t10k-labels-idx1-ubyte"), good_labels(2));
+    write_good_split(f, "train", 5);
+    write_good_split(f, "t10k", 2);
     dataset train, test;
     int rc = idx_load(f->dir, 10, 28, 28, &train, &test, f->err, sizeof f->err);
     if (rc)
@@ -247,8 +220,7 @@ static void test_load_both_splits(void **state)
 static void test_load_both_fails_on_test_split(void **state)
 {
     fixture *f = *state;
-    write_bytes(path_in(f, "train-images-idx3-ubyte"), good_images(5));
-    write_bytes(path_in(f, "train-labels-idx1-ubyte"), good_labels(5));
+    write_good_split(f, "train", 5);
     dataset train, test;
     int rc = idx_load(f->dir, 10, 28, 28, &train, &test, f->err, sizeof f->err);
     expect_error(rc, f->err, "t10k-images-idx3-ubyte", "no such file", "--data", NULL);
@@ -262,12 +234,7 @@ static void test_gzip_loads(void **state)
     fixture *f = *state;
     write_gz(path_in(f, "train-images-idx3-ubyte.gz"), good_images(3));
     write_gz(path_in(f, "train-labels-idx1-ubyte.gz"), good_labels(3));
-    dataset d;
-    int rc = load_train(f, &d);
-    if (rc)
-        fail_msg("%s", f->err);
-    expect_pixels(&d, 3);
-    dataset_free(&d);
+    expect_split_loads(f, "train", 3);
 }
 
 /* gzip is recognised by its magic bytes, not by the name. */
@@ -276,12 +243,7 @@ static void test_gzip_detected_by_magic(void **state)
     fixture *f = *state;
     write_gz(path_in(f, "train-images-idx3-ubyte"), good_images(3)); /* gzip, plain name */
     write_bytes(path_in(f, "train-labels-idx1-ubyte.gz"), good_labels(3)); /* plain, .gz */
-    dataset d;
-    int rc = load_train(f, &d);
-    if (rc)
-        fail_msg("%s", f->err);
-    expect_pixels(&d, 3);
-    dataset_free(&d);
+    expect_split_loads(f, "train", 3);
 }
 
 /* `cat a.gz b.gz` is a valid gzip file holding both. */
@@ -294,52 +256,43 @@ static void test_gzip_multi_member_loads(void **state)
     write_gz_mode(ip, im.p + 1000, im.n - 1000, "ab");
     free(im.p);
     write_gz(path_in(f, "train-labels-idx1-ubyte.gz"), good_labels(3));
-    dataset d;
-    int rc = load_train(f, &d);
-    if (rc)
-        fail_msg("%s", f->err);
-    expect_pixels(&d, 3);
-    dataset_free(&d);
+    expect_split_loads(f, "train", 3);
+}
+
+#define GZ_IMAGES "train-images-idx3-ubyte.gz"
+
+/* Three good images gzipped, as bytes to damage. */
+static bytes gzipped_images(fixture *f)
+{
+    const char *ip = path_in(f, GZ_IMAGES);
+    write_gz(ip, good_images(3));
+    bytes b = read_file(ip);
+    assert_true(b.n > 20);
+    return b;
 }
 
 static void test_gzip_corrupt(void **state)
 {
     fixture *f = *state;
-    const char *ip = path_in(f, "train-images-idx3-ubyte.gz");
-    write_gz(ip, good_images(3));
-    bytes b = read_file(ip);
-    assert_true(b.n > 20);
+    bytes b = gzipped_images(f);
     b.p[10] = 0xff; /* first deflate block header: reserved block type */
-    write_bytes(ip, b);
-    write_bytes(path_in(f, "train-labels-idx1-ubyte"), good_labels(3));
-    dataset d;
-    expect_error(load_train(f, &d), f->err, ip, "corrupt gzip", "zlib", NULL);
+    expect_bad_images_in(f, GZ_IMAGES, b, "corrupt gzip", "zlib");
 }
 
 static void test_gzip_bad_crc(void **state)
 {
     fixture *f = *state;
-    const char *ip = path_in(f, "train-images-idx3-ubyte.gz");
-    write_gz(ip, good_images(3));
-    bytes b = read_file(ip);
+    bytes b = gzipped_images(f);
     b.p[b.n - 8] ^= 0x55; /* the CRC-32 in the trailer */
-    write_bytes(ip, b);
-    write_bytes(path_in(f, "train-labels-idx1-ubyte"), good_labels(3));
-    dataset d;
-    expect_error(load_train(f, &d), f->err, ip, "corrupt gzip", "check", NULL);
+    expect_bad_images_in(f, GZ_IMAGES, b, "corrupt gzip", "check");
 }
 
 static void test_gzip_truncated(void **state)
 {
     fixture *f = *state;
-    const char *ip = path_in(f, "train-images-idx3-ubyte.gz");
-    write_gz(ip, good_images(3));
-    bytes b = read_file(ip);
+    bytes b = gzipped_images(f);
     b.n /= 2;
-    write_bytes(ip, b);
-    write_bytes(path_in(f, "train-labels-idx1-ubyte"), good_labels(3));
-    dataset d;
-    expect_error(load_train(f, &d), f->err, ip, "gzip", "truncated", NULL);
+    expect_bad_images_in(f, GZ_IMAGES, b, "gzip", "truncated");
 }
 
 /* Header says 2 images; the stream holds 3 (and would hold any amount). */
@@ -357,15 +310,10 @@ static void test_gzip_decompresses_to_too_much(void **state)
 static void test_gzip_trailing_garbage(void **state)
 {
     fixture *f = *state;
-    const char *ip = path_in(f, "train-images-idx3-ubyte.gz");
-    write_gz(ip, good_images(3));
-    FILE *fp = fopen(ip, "ab");
-    assert_non_null(fp);
-    fputs("garbage!", fp);
-    fclose(fp);
-    write_bytes(path_in(f, "train-labels-idx1-ubyte"), good_labels(3));
-    dataset d;
-    expect_error(load_train(f, &d), f->err, ip, "trailing garbage", "gzip", NULL);
+    bytes b = gzipped_images(f);
+    memcpy(b.p + b.n, "garbage!", 8);
+    b.n += 8;
+    expect_bad_images_in(f, GZ_IMAGES, b, "trailing garbage", "gzip");
 }
 
 static void test_gzip_label_out_of_range(void **state)
@@ -407,8 +355,7 @@ static void test_label_out_of_range(void **state)
 static void test_label_range_follows_classes(void **state)
 {
     fixture *f = *state;
-    write_bytes(path_in(f, "train-images-idx3-ubyte"), good_images(3));
-    write_bytes(path_in(f, "train-labels-idx1-ubyte"), good_labels(3)); /* labels 0, 3, 6 */
+    write_good_split(f, "train", 3); /* labels 0, 3, 6 */
     dataset d;
     int rc = idx_load_split(f->dir, "train", 5, 28, 28, &d, f->err, sizeof f->err);
     expect_error(rc, f->err, "train-labels-idx1-ubyte", "label 6 at index 2 is outside 0..4",
@@ -556,8 +503,7 @@ static void test_permission_denied(void **state)
 {
     fixture *f = *state;
     const char *ip = path_in(f, "train-images-idx3-ubyte");
-    write_bytes(ip, good_images(3));
-    write_bytes(path_in(f, "train-labels-idx1-ubyte"), good_labels(3));
+    write_good_split(f, "train", 3);
     assert_int_equal(chmod(ip, 0), 0);
     if (access(ip, R_OK) == 0) {
         print_message("running as a user that reads mode-000 files (root): cannot test\n");

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness/paramfile.h"
+#include "tests/file_checks.h"
 #include "tests/scratch.h"
 
 typedef struct fixture {
@@ -98,34 +99,12 @@ static int teardown(void **state)
     return 0;
 }
 
-static void expect_error(int rc, const char *err, ...)
-{
-    if (rc == 0)
-        fail_msg("expected a failure, got success");
-    if (strchr(err, '\n'))
-        fail_msg("message is more than one line: \"%s\"", err);
-    va_list ap;
-    va_start(ap, err);
-    for (const char *k; (k = va_arg(ap, const char *));) {
-        if (!strstr(err, k)) {
-            va_end(ap);
-            fail_msg("message \"%s\" lacks \"%s\"", err, k);
-        }
-    }
-    va_end(ap);
-}
-
 static void expect_untouched(const fixture *f)
 {
     for (size_t i = 0; i < f->lenet.param_count; i++)
         if (f->out[i] != 12345.0f)
             fail_msg("a failed load changed parameter %zu", i);
 }
-
-typedef struct bytes {
-    uint8_t *p;
-    size_t n;
-} bytes;
 
 static bytes encode(fixture *f, const workload *w, const float *params)
 {
@@ -138,43 +117,24 @@ static bytes encode(fixture *f, const workload *w, const float *params)
     return b;
 }
 
-static void write_bytes(const char *path, const void *p, size_t n)
-{
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(p, 1, n, fp), n);
-    assert_int_equal(fclose(fp), 0);
-}
-
-static bytes read_bytes(const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    assert_non_null(fp);
-    bytes b = {malloc(4 << 20), 0};
-    assert_non_null(b.p);
-    b.n = fread(b.p, 1, 4 << 20, fp);
-    fclose(fp);
-    return b;
-}
-
 /* Loads the bytes from a file into lenet and expects a failure naming the
- * file and every keyword, with the parameters untouched. */
-static void expect_load_error(fixture *f, const uint8_t *p, size_t n, ...)
+ * file and every keyword (NULL ends them), with the parameters untouched. */
+static void expect_load_error_va(fixture *f, const uint8_t *p, size_t n, va_list keywords)
 {
-    write_bytes(f->path, p, n);
+    write_file(f->path, p, n);
     int rc = paramfile_load(f->path, &f->lenet, f->out, f->err, sizeof f->err);
-    if (rc == 0)
-        fail_msg("loading a bad file succeeded");
+    expect_error_va(rc, f->err, keywords);
     if (strncmp(f->err, f->path, strlen(f->path)) != 0)
         fail_msg("message \"%s\" does not start with the path", f->err);
-    va_list ap;
-    va_start(ap, n);
-    for (const char *k; (k = va_arg(ap, const char *));)
-        if (!strstr(f->err, k))
-            fail_msg("message \"%s\" lacks \"%s\"", f->err, k);
-    va_end(ap);
-    assert_null(strchr(f->err, '\n'));
     expect_untouched(f);
+}
+
+static void expect_load_error(fixture *f, const uint8_t *p, size_t n, ...)
+{
+    va_list keywords;
+    va_start(keywords, n);
+    expect_load_error_va(f, p, n, keywords);
+    va_end(keywords);
 }
 
 /* Offset of tensor i's record (its name length) in an encoded lenet file. */
@@ -300,23 +260,33 @@ static void test_empty(void **state)
     expect_load_error(f, (const uint8_t *)"", 0, "empty", NULL);
 }
 
+/* A good lenet file with `len` bytes at `at` replaced by `patch` loads as
+ * expect_load_error says, with every keyword (NULL ends them). */
+static void expect_patched_error(fixture *f, size_t at, const char *patch, size_t len, ...)
+{
+    bytes b = encode(f, &f->lenet, f->params);
+    assert_true(at + len <= b.n);
+    memcpy(b.p + at, patch, len);
+    va_list keywords;
+    va_start(keywords, len);
+    expect_load_error_va(f, b.p, b.n, keywords);
+    va_end(keywords);
+    free(b.p);
+}
+
+#define ALL_ONES "\xff\xff\xff\xff\xff\xff\xff\xff"
+
 static void test_bad_magic(void **state)
 {
     fixture *f = *state;
-    bytes b = encode(f, &f->lenet, f->params);
-    b.p[3] = 'X';
-    expect_load_error(f, b.p, b.n, "bad magic", "LBPARAMS", NULL);
+    expect_patched_error(f, 3, "X", 1, "bad magic", "LBPARAMS", NULL);
     expect_load_error(f, (const uint8_t *)"\x89PNG\r\n\x1a\n", 8, "bad magic", NULL);
-    free(b.p);
 }
 
 static void test_bad_version(void **state)
 {
     fixture *f = *state;
-    bytes b = encode(f, &f->lenet, f->params);
-    b.p[8] = 2;
-    expect_load_error(f, b.p, b.n, "version 2", "not supported", NULL);
-    free(b.p);
+    expect_patched_error(f, 8, "\x02", 1, "version 2", "not supported", NULL);
 }
 
 static void test_other_workload(void **state)
@@ -331,68 +301,48 @@ static void test_other_workload(void **state)
 static void test_wrong_name(void **state)
 {
     fixture *f = *state;
-    bytes b = encode(f, &f->lenet, f->params);
-    size_t t = tensor_offset(&f->lenet, 2); /* conv2.weight */
-    b.p[t + 4 + 4] = '7';
-    expect_load_error(f, b.p, b.n, "tensor 2 is \"conv7.weight\"", "expects \"conv2.weight\"",
-                      "different workload", NULL);
-    free(b.p);
+    size_t digit = tensor_offset(&f->lenet, 2) + 4 + 4; /* conv2.weight's '2' */
+    expect_patched_error(f, digit, "7", 1, "tensor 2 is \"conv7.weight\"",
+                         "expects \"conv2.weight\"", "different workload", NULL);
 }
 
 static void test_unprintable_name(void **state)
 {
     fixture *f = *state;
-    bytes b = encode(f, &f->lenet, f->params);
-    b.p[16 + 4] = '\n';
-    expect_load_error(f, b.p, b.n, "\\x0a", "conv1.weight", NULL);
-    free(b.p);
+    expect_patched_error(f, 16 + 4, "\n", 1, "\\x0a", "conv1.weight", NULL);
 }
 
 static void test_wrong_shape(void **state)
 {
     fixture *f = *state;
-    bytes b = encode(f, &f->lenet, f->params);
-    size_t t = tensor_offset(&f->lenet, 0);
-    b.p[t + 4 + 12 + 4 + 8] = 3; /* conv1 [20,1,5,5] -> [20,1,3,5] */
-    expect_load_error(f, b.p, b.n, "conv1.weight", "[20,1,3,5]", "[20,1,5,5]",
-                      "different workload", NULL);
-    b.p[t + 4 + 12 + 4 + 8] = 5;
-    b.p[t + 4 + 12] = 3; /* ndims 4 -> 3 */
-    expect_load_error(f, b.p, b.n, "conv1.weight", "[20,1,5]", "[20,1,5,5]", NULL);
-    free(b.p);
+    size_t ndims = tensor_offset(&f->lenet, 0) + 4 + 12; /* conv1.weight [20,1,5,5] */
+    expect_patched_error(f, ndims + 4 + 8, "\x03", 1, "conv1.weight", "[20,1,3,5]",
+                         "[20,1,5,5]", "different workload", NULL);
+    expect_patched_error(f, ndims, "\x03", 1, "conv1.weight", "[20,1,5]", "[20,1,5,5]", NULL);
 }
 
 static void test_absurd_name_length(void **state)
 {
     fixture *f = *state;
-    bytes b = encode(f, &f->lenet, f->params);
     size_t t = tensor_offset(&f->lenet, 1);
-    memset(b.p + t, 0xff, 4);
-    expect_load_error(f, b.p, b.n, "tensor 1", "name length 4294967295", "corrupt", NULL);
-    memset(b.p + t, 0, 4);
-    expect_load_error(f, b.p, b.n, "tensor 1", "name length 0", NULL);
-    free(b.p);
+    expect_patched_error(f, t, ALL_ONES, 4, "tensor 1", "name length 4294967295", "corrupt",
+                         NULL);
+    expect_patched_error(f, t, "\0\0\0\0", 4, "tensor 1", "name length 0", NULL);
 }
 
 static void test_absurd_ndims(void **state)
 {
     fixture *f = *state;
-    bytes b = encode(f, &f->lenet, f->params);
-    size_t t = tensor_offset(&f->lenet, 4) + 4 + 10; /* fc1.weight's ndims */
-    memset(b.p + t, 0xff, 4);
-    expect_load_error(f, b.p, b.n, "fc1.weight", "4294967295 dimensions", NULL);
-    free(b.p);
+    size_t ndims = tensor_offset(&f->lenet, 4) + 4 + 10; /* fc1.weight's */
+    expect_patched_error(f, ndims, ALL_ONES, 4, "fc1.weight", "4294967295 dimensions", NULL);
 }
 
 static void test_huge_dims(void **state)
 {
     fixture *f = *state;
-    bytes b = encode(f, &f->lenet, f->params);
-    size_t t = tensor_offset(&f->lenet, 4) + 4 + 10 + 4; /* fc1.weight's dims */
-    memset(b.p + t, 0xff, 8);
-    expect_load_error(f, b.p, b.n, "fc1.weight", "[4294967295,4294967295]", "[500,800]",
-                      NULL);
-    free(b.p);
+    size_t dims = tensor_offset(&f->lenet, 4) + 4 + 10 + 4; /* fc1.weight's */
+    expect_patched_error(f, dims, ALL_ONES, 8, "fc1.weight", "[4294967295,4294967295]",
+                         "[500,800]", NULL);
 }
 
 static void test_truncated(void **state)
@@ -418,16 +368,11 @@ static void test_trailing_bytes(void **state)
 static void test_nan_and_inf(void **state)
 {
     fixture *f = *state;
-    bytes b = encode(f, &f->lenet, f->params);
     size_t v = tensor_offset(&f->lenet, 5) + 4 + 8 + 4 + 4; /* fc1.bias values */
-    uint8_t keep[4];
-    memcpy(keep, b.p + v + 4 * 7, 4);
-    memcpy(b.p + v + 4 * 7, (const uint8_t[]){0x00, 0x00, 0xc0, 0x7f}, 4); /* NaN */
-    expect_load_error(f, b.p, b.n, "tensor fc1.bias value 7 is NaN", NULL);
-    memcpy(b.p + v + 4 * 7, keep, 4);
-    memcpy(b.p + v, (const uint8_t[]){0x00, 0x00, 0x80, 0xff}, 4); /* -Inf */
-    expect_load_error(f, b.p, b.n, "tensor fc1.bias value 0 is -Inf", NULL);
-    free(b.p);
+    expect_patched_error(f, v + 4 * 7, "\x00\x00\xc0\x7f", 4, /* NaN */
+                         "tensor fc1.bias value 7 is NaN", NULL);
+    expect_patched_error(f, v, "\x00\x00\x80\xff", 4, /* -Inf */
+                         "tensor fc1.bias value 0 is -Inf", NULL);
 }
 
 static void test_save_refuses_non_finite(void **state)
@@ -458,7 +403,7 @@ static void test_save_write_error(void **state)
 {
     fixture *f = *state;
     bytes old = encode(f, &f->mlp, f->params);
-    write_bytes(f->path, old.p, old.n);
+    write_file(f->path, old.p, old.n);
     struct rlimit saved, small;
     assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
     small = saved;
@@ -469,7 +414,7 @@ static void test_save_write_error(void **state)
     setrlimit(RLIMIT_FSIZE, &saved);
     signal(SIGXFSZ, prev);
     expect_error(rc, f->err, f->path, "write failed", strerror(EFBIG), NULL);
-    bytes now = read_bytes(f->path);
+    bytes now = read_file(f->path);
     assert_int_equal(now.n, old.n);
     assert_memory_equal(now.p, old.p, old.n);
     DIR *d = opendir(f->dir);
