@@ -28,45 +28,47 @@ chart_ok() { # chart_ok DIR NAME: a whole PNG and SVG
     [ -s "$1/$2.png" ] && [ "$(head -c 8 "$1/$2.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] &&
         grep -q '</svg>' "$1/$2.svg"
 }
+# train RUN ARGS...: naive mlp on the crafted data, results in RUN, its
+# stdout and stderr in RUN.out and RUN.err; the exit status of ./bench.
+train() {
+    local run=$1
+    shift
+    "$BENCH" --backend naive --workload mlp --data "$tmp/data" --no-peak --out "$run" "$@" \
+        >"$run.out" 2>"$run.err"
+}
+# rows_are RUN WANT: RUN's summary.csv rows, as `rows` lists them, are WANT.
+rows_are() {
+    local got
+    got=$(rows "$1/summary.csv")
+    [ "$got" = "$2" ] && pass || fail "summary rows of $(basename "$1"): '$got', expected '$2'"
+}
 
 # --- two precisions on naive: fp32 runs, tf32 is skipped with its reason
 run="$tmp/prec"
-if "$BENCH" --backend naive --workload mlp --epochs 1 --batch-size 32 --precision fp32,tf32 \
-    --data "$tmp/data" --no-peak --out "$run" >"$tmp/prec.out" 2>"$tmp/prec.err"; then
-    pass
-else
-    fail "--precision fp32,tf32 exited with status $? ($(tail -2 "$tmp/prec.err"))"
-fi
-got=$(rows "$run/summary.csv")
-want=$'naive fp32 32 ok\nnaive tf32 32 skipped'
-[ "$got" = "$want" ] && pass || fail "summary rows for fp32,tf32: '$got', expected '$want'"
+train "$run" --epochs 1 --batch-size 32 --precision fp32,tf32 && pass ||
+    fail "--precision fp32,tf32 exited with status $? ($(tail -2 "$run.err"))"
+rows_are "$run" $'naive fp32 32 ok\nnaive tf32 32 skipped'
 msg=$(paste -d' ' <(col "$run/summary.csv" precision) <(col "$run/summary.csv" message) | grep '^tf32')
 case "$msg" in *"does not support --precision tf32"*) pass ;;
     *) fail "the skipped tf32 row does not say why: $msg" ;; esac
-grep -q "naive-tf32 *skipped: does not support --precision tf32" "$tmp/prec.err" && pass ||
-    fail "the run did not say tf32 was skipped: $(cat "$tmp/prec.err")"
+grep -q "naive-tf32 *skipped: does not support --precision tf32" "$run.err" && pass ||
+    fail "the run did not say tf32 was skipped: $(cat "$run.err")"
 [ "$(col "$run/epochs.csv" precision | sort -u)" = fp32 ] && [ "$(wc -l <"$run/epochs.csv")" -eq 2 ] &&
     pass || fail "epochs.csv of fp32,tf32: $(cat "$run/epochs.csv")"
 [ -s "$run/confusion-naive-fp32.csv" ] && pass || fail "no confusion-naive-fp32.csv: $(ls "$run")"
 if [ $have_gnuplot = 1 ]; then
     chart_ok "$run" precision && pass || fail "no precision chart: $(ls "$run")"
     [ ! -e "$run/batch_size.png" ] && pass || fail "a batch-size chart for one batch size"
-    grep -q 'bench plot:' "$tmp/prec.err" && fail "gnuplot complained: $(grep 'bench plot' "$tmp/prec.err")"
+    grep -q 'bench plot:' "$run.err" && fail "gnuplot complained: $(grep 'bench plot' "$run.err")"
 else
     skip_check "charts: gnuplot is not installed"
 fi
 
 # --- two batch sizes on naive mlp, given out of order: one row each, ascending
 run="$tmp/batch"
-if "$BENCH" --backend naive --workload mlp --epochs 2 --batch-size 32,16 \
-    --data "$tmp/data" --no-peak --out "$run" >"$tmp/batch.out" 2>"$tmp/batch.err"; then
-    pass
-else
-    fail "--batch-size 32,16 exited with status $? ($(tail -2 "$tmp/batch.err"))"
-fi
-got=$(rows "$run/summary.csv")
-want=$'naive fp32 16 ok\nnaive fp32 32 ok'
-[ "$got" = "$want" ] && pass || fail "summary rows for 32,16: '$got', expected '$want'"
+train "$run" --epochs 2 --batch-size 32,16 && pass ||
+    fail "--batch-size 32,16 exited with status $? ($(tail -2 "$run.err"))"
+rows_are "$run" $'naive fp32 16 ok\nnaive fp32 32 ok'
 got=$(paste -d' ' <(col "$run/epochs.csv" batch_size) <(col "$run/epochs.csv" epoch) | tr '\n' ';')
 [ "$got" = "16 1;16 2;32 1;32 2;" ] && pass || fail "epochs.csv batch sizes and epochs: $got"
 # each configuration trained its own batch size: 256 images in 16 or 8 steps
@@ -75,8 +77,7 @@ losses=$(col "$run/summary.csv" final_train_loss | sort -u | wc -l)
 [ "$losses" -eq 2 ] && pass || fail "both batch sizes ended with the same loss"
 # and the b32 row is what a run of batch 32 alone gives (naive is
 # deterministic): nothing of the b16 configuration leaks into it
-"$BENCH" --backend naive --workload mlp --epochs 2 --batch-size 32 --data "$tmp/data" --no-peak \
-    --out "$tmp/alone" >/dev/null 2>&1 || fail "--batch-size 32 alone failed"
+train "$tmp/alone" --epochs 2 --batch-size 32 || fail "--batch-size 32 alone failed"
 for c in final_train_loss final_test_accuracy; do
     a=$(col "$run/summary.csv" $c | tail -1)
     b=$(col "$tmp/alone/summary.csv" $c)
@@ -92,14 +93,14 @@ done
 mem_ok=$(paste -d' ' <(col "$run/summary.csv" memory_bytes) <(col "$run/summary.csv" memory_source) |
     awk '$1 > 0 && /host heap/ { n++ } END { print n + 0 }')
 [ "$mem_ok" -eq 2 ] && pass || fail "memory columns: $(col "$run/summary.csv" memory_bytes | tr '\n' ' ')"
-grep -q '| memory (MiB) |' "$tmp/batch.out" && pass || fail "no memory column in the table"
-grep -q '| naive-b16 |' "$tmp/batch.out" && pass || fail "the table does not name naive-b16"
+grep -q '| memory (MiB) |' "$run.out" && pass || fail "no memory column in the table"
+grep -q '| naive-b16 |' "$run.out" && pass || fail "the table does not name naive-b16"
 # the learning rate is the same for both (not scaled with the batch)
-grep -q "batch 16,32" "$tmp/batch.err" && pass || fail "the run did not list its batch sizes"
+grep -q "batch 16,32" "$run.err" && pass || fail "the run did not list its batch sizes"
 if [ $have_gnuplot = 1 ]; then
     chart_ok "$run" batch_size && pass || fail "no batch-size chart: $(ls "$run")"
     [ ! -e "$run/precision.png" ] && pass || fail "a precision chart for one precision"
-    grep -q 'bench plot:' "$tmp/batch.err" && fail "gnuplot complained: $(grep 'bench plot' "$tmp/batch.err")"
+    grep -q 'bench plot:' "$run.err" && fail "gnuplot complained: $(grep 'bench plot' "$run.err")"
     # again from the CSV files alone
     rm -f "$run"/*.png "$run"/*.svg
     "$BENCH" plot "$run" 2>"$tmp/plot.err" && chart_ok "$run" batch_size && pass ||
@@ -109,15 +110,12 @@ fi
 # --- two precisions that both run on naive (fp64 beside fp32), when this
 # build's engines know fp64
 run="$tmp/fp64"
-"$BENCH" --backend naive --workload mlp --epochs 1 --batch-size 32 --precision fp64,fp32 \
-    --data "$tmp/data" --no-peak --out "$run" >/dev/null 2>"$tmp/fp64.err"; rc=$?
-if [ $rc -eq 2 ] && grep -q "unknown precision 'fp64'" "$tmp/fp64.err"; then
+train "$run" --epochs 1 --batch-size 32 --precision fp64,fp32; rc=$?
+if [ $rc -eq 2 ] && grep -q "unknown precision 'fp64'" "$run.err"; then
     skip_check "fp64: the engines of this build do not offer it"
 else
-    got=$(rows "$run/summary.csv")
-    want=$'naive fp64 32 ok\nnaive fp32 32 ok'
-    [ $rc -eq 0 ] && [ "$got" = "$want" ] && pass ||
-        fail "--precision fp64,fp32: status $rc, rows '$got', expected '$want' ($(tail -2 "$tmp/fp64.err"))"
+    [ $rc -eq 0 ] && pass || fail "--precision fp64,fp32: status $rc ($(tail -2 "$run.err"))"
+    rows_are "$run" $'naive fp64 32 ok\nnaive fp32 32 ok'
     for p in fp64 fp32; do
         [ -s "$run/confusion-naive-$p.csv" ] && pass || fail "no confusion-naive-$p.csv: $(ls "$run")"
     done
@@ -128,12 +126,11 @@ fi
 
 # --- one precision and one batch size: no axis charts, labels as before
 run="$tmp/one"
-"$BENCH" --backend naive --workload mlp --epochs 1 --batch-size 32 --data "$tmp/data" --no-peak \
-    --out "$run" >/dev/null 2>"$tmp/one.err" && pass || fail "a plain run failed: $(tail -2 "$tmp/one.err")"
+train "$run" --epochs 1 --batch-size 32 && pass || fail "a plain run failed: $(tail -2 "$run.err")"
 [ -s "$run/confusion-naive.csv" ] && pass || fail "a plain run's confusion file is not confusion-naive.csv"
 [ ! -e "$run/precision.png" ] && [ ! -e "$run/batch_size.png" ] && pass ||
     fail "axis charts for a run of one precision and one batch size"
-grep -q 'bench plot:' "$tmp/one.err" && fail "gnuplot complained: $(grep 'bench plot' "$tmp/one.err")"
+grep -q 'bench plot:' "$run.err" && fail "gnuplot complained: $(grep 'bench plot' "$run.err")"
 
 echo "test_axes: $checks checks, $failures failed, $skipped skipped"
 [ "$failures" -eq 0 ]
