@@ -44,12 +44,20 @@ typedef struct member_args {
     char error[256]; /* comm_error after a failed sum, kept past the group */
 } member_args;
 
-static void *member_main(void *p)
+/* Sums alone, 3 members: sum_m w_m (m + 1)(i + 1) = (0.5 + 0.5 + 6)(i + 1). */
+static void *sum_only(void *p)
 {
     member_args *a = p;
     for (size_t i = 0; i < LEN; i++)
         a->buf[i] = (float)((a->c->rank + 1) * (int)(i + 1));
     a->rc_sum = comm_allreduce_sum(a->c, a->buf, a->n, a->weight);
+    return a;
+}
+
+/* The sum, then a broadcast from member 2. */
+static void *member_main(void *p)
+{
+    member_args *a = sum_only(p);
     if (a->rc_sum)
         snprintf(a->error, sizeof a->error, "%s", comm_error(a->c));
     comm_barrier(a->c);
@@ -61,7 +69,9 @@ static void *member_main(void *p)
     return NULL;
 }
 
-static void run_members(member_args *args, const size_t *lens)
+/* MEMBERS threads of one in-process group, member m running body on
+ * args[m] with weight 0.5, 0.25, 2 and lens[m] floats. */
+static void run_members(void *(*body)(void *), member_args *args, const size_t *lens)
 {
     char err[256];
     inproc_group *g = inproc_group_create(MEMBERS, MEM_HOST, NULL, err, sizeof err);
@@ -72,7 +82,7 @@ static void run_members(member_args *args, const size_t *lens)
         args[m].c = inproc_group_member(g, m);
         args[m].weight = weights[m];
         args[m].n = lens[m];
-        assert_int_equal(pthread_create(&t[m], NULL, member_main, &args[m]), 0);
+        assert_int_equal(pthread_create(&t[m], NULL, body, &args[m]), 0);
     }
     for (int m = 0; m < MEMBERS; m++)
         pthread_join(t[m], NULL);
@@ -84,7 +94,7 @@ static void test_inproc_allreduce_and_broadcast(void **state)
     (void)state;
     static member_args args[MEMBERS];
     const size_t lens[MEMBERS] = {LEN, LEN, LEN};
-    run_members(args, lens);
+    run_members(member_main, args, lens);
     for (int m = 0; m < MEMBERS; m++) {
         assert_int_equal(args[m].rc_sum, 0);
         assert_int_equal(args[m].rc_bcast, 0);
@@ -101,37 +111,17 @@ static void test_inproc_allreduce_and_broadcast(void **state)
     inproc_group_destroy(g);
 }
 
-/* Sums alone, 3 members: sum_m w_m (m + 1)(i + 1) = (0.5 + 0.5 + 6)(i + 1). */
-static void *sum_only(void *p)
-{
-    member_args *a = p;
-    for (size_t i = 0; i < LEN; i++)
-        a->buf[i] = (float)((a->c->rank + 1) * (int)(i + 1));
-    a->rc_sum = comm_allreduce_sum(a->c, a->buf, a->n, a->weight);
-    return NULL;
-}
-
 static void test_inproc_weighted_sum_values(void **state)
 {
     (void)state;
     static member_args args[MEMBERS];
-    char err[256];
-    inproc_group *g = inproc_group_create(MEMBERS, MEM_HOST, NULL, err, sizeof err);
-    assert_non_null(g);
-    pthread_t t[MEMBERS];
-    const float weights[MEMBERS] = {0.5f, 0.25f, 2.0f};
-    for (int m = 0; m < MEMBERS; m++) {
-        args[m] = (member_args){.c = inproc_group_member(g, m), .weight = weights[m], .n = LEN};
-        assert_int_equal(pthread_create(&t[m], NULL, sum_only, &args[m]), 0);
-    }
-    for (int m = 0; m < MEMBERS; m++)
-        pthread_join(t[m], NULL);
+    const size_t lens[MEMBERS] = {LEN, LEN, LEN};
+    run_members(sum_only, args, lens);
     for (int m = 0; m < MEMBERS; m++) {
         assert_int_equal(args[m].rc_sum, 0);
         for (size_t i = 0; i < LEN; i++)
             assert_float_equal(args[m].buf[i], 7.0f * (float)(i + 1), 0.0f);
     }
-    inproc_group_destroy(g);
 }
 
 /* Members that disagree on the length all fail, none hangs. */
@@ -140,7 +130,7 @@ static void test_inproc_mismatch_fails_everywhere(void **state)
     (void)state;
     static member_args args[MEMBERS];
     const size_t lens[MEMBERS] = {LEN, LEN - 1, LEN};
-    run_members(args, lens);
+    run_members(member_main, args, lens);
     for (int m = 0; m < MEMBERS; m++)
         assert_int_not_equal(args[m].rc_sum, 0);
     assert_non_null(strstr(args[0].error, "different length"));
