@@ -88,43 +88,49 @@ static const char *as_file(const uint8_t *data, size_t size)
     return path;
 }
 
+/* A refused file leaves one message and no buffer. */
+static void check_refused(const char *err, const char *path, const uint8_t *out)
+{
+    check_message(err, path);
+    if (out) {
+        fprintf(stderr, "failed load left a buffer\n");
+        abort();
+    }
+}
+
+/* An accepted file gave count >= 1 items of item_size bytes; from a plain
+ * (not gzip) file, exactly the bytes after its header. */
+static void check_accepted(const uint8_t *data, size_t size, size_t header, size_t item_size,
+                           const uint8_t *out, int count, const char *items)
+{
+    int plain = !(size >= 2 && data[0] == 0x1f && data[1] == 0x8b);
+    if (count < 1 || !out ||
+        (plain && (size != header + (size_t)count * item_size ||
+                   memcmp(out, data + header, size - header)))) {
+        fprintf(stderr, "accepted %zu bytes as %d %s\n", size, count, items);
+        abort();
+    }
+}
+
 int fuzz_idx_file(const uint8_t *data, size_t size)
 {
     const char *path = as_file(data, size);
-    int plain = !(size >= 2 && data[0] == 0x1f && data[1] == 0x8b);
     char err[1024] = "";
     uint8_t *out = NULL;
     int count = 0;
-    if (idx_load_images(path, 2, 3, &out, &count, err, sizeof err)) {
-        check_message(err, path);
-        if (out) {
-            fprintf(stderr, "failed load left a buffer\n");
-            abort();
-        }
-    } else {
-        if (count < 1 || !out ||
-            (plain && (size != 16 + (size_t)count * 6 || memcmp(out, data + 16, size - 16)))) {
-            fprintf(stderr, "accepted %zu bytes as %d images of 2x3\n", size, count);
-            abort();
-        }
-        free(out);
-    }
+    if (idx_load_images(path, 2, 3, &out, &count, err, sizeof err))
+        check_refused(err, path, out);
+    else
+        check_accepted(data, size, 16, 2 * 3, out, count, "images of 2x3");
+    free(out);
     out = NULL;
     if (idx_load_labels(path, FUZZ_CLASSES, &out, &count, err, sizeof err)) {
-        check_message(err, path);
-        if (out) {
-            fprintf(stderr, "failed load left a buffer\n");
-            abort();
-        }
+        check_refused(err, path, out);
     } else {
-        if (count < 1 || !out ||
-            (plain && (size != 8 + (size_t)count || memcmp(out, data + 8, size - 8)))) {
-            fprintf(stderr, "accepted %zu bytes as %d labels\n", size, count);
-            abort();
-        }
+        check_accepted(data, size, 8, 1, out, count, "labels");
         check_labels(out, count);
-        free(out);
     }
+    free(out);
     return 0;
 }
 
