@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "fuzz/targets.c"
+#include "tests/testing.h"
 
 typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
 
@@ -64,22 +65,19 @@ static void replay(const char *target, fuzz_fn fn)
         fail_msg("no seeds in fuzz/corpus/%s (run from the repository root)", target);
 }
 
-static void test_idx_parse(void **state)
-{
-    (void)state;
-    replay("idx_parse", fuzz_idx_parse);
-}
+typedef struct target {
+    const char *name;
+    fuzz_fn fn;
+} target;
 
-static void test_idx_file(void **state)
-{
-    (void)state;
-    replay("idx_file", fuzz_idx_file);
-}
+static const target idx_parse = {"idx_parse", fuzz_idx_parse},
+                    idx_file = {"idx_file", fuzz_idx_file},
+                    paramfile = {"paramfile", fuzz_paramfile};
 
-static void test_paramfile(void **state)
+static void test_replay(void **state)
 {
-    (void)state;
-    replay("paramfile", fuzz_paramfile);
+    const target *t = *state;
+    replay(t->name, t->fn);
 }
 
 static void test_csv(void **state)
@@ -140,9 +138,9 @@ static void test_valid_seeds_parse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_idx_parse),
-        cmocka_unit_test(test_idx_file),
-        cmocka_unit_test(test_paramfile),
+        CASE_TEST("test_idx_parse", test_replay, &idx_parse),
+        CASE_TEST("test_idx_file", test_replay, &idx_file),
+        CASE_TEST("test_paramfile", test_replay, &paramfile),
         cmocka_unit_test(test_csv),
         cmocka_unit_test(test_valid_seeds_parse),
     };

@@ -554,28 +554,18 @@ static void check_network(const char *wname, precision prec)
     nb->destroy(e);
 }
 
-static void test_network_gradients_lenet(void **state)
-{
-    (void)state;
-    check_network("lenet", PREC_FP32);
-}
+typedef struct network_case {
+    const char *workload;
+    precision prec;
+} network_case;
 
-static void test_network_gradients_mlp(void **state)
-{
-    (void)state;
-    check_network("mlp", PREC_FP32);
-}
+static const network_case lenet_fp32 = {"lenet", PREC_FP32}, mlp_fp32 = {"mlp", PREC_FP32},
+                          lenet_fp64 = {"lenet", PREC_FP64}, mlp_fp64 = {"mlp", PREC_FP64};
 
-static void test_network_gradients_lenet_fp64(void **state)
+static void test_network_gradients(void **state)
 {
-    (void)state;
-    check_network("lenet", PREC_FP64);
-}
-
-static void test_network_gradients_mlp_fp64(void **state)
-{
-    (void)state;
-    check_network("mlp", PREC_FP64);
+    const network_case *c = *state;
+    check_network(c->workload, c->prec);
 }
 
 static double mean(const float *x, int n)
@@ -915,10 +905,10 @@ int main(void)
         cmocka_unit_test(test_relu_gradients),
         cmocka_unit_test(test_loss_gradients),
         cmocka_unit_test(test_param_counts),
-        cmocka_unit_test(test_network_gradients_lenet),
-        cmocka_unit_test(test_network_gradients_mlp),
-        cmocka_unit_test(test_network_gradients_lenet_fp64),
-        cmocka_unit_test(test_network_gradients_mlp_fp64),
+        CASE_TEST("test_network_gradients_lenet", test_network_gradients, &lenet_fp32),
+        CASE_TEST("test_network_gradients_mlp", test_network_gradients, &mlp_fp32),
+        CASE_TEST("test_network_gradients_lenet_fp64", test_network_gradients, &lenet_fp64),
+        CASE_TEST("test_network_gradients_mlp_fp64", test_network_gradients, &mlp_fp64),
         cmocka_unit_test(test_training_lowers_loss),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_partial_batch),

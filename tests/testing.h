@@ -54,6 +54,11 @@ static inline void synth_free(synth_set *s)
     s->images = s->labels = NULL;
 }
 
+/* A cmocka test (struct CMUnitTest) of one test function over several
+ * cases: the function finds its case in *state; `name` tells the cases
+ * apart in the report. */
+#define CASE_TEST(name, fn, case_state) {name, fn, NULL, NULL, (void *)(case_state)}
+
 /* |a - b| relative to the larger magnitude, or to `floor` when both are
  * smaller than it (so values near zero compare absolutely). */
 static inline double rel_diff(double a, double b, double floor)
