@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "harness/errmsg.h"
+
 FILE *fopen_regular(const char *path, const char **problem)
 {
     /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer */
@@ -41,6 +43,23 @@ FILE *fopen_regular(const char *path, const char **problem)
         *problem = strerror(e);
     }
     return f;
+}
+
+FILE *open_input(const char *path, const char *what, char *err, size_t err_len)
+{
+    const char *problem;
+    FILE *f = fopen_regular(path, &problem);
+    if (f)
+        return f;
+    int e = errno;
+    if (e == EISDIR)
+        errmsg_set(err, err_len, path, "is a directory, expected %s", what);
+    else if (e == EINVAL)
+        errmsg_set(err, err_len, path, "%s", problem);
+    else
+        errmsg_set(err, err_len, path, "cannot open: %s", problem);
+    errno = e;
+    return NULL;
 }
 
 int is_special_file(const char *path)

@@ -15,6 +15,12 @@
  * device or socket)". */
 FILE *fopen_regular(const char *path, const char **problem);
 
+/* fopen_regular for an input file of the run, a failure worded as one
+ * line in err: "path: is a directory, expected <what>", "path: is not a
+ * regular file (...)" or "path: cannot open: <reason>". errno is left as
+ * fopen_regular set it (ENOENT: the file is missing). */
+FILE *open_input(const char *path, const char *what, char *err, size_t err_len);
+
 /* Whether a path names an existing file that is not a regular one. */
 int is_special_file(const char *path);
 

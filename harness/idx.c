@@ -191,19 +191,11 @@ static int source_open(source *s, const char *path, char *err, size_t err_len)
 {
     memset(s, 0, sizeof *s);
     s->path = path;
-    const char *problem;
-    s->f = fopen_regular(path, &problem);
+    s->f = open_input(path, "an IDX file", err, err_len);
     if (!s->f) {
-        int e = errno;
-        if (e == ENOENT)
+        if (errno == ENOENT)
             errmsg_set(err, err_len, path, "no such file (pass --data DIR, or install Debian's "
                  "dataset-fashion-mnist for %s/)", IDX_DEFAULT_DIR);
-        else if (e == EISDIR)
-            errmsg_set(err, err_len, path, "is a directory, expected an IDX file");
-        else if (e == EINVAL)
-            errmsg_set(err, err_len, path, "%s", problem);
-        else
-            errmsg_set(err, err_len, path, "cannot open: %s", problem);
         return -1;
     }
     unsigned char m[2];

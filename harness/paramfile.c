@@ -303,17 +303,9 @@ int paramfile_parse(const void *buf, size_t len, const workload *w, float *param
 int paramfile_load(const char *path, const workload *w, float *params, char *err,
                    size_t err_len)
 {
-    const char *problem;
-    FILE *f = fopen_regular(path, &problem);
-    if (!f) {
-        if (errno == EISDIR)
-            errmsg_set(err, err_len, path, "is a directory, expected a parameter file");
-        else if (errno == EINVAL)
-            errmsg_set(err, err_len, path, "%s", problem);
-        else
-            errmsg_set(err, err_len, path, "cannot open: %s", problem);
+    FILE *f = open_input(path, "a parameter file", err, err_len);
+    if (!f)
         return -1;
-    }
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
         errmsg_set(err, err_len, path, "cannot stat: %s", strerror(errno));
