@@ -100,6 +100,23 @@ static void weak_means_older_than_the_features(void **state)
     assert_false(kc_library_choice_is_weak("Zen5Turbo", &zen1));
 }
 
+/* d came from `source` and names `core` (NULL: any), and its reason holds
+ * every keyword after that (NULL ends them). */
+static void expect_decision(const kc_decision *d, kc_source source, const char *core, ...)
+{
+    if (d->source != source)
+        fail_msg("decision source %d, expected %d (%s: %s)", d->source, source, d->core,
+                 d->reason);
+    if (core && strcmp(d->core, core) != 0)
+        fail_msg("decided on '%s', expected '%s' (%s)", d->core, core, d->reason);
+    va_list keywords;
+    va_start(keywords, core);
+    for (const char *k; (k = va_arg(keywords, const char *));)
+        if (!strstr(d->reason, k))
+            fail_msg("reason \"%s\" lacks \"%s\"", d->reason, k);
+    va_end(keywords);
+}
+
 /* decide with the library's answer and one probe per candidate */
 static kc_decision decide(const char *user, const kc_cpu *cpu, kc_probe library,
                           const kc_probe *probes, int n)
@@ -118,48 +135,37 @@ static void unknown_xeon_gets_the_best_core_that_passes(void **state)
     /* Debian's 0.3.21: Cooperlake is not offered, SkylakeX passes */
     kc_probe p[3] = {answered("Haswell"), checked("SkylakeX", 1, ""), {0}};
     kc_decision d = decide(NULL, &xeon_207, answered("Prescott"), p, 2);
-    assert_int_equal(d.source, KC_SOURCE_CHOSEN);
-    assert_string_equal(d.core, "SkylakeX");
-    assert_non_null(strstr(d.reason, "OpenBLAS picked Prescott"));
-    assert_non_null(strstr(d.reason, "family 6 model 207"));
-    assert_non_null(strstr(d.reason, "Cooperlake: not offered by this OpenBLAS (it ran Haswell)"));
+    expect_decision(&d, KC_SOURCE_CHOSEN, "SkylakeX", "OpenBLAS picked Prescott",
+                    "family 6 model 207",
+                    "Cooperlake: not offered by this OpenBLAS (it ran Haswell)", NULL);
 
     /* every AVX-512 core fails: Haswell */
     kc_probe q[3] = {failed_child("crashed with signal 4 (Illegal instruction)"),
                      checked("SkylakeX", 0, "sgemm check failed: 7x5x3 NT"),
                      checked("Haswell", 1, "")};
     d = decide(NULL, &xeon_207, answered("Prescott"), q, 3);
-    assert_int_equal(d.source, KC_SOURCE_CHOSEN);
-    assert_string_equal(d.core, "Haswell");
-    assert_non_null(strstr(d.reason, "Illegal instruction"));
-    assert_non_null(strstr(d.reason, "sgemm check failed"));
+    expect_decision(&d, KC_SOURCE_CHOSEN, "Haswell", "Illegal instruction",
+                    "sgemm check failed", NULL);
 
     /* all fail: the library's choice stays, with every reason */
     kc_probe r[3] = {answered("Haswell"), checked("SkylakeX", 0, "sgemm check failed: X"),
                      failed_child("no answer within 60 s")};
     d = decide(NULL, &xeon_207, answered("Prescott"), r, 3);
-    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
-    assert_string_equal(d.core, "Prescott");
-    assert_non_null(strstr(d.reason, "no better core passed"));
-    assert_non_null(strstr(d.reason, "Haswell: no answer within 60 s"));
+    expect_decision(&d, KC_SOURCE_LIBRARY, "Prescott", "no better core passed",
+                    "Haswell: no answer within 60 s", NULL);
 }
 
 static void a_current_choice_is_kept(void **state)
 {
     (void)state;
     kc_decision d = decide(NULL, &zen4, answered("Cooperlake"), NULL, 0);
-    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
-    assert_string_equal(d.core, "Cooperlake");
-    assert_non_null(strstr(d.reason, "suits this CPU"));
+    expect_decision(&d, KC_SOURCE_LIBRARY, "Cooperlake", "suits this CPU", NULL);
     d = decide(NULL, &zen1, answered("Zen"), NULL, 0);
-    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
-    assert_string_equal(d.core, "Zen");
+    expect_decision(&d, KC_SOURCE_LIBRARY, "Zen", NULL);
     d = decide(NULL, &old_cpu, answered("Nehalem"), NULL, 0);
-    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
-    assert_string_equal(d.core, "Nehalem");
+    expect_decision(&d, KC_SOURCE_LIBRARY, "Nehalem", NULL);
     d = decide(NULL, &zen1, answered("Zen5Turbo"), NULL, 0);
-    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
-    assert_non_null(strstr(d.reason, "does not rank"));
+    expect_decision(&d, KC_SOURCE_LIBRARY, NULL, "does not rank", NULL);
 }
 
 static void only_cores_above_the_librarys_are_tried(void **state)
@@ -169,13 +175,11 @@ static void only_cores_above_the_librarys_are_tried(void **state)
      * "better", so a failing SkylakeX keeps Haswell without naming it */
     kc_probe p[2] = {checked("SkylakeX", 0, "sgemm check failed: Y"), checked("Haswell", 1, "")};
     kc_decision d = decide(NULL, &skylake_x, answered("Haswell"), p, 2);
-    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
-    assert_string_equal(d.core, "Haswell");
+    expect_decision(&d, KC_SOURCE_LIBRARY, "Haswell", NULL);
     assert_null(strstr(d.reason, "Haswell:"));
     p[0] = checked("SkylakeX", 1, "");
     d = decide(NULL, &skylake_x, answered("Haswell"), p, 1);
-    assert_int_equal(d.source, KC_SOURCE_CHOSEN);
-    assert_string_equal(d.core, "SkylakeX");
+    expect_decision(&d, KC_SOURCE_CHOSEN, "SkylakeX", NULL);
 }
 
 static void the_users_value_always_wins(void **state)
@@ -183,21 +187,17 @@ static void the_users_value_always_wins(void **state)
     (void)state;
     kc_probe p[3] = {checked("Cooperlake", 1, ""), {0}, {0}};
     kc_decision d = decide("Prescott", &xeon_207, answered("Prescott"), p, 1);
-    assert_int_equal(d.source, KC_SOURCE_USER);
-    assert_string_equal(d.core, "Prescott");
+    expect_decision(&d, KC_SOURCE_USER, "Prescott", NULL);
     /* even a value the library does not know, even empty */
     d = decide("", &xeon_207, failed_child("x"), NULL, 0);
-    assert_int_equal(d.source, KC_SOURCE_USER);
-    assert_string_equal(d.core, "");
+    expect_decision(&d, KC_SOURCE_USER, "", NULL);
 }
 
 static void a_library_that_does_not_answer_is_left_alone(void **state)
 {
     (void)state;
     kc_decision d = decide(NULL, &xeon_207, failed_child("cannot load blas.so: nope"), NULL, 0);
-    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
-    assert_string_equal(d.core, "");
-    assert_non_null(strstr(d.reason, "cannot load blas.so: nope"));
+    expect_decision(&d, KC_SOURCE_LIBRARY, "", "cannot load blas.so: nope", NULL);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -210,31 +210,35 @@ static int blas_module_present(void)
     return access(path, R_OK) == 0;
 }
 
-/* The real CPU, when OpenBLAS has AVX2 kernels for it (Zen or Haswell). */
-static int real_avx2_cpu(kc_cpu *cpu)
+/* The real CPU, when OpenBLAS has AVX2 kernels for it (Zen or Haswell),
+ * the blas module is here and the user set no OPENBLAS_CORETYPE; the test
+ * is skipped otherwise. */
+static void real_avx2_cpu_or_skip(kc_cpu *cpu)
 {
     kc_read_cpu(cpu);
-    return (cpu->features & AVX2_FMA) == AVX2_FMA;
+    if (!blas_module_present() || (cpu->features & AVX2_FMA) != AVX2_FMA ||
+        getenv("OPENBLAS_CORETYPE"))
+        skip(); /* no module, no AVX2, or a value the user set */
+}
+
+/* The AVX2 core OpenBLAS has for the CPU's vendor. */
+static const char *avx2_core(const kc_cpu *cpu)
+{
+    return strcmp(cpu->vendor, "AuthenticAMD") == 0 ? "Zen" : "Haswell";
 }
 
 static void a_candidate_passes_its_check(void **state)
 {
     (void)state;
     kc_cpu cpu;
-    if (!blas_module_present() || !real_avx2_cpu(&cpu) || getenv("OPENBLAS_CORETYPE")) {
-        skip(); /* no module, no AVX2, or a value the user set */
-        return;
-    }
+    real_avx2_cpu_or_skip(&cpu);
     /* as if the library had fallen back to Prescott on this CPU; only the
      * AVX2 candidate, whatever AVX-512 the machine has */
     cpu.features &= AVX2_FMA;
     const kc_hooks hooks = {.pretend_library_core = "Prescott", .pretend_cpu = &cpu};
     kc_decision d;
     blas_setup_decide(&hooks, &d);
-    assert_int_equal(d.source, KC_SOURCE_CHOSEN);
-    const char *want = strcmp(cpu.vendor, "AuthenticAMD") == 0 ? "Zen" : "Haswell";
-    assert_string_equal(d.core, want);
-    assert_non_null(strstr(d.reason, "passed the sgemm check"));
+    expect_decision(&d, KC_SOURCE_CHOSEN, avx2_core(&cpu), "passed the sgemm check", NULL);
     /* deciding leaves this process's environment alone */
     assert_null(getenv("OPENBLAS_CORETYPE"));
 }
@@ -243,30 +247,21 @@ static void a_wrong_sgemm_result_is_caught(void **state)
 {
     (void)state;
     kc_cpu cpu;
-    if (!blas_module_present() || !real_avx2_cpu(&cpu) || getenv("OPENBLAS_CORETYPE")) {
-        skip();
-        return;
-    }
+    real_avx2_cpu_or_skip(&cpu);
     cpu.features &= AVX2_FMA;
     const kc_hooks hooks = {.pretend_library_core = "Prescott",
                             .pretend_cpu = &cpu,
                             .corrupt_candidate_sgemm = 1};
     kc_decision d;
     blas_setup_decide(&hooks, &d);
-    assert_int_equal(d.source, KC_SOURCE_LIBRARY);
-    assert_string_equal(d.core, "Prescott");
-    assert_non_null(strstr(d.reason, "sgemm check failed"));
-    assert_non_null(strstr(d.reason, "reference"));
+    expect_decision(&d, KC_SOURCE_LIBRARY, "Prescott", "sgemm check failed", "reference", NULL);
 }
 
 static void a_candidate_the_cpu_cannot_run_costs_only_itself(void **state)
 {
     (void)state;
     kc_cpu cpu;
-    if (!blas_module_present() || !real_avx2_cpu(&cpu) || getenv("OPENBLAS_CORETYPE")) {
-        skip();
-        return;
-    }
+    real_avx2_cpu_or_skip(&cpu);
     if (cpu.features & KC_AVX512F) {
         skip(); /* the SkylakeX kernels run here: nothing to crash */
         return;
@@ -279,11 +274,11 @@ static void a_candidate_the_cpu_cannot_run_costs_only_itself(void **state)
     const kc_hooks hooks = {.pretend_library_core = "Prescott", .pretend_cpu = &pretend};
     kc_decision d;
     blas_setup_decide(&hooks, &d);
-    assert_int_equal(d.source, KC_SOURCE_CHOSEN);
-    if (strcmp(d.core, "SkylakeX") != 0) {
-        assert_string_equal(d.core, strcmp(cpu.vendor, "AuthenticAMD") == 0 ? "Zen" : "Haswell");
-        assert_non_null(strstr(d.reason, "SkylakeX: crashed with signal"));
-    }
+    if (strcmp(d.core, "SkylakeX") == 0)
+        expect_decision(&d, KC_SOURCE_CHOSEN, "SkylakeX", NULL);
+    else
+        expect_decision(&d, KC_SOURCE_CHOSEN, avx2_core(&cpu), "SkylakeX: crashed with signal",
+                        NULL);
 }
 
 /* In a child of this test: the user's value, set there, is never replaced,
