@@ -161,25 +161,13 @@ static void check_same_training(optimizer_kind kind)
     pair_close(&p);
 }
 
-static void test_sgd(void **state)
-{
-    (void)state;
-    need_peer();
-    check_same_training(OPT_SGD);
-}
+static const optimizer_kind sgd = OPT_SGD, nesterov = OPT_NESTEROV, adam = OPT_ADAM;
 
-static void test_nesterov(void **state)
+/* *state: the optimizer */
+static void test_same_training(void **state)
 {
-    (void)state;
     need_peer();
-    check_same_training(OPT_NESTEROV);
-}
-
-static void test_adam(void **state)
-{
-    (void)state;
-    need_peer();
-    check_same_training(OPT_ADAM);
+    check_same_training(*(const optimizer_kind *)*state);
 }
 
 /* Parameters come back bitwise; a bad batch index is answered with an
@@ -212,9 +200,9 @@ static void test_round_trip_and_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sgd),
-        cmocka_unit_test(test_nesterov),
-        cmocka_unit_test(test_adam),
+        CASE_TEST("test_sgd", test_same_training, &sgd),
+        CASE_TEST("test_nesterov", test_same_training, &nesterov),
+        CASE_TEST("test_adam", test_same_training, &adam),
         cmocka_unit_test(test_round_trip_and_errors),
     };
     return cmocka_run_group_tests(tests, find_backends, NULL);
