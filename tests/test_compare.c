@@ -420,6 +420,40 @@ static const fake_row two_backends[] = {
     {"blas", 2, 12000, 0.7820, 0.612400, "ok", ""},
 };
 
+/* How NEW differs from two_backends: in row `row` (0 naive, 1 blas, -1
+ * both), images/s divided by `slower` (0: the same), accuracy and loss
+ * moved by the amounts given; and, when set, NEW's own extra_args and
+ * kernels (fake_run's). */
+typedef struct change {
+    int row;
+    double slower, accuracy, loss;
+    const char *extra_args, *kernels;
+} change;
+
+/* BASE written as `run` of two_backends, NEW as `run` with `c` made. */
+static pair *write_changed_pair(const fixture *f, const char *name, fake_run run, change c)
+{
+    pair *p = new_pair(f, name);
+    run.rows = two_backends;
+    write_run(p->base, &run);
+    fake_row next[2] = {two_backends[0], two_backends[1]};
+    for (int r = 0; r < 2; r++) {
+        if (c.row >= 0 && c.row != r)
+            continue;
+        if (c.slower)
+            next[r].images_per_second /= c.slower;
+        next[r].accuracy += c.accuracy;
+        next[r].loss += c.loss;
+    }
+    run.rows = next;
+    if (c.extra_args)
+        run.extra_args = c.extra_args;
+    if (c.kernels)
+        run.kernels = c.kernels;
+    write_run(p->next, &run);
+    return p;
+}
+
 static void test_identical_runs_pass(void **state)
 {
     pair *p = new_pair(*state, "same");
@@ -439,9 +473,7 @@ static void test_injected_slowdown_fails_naming_row_and_metric(void **state)
 {
     fake_run run = {two_backends, 2, 4, 3, 0.03, NULL, 0, NULL};
     rng_state = 2;
-    fake_row slower[2] = {two_backends[0], two_backends[1]};
-    slower[1].images_per_second /= 1.3;
-    pair *p = write_pair(*state, "slow", run, slower);
+    pair *p = write_changed_pair(*state, "slow", run, (change){.row = 1, .slower = 1.3});
     assert_int_equal(compare_pair(p, NULL, NULL), 1);
     assert_true(line_has(p->out, "REGRESSION", "blas lenet fp32 batch=128 threads=2", "images/s"));
     assert_false(line_has(p->out, "REGRESSION", "naive", NULL));
@@ -469,9 +501,7 @@ static void test_accuracy_drop_fails(void **state)
 {
     fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0, NULL};
     rng_state = 4;
-    fake_row worse[2] = {two_backends[0], two_backends[1]};
-    worse[0].accuracy -= 0.02;
-    pair *p = write_pair(*state, "acc", run, worse);
+    pair *p = write_changed_pair(*state, "acc", run, (change){.row = 0, .accuracy = -0.02});
     assert_int_equal(compare_pair(p, NULL, NULL), 1);
     assert_true(line_has(p->out, "REGRESSION", "naive lenet", "test accuracy"));
     assert_true(line_has(p->out, "2.00 points lower", NULL, NULL));
@@ -504,19 +534,14 @@ static void test_relative_to_cancels_machine_speed(void **state)
 {
     fake_run run = {two_backends, 2, 4, 3, 0.02, NULL, 0, NULL};
     rng_state = 6;
-    fake_row slow_machine[2] = {two_backends[0], two_backends[1]};
-    slow_machine[0].images_per_second /= 1.3;
-    slow_machine[1].images_per_second /= 1.3;
-    pair *p = write_pair(*state, "machine", run, slow_machine);
+    pair *p = write_changed_pair(*state, "machine", run, (change){.row = -1, .slower = 1.3});
     assert_int_equal(compare_pair(p, NULL, NULL), 1);
     assert_int_equal(compare_pair(p, "--relative-to", "naive"), 0);
     assert_true(line_has(p->out, "images/s / naive", NULL, NULL));
     assert_true(line_has(p->out, "reference (not judged)", NULL, NULL));
 
     /* blas alone slower: the ratio catches it */
-    fake_row slow_blas[2] = {two_backends[0], two_backends[1]};
-    slow_blas[1].images_per_second /= 1.3;
-    pair *q = write_pair(*state, "blas-slower", run, slow_blas);
+    pair *q = write_changed_pair(*state, "blas-slower", run, (change){.row = 1, .slower = 1.3});
     assert_int_equal(compare_pair(q, "--relative-to", "naive"), 1);
     assert_true(line_has(q->out, "REGRESSION", "blas", "images/s / naive"));
     assert_int_equal(compare_pair(q, "--relative-to", "cuda"), 2);
@@ -540,65 +565,44 @@ static void test_changed_numerics(void **state)
 {
     fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0, NULL};
     rng_state = 8;
-    fake_row changed[2] = {two_backends[0], two_backends[1]};
-    changed[0].loss += 2e-5;
-    pair *p = write_pair(*state, "numerics", run, changed);
+    const change loss_up = {.row = 0, .loss = 2e-5};
+    pair *p = write_changed_pair(*state, "numerics", run, loss_up);
     assert_int_equal(compare_pair(p, NULL, NULL), 1);
     assert_true(line_has(p->out, "NUMERICS", "naive", "train loss"));
     assert_int_equal(compare_pair(p, "--numerics", "report"), 0);
     assert_true(line_has(p->out, "NOTE", "naive", "train loss"));
 
     /* a change at the CSV's rounding is the same numerics */
-    fake_row rounded[2] = {two_backends[0], two_backends[1]};
-    rounded[0].loss += 1e-6;
-    pair *q = write_pair(*state, "rounding", run, rounded);
+    pair *q = write_changed_pair(*state, "rounding", run, (change){.row = 0, .loss = 1e-6});
     assert_int_equal(compare_pair(q, NULL, NULL), 0);
 
     /* options that cannot change the numbers leave them judged */
-    pair *o = new_pair(*state, "no-peak");
-    run.rows = two_backends;
-    write_run(o->base, &run);
-    run.rows = changed;
-    run.extra_args = ", \"--no-peak\", \"--step-losses\", \"steps.csv\", \"--format\", \"json\"";
-    write_run(o->next, &run);
+    change c = loss_up;
+    c.extra_args = ", \"--no-peak\", \"--step-losses\", \"steps.csv\", \"--format\", \"json\"";
+    pair *o = write_changed_pair(*state, "no-peak", run, c);
     assert_int_equal(compare_pair(o, NULL, NULL), 1);
     assert_true(line_has(o->out, "NUMERICS", "naive", "train loss"));
-    free(o);
 
     /* another seed: the loss may differ, and is not judged */
-    pair *r = new_pair(*state, "seed");
-    run.rows = two_backends;
-    write_run(r->base, &run);
-    run.rows = changed;
-    run.extra_args = ", \"--seed\", \"7\"";
-    write_run(r->next, &run);
+    c.extra_args = ", \"--seed\", \"7\"";
+    pair *r = write_changed_pair(*state, "seed", run, c);
     assert_int_equal(compare_pair(r, NULL, NULL), 0);
     assert_true(line_has(r->out, "not judged", "training options differ", "seed=7"));
 
     /* other library kernels: not judged either */
-    pair *k = new_pair(*state, "kernels");
-    run.extra_args = NULL;
-    run.rows = two_backends;
-    write_run(k->base, &run);
-    run.rows = changed;
-    run.kernels = ", OpenBLAS Haswell";
-    write_run(k->next, &run);
+    c.extra_args = NULL;
+    c.kernels = ", OpenBLAS Haswell";
+    pair *k = write_changed_pair(*state, "kernels", run, c);
     assert_int_equal(compare_pair(k, NULL, NULL), 0);
     assert_true(line_has(k->out, "not judged", "engine details differ", "Haswell"));
 
     /* another compiler: not judged */
-    run.kernels = NULL;
-    run.rows = two_backends;
-    pair *c = write_pair(*state, "compiler", run, changed);
-    write_system_json(c->next, "gcc 14.2.0");
-    write_system_json(c->base, "gcc 12.2.0");
-    assert_int_equal(compare_pair(c, NULL, NULL), 0);
-    assert_true(line_has(c->out, "not judged", "compilers differ", "gcc 14.2.0"));
-    free(c);
-    free(p);
-    free(q);
-    free(r);
-    free(k);
+    pair *cc = write_changed_pair(*state, "compiler", run, loss_up);
+    write_system_json(cc->next, "gcc 14.2.0");
+    write_system_json(cc->base, "gcc 12.2.0");
+    assert_int_equal(compare_pair(cc, NULL, NULL), 0);
+    assert_true(line_has(cc->out, "not judged", "compilers differ", "gcc 14.2.0"));
+    free(p), free(q), free(o), free(r), free(k), free(cc);
 }
 
 /* Data-parallel rows of one backend differ only by replicas: each joins
