@@ -82,6 +82,48 @@ static float *floats(size_t n)
     return p;
 }
 
+/* A layer with weights under test (convolution, dense): random input,
+ * weight, bias and upstream coefficients, and room for the analytic
+ * gradients its backward pass writes into d_in, d_w and d_b. */
+typedef struct weighted {
+    size_t n_in, n_w, n_b, n_out;
+    float *in, *weight, *bias, *coef;
+    float *d_in, *d_w, *d_b;
+} weighted;
+
+static weighted weighted_random(size_t n_in, size_t n_w, size_t n_b, size_t n_out, rng *r)
+{
+    weighted t = {.n_in = n_in, .n_w = n_w, .n_b = n_b, .n_out = n_out,
+                  .in = floats(n_in), .weight = floats(n_w), .bias = floats(n_b),
+                  .coef = floats(n_out), .d_in = floats(n_in), .d_w = floats(n_w),
+                  .d_b = floats(n_b)};
+    fill_uniform(t.in, n_in, r, -1, 1);
+    fill_uniform(t.weight, n_w, r, -1, 1);
+    fill_uniform(t.bias, n_b, r, -1, 1);
+    fill_uniform(t.coef, n_out, r, -1, 1);
+    return t;
+}
+
+/* The three analytic gradients against central differences of fwd(ctx),
+ * which reads t's input, weight and bias. The layer is linear in each, so
+ * a large step is exact up to rounding. */
+static void weighted_check(const weighted *t, forward_fn fwd, void *ctx)
+{
+    float *out = floats(t->n_out);
+    const double tol = 1e-4;
+    assert_true(fd_check(fwd, ctx, out, t->coef, t->n_out, t->in, t->n_in, t->d_in, 0.25f) < tol);
+    assert_true(fd_check(fwd, ctx, out, t->coef, t->n_out, t->weight, t->n_w, t->d_w, 0.25f) <
+                tol);
+    assert_true(fd_check(fwd, ctx, out, t->coef, t->n_out, t->bias, t->n_b, t->d_b, 0.25f) < tol);
+    free(out);
+}
+
+static void weighted_free(weighted *t)
+{
+    free(t->in), free(t->weight), free(t->bias), free(t->coef);
+    free(t->d_in), free(t->d_w), free(t->d_b);
+}
+
 /* ---- convolution ---- */
 
 typedef struct conv_ctx {
@@ -102,40 +144,26 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
     const size_t n_in = (size_t)B * C * H * W, n_w = (size_t)K * C * kernel * kernel,
                  n_out = (size_t)B * K * OH * OW;
-    conv_ctx c = {floats(n_in), floats(n_w), floats(K),
-                  floats(conv_scratch_count(C, H, W, kernel, stride)),
+    weighted t = weighted_random(n_in, n_w, K, n_out, &r);
+    conv_ctx c = {t.in, t.weight, t.bias, floats(conv_scratch_count(C, H, W, kernel, stride)),
                   B, C, H, W, K, kernel, stride};
-    float *out = floats(n_out), *coef = floats(n_out);
-    float *d_in = floats(n_in), *d_w = floats(n_w), *d_b = floats(K);
-    fill_uniform(c.in, n_in, &r, -1, 1);
-    fill_uniform(c.weight, n_w, &r, -1, 1);
-    fill_uniform(c.bias, K, &r, -1, 1);
-    fill_uniform(coef, n_out, &r, -1, 1);
-
-    conv_backward_data(d_in, coef, c.weight, B, C, H, W, K, kernel, stride, c.scratch);
-    conv_backward_weights(d_w, coef, c.in, B, C, H, W, K, kernel, stride, c.scratch);
-    conv_backward_bias(d_b, coef, B, K, OH, OW);
-
-    /* The functions are linear in each argument, so a large step is exact
-     * up to rounding. */
-    const double tol = 1e-4;
-    assert_true(fd_check(conv_fwd, &c, out, coef, n_out, c.in, n_in, d_in, 0.25f) < tol);
-    assert_true(fd_check(conv_fwd, &c, out, coef, n_out, c.weight, n_w, d_w, 0.25f) < tol);
-    assert_true(fd_check(conv_fwd, &c, out, coef, n_out, c.bias, K, d_b, 0.25f) < tol);
+    conv_backward_data(t.d_in, t.coef, c.weight, B, C, H, W, K, kernel, stride, c.scratch);
+    conv_backward_weights(t.d_w, t.coef, c.in, B, C, H, W, K, kernel, stride, c.scratch);
+    conv_backward_bias(t.d_b, t.coef, B, K, OH, OW);
+    weighted_check(&t, conv_fwd, &c);
 
     /* parameter gradients add to what is there */
     float *again = floats(n_w);
-    memcpy(again, d_w, sizeof(float) * n_w);
-    conv_backward_weights(again, coef, c.in, B, C, H, W, K, kernel, stride, c.scratch);
+    memcpy(again, t.d_w, sizeof(float) * n_w);
+    conv_backward_weights(again, t.coef, c.in, B, C, H, W, K, kernel, stride, c.scratch);
     double largest = 0.0;
     for (size_t i = 0; i < n_w; i++)
-        largest = fmax(largest, fabs(d_w[i]));
+        largest = fmax(largest, fabs(t.d_w[i]));
     for (size_t i = 0; i < n_w; i++)
-        assert_true(fabs(again[i] - 2.0 * d_w[i]) < 1e-5 * largest);
+        assert_true(fabs(again[i] - 2.0 * t.d_w[i]) < 1e-5 * largest);
 
-    free(again);
-    free(c.in), free(c.weight), free(c.bias), free(c.scratch);
-    free(out), free(coef), free(d_in), free(d_w), free(d_b);
+    free(again), free(c.scratch);
+    weighted_free(&t);
 }
 
 static void test_conv_gradients(void **state)
@@ -245,32 +273,22 @@ static void check_dense(int B, int I, int O, uint64_t seed)
 {
     rng r = {seed};
     const size_t n_in = (size_t)B * I, n_w = (size_t)O * I, n_out = (size_t)B * O;
-    dense_ctx c = {floats(n_in), floats(n_w), floats(O), floats(dense_scratch_count(B, I, O)),
-                   B, I, O};
-    float *out = floats(n_out), *coef = floats(n_out);
-    float *d_in = floats(n_in), *d_w = floats(n_w), *d_b = floats(O);
-    fill_uniform(c.in, n_in, &r, -1, 1);
-    fill_uniform(c.weight, n_w, &r, -1, 1);
-    fill_uniform(c.bias, O, &r, -1, 1);
-    fill_uniform(coef, n_out, &r, -1, 1);
-    dense_backward_data(d_in, coef, c.weight, B, I, O);
-    dense_backward_weights(d_w, coef, c.in, B, I, O);
-    dense_backward_bias(d_b, coef, B, O);
-    const double tol = 1e-4;
-    assert_true(fd_check(dense_fwd, &c, out, coef, n_out, c.in, n_in, d_in, 0.25f) < tol);
-    assert_true(fd_check(dense_fwd, &c, out, coef, n_out, c.weight, n_w, d_w, 0.25f) < tol);
-    assert_true(fd_check(dense_fwd, &c, out, coef, n_out, c.bias, O, d_b, 0.25f) < tol);
+    weighted t = weighted_random(n_in, n_w, O, n_out, &r);
+    dense_ctx c = {t.in, t.weight, t.bias, floats(dense_scratch_count(B, I, O)), B, I, O};
+    dense_backward_data(t.d_in, t.coef, c.weight, B, I, O);
+    dense_backward_weights(t.d_w, t.coef, c.in, B, I, O);
+    dense_backward_bias(t.d_b, t.coef, B, O);
+    weighted_check(&t, dense_fwd, &c);
 
     /* bias gradients add to what is there */
     float *again = floats(O);
-    memcpy(again, d_b, sizeof(float) * O);
-    dense_backward_bias(again, coef, B, O);
+    memcpy(again, t.d_b, sizeof(float) * O);
+    dense_backward_bias(again, t.coef, B, O);
     for (int i = 0; i < O; i++)
-        assert_true(rel_diff(again[i], 2.0 * d_b[i], 1e-3) < 1e-5);
+        assert_true(rel_diff(again[i], 2.0 * t.d_b[i], 1e-3) < 1e-5);
 
-    free(again);
-    free(c.in), free(c.weight), free(c.bias), free(c.scratch);
-    free(out), free(coef), free(d_in), free(d_w), free(d_b);
+    free(again), free(c.scratch);
+    weighted_free(&t);
 }
 
 static void test_dense_gradients(void **state)
