@@ -527,9 +527,10 @@ static double now(void)
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
-/* Runs bench with args into dir/name; stdout to dir/name.out. Returns the
- * exit status; *seconds gets the wall time. Skips when it cannot run. */
-static int run_bench(run_fixture *f, const char *name, const char *args, double *seconds)
+/* Runs bench with args into dir/name; stdout to dir/name.out, stderr to
+ * dir/name.err. Fails the test unless it exits 0; returns the wall time in
+ * seconds. Skips when it cannot run. */
+static double run_bench(run_fixture *f, const char *name, const char *args)
 {
     int have_data = access(DATA_DIR "/train-images-idx3-ubyte.gz", R_OK) == 0 ||
                     access(DATA_DIR "/train-images-idx3-ubyte", R_OK) == 0;
@@ -544,7 +545,7 @@ static int run_bench(run_fixture *f, const char *name, const char *args, double 
              f->bench, f->dir, name, args, f->dir, name, f->dir, name);
     double t0 = now();
     int status = system(cmd);
-    *seconds = now() - t0;
+    double seconds = now() - t0;
     if (status == -1 || !WIFEXITED(status))
         fail_msg("could not run: %s", cmd);
     if (WEXITSTATUS(status) != 0) {
@@ -553,8 +554,9 @@ static int run_bench(run_fixture *f, const char *name, const char *args, double 
         char *err = slurp(path);
         print_message("%s\n", err ? err : "");
         free(err);
+        fail_msg("%s exited with status %d", cmd, WEXITSTATUS(status));
     }
-    return WEXITSTATUS(status);
+    return seconds;
 }
 
 static table *read_run_csv(run_fixture *f, const char *run, const char *file)
@@ -592,11 +594,8 @@ static void check_columns(const table *t, const char *const *names, int n, const
 static void real_run_files(void **state)
 {
     run_fixture *f = *state;
-    double wall;
-    assert_int_equal(run_bench(f, "a", "--epochs 3 --repeat 2 --profile-layers --format json "
-                                       "--target-accuracy 0.05",
-                               &wall),
-                     0);
+    double wall = run_bench(f, "a", "--epochs 3 --repeat 2 --profile-layers --format json "
+                                    "--target-accuracy 0.05");
 
     table *ep = read_run_csv(f, "a", "epochs.csv");
     static const char *const epoch_cols[] = {
@@ -726,8 +725,7 @@ static void real_run_files(void **state)
 static void real_run_short_and_unreached_target(void **state)
 {
     run_fixture *f = *state;
-    double wall;
-    assert_int_equal(run_bench(f, "b", "--epochs 2 --target-accuracy 0.999", &wall), 0);
+    run_bench(f, "b", "--epochs 2 --target-accuracy 0.999");
     table *ep = read_run_csv(f, "b", "epochs.csv");
     table *sm = read_run_csv(f, "b", "summary.csv");
     assert_int_equal(ep->n_rows, 2);
@@ -751,8 +749,7 @@ static void real_run_short_and_unreached_target(void **state)
 static void real_run_csv_is_summary_csv(void **state)
 {
     run_fixture *f = *state;
-    double wall;
-    assert_int_equal(run_bench(f, "d", "--epochs 1 --target-accuracy 0.05 --format csv", &wall), 0);
+    run_bench(f, "d", "--epochs 1 --target-accuracy 0.05 --format csv");
     char *printed = slurp_in(f, "d.out");
     char *file = slurp_in(f, "d/summary.csv");
     assert_non_null(strstr(file, "\nnaive,lenet,fp32,1,0,1,1,128,nesterov,1,1,512,"));
@@ -767,8 +764,7 @@ static void real_run_csv_is_summary_csv(void **state)
 static void real_run_time_to_target_later_epoch(void **state)
 {
     run_fixture *f = *state;
-    double wall;
-    assert_int_equal(run_bench(f, "c0", "--epochs 3", &wall), 0);
+    run_bench(f, "c0", "--epochs 3");
     table *ep = read_run_csv(f, "c0", "epochs.csv");
     double a1 = num(ep, 1, "test_accuracy");
     int best = num(ep, 2, "test_accuracy") >= num(ep, 3, "test_accuracy") ? 2 : 3;
@@ -782,7 +778,7 @@ static void real_run_time_to_target_later_epoch(void **state)
     table_free(ep);
     char args[128];
     snprintf(args, sizeof args, "--epochs 3 --target-accuracy %.6f", target);
-    assert_int_equal(run_bench(f, "c", args, &wall), 0);
+    double wall = run_bench(f, "c", args);
     ep = read_run_csv(f, "c", "epochs.csv");
     table *sm = read_run_csv(f, "c", "summary.csv");
     int met = 0;
