@@ -581,6 +581,20 @@ static char *slurp_in(const run_fixture *f, const char *name)
     return text;
 }
 
+/* File `name` in the test's directory holds every one of the texts after
+ * it (NULL ends them). */
+static void expect_file_holds(const run_fixture *f, const char *name, ...)
+{
+    char *text = slurp_in(f, name);
+    va_list ap;
+    va_start(ap, name);
+    for (const char *want; (want = va_arg(ap, const char *));)
+        if (!strstr(text, want))
+            fail_msg("%s lacks \"%s\": %s", name, want, text);
+    va_end(ap);
+    free(text);
+}
+
 static void check_columns(const table *t, const char *const *names, int n, const char *file)
 {
     for (int i = 0; i < n; i++)
@@ -710,10 +724,7 @@ static void real_run_files(void **state)
     assert_non_null(strstr(out, "\"backend\": \"naive\""));
     free(out);
     /* the profile table and the evaluation line went to stderr */
-    char *err = slurp_in(f, "a.err");
-    assert_non_null(strstr(err, "naive: time per layer"));
-    assert_non_null(strstr(err, "naive      accuracy"));
-    free(err);
+    expect_file_holds(f, "a.err", "naive: time per layer", "naive      accuracy", NULL);
 
     table_free(ep);
     table_free(sm);
@@ -735,11 +746,8 @@ static void real_run_short_and_unreached_target(void **state)
     double both[2] = {num(ep, 1, "epoch_seconds"), num(ep, 2, "epoch_seconds")};
     assert_close(num(sm, 1, "epoch_seconds_median"), stats_of(both, 2).median, 2e-6);
     assert_true(num(sm, 1, "time_to_target_seconds") < 0);
-    char *md = slurp_in(f, "b.out");
-    assert_non_null(strstr(md, "| naive | fp32 | 1 | 0 |"));
-    assert_non_null(strstr(md, "| not reached |"));
-    assert_non_null(strstr(md, "every epoch of 1 run"));
-    free(md);
+    expect_file_holds(f, "b.out", "| naive | fp32 | 1 | 0 |", "| not reached |",
+                      "every epoch of 1 run", NULL);
     table_free(ep);
     table_free(sm);
 }
