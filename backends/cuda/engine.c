@@ -21,6 +21,17 @@
  *    buffer from being overwritten while it is still in use. The indices then
  *    name rows of the staging buffers, so the same graph serves.
  *
+ * A model-parallel stage (stage_slots >= 1) runs its workload, a part of a
+ * larger network, on activations handed over as host floats: stage_forward
+ * copies them through a pinned buffer into the slot's own activation
+ * buffers (one set per micro-batch in flight), runs the layers and copies
+ * the output back; stage_backward runs back from the slot's activations,
+ * writes or adds the parameter gradients (beta = 1 in cuDNN and cuBLAS, the
+ * bias kernel's accumulate) and hands back the gradient to the stage's
+ * input, the first layer's included. No data set, loss or graph. fp32,
+ * tf32 and bf16 (whose 16-bit gradients are added into fp32 ones); not
+ * fp64 (floats cross) nor fp16 (its loss scale belongs to a whole network).
+ *
  * Precision: fp64 (everything in double: cuDNN with CUDNN_DATA_DOUBLE,
  * cuBLAS with CUBLAS_COMPUTE_64F, double master weights and optimiser
  * state; set_params and get_params convert from and to float on the
@@ -575,7 +586,10 @@ static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir,
 /* Whether layer li's backward pass computes the gradient to its input:
  * not for the first layer of a whole network (its input is the images),
  * always in a model-parallel stage (the stage before needs it). */
-static int needs_input_gradient(const engine *e, int li) { return li > 0 || e->cfg.stage_slots > 0; }
+static int needs_input_gradient(const engine *e, int li)
+{
+    return li > 0 || e->cfg.stage_slots > 0;
+}
 
 static int set_tensor(engine *e, cudnnTensorDescriptor_t d, int n, shape3 s)
 {
