@@ -107,6 +107,7 @@ typedef struct attempt {
     int threads, devices, replicas;
     size_t peak_memory;
     size_t host_memory; /* heap bytes the engine held (see heap_in_use) */
+    memory_use worker_memory; /* itemised by the engine (its largest worker), or zeros */
     double device_peak_gflops; /* from the backend's peak_gflops, 0 if none */
 } attempt;
 
@@ -382,6 +383,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         }
     }
     a->peak_memory = backend_peak_memory(b, e);
+    backend_memory_use(b, e, &a->worker_memory);
     note_engine_heap(a, heap_before);
     if (a->status == STATUS_OK && !cfg->no_peak)
         a->device_peak_gflops = backend_peak_gflops(b, e);
@@ -408,6 +410,19 @@ static double baseline_speed(const run_state *s, const char *name, precision pre
             return bl->images_per_second;
     }
     return 0;
+}
+
+/* How b is parallel, from the wrappers it is made of. */
+static void describe_parallel(const backend *b, summary_row *row)
+{
+    const backend *inner = dp_inner(b);
+    const mp_options *o = mp_options_of(inner ? inner : b);
+    const int replicas = row->key.replicas > 0 ? row->key.replicas : 1;
+    row->parallel = o ? (inner ? "hybrid" : "model") : replicas > 1 ? "data" : "single";
+    row->split = o ? mp_split_name(o->split) : NULL;
+    row->workers = (o ? o->workers : 1) * replicas;
+    row->micro_batches = o ? o->micro_batches : 1;
+    row->prefetch = o ? o->prefetch : 0;
 }
 
 static void fill_summary(run_state *s, const backend *b, const attempt *runs, int n_runs,
@@ -473,6 +488,18 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
     } else if (last->host_memory > 0) {
         row->memory_bytes = (double)last->host_memory;
         row->memory_source = "host heap held by the engine";
+    }
+    describe_parallel(b, row);
+    const memory_use *m = &last->worker_memory;
+    row->worker_params_bytes = (double)m->params;
+    row->worker_grads_bytes = (double)m->grads;
+    row->worker_opt_state_bytes = (double)m->opt_state;
+    row->worker_activation_bytes = (double)m->activations;
+    row->worker_workspace_bytes = (double)m->workspace;
+    if (row->workers > 1 && strcmp(row->parallel, "data") && memory_use_total(m) > 0) {
+        /* one worker holds a part of the model: what matters is the largest */
+        row->memory_bytes = (double)memory_use_total(m);
+        row->memory_source = "largest worker, itemised by its engines";
     }
     row->details = last->details;
     row->status = last->status;

@@ -479,6 +479,12 @@ static void describe(engine *e, char *buf, size_t len)
              e->comm_desc, e->describe_buf[0] ? e->describe_buf : "-");
 }
 
+/* One replica's: each holds the same. */
+static void memory_use_entry(engine *e, memory_use *out)
+{
+    backend_memory_use(e->inner, e->rep[0].e, out);
+}
+
 static size_t peak_memory(engine *e)
 {
     size_t peak = 0;
@@ -732,7 +738,7 @@ static engine *wrapped_create(void *ctx, const workload *w, const engine_config 
     .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params, \
     .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,       \
     .buffer = buffer, .placement = placement, .describe = describe,                       \
-    .peak_memory = peak_memory, .peak_gflops = peak_gflops
+    .peak_memory = peak_memory, .peak_gflops = peak_gflops, .memory_use = memory_use_entry
 
 static const backend dp_entries = {
     .probe = wrapped_probe,
@@ -820,6 +826,12 @@ const backend multi_gpu_backend = {
     .buffer_space = MEM_DEVICE,
     .library_info = multi_gpu_library_info,
 };
+
+const backend *dp_inner(const backend *b)
+{
+    const dp_wrapper *w = wrapper_of(b);
+    return w ? w->inner : NULL;
+}
 
 const char *dp_base_name(const backend *b)
 {

@@ -380,7 +380,7 @@ static int stage_grads(engine *e, stage *s, int to_engine)
 static int worker_stages(engine *e, int i, stage **out)
 {
     int n = 0;
-    if (e->parts == 1)
+    if (e->opt.split == MP_SPLIT_LAYERS)
         out[n++] = &e->st[i][0];
     else
         for (int s = 0; s < e->segments; s++)
@@ -398,7 +398,7 @@ static void run_job(void *ctx, int i)
     switch (e->job) {
     case JOB_STEP:
     case JOB_FORWARD:
-        if (e->parts == 1)
+        if (e->opt.split == MP_SPLIT_LAYERS)
             layers_program(e, i, e->job == JOB_STEP);
         else
             filters_program(e, i, e->job == JOB_STEP);
@@ -654,7 +654,7 @@ static void describe(engine *e, char *buf, size_t len)
     run_all(e, JOB_DESCRIBE);
     char how[160] = "";
     size_t used = 0;
-    if (e->parts == 1)
+    if (e->opt.split == MP_SPLIT_LAYERS)
         for (int s = 0; s < e->segments && used < sizeof how; s++) {
             const layer *a = &e->w.layers[e->cut[s]], *z = &e->w.layers[e->cut[s + 1] - 1];
             used += (size_t)snprintf(how + used, sizeof how - used, "%s%s-%s", s ? " | " : "",
@@ -762,14 +762,14 @@ static const char *plan_buffers(engine *e)
             /* by layers a worker needs the boundaries on either side of its
              * stage, within layers every boundary (the gathered inputs) */
             for (int i = 0; i < e->workers; i++)
-                if (P > 1 || s == i || s == i + 1)
+                if (e->opt.split == MP_SPLIT_FILTERS || s == i || s == i + 1)
                     e->exchange_bytes[i] += n * sizeof(float) * (s > 0 ? 2 : 1);
             e->act[s][m] = alloc_floats(n, NULL);
             e->grad[s][m] = s > 0 ? alloc_floats(n, NULL) : NULL;
             if (!e->act[s][m] || (s > 0 && !e->grad[s][m]))
                 return "out of memory";
         }
-    if (P > 1) {
+    if (e->opt.split == MP_SPLIT_FILTERS) {
         size_t largest_input = 0;
         for (int s = 0; s < S; s++)
             largest_input = e->size[s] > largest_input ? e->size[s] : largest_input;

@@ -218,8 +218,8 @@ static void model_runs(const char *inner_name)
     }
     const mp_split splits[2] = {MP_SPLIT_LAYERS, MP_SPLIT_FILTERS};
     for (int k = 0; k < 2; k++) {
-        const int configs[][2] = {{2, 1}, {2, 4}, {3, 3}};
-        for (int c = 0; c < 3; c++) {
+        const int configs[][2] = {{2, 1}, {2, 4}, {3, 3}, {1, 2}};
+        for (int c = 0; c < 4; c++) {
             mp_options o = {.split = splits[k], .workers = configs[c][0],
                             .micro_batches = configs[c][1]};
             char name[64];
@@ -258,11 +258,13 @@ static void test_hybrid_equals_one(void **state)
     (void)state;
     const backend *naive = backend_find("naive");
     const mp_split splits[2] = {MP_SPLIT_LAYERS, MP_SPLIT_FILTERS};
-    for (int k = 0; k < 2; k++) {
-        mp_options o = {.split = splits[k], .workers = 2, .micro_batches = 2};
+    for (int k = 0; k < 4; k++) {
+        /* and groups of one worker each, both splits */
+        mp_options o = {.split = splits[k % 2], .workers = k < 2 ? 2 : 1, .micro_batches = 2};
         dp_options d = {.replicas = 2};
         char name[64];
-        snprintf(name, sizeof name, "naive, 2 groups of 2 by %s", mp_split_name(o.split));
+        snprintf(name, sizeof name, "naive, 2 groups of %d by %s", o.workers,
+                 mp_split_name(o.split));
         const backend *hybrid = dp_wrap(mp_wrap(naive, &o, NULL), &d, name);
         assert_non_null(hybrid);
         check_same_training(naive, hybrid, "lenet", OPT_NESTEROV);
