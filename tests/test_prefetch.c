@@ -6,8 +6,9 @@
  * a bad index is an error at its batch, not a crash; bad arguments are
  * refused; the stall is accounted.
  *
- * `test_prefetch --bench [compute_us] [sleep|spin]` instead measures depth 0
- * against depth 1 and 2 on a synthetic compute stage (not a test). */
+ * `test_prefetch --bench [compute_us] [sleep|spin]` instead measures depths
+ * 0, 1, 2 and 4 on a synthetic compute stage (not a test): the compute
+ * stage's stall, and the share of depth 0's stall each depth hides. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -372,7 +373,7 @@ static void test_stall_accounted(void **state)
 }
 
 /* ---------------------------------------------------------------------- */
-/* --bench: depth 0 against 1 and 2 on a synthetic compute stage            */
+/* --bench: depth 0 against 1, 2 and 4 on a synthetic compute stage        */
 
 static void compute_stage(double seconds, int spin)
 {
@@ -408,37 +409,59 @@ static double bench_epoch(const dataset *d, const int32_t *idx, int batch, long 
     return now_seconds() - t0;
 }
 
+/* The fastest of `reps` epochs (the others were slowed by the machine). */
+static double bench_best(const dataset *d, const int32_t *idx, int batch, long steps, int depth,
+                         double compute, int spin, int reps, prefetch_stats *best)
+{
+    double best_wall = -1;
+    *best = (prefetch_stats){0};
+    for (int r = 0; r < reps; r++) {
+        prefetch_stats st;
+        const double wall = bench_epoch(d, idx, batch, steps, depth, compute, spin, &st);
+        if (best_wall < 0 || wall < best_wall) {
+            best_wall = wall;
+            *best = st;
+        }
+    }
+    return best_wall;
+}
+
 static int bench(int argc, char **argv)
 {
-    const int count = 60000, batch = 256;
+    const int count = 60000, batch = 256, reps = 5;
     const long steps = 200;
     double compute = argc > 2 ? atof(argv[2]) * 1e-6 : -1;
     const int spin = argc > 3 && strcmp(argv[3], "spin") == 0;
-    if (argc > 3 && !spin && strcmp(argv[3], "sleep") != 0) {
+    if ((argc > 2 && compute < 0) || argc > 4 || (argc > 3 && !spin && strcmp(argv[3], "sleep"))) {
         fprintf(stderr, "usage: test_prefetch --bench [compute_us] [sleep|spin]\n");
         return 2;
     }
     bytes_set s;
     set_make(&s, count, 71);
     int32_t *idx = random_indices(count, batch, steps, 72);
-    prefetch_stats st;
-    bench_epoch(&s.d, idx, batch, steps, 0, 0, 0, &st); /* warm up */
-    const double input = bench_epoch(&s.d, idx, batch, steps, 0, 0, 0, &st) / (double)steps;
+    prefetch_stats st = {0};
+    bench_best(&s.d, idx, batch, steps, 0, 0, 0, reps, &st);
+    const double input = (st.read_seconds + st.convert_seconds) / (double)steps;
     if (compute < 0)
-        compute = input; /* as long as the input work: the most to hide */
-    printf("%d images of %dx%d, %ld batches of %d, random order; input work %.1f us a batch "
-           "(depth 0, no compute); compute stage %s %.1f us a batch\n",
-           count, ROWS, COLS, steps, batch, input * 1e6, spin ? "spins" : "sleeps", compute * 1e6);
-    printf("%5s %10s %10s %8s %12s %8s\n", "depth", "epoch_s", "stall_s", "stall%", "input_s",
-           "hidden%");
-    const int bench_depths[] = {0, 1, 2};
-    for (int k = 0; k < 3; k++) {
+        compute = input; /* as long as the input work: all of it can hide */
+    printf("%d images of %dx%d, %ld batches of %d in random order, fastest of %d epochs\n"
+           "input work %.1f us a batch (read + convert at depth 0); compute stage %s %.1f us "
+           "a batch\n",
+           count, ROWS, COLS, steps, batch, reps, input * 1e6, spin ? "spins" : "sleeps",
+           compute * 1e6);
+    printf("%5s %9s %9s %7s %9s %8s\n", "depth", "epoch_s", "stall_s", "stall", "input_s",
+           "hidden");
+    const int bench_depths[] = {0, 1, 2, 4};
+    double stall0 = 0;
+    for (int k = 0; k < 4; k++) {
         const double wall =
-            bench_epoch(&s.d, idx, batch, steps, bench_depths[k], compute, spin, &st);
-        const double work = st.read_seconds + st.convert_seconds;
-        printf("%5d %10.4f %10.4f %7.1f%% %12.4f %7.1f%%\n", bench_depths[k], wall,
-               st.wait_seconds, 100 * st.wait_seconds / wall, work,
-               100 * (1 - st.wait_seconds / work));
+            bench_best(&s.d, idx, batch, steps, bench_depths[k], compute, spin, reps, &st);
+        if (k == 0)
+            stall0 = st.wait_seconds;
+        /* hidden: the share of depth 0's stall that this depth removes */
+        printf("%5d %9.4f %9.4f %6.1f%% %9.4f %7.1f%%\n", bench_depths[k], wall,
+               st.wait_seconds, 100 * st.wait_seconds / wall,
+               st.read_seconds + st.convert_seconds, 100 * (1 - st.wait_seconds / stall0));
     }
     free(idx);
     set_free(&s);
