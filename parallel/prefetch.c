@@ -178,11 +178,12 @@ prefetch *prefetch_start(const dataset *d, const int32_t *indices, int batch, lo
         snprintf(err, err_len, "prefetch: no data set, or one without images");
         return NULL;
     }
-    if (batch < 1 || steps < 0 || depth < 0 || (steps > 0 && !indices)) {
+    if (batch < 1 || steps < 0 || depth < 0 || depth > PREFETCH_MAX_DEPTH ||
+        (steps > 0 && !indices)) {
         snprintf(err, err_len,
                  "prefetch: batch of %d images, %ld steps, depth %d%s: need a batch >= 1, "
-                 "steps >= 0, depth >= 0 and the indices",
-                 batch, steps, depth, indices ? "" : ", no indices");
+                 "steps >= 0, depth 0..%d and the indices",
+                 batch, steps, depth, indices ? "" : ", no indices", PREFETCH_MAX_DEPTH);
         return NULL;
     }
     prefetch *p = calloc(1, sizeof *p);

@@ -28,6 +28,9 @@
 
 typedef struct prefetch prefetch;
 
+/* A sanity bound on depth: a few batches ahead hide the input work. */
+#define PREFETCH_MAX_DEPTH 1024
+
 typedef struct prefetch_batch {
     long step;              /* t: 0, 1, ... steps - 1 */
     int count;              /* images in the batch */
@@ -51,9 +54,9 @@ typedef struct prefetch_stats {
 
 /* Batches t = 0..steps-1 of `batch` images each, the images
  * indices[t * batch .. (t + 1) * batch) of `d`, which must stay alive and
- * unchanged until prefetch_stop. depth 0: no threads; depth K >= 1: a reader
- * thread and a converter thread keep up to K batches ready ahead (K above
- * steps is taken as steps). An index outside the data set is not checked
+ * unchanged until prefetch_stop. depth 0: no threads; depth K in
+ * 1..PREFETCH_MAX_DEPTH: a reader thread and a converter thread keep up to K
+ * batches ready ahead (K above steps is taken as steps). An index outside the data set is not checked
  * here but by the reading stage, as it reaches it. NULL on bad arguments or
  * when out of memory or threads, with a one-line err. */
 prefetch *prefetch_start(const dataset *d, const int32_t *indices, int batch, long steps,

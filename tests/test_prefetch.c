@@ -307,9 +307,11 @@ static void test_bad_arguments_refused(void **state)
         int batch;
         long steps;
         int depth;
-    } bad[] = {{NULL, idx, 2, 2, 1},       {&empty_rows, idx, 2, 2, 1}, {&no_images, idx, 2, 2, 1},
-               {&s.d, idx, 0, 2, 1},       {&s.d, idx, 2, -1, 1},       {&s.d, idx, 2, 2, -1},
-               {&s.d, NULL, 2, 2, 1}};
+    } bad[] = {
+        {NULL, idx, 2, 2, 1},        {&empty_rows, idx, 2, 2, 1}, {&no_images, idx, 2, 2, 1},
+        {&s.d, idx, 0, 2, 1},        {&s.d, idx, 2, -1, 1},       {&s.d, idx, 2, 2, -1},
+        {&s.d, NULL, 2, 2, 1},       {&s.d, idx, 2, 2, PREFETCH_MAX_DEPTH + 1},
+    };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[256] = "";
         prefetch *p = prefetch_start(bad[i].d, bad[i].idx, bad[i].batch, bad[i].steps,
