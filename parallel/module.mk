@@ -8,6 +8,9 @@ LIB_SRCS += parallel/comm_inproc.c parallel/coordinator.c parallel/gpu_link.c pa
             parallel/workers.c parallel/world_mpi.c
 LDLIBS += -pthread
 TESTS += test_parallel test_model
+# The input pipeline: reading and preprocessing threads ahead of compute.
+LIB_SRCS += parallel/prefetch.c
+TESTS += test_prefetch
 TEST_SCRIPTS += tests/test_mpi.sh
 
 # MPI: only world_mpi.c includes mpi.h, compiled with mpicc's own flags.
