@@ -15,6 +15,7 @@
 #include "backends/common/elementwise.h"
 #include "backends/registry.h"
 #include "parallel/comm.h"
+#include "parallel/prefetch.h"
 #include "parallel/workers.h"
 
 typedef enum job_kind {
@@ -85,6 +86,7 @@ struct engine {
     float *params_out;
     const dataset *data;
     const int32_t *indices; /* NULL: images first .. first + batch */
+    const float *prepared;  /* the batch's pixels from the input pipeline, or NULL */
     int first, batch;
     int micro, mb_start[MP_MAX_MICRO_BATCHES], mb_count[MP_MAX_MICRO_BATCHES];
     int *labels;        /* batch_size */
@@ -218,10 +220,13 @@ static int job_failed(engine *e)
 
 /* The pieces of a step ------------------------------------------------------ */
 
-/* Images [lo, hi) of micro-batch m as scaled pixels into act[0][m]. */
+/* Images [lo, hi) of micro-batch m as scaled pixels into act[0][m], unless
+ * the input pipeline prepared them. */
 static void fill_pixels(engine *e, int m, int lo, int hi)
 {
     const dataset *d = e->data;
+    if (e->prepared)
+        return;
     const size_t pixels = (size_t)d->rows * d->cols;
     for (int j = lo; j < hi; j++) {
         const int b = e->mb_start[m] + j;
@@ -231,6 +236,14 @@ static void fill_pixels(engine *e, int m, int lo, int hi)
         for (size_t p = 0; p < pixels; p++)
             dst[p] = lb_pixel(src[p]);
     }
+}
+
+/* The input of segment s for micro-batch m. */
+static const float *segment_input(const engine *e, int s, int m)
+{
+    if (s == 0 && e->prepared)
+        return e->prepared + (size_t)e->mb_start[m] * e->size[0];
+    return e->act[s][m];
 }
 
 /* Images [lo, hi) of micro-batch m: their losses, and the gradient of the
@@ -269,7 +282,8 @@ static void layers_program(engine *e, int k, int train)
             fill_pixels(e, m, 0, e->mb_count[m]);
         else if (wait_for(e, &e->fwd_done[k], m + 1))
             return;
-        if (e->inner->stage_forward(s->e, m, e->act[k][m], e->mb_count[m], e->act[k + 1][m])) {
+        if (e->inner->stage_forward(s->e, m, segment_input(e, k, m), e->mb_count[m],
+                                    e->act[k + 1][m])) {
             worker_fail(e, k, s, "stage_forward");
             return;
         }
@@ -318,7 +332,7 @@ static void filters_program(engine *e, int i, int train)
         pthread_barrier_wait(&e->barrier);
         for (int s = 0; s < S; s++) {
             stage *st = &e->st[s][i];
-            if (!w->rc && e->inner->stage_forward(st->e, m, e->act[s][m], n, w->share_out))
+            if (!w->rc && e->inner->stage_forward(st->e, m, segment_input(e, s, m), n, w->share_out))
                 worker_fail(e, i, st, "stage_forward");
             if (!w->rc)
                 copy_share(e->act[s + 1][m], w->share_out, n, e->size[s + 1], st->out_size,
@@ -543,13 +557,30 @@ static int compute_step(engine *e, const int32_t *indices, int batch, float *los
     return 0;
 }
 
+/* With --prefetch K the batches' pixels come from the input pipeline's
+ * threads, K batches ahead; else the first stage's worker converts them. */
 static int train_steps(engine *e, const int32_t *indices, int batch, int steps, float *losses)
 {
-    for (int t = 0; t < steps; t++)
-        if (compute_step(e, indices + (size_t)t * batch, batch, losses ? losses + t : NULL) ||
-            run_all(e, JOB_UPDATE))
-            return -1;
-    return 0;
+    prefetch *pipe = NULL;
+    char err[256];
+    if (e->opt.prefetch > 0 && e->train &&
+        !(pipe = prefetch_start(e->train, indices, batch, steps, e->opt.prefetch, err, sizeof err)))
+        return fail(e, "model-parallel: input pipeline: %s", err);
+    int rc = 0;
+    for (int t = 0; t < steps && rc == 0; t++) {
+        const prefetch_batch *ready = pipe ? prefetch_take(pipe) : NULL;
+        if (pipe && !ready) {
+            const char *why = prefetch_error(pipe);
+            rc = fail(e, "model-parallel: input pipeline: %s", why ? why : "ended early");
+            break;
+        }
+        e->prepared = ready ? ready->pixels : NULL;
+        rc = compute_step(e, indices + (size_t)t * batch, batch, losses ? losses + t : NULL) ||
+             run_all(e, JOB_UPDATE);
+    }
+    e->prepared = NULL;
+    prefetch_stop(pipe);
+    return rc ? -1 : 0;
 }
 
 /* For a data-parallel wrapper (hybrid): the whole gradient in host memory. */

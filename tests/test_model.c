@@ -271,6 +271,35 @@ static void test_hybrid_equals_one(void **state)
     }
 }
 
+/* The input pipeline changes where the pixels are converted, not what is
+ * trained: bitwise the same losses and parameters as without it. */
+static void test_prefetch_trains_the_same(void **state)
+{
+    (void)state;
+    const backend *naive = backend_find("naive");
+    setup s;
+    make_setup(&s, "lenet", STEPS * BATCH);
+    engine_config c = test_config(BATCH, OPT_NESTEROV, 1);
+    const mp_split splits[2] = {MP_SPLIT_LAYERS, MP_SPLIT_FILTERS};
+    for (int k = 0; k < 2; k++) {
+        float losses[2][STEPS], *params[2];
+        for (int depth = 0; depth < 2; depth++) {
+            mp_options o = {.split = splits[k], .workers = 2, .micro_batches = 3,
+                            .prefetch = depth * 2};
+            const backend *mp = mp_wrap(naive, &o, NULL);
+            engine *e = start(mp, &s, &c);
+            train(mp, e, &s, losses[depth]);
+            params[depth] = params_of(mp, e, s.w.param_count);
+            mp->destroy(e);
+        }
+        assert_memory_equal(losses[0], losses[1], sizeof losses[0]);
+        assert_memory_equal(params[0], params[1], sizeof(float) * s.w.param_count);
+        free(params[0]);
+        free(params[1]);
+    }
+    free_setup(&s);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Memory per worker                                                        */
 
@@ -411,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_blas_model_parallel_equals_one),
         cmocka_unit_test(test_cuda_model_parallel_equals_one),
         cmocka_unit_test(test_hybrid_equals_one),
+        cmocka_unit_test(test_prefetch_trains_the_same),
         cmocka_unit_test(test_memory_per_worker),
         cmocka_unit_test(test_refusals_and_failures),
     };
