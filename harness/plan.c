@@ -187,7 +187,7 @@ static int add(const backend **out, int *n, int max, const backend *b, char *err
         return -1;
     }
     if (*n == max) {
-        snprintf(err, err_len, "too many backend and --replicas combinations (at most %d)", max);
+        snprintf(err, err_len, "too many backend, --replicas and --parallel combinations (at most %d)", max);
         return -1;
     }
     out[(*n)++] = b;

@@ -557,18 +557,19 @@ static void free_inputs(run_state *s)
  * --batch-size. Returns the count, or -1 (message printed). */
 static int plan(const run_config *cfg, configuration *out)
 {
-    const backend *wanted[MAX_RUN_BACKENDS];
+    const backend *wanted[MAX_RUN_CONFIGS];
     char err[256];
     int n_wanted = dp_expand_backends(cfg, cfg->backends, cfg->n_backends, wanted,
-                                      MAX_RUN_BACKENDS, err, sizeof err);
+                                      MAX_RUN_CONFIGS, err, sizeof err);
     if (n_wanted < 0) {
         fprintf(stderr, "bench: %s\n", err);
         return -1;
     }
     long total = (long)n_wanted * cfg->n_precisions * cfg->n_batch_sizes;
     if (total > MAX_RUN_CONFIGS) {
-        fprintf(stderr, "bench: %ld configurations (backends x --replicas x --precision x "
-                "--batch-size) are more than the %d one run takes\n", total, MAX_RUN_CONFIGS);
+        fprintf(stderr, "bench: %ld configurations (backends x --replicas and --parallel x "
+                "--precision x --batch-size) are more than the %d one run takes\n", total,
+                MAX_RUN_CONFIGS);
         return -1;
     }
     int n = 0;
