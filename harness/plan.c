@@ -202,9 +202,9 @@ int dp_expand_backends(const run_config *cfg, const backend *const *in, int n,
                                "and choose the count with mpirun -np N");
         return -1;
     }
-    if (world_size() > 1 && (cfg->model_parallel || cfg->hybrid_parallel)) {
-        snprintf(err, err_len, "--parallel model and hybrid run their workers in one process; "
-                               "under mpirun only data parallelism is offered");
+    if (world_size() > 1 && cfg->hybrid_parallel) {
+        snprintf(err, err_len, "--parallel hybrid runs its groups in one process; under mpirun "
+                               "use --parallel model (one worker per rank) or data parallelism");
         return -1;
     }
     int count = 0;
@@ -215,6 +215,8 @@ int dp_expand_backends(const run_config *cfg, const backend *const *in, int n,
         if (world_size() > 1) {
             dp_options o = options_for(cfg, 1, 0);
             rc = add(out, &count, max, multi_gpu ? b : dp_wrap(b, &o, NULL), err, err_len);
+            if (rc == 0)
+                rc = plan_model_parallel(cfg, b, out, &count, max, err, err_len);
         } else if (multi_gpu) {
             /* the registry's entry when nothing can wrap cuda (not built) */
             const char *base = dp_base_name(b);
@@ -252,9 +254,11 @@ int plan_model_parallel(const run_config *cfg, const backend *b, const backend *
         for (int s = 0; s < cfg->n_splits; s++)
             for (int m = 0; m < cfg->n_micro_batches; m++)
                 for (int k = 0; k < cfg->n_prefetch; k++) {
+                    /* under mpirun: one worker per rank */
+                    const int workers = world_size() > 1 ? world_size() : cfg->workers;
                     const mp_options o = {
                         .split = cfg->splits[s],
-                        .workers = hybrid ? cfg->workers / cfg->groups : cfg->workers,
+                        .workers = hybrid ? workers / cfg->groups : workers,
                         .micro_batches = cfg->micro_batches[m],
                         .prefetch = cfg->prefetch[k],
                     };

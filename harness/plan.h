@@ -50,9 +50,9 @@ int dp_expand_backends(const run_config *cfg, const backend *const *in, int n,
 
 /* The model-parallel and hybrid configurations of backend b that
  * --parallel asks for, appended to out[*n] (at most max): for each split,
- * micro-batch count and prefetch depth, b split over --workers (model), and
- * --groups data-parallel groups of --workers / --groups (hybrid). 0, or -1
- * with err. */
+ * micro-batch count and prefetch depth, b split over --workers (model; under
+ * mpirun one worker per rank), and --groups data-parallel groups of
+ * --workers / --groups (hybrid). 0, or -1 with err. */
 int plan_model_parallel(const run_config *cfg, const backend *b, const backend **out, int *n,
                         int max, char *err, size_t err_len);
 

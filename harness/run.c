@@ -281,8 +281,12 @@ static int save_params(run_state *s, const backend *b, engine *e, const char *la
         snprintf(path, sizeof path, "%s", cfg->save_params);
     float *p = xmalloc(sizeof(float) * cfg->work.param_count);
     int rc = -1;
+    /* every rank reads them back (a model split over ranks gathers its
+     * shares), rank 0 writes them */
     if (b->get_params(e, p) != 0)
         fprintf(stderr, "bench: %s: cannot read back the parameters to save\n", b->name);
+    else if (!s->root)
+        rc = 0;
     else if (paramfile_save(path, &cfg->work, p, err, sizeof err) != 0)
         fprintf(stderr, "bench: %s\n", err);
     else {
@@ -297,7 +301,7 @@ static int save_params(run_state *s, const backend *b, engine *e, const char *la
 static int several_configurations(const run_config *cfg)
 {
     return cfg->n_backends > 1 || cfg->n_replicas > 1 || cfg->n_precisions > 1 ||
-           cfg->n_batch_sizes > 1;
+           cfg->n_batch_sizes > 1 || cfg->model_parallel || cfg->hybrid_parallel;
 }
 
 /* Trains backend b once (repeat r, 1-based). Returns 0, or -1 when a
@@ -393,7 +397,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         report_layer_profile(&s->res, config_name, b, e, &cfg->work, s->order,
                              s->engine.batch_size, 10, stderr);
     }
-    if (cfg->save_params[0] && r == cfg->repeat && a->status == STATUS_OK && s->root &&
+    if (cfg->save_params[0] && r == cfg->repeat && a->status == STATUS_OK &&
         save_params(s, b, e, config_name, several_configurations(cfg)) != 0)
         s->save_failed = 1;
     b->destroy(e);
