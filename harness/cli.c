@@ -431,7 +431,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         case O_PARALLEL: {
             static const char *const modes[] = {"model", "hybrid"};
             int got[2], n;
-            rc = plan_parse_names("--parallel", optarg, modes, 2, got, 2, &n);
+            rc = plan_parse_names("--parallel", "parallel mode", optarg, modes, 2, got, 2, &n);
             for (int i = 0; rc == 0 && i < n; i++)
                 *(got[i] ? &cfg->hybrid_parallel : &cfg->model_parallel) = 1;
             break;
@@ -439,7 +439,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         case O_SPLIT: {
             static const char *const splits[] = {"layers", "filters"};
             int got[2];
-            rc = plan_parse_names("--split", optarg, splits, 2, got, 2, &cfg->n_splits);
+            rc = plan_parse_names("--split", "split", optarg, splits, 2, got, 2, &cfg->n_splits);
             for (int i = 0; rc == 0 && i < cfg->n_splits; i++)
                 cfg->splits[i] = (mp_split)got[i];
             break;

@@ -54,6 +54,27 @@ static const char *next_item(const char *p, char *item, size_t len, int *more)
     return p + n + (*more ? 1 : 0);
 }
 
+/* Adds v (written as `item`) to out[0..*n), in ascending place when
+ * `sorted`; a repeat or a full list is refused. 0, or 2 after the message. */
+static int add_value(const char *flag, const char *list, const char *item, int v, int *out,
+                     int max, int *n, int sorted)
+{
+    for (int i = 0; i < *n; i++)
+        if (out[i] == v) {
+            fprintf(stderr, "bench: %s lists %s twice in '%s'\n", flag, item, list);
+            return 2;
+        }
+    if (*n == max) {
+        fprintf(stderr, "bench: %s takes at most %d values, got '%s'\n", flag, max, list);
+        return 2;
+    }
+    int i = (*n)++;
+    for (; sorted && i > 0 && out[i - 1] > v; i--)
+        out[i] = out[i - 1];
+    out[i] = v;
+    return 0;
+}
+
 int plan_parse_counts(const char *flag, const char *list, int lo, int hi, int *out, int max,
                       int *n)
 {
@@ -70,19 +91,8 @@ int plan_parse_counts(const char *flag, const char *list, int lo, int hi, int *o
                     flag, lo, hi, list);
             return 2;
         }
-        for (int i = 0; i < *n; i++)
-            if (out[i] == v) {
-                fprintf(stderr, "bench: %s lists %ld twice in '%s'\n", flag, v, list);
-                return 2;
-            }
-        if (*n == max) {
-            fprintf(stderr, "bench: %s takes at most %d values, got '%s'\n", flag, max, list);
+        if (add_value(flag, list, item, (int)v, out, max, n, 1))
             return 2;
-        }
-        int i = (*n)++;
-        for (; i > 0 && out[i - 1] > v; i--)
-            out[i] = out[i - 1];
-        out[i] = (int)v;
     }
     return 0;
 }
@@ -92,8 +102,8 @@ int plan_parse_batch_sizes(const char *list, int *out, int max, int *n)
     return plan_parse_counts("--batch-size", list, 1, PLAN_MAX_BATCH, out, max, n);
 }
 
-int plan_parse_names(const char *flag, const char *list, const char *const *names, int count,
-                     int *out, int max, int *n)
+int plan_parse_names(const char *flag, const char *what, const char *list,
+                     const char *const *names, int count, int *out, int max, int *n)
 {
     char choices[128] = "";
     size_t used = 0;
@@ -110,62 +120,32 @@ int plan_parse_names(const char *flag, const char *list, const char *const *name
         for (int k = 0; k < count; k++)
             if (!strcmp(item, names[k]))
                 found = k;
+        if (!item[0]) {
+            fprintf(stderr, "bench: %s '%s' has an empty item; choose from: %s\n", flag, list,
+                    choices);
+            return 2;
+        }
         if (found < 0) {
-            fprintf(stderr, "bench: %s: unknown item '%s' in '%s'; choose from: %s\n", flag,
-                    item, list, choices);
+            fprintf(stderr, "bench: unknown %s '%s'; choose one of: %s\n", what, item, choices);
             return 2;
         }
-        for (int i = 0; i < *n; i++)
-            if (out[i] == found) {
-                fprintf(stderr, "bench: %s lists %s twice in '%s'\n", flag, item, list);
-                return 2;
-            }
-        if (*n == max) {
-            fprintf(stderr, "bench: %s takes at most %d names, got '%s'\n", flag, max, list);
+        if (add_value(flag, list, item, found, out, max, n, 0))
             return 2;
-        }
-        out[(*n)++] = found;
     }
     return 0;
 }
 
 int plan_parse_precisions(const char *list, precision *out, int max, int *n)
 {
-    char choices[128] = "";
-    size_t used = 0;
-    for (int k = 0; k < PRECISION_COUNT && used < sizeof choices; k++)
-        used += (size_t)snprintf(choices + used, sizeof choices - used, "%s%s", k ? ", " : "",
-                                 precision_name((precision)k));
-    *n = 0;
-    const char *p = list;
-    int more = 1;
-    while (more) {
-        char item[32];
-        p = next_item(p, item, sizeof item, &more);
-        int found = -1;
-        for (int k = 0; k < PRECISION_COUNT; k++)
-            if (!strcmp(item, precision_name((precision)k)))
-                found = k;
-        if (!item[0]) {
-            fprintf(stderr, "bench: --precision '%s' has an empty item; choose from: %s\n",
-                    list, choices);
-            return 2;
-        }
-        if (found < 0) {
-            fprintf(stderr, "bench: unknown precision '%s'; choose one of: %s\n", item, choices);
-            return 2;
-        }
-        for (int i = 0; i < *n; i++)
-            if ((int)out[i] == found) {
-                fprintf(stderr, "bench: --precision lists %s twice in '%s'\n", item, list);
-                return 2;
-            }
-        if (*n == max) {
-            fprintf(stderr, "bench: --precision takes at most %d names, got '%s'\n", max, list);
-            return 2;
-        }
-        out[(*n)++] = (precision)found;
-    }
+    const char *names[PRECISION_COUNT];
+    int got[PRECISION_COUNT];
+    for (int k = 0; k < PRECISION_COUNT; k++)
+        names[k] = precision_name((precision)k);
+    if (plan_parse_names("--precision", "precision", list, names, PRECISION_COUNT, got,
+                         max < PRECISION_COUNT ? max : PRECISION_COUNT, n))
+        return 2;
+    for (int i = 0; i < *n; i++)
+        out[i] = (precision)got[i];
     return 0;
 }
 

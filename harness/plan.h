@@ -26,11 +26,12 @@ int plan_parse_batch_sizes(const char *list, int *out, int max, int *n);
 int plan_parse_counts(const char *flag, const char *list, int lo, int hi, int *out, int max,
                       int *n);
 
-/* Parses a comma list of names out of names[0..count) for `flag`, each
- * stored as its index, in the order given; empty items, unknown names and
- * repeats are refused. 0, or 2 after printing a one-line error. */
-int plan_parse_names(const char *flag, const char *list, const char *const *names, int count,
-                     int *out, int max, int *n);
+/* Parses a comma list of names out of names[0..count) for `flag` (each a
+ * `what`, for messages: "unknown <what> 'x'"), each stored as its index,
+ * in the order given; empty items, unknown names and repeats are refused.
+ * 0, or 2 after printing a one-line error. */
+int plan_parse_names(const char *flag, const char *what, const char *list,
+                     const char *const *names, int count, int *out, int max, int *n);
 
 /* Parses --precision: a comma list of precision names (precision_name),
  * kept in the order given; empty items, unknown names and repeats are

@@ -17,6 +17,7 @@
 #include "parallel/comm.h"
 #include "parallel/prefetch.h"
 #include "parallel/workers.h"
+#include "parallel/wrap.h"
 #include "parallel/world.h"
 
 typedef enum job_kind {
@@ -1039,21 +1040,11 @@ static engine *mp_create(const backend *inner, const mp_options *o, const worklo
 
 /* The wrapped backends ------------------------------------------------------ */
 
-typedef struct mp_wrapper {
-    backend b;
-    const backend *inner;
-    mp_options opt;
-    char name[64];
-    char summary[160];
-    struct mp_wrapper *next;
-} mp_wrapper;
-
-static mp_wrapper *wrappers;
-static pthread_mutex_t wrappers_lock = PTHREAD_MUTEX_INITIALIZER;
+static const mp_options *options_of(const wrapped_backend *w) { return w->options; }
 
 static int wrapped_probe(void *ctx, char *why, size_t why_len)
 {
-    mp_wrapper *w = ctx;
+    wrapped_backend *w = ctx;
     if (!backend_runnable(w->inner, PREC_FP32, why, why_len))
         return 0;
     if (!w->inner->stage_forward || !w->inner->stage_backward) {
@@ -1067,7 +1058,7 @@ static int wrapped_probe(void *ctx, char *why, size_t why_len)
 
 static int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why_len)
 {
-    const mp_wrapper *w = ctx;
+    const wrapped_backend *w = ctx;
     if (p == PREC_FP64) {
         snprintf(why, why_len, "model-parallel stages hand activations over as float");
         return 0;
@@ -1078,8 +1069,8 @@ static int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why
 static engine *wrapped_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
                               size_t err_len)
 {
-    const mp_wrapper *m = ctx;
-    return mp_create(m->inner, &m->opt, w, cfg, err, err_len);
+    const wrapped_backend *m = ctx;
+    return mp_create(m->inner, options_of(m), w, cfg, err, err_len);
 }
 
 static const backend mp_entries = {
@@ -1103,55 +1094,21 @@ static const backend mp_entries = {
     .memory_use = memory_use_entry,
 };
 
-static const mp_wrapper *wrapper_of(const backend *b)
-{
-    return b && b->create == wrapped_create ? b->ctx : NULL;
-}
-
 const mp_options *mp_options_of(const backend *b)
 {
-    const mp_wrapper *w = wrapper_of(b);
-    return w ? &w->opt : NULL;
+    const wrapped_backend *w = wrapper_from(b, &mp_entries);
+    return w ? options_of(w) : NULL;
 }
 
 const backend *mp_inner(const backend *b)
 {
-    const mp_wrapper *w = wrapper_of(b);
+    const wrapped_backend *w = wrapper_from(b, &mp_entries);
     return w ? w->inner : NULL;
-}
-
-static int same_options(const mp_options *a, const mp_options *b)
-{
-    return a->split == b->split && a->workers == b->workers &&
-           a->micro_batches == b->micro_batches && a->prefetch == b->prefetch;
 }
 
 const backend *mp_wrap(const backend *inner, const mp_options *o, const char *name)
 {
-    char made[64];
-    if (!name) {
-        snprintf(made, sizeof made, "%s", inner->name);
-        name = made;
-    }
-    pthread_mutex_lock(&wrappers_lock);
-    mp_wrapper *w = wrappers;
-    while (w && !(w->inner == inner && same_options(&w->opt, o) && strcmp(w->name, name) == 0))
-        w = w->next;
-    if (!w && (w = calloc(1, sizeof *w))) {
-        w->inner = inner;
-        w->opt = *o;
-        snprintf(w->name, sizeof w->name, "%s", name);
-        snprintf(w->summary, sizeof w->summary, "%s, model-parallel by %s", inner->summary,
-                 mp_split_name(o->split));
-        w->b = mp_entries;
-        w->b.ctx = w;
-        w->b.name = w->name;
-        w->b.summary = w->summary;
-        w->b.built = inner->built;
-        w->b.not_built_reason = inner->not_built_reason;
-        w->next = wrappers;
-        wrappers = w;
-    }
-    pthread_mutex_unlock(&wrappers_lock);
-    return w ? &w->b : NULL;
+    char tail[64];
+    snprintf(tail, sizeof tail, "model-parallel by %s", mp_split_name(o->split));
+    return wrap_backend(&mp_entries, inner, o, sizeof *o, name, tail);
 }

@@ -57,7 +57,7 @@ bad() { # bad EXPECTED-TEXT FLAGS...
     [ $rc = 2 ] && grep -q -- "$want" "$tmp/bad.err" && pass ||
         fail "$* gave status $rc and '$(head -2 "$tmp/bad.err")', expected 2 and '$want'"
 }
-bad "unknown item 'pipeline'" --parallel pipeline
+bad "unknown parallel mode 'pipeline'" --parallel pipeline
 bad "lists filters twice" --split filters,filters
 bad "in 1..64" --parallel model --micro-batches 0
 bad "multiple of --groups" --parallel hybrid --workers 3 --groups 2
