@@ -1385,10 +1385,11 @@ static void test_stage_errors_and_memory(void **state)
     EXPECT_REFUSED(b->train_steps(e, idx, 8, 1, &loss), "stage_forward and stage_backward");
     eval_counts counts;
     EXPECT_REFUSED(b->evaluate(e, 0, &counts), "evaluated through stage_forward");
-#undef EXPECT_REFUSED
     /* still usable afterwards */
     assert_int_equal(b->stage_forward(e, 2, in, 8, out), 0);
+    EXPECT_REFUSED(b->stage_backward(e, 2, NULL, d_in, 0), "needs the output's gradient");
     assert_int_equal(b->stage_backward(e, 2, d_out, d_in, 0), 0);
+#undef EXPECT_REFUSED
 
     /* memory: the float parameters, gradients and momentum exactly; three
      * slots of every layer's input and output at 8 images */
