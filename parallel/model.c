@@ -1051,7 +1051,7 @@ static int wrapped_probe(void *ctx, char *why, size_t why_len)
         snprintf(why, why_len, "%s offers no model-parallel stages", w->inner->name);
         return 0;
     }
-    w->b.precisions = w->inner->precisions & ~(1u << PREC_FP64);
+    w->b.precisions = w->inner->precisions & ~(1u << PREC_FP64 | 1u << PREC_FP16);
     w->b.library_info = w->inner->library_info;
     return 1;
 }
@@ -1061,6 +1061,11 @@ static int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why
     const wrapped_backend *w = ctx;
     if (p == PREC_FP64) {
         snprintf(why, why_len, "model-parallel stages hand activations over as float");
+        return 0;
+    }
+    if (p == PREC_FP16) {
+        snprintf(why, why_len, "model-parallel stages offer no fp16: its loss scale belongs to "
+                               "the whole network");
         return 0;
     }
     return backend_runnable(w->inner, p, why, why_len);
