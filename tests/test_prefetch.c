@@ -96,6 +96,17 @@ static void check_batch(const prefetch_batch *b, const bytes_set *s, const int32
     }
 }
 
+/* A pipeline over s's images in the order idx, or the test fails saying
+ * why it would not start. */
+static prefetch *start(const bytes_set *s, const int32_t *idx, int batch, long steps, int depth)
+{
+    char err[256] = "";
+    prefetch *p = prefetch_start(&s->d, idx, batch, steps, depth, err, sizeof err);
+    if (!p)
+        fail_msg("%ld batches of %d, depth %d: %s", steps, batch, depth, err);
+    return p;
+}
+
 /* Ends the program when a call does not return in time: a hang fails. */
 static const char *watched;
 static void watchdog_fired(int sig)
@@ -131,10 +142,7 @@ static void test_batches_in_order_bitwise(void **state)
     const long steps = 23;
     int32_t *idx = random_indices(s.d.count, batch, steps, 12);
     for (int k = 0; k < DEPTHS; k++) {
-        char err[256] = "";
-        prefetch *p = prefetch_start(&s.d, idx, batch, steps, depths[k], err, sizeof err);
-        if (!p)
-            fail_msg("depth %d: %s", depths[k], err);
+        prefetch *p = start(&s, idx, batch, steps, depths[k]);
         watch(60, "taking every batch");
         for (long t = 0; t < steps; t++)
             check_batch(prefetch_take(p), &s, idx, batch, t);
@@ -164,10 +172,7 @@ static void test_memory_bounded_and_held_batch_intact(void **state)
     int32_t *idx = random_indices(s.d.count, batch, steps, 22);
     for (int k = 0; k < DEPTHS; k++) {
         const int depth = depths[k];
-        char err[256] = "";
-        prefetch *p = prefetch_start(&s.d, idx, batch, steps, depth, err, sizeof err);
-        if (!p)
-            fail_msg("depth %d: %s", depth, err);
+        prefetch *p = start(&s, idx, batch, steps, depth);
         watch(60, "taking with a slow consumer");
         const float *seen[64];
         int distinct = 0;
@@ -221,10 +226,7 @@ static void test_early_stop_returns(void **state)
     int32_t *idx = random_indices(s.d.count, batch, steps, 32);
     for (int k = 0; k < DEPTHS; k++)
         for (int taken = 0; taken <= 1; taken++) {
-            char err[256] = "";
-            prefetch *p = prefetch_start(&s.d, idx, batch, steps, depths[k], err, sizeof err);
-            if (!p)
-                fail_msg("depth %d: %s", depths[k], err);
+            prefetch *p = start(&s, idx, batch, steps, depths[k]);
             watch(20, "prefetch_stop after one of 100 batches");
             if (taken)
                 check_batch(prefetch_take(p), &s, idx, batch, 0);
@@ -232,10 +234,7 @@ static void test_early_stop_returns(void **state)
             alarm(0);
         }
     /* a depth above the number of batches */
-    char err[256] = "";
-    prefetch *p = prefetch_start(&s.d, idx, batch, 3, 50, err, sizeof err);
-    if (!p)
-        fail_msg("depth 50 over 3 batches: %s", err);
+    prefetch *p = start(&s, idx, batch, 3, 50);
     prefetch_stats st;
     prefetch_get_stats(p, &st);
     assert_true(st.buffers <= 3);
@@ -268,10 +267,7 @@ static void test_bad_index_is_an_error(void **state)
             int32_t *bad = &idx[cases[c].step * batch + 2];
             const int32_t good = *bad;
             *bad = cases[c].value;
-            char err[256] = "";
-            prefetch *p = prefetch_start(&s.d, idx, batch, steps, depths[k], err, sizeof err);
-            if (!p)
-                fail_msg("depth %d: %s", depths[k], err);
+            prefetch *p = start(&s, idx, batch, steps, depths[k]);
             watch(20, "taking up to a bad index");
             for (long t = 0; t < cases[c].step; t++)
                 check_batch(prefetch_take(p), &s, idx, batch, t);
@@ -323,10 +319,7 @@ static void test_bad_arguments_refused(void **state)
     }
     /* no batches: nothing to take, no error */
     for (int k = 0; k < DEPTHS; k++) {
-        char err[256] = "";
-        prefetch *p = prefetch_start(&s.d, idx, 2, 0, depths[k], err, sizeof err);
-        if (!p)
-            fail_msg("0 steps, depth %d: %s", depths[k], err);
+        prefetch *p = start(&s, idx, 2, 0, depths[k]);
         assert_null(prefetch_take(p));
         assert_null(prefetch_error(p));
         assert_int_equal(prefetch_stop(p), 0);
@@ -346,10 +339,7 @@ static void test_stall_accounted(void **state)
     const long steps = 30;
     int32_t *idx = random_indices(s.d.count, batch, steps, 62);
     for (int k = 0; k < DEPTHS; k++) {
-        char err[256] = "";
-        prefetch *p = prefetch_start(&s.d, idx, batch, steps, depths[k], err, sizeof err);
-        if (!p)
-            fail_msg("depth %d: %s", depths[k], err);
+        prefetch *p = start(&s, idx, batch, steps, depths[k]);
         watch(60, "taking every batch");
         double in_take = 0;
         for (long t = 0; t < steps; t++) {
