@@ -32,6 +32,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -723,30 +724,33 @@ static int read_ready(engine *e, const char *what)
     return 0;
 }
 
+/* create's refusal: the reason in err, no engine. */
+__attribute__((format(printf, 3, 4))) static engine *refuse(char *err, size_t err_len,
+                                                            const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+    return NULL;
+}
+
 static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
                       size_t err_len)
 {
     const peer_kind *k = ctx;
     const peer_probe *p = probe_once();
-    if (!p->ok) {
-        snprintf(err, err_len, "%s", p->why);
-        return NULL;
-    }
-    if (k->cuda && cfg->device >= p->gpus) {
-        snprintf(err, err_len, "PyTorch sees %d CUDA device%s, no device %d", p->gpus,
-                 p->gpus == 1 ? "" : "s", cfg->device);
-        return NULL;
-    }
-    if (cfg->precision != PREC_FP32 && !(k->cuda && cfg->precision == PREC_TF32)) {
-        snprintf(err, err_len, "%s does not support --precision %s", k->name,
-                 precision_name(cfg->precision));
-        return NULL;
-    }
+    if (!p->ok)
+        return refuse(err, err_len, "%s", p->why);
+    if (k->cuda && cfg->device >= p->gpus)
+        return refuse(err, err_len, "PyTorch sees %d CUDA device%s, no device %d", p->gpus,
+                      p->gpus == 1 ? "" : "s", cfg->device);
+    if (cfg->precision != PREC_FP32 && !(k->cuda && cfg->precision == PREC_TF32))
+        return refuse(err, err_len, "%s does not support --precision %s", k->name,
+                      precision_name(cfg->precision));
     engine *e = calloc(1, sizeof *e);
-    if (!e) {
-        snprintf(err, err_len, "out of memory");
-        return NULL;
-    }
+    if (!e)
+        return refuse(err, err_len, "out of memory");
     e->kind = k;
     e->param_count = w->param_count;
     e->classes = w->classes;
