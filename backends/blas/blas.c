@@ -39,9 +39,11 @@ struct engine {
      * conv_layers] are CHWN blocks of one group after another. The dense
      * layers run over the whole batch on [features][B] matrices: rows holds
      * the conv stage's output in that form, act[i + 1] for i >= conv_layers
-     * too. Conv layers keep their unfolded input (col), their weights with
-     * each channel's bias appended (weight_bias, blas_layers.h) and each
-     * group's gradients in that form (partial). */
+     * too (a stage may end in the conv stage: rows is then its output). Conv
+     * layers keep their unfolded input (col; NULL for the direct ones,
+     * conv_direct.h), their weights with each channel's bias appended
+     * (weight_bias, blas_layers.h) and each group's gradients in that form
+     * (partial). */
     int conv_layers;
     real *act[WORKLOAD_MAX_LAYERS + 1], *rows, *d_rows;
     real *col[WORKLOAD_MAX_LAYERS], *weight_bias[WORKLOAD_MAX_LAYERS];
@@ -54,7 +56,7 @@ struct engine {
 
     /* What the forward pass keeps for the backward pass (act, col, rows),
      * once per micro-batch slot of a stage (one for a whole network):
-     * slot_buf[slot * slot_stride(L) + ...], see slot_act. They own the
+     * slot_buf[slot * slot_stride(L) + ...], see use_slot. They own the
      * buffers; use_slot points act, col and rows at one slot's, so that
      * the layers' code sees one set. */
     real **slot_buf;
@@ -246,9 +248,9 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
         e->partial[i] = host_alloc_counted(h, (l->weight_count + l->bias_count) * G, scratch_bytes);
         if (!e->weight_bias[i] || !e->partial[i])
             return host_engine_out_of_memory(e, err, err_len);
-        /* the forward pass's scratch too (blas_conv_scratch_floats); a
-         * whole network's first layer passes no gradient back */
-        const size_t scratch = i > 0 || w->is_stage
+        /* the forward pass's scratch too (blas_conv_scratch_floats); the
+         * first layer passes a gradient back only in a stage */
+        const size_t scratch = i > 0 || cfg->stage_slots
                                    ? blas_conv_scratch_floats(1, l->in.c, l->in.h, l->in.w,
                                                               l->units, l->kernel, l->stride)
                                    : (size_t)shape3_size(l->out);
@@ -265,7 +267,7 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
     /* the conv stage's output gradient as [features][B], or a stage's
      * input gradient when its first layer is dense or a ReLU after none */
     const size_t d_rows = C > 0 ? (size_t)shape3_size(w->layers[C - 1].out)
-                          : w->is_stage ? (size_t)shape3_size(w->input)
+                          : cfg->stage_slots ? (size_t)shape3_size(w->input)
                                         : 0;
     if (d_rows && !(e->d_rows = host_alloc_counted(h, (size_t)B * d_rows, scratch_bytes)))
         return host_engine_out_of_memory(e, err, err_len);
