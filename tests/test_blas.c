@@ -2,8 +2,10 @@
  * overlapping pools the workloads do not use) against the naive layers;
  * 1 and 2 threads and both ways of splitting the GEMMs; the optional
  * contract (compute_gradients, apply_update, buffers, profile); errors;
- * the sgemm peak probe. Training against the naive reference, step by
- * step, with each optimiser and workload, and its evaluation, are in
+ * model-parallel stages against naive's, their micro-batch slots,
+ * accumulation and memory; the sgemm peak probe. Training against the
+ * naive reference, step by step, with each optimiser and workload, and its
+ * evaluation, are in
  * tests/test_equivalence.c, which holds every registered backend to it;
  * the tolerances used here are argued there. */
 #include <stdarg.h>
