@@ -5,9 +5,8 @@
  * model-parallel stages against naive's, their micro-batch slots,
  * accumulation and memory; the sgemm peak probe. Training against the
  * naive reference, step by step, with each optimiser and workload, and its
- * evaluation, are in
- * tests/test_equivalence.c, which holds every registered backend to it;
- * the tolerances used here are argued there. */
+ * evaluation, are in tests/test_equivalence.c, which holds every
+ * registered backend to it; the tolerances used here are argued there. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
