@@ -224,6 +224,15 @@ size_t backend_peak_memory(const backend *b, engine *e)
     return b->peak_memory ? b->peak_memory(e) : 0;
 }
 
+int backend_memory_use(const backend *b, engine *e, memory_use *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!b->memory_use || !e)
+        return 0;
+    b->memory_use(e, out);
+    return 1;
+}
+
 double backend_peak_gflops(const backend *b, engine *e)
 {
     return b->peak_gflops ? b->peak_gflops(e) : 0;

@@ -54,6 +54,8 @@ void backend_setup_note(const backend *b, int with_reasons, char *buf, size_t le
 void backend_describe(const backend *b, engine *e, char *buf, size_t len);
 /* 0 */
 size_t backend_peak_memory(const backend *b, engine *e);
+/* 1 with what the engine holds, by kind; 0 (all zero) when not itemised */
+int backend_memory_use(const backend *b, engine *e, memory_use *out);
 /* 0: the harness probes the CPU instead */
 double backend_peak_gflops(const backend *b, engine *e);
 /* 0: not measured */

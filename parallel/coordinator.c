@@ -7,12 +7,10 @@
 #include "parallel/coordinator.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backends/module.h"
 #include "backends/registry.h"
@@ -92,28 +90,6 @@ static int fail(engine *e, const char *fmt, ...)
 
 static const char *error(engine *e) { return e ? e->err : "data-parallel: no engine"; }
 
-/* Slice of a batch of B images for global replica g of R. */
-static void slice_of(int B, int R, int g, int *start, int *count)
-{
-    const int base = B / R, extra = B % R;
-    *count = base + (g < extra);
-    *start = g * base + (g < extra ? g : extra);
-}
-
-/* CPU threads each replica may use when the user left it to us: the cores
- * this process may run on, shared by its replicas (and, when mpirun did not
- * bind the ranks, by the ranks of this machine). */
-static int threads_per_replica(int local)
-{
-    cpu_set_t set;
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int avail = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)online;
-    if (avail >= online && world_size() > 1)
-        avail /= world_local_size();
-    avail /= local;
-    return avail > 0 ? avail : 1;
-}
-
 /* The job each worker runs --------------------------------------------- */
 
 static void set_rep_error(replica *r, const backend *b, const char *what)
@@ -158,7 +134,7 @@ static void run_job(void *ctx, int l)
         break;
     case JOB_GRADIENTS: {
         int start, count;
-        slice_of(e->batch, e->total, r->global, &start, &count);
+        share_of(e->batch, e->total, r->global, &start, &count);
         r->has_work = count > 0;
         /* an empty slice still computes on one image, weighted 0 below, so
          * its gradient buffer holds finite numbers for the reduction */
@@ -169,7 +145,7 @@ static void run_job(void *ctx, int l)
     }
     case JOB_REDUCE_UPDATE: {
         int start, count;
-        slice_of(e->batch, e->total, r->global, &start, &count);
+        share_of(e->batch, e->total, r->global, &start, &count);
         float *grads = b->buffer(r->e, BUF_GRADS, &n);
         if (!grads || n != e->w.param_count) {
             snprintf(r->err, sizeof r->err, "replica %d: no gradient buffer", r->global);
@@ -312,7 +288,7 @@ static int sync_step(engine *e, const int32_t *indices, int batch, float *loss)
             continue;
         }
         int start, count;
-        slice_of(batch, e->total, r->global, &start, &count);
+        share_of(batch, e->total, r->global, &start, &count);
         sum += r->loss * ((float)count / (float)batch);
     }
     if (agree(e, &sum, 1, failed, e->steps_done) != 0)
@@ -673,7 +649,7 @@ static engine *dp_create(const backend *inner, const dp_options *o, const worklo
     if (o->averaging_frequency == 0) /* the largest slice */
         e->inner_cfg.batch_size = (cfg->batch_size + e->total - 1) / e->total;
     if (cfg->threads == 0 && (e->local > 1 || e->ranks > 1))
-        e->inner_cfg.threads = threads_per_replica(e->local);
+        e->inner_cfg.threads = threads_per_worker(e->local);
 
     /* Ranks agree after each step that can fail on one rank alone, so that
      * either all go on or all give up; the host communicator comes first

@@ -1,13 +1,13 @@
-# parallel/: the data-parallel coordinator, its communicators (in-process,
+# parallel/: the data-parallel and model-parallel coordinators, their communicators (in-process,
 # MPI, NCCL) and the multi-gpu backend. The coordinator and the in-process
 # communicator need only pthreads. MPI is linked into the program when mpicc
 # works (MPI=0 leaves it out); it starts only under mpirun. NCCL is the
 # module $(BUILD)/modules/nccl.so, built when nccl.h and libnccl are found
 # beside a CUDA build (backends/cuda/find-libs.mk).
-LIB_SRCS += parallel/comm_inproc.c parallel/coordinator.c parallel/gpu_link.c \
+LIB_SRCS += parallel/comm_inproc.c parallel/coordinator.c parallel/gpu_link.c parallel/model.c \
             parallel/workers.c parallel/world_mpi.c
 LDLIBS += -pthread
-TESTS += test_parallel
+TESTS += test_parallel test_model
 TEST_SCRIPTS += tests/test_mpi.sh
 
 # MPI: only world_mpi.c includes mpi.h, compiled with mpicc's own flags.

@@ -1,8 +1,12 @@
 #include "parallel/workers.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include "parallel/world.h"
 
 typedef struct worker {
     worker_team *team;
@@ -115,4 +119,22 @@ void worker_team_destroy(worker_team *t)
         free(t->workers);
     }
     free(t);
+}
+
+void share_of(int total, int parts, int i, int *start, int *count)
+{
+    const int base = total / parts, extra = total % parts;
+    *count = base + (i < extra);
+    *start = i * base + (i < extra ? i : extra);
+}
+
+int threads_per_worker(int local)
+{
+    cpu_set_t set;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int avail = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)online;
+    if (avail >= online && world_size() > 1)
+        avail /= world_local_size();
+    avail /= local;
+    return avail > 0 ? avail : 1;
 }

@@ -16,4 +16,13 @@ worker_team *worker_team_create(int n, char *err, size_t err_len);
 void worker_team_run(worker_team *t, worker_fn fn, void *ctx);
 void worker_team_destroy(worker_team *t);
 
+/* Share i of `total` items cut into `parts` (the first total mod parts
+ * shares take one more): its first item and count. */
+void share_of(int total, int parts, int i, int *start, int *count);
+
+/* CPU threads each of `local` workers may use when the user left it to
+ * us: the cores this process may run on, shared by its workers (and, when
+ * mpirun did not bind the ranks, by the ranks of this machine). */
+int threads_per_worker(int local);
+
 #endif

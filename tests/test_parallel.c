@@ -26,6 +26,7 @@
 #include "parallel/coordinator.h"
 #include "parallel/workers.h"
 #include "tests/testing.h"
+#include "tests/training.h"
 
 extern const backend naive_backend;
 
@@ -200,32 +201,6 @@ static void test_parse_replicas(void **state)
 /* ---------------------------------------------------------------------- */
 /* Training                                                                 */
 
-typedef struct setup {
-    workload w;
-    synth_set train, test;
-    float *init;
-    int32_t order[4096];
-} setup;
-
-static void make_setup(setup *s, const char *wname, int images)
-{
-    assert_int_equal(workload_get(wname, &s->w), 0);
-    assert_true(images <= 4096);
-    assert_int_equal(synth_make(&s->train, images, 28, 28, s->w.classes, 7), 0);
-    assert_int_equal(synth_make(&s->test, 200, 28, 28, s->w.classes, 8), 0);
-    s->init = malloc(sizeof(float) * s->w.param_count);
-    assert_non_null(s->init);
-    init_params(&s->w, 123, s->init);
-    epoch_order(123, 0, images, 1, s->order);
-}
-
-static void free_setup(setup *s)
-{
-    synth_free(&s->train);
-    synth_free(&s->test);
-    free(s->init);
-}
-
 static engine_config config(int batch, optimizer_kind kind)
 {
     engine_config c;
@@ -240,17 +215,6 @@ static engine_config config(int batch, optimizer_kind kind)
     c.opt.beta2 = 0.999f;
     c.opt.eps = 1e-8f;
     return c;
-}
-
-static engine *start(const backend *b, const setup *s, const engine_config *c)
-{
-    char err[512] = "";
-    engine *e = backend_create(b, &s->w, c, err, sizeof err);
-    if (!e)
-        fail_msg("%s: create: %s", b->name, err);
-    assert_int_equal(b->set_params(e, s->init), 0);
-    assert_int_equal(b->bind_dataset(e, &s->train.d, &s->test.d), 0);
-    return e;
 }
 
 /* Trains `steps` steps of `batch` from order[first...], in calls of 1, 2,
@@ -269,24 +233,6 @@ static void train(const backend *b, engine *e, const int32_t *order, int batch, 
     }
     if (tail > 0 && b->train_steps(e, order + (size_t)steps * batch, tail, 1, losses + steps) != 0)
         fail_msg("%s: train_steps (tail): %s", b->name, b->error(e));
-}
-
-static float *params_of(const backend *b, engine *e, size_t n)
-{
-    float *p = malloc(sizeof(float) * n);
-    assert_non_null(p);
-    if (b->get_params(e, p) != 0)
-        fail_msg("%s: get_params: %s", b->name, b->error(e));
-    return p;
-}
-
-static void expect_close(const char *what, const float *got, const float *want, size_t n,
-                         double rel, double floor_)
-{
-    double d = max_rel_diff(got, want, n, floor_);
-    print_message("%s: largest relative difference %.3g\n", what, d);
-    if (!(d <= rel))
-        fail_msg("%s differ by %.3g (relative), more than %.3g", what, d, rel);
 }
 
 /* R replicas with batch B against one replica with batch B, step by step. */
