@@ -53,6 +53,17 @@ static void usage(FILE *f)
         "  --averaging-frequency K  average the replicas' parameters every K steps each\n"
         "                       instead of all-reducing gradients every step (default 0)\n"
         "  --average-optimizer-state  with K > 0: average the optimiser state too\n"
+        "  --parallel LIST      model and/or hybrid: besides each backend's own rows,\n"
+        "                       train it split over --workers engines (model), or as\n"
+        "                       --groups data-parallel groups of --workers/--groups\n"
+        "                       model-parallel engines (hybrid)\n"
+        "  --split LIST         layers (stages of whole layers, default) and/or filters\n"
+        "                       (a share of every layer's filters and units per worker)\n"
+        "  --workers N          model-parallel workers (default 2)\n"
+        "  --groups G           hybrid: data-parallel groups (default 2)\n"
+        "  --micro-batches LIST pipeline each batch as M micro-batches (default 1)\n"
+        "  --prefetch LIST      model/hybrid: batches gathered and converted ahead on\n"
+        "                       threads of their own (default 0: none)\n"
         "  --step-losses FILE   write every training step's loss to FILE (CSV; a new or\n"
         "                       empty file, never overwritten)\n"
         "  --precision LIST     fp32 (default), fp64, tf32, bf16 or fp16, or a comma list\n"
@@ -258,7 +269,7 @@ enum {
     O_OPTIMIZER, O_LR, O_MOMENTUM, O_DECAY, O_SEED, O_NO_SHUFFLE, O_INIT, O_SAVE, O_OUT,
     O_THREADS, O_DEVICE, O_PRECISION, O_GRAPH, O_RESIDENT, O_REPEAT, O_PROFILE, O_TARGET,
     O_FORMAT, O_LIST, O_HELP, O_REPLICAS, O_GPUS, O_AVG_FREQ, O_AVG_STATE, O_STEP_LOSSES, O_NO_PEAK,
-    O_NO_PEERS,
+    O_NO_PEERS, O_PARALLEL, O_SPLIT, O_WORKERS, O_GROUPS, O_MICRO, O_PREFETCH,
 };
 
 static const struct option options[] = {
@@ -294,6 +305,12 @@ static const struct option options[] = {
     {"averaging-frequency", required_argument, 0, O_AVG_FREQ},
     {"average-optimizer-state", no_argument, 0, O_AVG_STATE},
     {"step-losses", required_argument, 0, O_STEP_LOSSES},
+    {"parallel", required_argument, 0, O_PARALLEL},
+    {"split", required_argument, 0, O_SPLIT},
+    {"workers", required_argument, 0, O_WORKERS},
+    {"groups", required_argument, 0, O_GROUPS},
+    {"micro-batches", required_argument, 0, O_MICRO},
+    {"prefetch", required_argument, 0, O_PREFETCH},
     {"list", no_argument, 0, O_LIST},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
@@ -343,6 +360,13 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     cfg->shuffle = 1;
     cfg->repeat = 1;
     cfg->replicas[0] = cfg->n_replicas = 1;
+    cfg->splits[0] = MP_SPLIT_LAYERS;
+    cfg->n_splits = 1;
+    cfg->workers = 2;
+    cfg->groups = 2;
+    cfg->micro_batches[0] = cfg->n_micro_batches = 1;
+    cfg->prefetch[0] = 0;
+    cfg->n_prefetch = 1;
     cfg->engine.cuda_graph = 1;
     cfg->engine.data_on_device = 1;
     strcpy(cfg->data_dir, IDX_DEFAULT_DIR);
@@ -404,6 +428,32 @@ int cli_parse(int argc, char **argv, run_config *cfg)
             break;
         case O_AVG_STATE: cfg->average_optimizer_state = 1; break;
         case O_STEP_LOSSES: rc = copy_path("--step-losses", optarg, cfg->step_losses); break;
+        case O_PARALLEL: {
+            static const char *const modes[] = {"model", "hybrid"};
+            int got[2], n;
+            rc = plan_parse_names("--parallel", "parallel mode", optarg, modes, 2, got, 2, &n);
+            for (int i = 0; rc == 0 && i < n; i++)
+                *(got[i] ? &cfg->hybrid_parallel : &cfg->model_parallel) = 1;
+            break;
+        }
+        case O_SPLIT: {
+            static const char *const splits[] = {"layers", "filters"};
+            int got[2];
+            rc = plan_parse_names("--split", "split", optarg, splits, 2, got, 2, &cfg->n_splits);
+            for (int i = 0; rc == 0 && i < cfg->n_splits; i++)
+                cfg->splits[i] = (mp_split)got[i];
+            break;
+        }
+        case O_WORKERS: rc = parse_int("--workers", optarg, 1, MP_MAX_WORKERS, &cfg->workers); break;
+        case O_GROUPS: rc = parse_int("--groups", optarg, 1, DP_MAX_REPLICAS, &cfg->groups); break;
+        case O_MICRO:
+            rc = plan_parse_counts("--micro-batches", optarg, 1, MP_MAX_MICRO_BATCHES,
+                                   cfg->micro_batches, MAX_AXIS_VALUES, &cfg->n_micro_batches);
+            break;
+        case O_PREFETCH:
+            rc = plan_parse_counts("--prefetch", optarg, 0, 64, cfg->prefetch, MAX_AXIS_VALUES,
+                                   &cfg->n_prefetch);
+            break;
         case O_LIST: list_backends(); return 1;
         case O_HELP: usage(stdout); return 1;
         case ':': rc = usage_error("%s needs a value%s", argv[optind - 1], ""); break;
@@ -414,6 +464,12 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         return rc;
     if (optind < argc)
         return usage_error("unexpected argument '%s'%s", argv[optind], "");
+    if (cfg->hybrid_parallel && (cfg->workers % cfg->groups || cfg->workers < cfg->groups))
+        return usage_error("--parallel hybrid needs --workers to be a multiple of --groups "
+                           "(each group holds --workers / --groups workers)%s%s", "", "");
+    if (cfg->hybrid_parallel && cfg->averaging_frequency)
+        return usage_error("--parallel hybrid all-reduces gradients every step; leave out "
+                           "--averaging-frequency%s%s", "", "");
     if (cfg->average_optimizer_state && cfg->averaging_frequency == 0)
         return usage_error("--average-optimizer-state needs --averaging-frequency K > 0%s%s", "",
                            "");

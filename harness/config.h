@@ -5,12 +5,14 @@
 #include <stdint.h>
 
 #include "backends/engine.h"
+#include "parallel/model.h"
 #include "workloads/workload.h"
 
 #define MAX_RUN_BACKENDS 16
 #define PATH_LEN 4096
 #define MAX_REPLICA_COUNTS 8
 #define MAX_BATCH_SIZES 8
+#define MAX_AXIS_VALUES 8
 /* Rows of one run: backends x replica counts x precisions x batch sizes. */
 #define MAX_RUN_CONFIGS 256
 
@@ -45,6 +47,18 @@ typedef struct run_config {
     int averaging_frequency;     /* 0: synchronous gradient all-reduce */
     int average_optimizer_state; /* with averaging: the optimiser state too */
 
+    /* Model parallelism (parallel/model.h): --parallel model and/or hybrid
+     * add, for each backend, a configuration per split x micro-batch count x
+     * prefetch depth. */
+    int model_parallel, hybrid_parallel;
+    mp_split splits[2]; /* --split, in the order given */
+    int n_splits;
+    int workers; /* --workers: model-parallel workers (hybrid: over every group) */
+    int groups;  /* --groups: hybrid's data-parallel groups */
+    int micro_batches[MAX_AXIS_VALUES]; /* --micro-batches, ascending */
+    int n_micro_batches;
+    int prefetch[MAX_AXIS_VALUES]; /* --prefetch, ascending */
+    int n_prefetch;
     char data_dir[PATH_LEN];
     char out_dir[PATH_LEN]; /* empty: results/<date>-<time>-<host>/ */
     char init_params[PATH_LEN];

@@ -6,6 +6,7 @@
 
 #include "backends/registry.h"
 #include "parallel/comm.h"
+#include "parallel/model.h"
 #include "parallel/world.h"
 
 int dp_parse_replicas(const char *list, int *out, int max, int *n)
@@ -53,7 +54,29 @@ static const char *next_item(const char *p, char *item, size_t len, int *more)
     return p + n + (*more ? 1 : 0);
 }
 
-int plan_parse_batch_sizes(const char *list, int *out, int max, int *n)
+/* Adds v (written as `item`) to out[0..*n), in ascending place when
+ * `sorted`; a repeat or a full list is refused. 0, or 2 after the message. */
+static int add_value(const char *flag, const char *list, const char *item, int v, int *out,
+                     int max, int *n, int sorted)
+{
+    for (int i = 0; i < *n; i++)
+        if (out[i] == v) {
+            fprintf(stderr, "bench: %s lists %s twice in '%s'\n", flag, item, list);
+            return 2;
+        }
+    if (*n == max) {
+        fprintf(stderr, "bench: %s takes at most %d values, got '%s'\n", flag, max, list);
+        return 2;
+    }
+    int i = (*n)++;
+    for (; sorted && i > 0 && out[i - 1] > v; i--)
+        out[i] = out[i - 1];
+    out[i] = v;
+    return 0;
+}
+
+int plan_parse_counts(const char *flag, const char *list, int lo, int hi, int *out, int max,
+                      int *n)
 {
     *n = 0;
     const char *p = list;
@@ -63,35 +86,30 @@ int plan_parse_batch_sizes(const char *list, int *out, int max, int *n)
         p = next_item(p, item, sizeof item, &more);
         errno = 0;
         long v = strtol(item, &end, 10);
-        if (errno || end == item || *end || v < 1 || v > PLAN_MAX_BATCH) {
-            fprintf(stderr, "bench: --batch-size expects a comma list of whole numbers in "
-                            "1..%d, got '%s'\n", PLAN_MAX_BATCH, list);
+        if (errno || end == item || *end || v < lo || v > hi) {
+            fprintf(stderr, "bench: %s expects a comma list of whole numbers in %d..%d, got '%s'\n",
+                    flag, lo, hi, list);
             return 2;
         }
-        for (int i = 0; i < *n; i++)
-            if (out[i] == v) {
-                fprintf(stderr, "bench: --batch-size lists %ld twice in '%s'\n", v, list);
-                return 2;
-            }
-        if (*n == max) {
-            fprintf(stderr, "bench: --batch-size takes at most %d sizes, got '%s'\n", max, list);
+        if (add_value(flag, list, item, (int)v, out, max, n, 1))
             return 2;
-        }
-        int i = (*n)++;
-        for (; i > 0 && out[i - 1] > v; i--)
-            out[i] = out[i - 1];
-        out[i] = (int)v;
     }
     return 0;
 }
 
-int plan_parse_precisions(const char *list, precision *out, int max, int *n)
+int plan_parse_batch_sizes(const char *list, int *out, int max, int *n)
+{
+    return plan_parse_counts("--batch-size", list, 1, PLAN_MAX_BATCH, out, max, n);
+}
+
+int plan_parse_names(const char *flag, const char *what, const char *list,
+                     const char *const *names, int count, int *out, int max, int *n)
 {
     char choices[128] = "";
     size_t used = 0;
-    for (int k = 0; k < PRECISION_COUNT && used < sizeof choices; k++)
+    for (int k = 0; k < count && used < sizeof choices; k++)
         used += (size_t)snprintf(choices + used, sizeof choices - used, "%s%s", k ? ", " : "",
-                                 precision_name((precision)k));
+                                 names[k]);
     *n = 0;
     const char *p = list;
     int more = 1;
@@ -99,29 +117,35 @@ int plan_parse_precisions(const char *list, precision *out, int max, int *n)
         char item[32];
         p = next_item(p, item, sizeof item, &more);
         int found = -1;
-        for (int k = 0; k < PRECISION_COUNT; k++)
-            if (!strcmp(item, precision_name((precision)k)))
+        for (int k = 0; k < count; k++)
+            if (!strcmp(item, names[k]))
                 found = k;
         if (!item[0]) {
-            fprintf(stderr, "bench: --precision '%s' has an empty item; choose from: %s\n",
-                    list, choices);
+            fprintf(stderr, "bench: %s '%s' has an empty item; choose from: %s\n", flag, list,
+                    choices);
             return 2;
         }
         if (found < 0) {
-            fprintf(stderr, "bench: unknown precision '%s'; choose one of: %s\n", item, choices);
+            fprintf(stderr, "bench: unknown %s '%s'; choose one of: %s\n", what, item, choices);
             return 2;
         }
-        for (int i = 0; i < *n; i++)
-            if ((int)out[i] == found) {
-                fprintf(stderr, "bench: --precision lists %s twice in '%s'\n", item, list);
-                return 2;
-            }
-        if (*n == max) {
-            fprintf(stderr, "bench: --precision takes at most %d names, got '%s'\n", max, list);
+        if (add_value(flag, list, item, found, out, max, n, 0))
             return 2;
-        }
-        out[(*n)++] = (precision)found;
     }
+    return 0;
+}
+
+int plan_parse_precisions(const char *list, precision *out, int max, int *n)
+{
+    const char *names[PRECISION_COUNT];
+    int got[PRECISION_COUNT];
+    for (int k = 0; k < PRECISION_COUNT; k++)
+        names[k] = precision_name((precision)k);
+    if (plan_parse_names("--precision", "precision", list, names, PRECISION_COUNT, got,
+                         max < PRECISION_COUNT ? max : PRECISION_COUNT, n))
+        return 2;
+    for (int i = 0; i < *n; i++)
+        out[i] = (precision)got[i];
     return 0;
 }
 
@@ -143,7 +167,7 @@ static int add(const backend **out, int *n, int max, const backend *b, char *err
         return -1;
     }
     if (*n == max) {
-        snprintf(err, err_len, "too many backend and --replicas combinations (at most %d)", max);
+        snprintf(err, err_len, "too many backend, --replicas and --parallel combinations (at most %d)", max);
         return -1;
     }
     out[(*n)++] = b;
@@ -158,6 +182,11 @@ int dp_expand_backends(const run_config *cfg, const backend *const *in, int n,
                                "and choose the count with mpirun -np N");
         return -1;
     }
+    if (world_size() > 1 && cfg->hybrid_parallel) {
+        snprintf(err, err_len, "--parallel hybrid runs its groups in one process; under mpirun "
+                               "use --parallel model (one worker per rank) or data parallelism");
+        return -1;
+    }
     int count = 0;
     for (int i = 0; i < n; i++) {
         const backend *b = in[i];
@@ -166,6 +195,8 @@ int dp_expand_backends(const run_config *cfg, const backend *const *in, int n,
         if (world_size() > 1) {
             dp_options o = options_for(cfg, 1, 0);
             rc = add(out, &count, max, multi_gpu ? b : dp_wrap(b, &o, NULL), err, err_len);
+            if (rc == 0)
+                rc = plan_model_parallel(cfg, b, out, &count, max, err, err_len);
         } else if (multi_gpu) {
             /* the registry's entry when nothing can wrap cuda (not built) */
             const char *base = dp_base_name(b);
@@ -182,11 +213,53 @@ int dp_expand_backends(const run_config *cfg, const backend *const *in, int n,
                 rc = add(out, &count, max, cfg->replicas[r] > 1 ? dp_wrap(b, &o, NULL) : b,
                          err, err_len);
             }
+            if (rc == 0)
+                rc = plan_model_parallel(cfg, b, out, &count, max, err, err_len);
         }
         if (rc)
             return -1;
     }
     return count;
+}
+
+int plan_model_parallel(const run_config *cfg, const backend *b, const backend **out, int *n,
+                        int max, char *err, size_t err_len)
+{
+    if (backend_is_peer(b) || dp_base_name(b))
+        return 0; /* framework peers and multi-gpu have no stages */
+    for (int mode = 0; mode < 2; mode++) {
+        const int hybrid = mode == 1;
+        if (!(hybrid ? cfg->hybrid_parallel : cfg->model_parallel))
+            continue;
+        for (int s = 0; s < cfg->n_splits; s++)
+            for (int m = 0; m < cfg->n_micro_batches; m++)
+                for (int k = 0; k < cfg->n_prefetch; k++) {
+                    /* under mpirun: one worker per rank */
+                    const int workers = world_size() > 1 ? world_size() : cfg->workers;
+                    const mp_options o = {
+                        .split = cfg->splits[s],
+                        .workers = hybrid ? workers / cfg->groups : workers,
+                        .micro_batches = cfg->micro_batches[m],
+                        .prefetch = cfg->prefetch[k],
+                    };
+                    char name[64];
+                    int used = snprintf(name, sizeof name, "%s-%s-%dw", b->name,
+                                        mp_split_name(o.split), o.workers);
+                    if (o.micro_batches > 1)
+                        used += snprintf(name + used, sizeof name - (size_t)used, "-%dmb",
+                                         o.micro_batches);
+                    if (o.prefetch > 0)
+                        snprintf(name + used, sizeof name - (size_t)used, "-pf%d", o.prefetch);
+                    const backend *mp = mp_wrap(b, &o, name);
+                    if (hybrid && mp) {
+                        dp_options d = options_for(cfg, cfg->groups, 0);
+                        mp = dp_wrap(mp, &d, name);
+                    }
+                    if (add(out, n, max, mp, err, err_len))
+                        return -1;
+                }
+    }
+    return 0;
 }
 
 void dp_print_support(FILE *f)

@@ -20,6 +20,19 @@ int dp_parse_replicas(const char *list, int *out, int max, int *n);
 #define PLAN_MAX_BATCH (1 << 20)
 int plan_parse_batch_sizes(const char *list, int *out, int max, int *n);
 
+/* Parses a comma list of whole numbers in lo..hi for `flag` (e.g.
+ * "--micro-batches"), stored ascending; empty items, repeats and more than
+ * max values are refused. 0, or 2 after printing a one-line error. */
+int plan_parse_counts(const char *flag, const char *list, int lo, int hi, int *out, int max,
+                      int *n);
+
+/* Parses a comma list of names out of names[0..count) for `flag` (each a
+ * `what`, for messages: "unknown <what> 'x'"), each stored as its index,
+ * in the order given; empty items, unknown names and repeats are refused.
+ * 0, or 2 after printing a one-line error. */
+int plan_parse_names(const char *flag, const char *what, const char *list,
+                     const char *const *names, int count, int *out, int max, int *n);
+
 /* Parses --precision: a comma list of precision names (precision_name),
  * kept in the order given; empty items, unknown names and repeats are
  * refused. 0, or 2 after printing a one-line error. */
@@ -35,6 +48,14 @@ int plan_parse_precisions(const char *list, precision *out, int max, int *n);
  * backend. Returns the count, or -1 with err. */
 int dp_expand_backends(const run_config *cfg, const backend *const *in, int n,
                        const backend **out, int max, char *err, size_t err_len);
+
+/* The model-parallel and hybrid configurations of backend b that
+ * --parallel asks for, appended to out[*n] (at most max): for each split,
+ * micro-batch count and prefetch depth, b split over --workers (model; under
+ * mpirun one worker per rank), and --groups data-parallel groups of
+ * --workers / --groups (hybrid). 0, or -1 with err. */
+int plan_model_parallel(const run_config *cfg, const backend *b, const backend **out, int *n,
+                        int max, char *err, size_t err_len);
 
 /* One line each for --list: how to run data-parallel here (threads, MPI,
  * NCCL) and what is missing. */

@@ -181,6 +181,7 @@ typedef struct run_facts {
     /* row_key.label_axes as the run set it: the axes with several values
      * among all rows */
     unsigned label_axes;
+    int split_model; /* a configuration split its model (model-parallel or hybrid) */
     char machine[512], date[16];
 } run_facts;
 
@@ -320,6 +321,8 @@ static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
         f->finished += ok;
         f->naive_finished |= ok && strcmp(name, "naive") == 0;
         f->evaluated |= atof(field(&t, r, "final_test_accuracy")) > 0;
+        f->split_model |= !strcmp(field(&t, r, "parallel"), "model") ||
+                          !strcmp(field(&t, r, "parallel"), "hybrid");
         char profile[PATH_MAX + 64];
         snprintf(profile, sizeof profile, "%s/profile-%s.csv", dir, name);
         if (is_file(profile) && used + strlen(name) + 2 < sizeof f->profiled)
@@ -380,6 +383,7 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
         /* the axes: only when the run asked for more than one value */
         {"precision", (facts.label_axes & LABEL_PRECISION) && facts.drawable},
         {"batch_size", (facts.label_axes & LABEL_BATCH) && facts.drawable},
+        {"parallel", facts.split_model},
     };
     static const char *const formats[] = {"png", "svg"};
     char peers[256] = ""; /* drawn apart from the suite's own backends */

@@ -65,6 +65,15 @@ typedef struct summary_row {
      * buffers); memory_source says which. 0 / NULL: not known. */
     double memory_bytes;
     const char *memory_source;
+    /* How the configuration is parallel: "single", "data", "model" or
+     * "hybrid"; split (model, hybrid: "layers" or "filters", else NULL),
+     * workers (engines in all), micro-batches and prefetch depth. */
+    const char *parallel, *split;
+    int workers, micro_batches, prefetch;
+    /* What one worker holds (the largest, for model-parallel rows), by
+     * kind, when its engines itemise it (memory_use); 0 otherwise. */
+    double worker_params_bytes, worker_grads_bytes, worker_opt_state_bytes;
+    double worker_activation_bytes, worker_workspace_bytes;
 } summary_row;
 
 typedef struct results {

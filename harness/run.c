@@ -107,6 +107,7 @@ typedef struct attempt {
     int threads, devices, replicas;
     size_t peak_memory;
     size_t host_memory; /* heap bytes the engine held (see heap_in_use) */
+    memory_use worker_memory; /* itemised by the engine (its largest worker), or zeros */
     double device_peak_gflops; /* from the backend's peak_gflops, 0 if none */
 } attempt;
 
@@ -280,8 +281,12 @@ static int save_params(run_state *s, const backend *b, engine *e, const char *la
         snprintf(path, sizeof path, "%s", cfg->save_params);
     float *p = xmalloc(sizeof(float) * cfg->work.param_count);
     int rc = -1;
+    /* every rank reads them back (a model split over ranks gathers its
+     * shares), rank 0 writes them */
     if (b->get_params(e, p) != 0)
         fprintf(stderr, "bench: %s: cannot read back the parameters to save\n", b->name);
+    else if (!s->root)
+        rc = 0;
     else if (paramfile_save(path, &cfg->work, p, err, sizeof err) != 0)
         fprintf(stderr, "bench: %s\n", err);
     else {
@@ -296,7 +301,7 @@ static int save_params(run_state *s, const backend *b, engine *e, const char *la
 static int several_configurations(const run_config *cfg)
 {
     return cfg->n_backends > 1 || cfg->n_replicas > 1 || cfg->n_precisions > 1 ||
-           cfg->n_batch_sizes > 1;
+           cfg->n_batch_sizes > 1 || cfg->model_parallel || cfg->hybrid_parallel;
 }
 
 /* Trains backend b once (repeat r, 1-based). Returns 0, or -1 when a
@@ -382,6 +387,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         }
     }
     a->peak_memory = backend_peak_memory(b, e);
+    backend_memory_use(b, e, &a->worker_memory);
     note_engine_heap(a, heap_before);
     if (a->status == STATUS_OK && !cfg->no_peak)
         a->device_peak_gflops = backend_peak_gflops(b, e);
@@ -391,7 +397,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         report_layer_profile(&s->res, config_name, b, e, &cfg->work, s->order,
                              s->engine.batch_size, 10, stderr);
     }
-    if (cfg->save_params[0] && r == cfg->repeat && a->status == STATUS_OK && s->root &&
+    if (cfg->save_params[0] && r == cfg->repeat && a->status == STATUS_OK &&
         save_params(s, b, e, config_name, several_configurations(cfg)) != 0)
         s->save_failed = 1;
     b->destroy(e);
@@ -408,6 +414,19 @@ static double baseline_speed(const run_state *s, const char *name, precision pre
             return bl->images_per_second;
     }
     return 0;
+}
+
+/* How b is parallel, from the wrappers it is made of. */
+static void describe_parallel(const backend *b, summary_row *row)
+{
+    const backend *inner = dp_inner(b);
+    const mp_options *o = mp_options_of(inner ? inner : b);
+    const int replicas = row->key.replicas > 0 ? row->key.replicas : 1;
+    row->parallel = o ? (inner ? "hybrid" : "model") : replicas > 1 ? "data" : "single";
+    row->split = o ? mp_split_name(o->split) : NULL;
+    row->workers = (o ? o->workers : 1) * replicas;
+    row->micro_batches = o ? o->micro_batches : 1;
+    row->prefetch = o ? o->prefetch : 0;
 }
 
 static void fill_summary(run_state *s, const backend *b, const attempt *runs, int n_runs,
@@ -474,6 +493,18 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
         row->memory_bytes = (double)last->host_memory;
         row->memory_source = "host heap held by the engine";
     }
+    describe_parallel(b, row);
+    const memory_use *m = &last->worker_memory;
+    row->worker_params_bytes = (double)m->params;
+    row->worker_grads_bytes = (double)m->grads;
+    row->worker_opt_state_bytes = (double)m->opt_state;
+    row->worker_activation_bytes = (double)m->activations;
+    row->worker_workspace_bytes = (double)m->workspace;
+    if (row->workers > 1 && strcmp(row->parallel, "data") && memory_use_total(m) > 0) {
+        /* one worker holds a part of the model: what matters is the largest */
+        row->memory_bytes = (double)memory_use_total(m);
+        row->memory_source = "largest worker, itemised by its engines";
+    }
     row->details = last->details;
     row->status = last->status;
     row->message = last->message;
@@ -530,18 +561,19 @@ static void free_inputs(run_state *s)
  * --batch-size. Returns the count, or -1 (message printed). */
 static int plan(const run_config *cfg, configuration *out)
 {
-    const backend *wanted[MAX_RUN_BACKENDS];
+    const backend *wanted[MAX_RUN_CONFIGS];
     char err[256];
     int n_wanted = dp_expand_backends(cfg, cfg->backends, cfg->n_backends, wanted,
-                                      MAX_RUN_BACKENDS, err, sizeof err);
+                                      MAX_RUN_CONFIGS, err, sizeof err);
     if (n_wanted < 0) {
         fprintf(stderr, "bench: %s\n", err);
         return -1;
     }
     long total = (long)n_wanted * cfg->n_precisions * cfg->n_batch_sizes;
     if (total > MAX_RUN_CONFIGS) {
-        fprintf(stderr, "bench: %ld configurations (backends x --replicas x --precision x "
-                "--batch-size) are more than the %d one run takes\n", total, MAX_RUN_CONFIGS);
+        fprintf(stderr, "bench: %ld configurations (backends x --replicas and --parallel x "
+                "--precision x --batch-size) are more than the %d one run takes\n", total,
+                MAX_RUN_CONFIGS);
         return -1;
     }
     int n = 0;

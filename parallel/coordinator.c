@@ -16,6 +16,7 @@
 #include "backends/registry.h"
 #include "parallel/comm.h"
 #include "parallel/workers.h"
+#include "parallel/wrap.h"
 #include "parallel/world.h"
 
 typedef enum job_kind {
@@ -479,6 +480,12 @@ static void describe(engine *e, char *buf, size_t len)
              e->comm_desc, e->describe_buf[0] ? e->describe_buf : "-");
 }
 
+/* One replica's: each holds the same. */
+static void memory_use_entry(engine *e, memory_use *out)
+{
+    backend_memory_use(e->inner, e->rep[0].e, out);
+}
+
 static size_t peak_memory(engine *e)
 {
     size_t peak = 0;
@@ -674,24 +681,12 @@ static engine *dp_create(const backend *inner, const dp_options *o, const worklo
 
 /* Backends ------------------------------------------------------------- */
 
-/* What a wrapped backend knows: its context (backend.ctx). Wrappers are
- * made once per distinct (inner, options, name) and live as long as the
- * program, kept in a list so that dp_wrap can hand the same one out again. */
-typedef struct dp_wrapper {
-    backend b;
-    const backend *inner;
-    dp_options opt;
-    char name[64];
-    char summary[160];
-    struct dp_wrapper *next;
-} dp_wrapper;
-
-static dp_wrapper *wrappers;
-static pthread_mutex_t wrappers_lock = PTHREAD_MUTEX_INITIALIZER;
+/* A wrapped backend's options (parallel/wrap.h keeps the wrappers). */
+static const dp_options *options_of(const wrapped_backend *w) { return w->options; }
 
 static int wrapped_probe(void *ctx, char *why, size_t why_len)
 {
-    dp_wrapper *w = ctx;
+    wrapped_backend *w = ctx;
     /* every backend runs fp32; the wrapper's precisions are the inner's */
     if (!backend_runnable(w->inner, PREC_FP32, why, why_len) ||
         !backend_supports_data_parallel(w->inner, why, why_len))
@@ -700,19 +695,19 @@ static int wrapped_probe(void *ctx, char *why, size_t why_len)
     w->b.precisions = w->inner->precisions;
     w->b.buffer_space = w->inner->buffer_space; /* buffer() hands out replica 0's */
     w->b.library_info = w->inner->library_info;
-    if (w->opt.spread_over_gpus && world_size() > 1) {
+    if (options_of(w)->spread_over_gpus && world_size() > 1) {
         snprintf(why, why_len, "uses the GPUs of one process; under mpirun run --backend %s, "
                                "one GPU per rank", w->inner->name);
         return 0;
     }
-    if (w->opt.spread_over_gpus && devmem_device_count(why, why_len) < 1)
+    if (options_of(w)->spread_over_gpus && devmem_device_count(why, why_len) < 1)
         return 0;
     return 1;
 }
 
 static int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why_len)
 {
-    const dp_wrapper *w = ctx;
+    const wrapped_backend *w = ctx;
     if (p == PREC_FP64) {
         snprintf(why, why_len, "%s", fp32_only);
         return 0;
@@ -723,8 +718,8 @@ static int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why
 static engine *wrapped_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
                               size_t err_len)
 {
-    const dp_wrapper *d = ctx;
-    return dp_create(d->inner, &d->opt, w, cfg, err, err_len);
+    const wrapped_backend *d = ctx;
+    return dp_create(d->inner, options_of(d), w, cfg, err, err_len);
 }
 
 /* The coordinator's entries, shared by every wrapped backend and multi-gpu. */
@@ -732,7 +727,7 @@ static engine *wrapped_create(void *ctx, const workload *w, const engine_config 
     .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params, \
     .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,       \
     .buffer = buffer, .placement = placement, .describe = describe,                       \
-    .peak_memory = peak_memory, .peak_gflops = peak_gflops
+    .peak_memory = peak_memory, .peak_gflops = peak_gflops, .memory_use = memory_use_entry
 
 static const backend dp_entries = {
     .probe = wrapped_probe,
@@ -741,43 +736,12 @@ static const backend dp_entries = {
     DP_ENGINE_ENTRIES,
 };
 
-static int same_options(const dp_options *a, const dp_options *b)
-{
-    return a->replicas == b->replicas && a->averaging_frequency == b->averaging_frequency &&
-           a->average_optimizer_state == b->average_optimizer_state &&
-           a->spread_over_gpus == b->spread_over_gpus;
-}
-
 /* The wrapper behind b, or NULL when b is not one. */
-static const dp_wrapper *wrapper_of(const backend *b)
-{
-    return b && b->create == wrapped_create ? b->ctx : NULL;
-}
+static const wrapped_backend *wrapper_of(const backend *b) { return wrapper_from(b, &dp_entries); }
 
 const backend *dp_wrap(const backend *inner, const dp_options *o, const char *name)
 {
-    if (!name)
-        name = inner->name;
-    pthread_mutex_lock(&wrappers_lock);
-    dp_wrapper *w = wrappers;
-    while (w && !(w->inner == inner && same_options(&w->opt, o) && strcmp(w->name, name) == 0))
-        w = w->next;
-    if (!w && (w = calloc(1, sizeof *w))) {
-        w->inner = inner;
-        w->opt = *o;
-        snprintf(w->name, sizeof w->name, "%s", name);
-        snprintf(w->summary, sizeof w->summary, "%s, data-parallel", inner->summary);
-        w->b = dp_entries;
-        w->b.ctx = w;
-        w->b.name = w->name;
-        w->b.summary = w->summary;
-        w->b.built = inner->built;
-        w->b.not_built_reason = inner->not_built_reason;
-        w->next = wrappers;
-        wrappers = w;
-    }
-    pthread_mutex_unlock(&wrappers_lock);
-    return w ? &w->b : NULL;
+    return wrap_backend(&dp_entries, inner, o, sizeof *o, name, "data-parallel");
 }
 
 /* multi-gpu ------------------------------------------------------------- */
@@ -787,7 +751,7 @@ static const dp_options multi_gpu_defaults = {.replicas = 0, .spread_over_gpus =
 static int multi_gpu_probe(void *ctx, char *why, size_t why_len)
 {
     (void)ctx;
-    dp_wrapper w = {.inner = backend_find("cuda"), .opt = multi_gpu_defaults};
+    wrapped_backend w = {.inner = backend_find("cuda"), .options = &multi_gpu_defaults};
     return wrapped_probe(&w, why, why_len);
 }
 
@@ -821,10 +785,16 @@ const backend multi_gpu_backend = {
     .library_info = multi_gpu_library_info,
 };
 
+const backend *dp_inner(const backend *b)
+{
+    const wrapped_backend *w = wrapper_of(b);
+    return w ? w->inner : NULL;
+}
+
 const char *dp_base_name(const backend *b)
 {
     if (b == &multi_gpu_backend)
         return "cuda";
-    const dp_wrapper *w = wrapper_of(b);
+    const wrapped_backend *w = wrapper_of(b);
     return w ? w->inner->name : NULL;
 }

@@ -57,6 +57,9 @@ const backend *dp_wrap(const backend *inner, const dp_options *o, const char *na
  * NULL for any other backend. */
 const char *dp_base_name(const backend *b);
 
+/* For a backend made by dp_wrap: the backend it replicates (else NULL). */
+const backend *dp_inner(const backend *b);
+
 /* The `multi-gpu` backend (every visible GPU, synchronous), defined here
  * and listed by backends/registry.c. */
 extern const backend multi_gpu_backend;

@@ -15,7 +15,10 @@
 #include "backends/common/elementwise.h"
 #include "backends/registry.h"
 #include "parallel/comm.h"
+#include "parallel/prefetch.h"
 #include "parallel/workers.h"
+#include "parallel/wrap.h"
+#include "parallel/world.h"
 
 typedef enum job_kind {
     JOB_CREATE,
@@ -68,6 +71,11 @@ struct engine {
     size_t exchange_bytes[MP_MAX_WORKERS]; /* of those, what each worker needs */
 
     worker_state ws[MP_MAX_WORKERS];
+    /* Across MPI ranks (under mpirun) each rank is one worker, `first_local`
+     * its index, and activations travel as messages; in one process every
+     * worker is local and they share the buffers above. */
+    int distributed, first_local, local_workers;
+    float *gathered; /* across ranks, within layers: every rank's share, padded */
     worker_team *team;
     pthread_mutex_t lock;
     pthread_cond_t moved;
@@ -85,6 +93,7 @@ struct engine {
     float *params_out;
     const dataset *data;
     const int32_t *indices; /* NULL: images first .. first + batch */
+    const float *prepared;  /* the batch's pixels from the input pipeline, or NULL */
     int first, batch;
     int micro, mb_start[MP_MAX_MICRO_BATCHES], mb_count[MP_MAX_MICRO_BATCHES];
     int *labels;        /* batch_size */
@@ -218,10 +227,13 @@ static int job_failed(engine *e)
 
 /* The pieces of a step ------------------------------------------------------ */
 
-/* Images [lo, hi) of micro-batch m as scaled pixels into act[0][m]. */
+/* Images [lo, hi) of micro-batch m as scaled pixels into act[0][m], unless
+ * the input pipeline prepared them. */
 static void fill_pixels(engine *e, int m, int lo, int hi)
 {
     const dataset *d = e->data;
+    if (e->prepared)
+        return;
     const size_t pixels = (size_t)d->rows * d->cols;
     for (int j = lo; j < hi; j++) {
         const int b = e->mb_start[m] + j;
@@ -231,6 +243,14 @@ static void fill_pixels(engine *e, int m, int lo, int hi)
         for (size_t p = 0; p < pixels; p++)
             dst[p] = lb_pixel(src[p]);
     }
+}
+
+/* The input of segment s for micro-batch m. */
+static const float *segment_input(const engine *e, int s, int m)
+{
+    if (s == 0 && e->prepared)
+        return e->prepared + (size_t)e->mb_start[m] * e->size[0];
+    return e->act[s][m];
 }
 
 /* Images [lo, hi) of micro-batch m: their losses, and the gradient of the
@@ -255,6 +275,67 @@ static void part_of(int n, int parts, int i, int *lo, int *hi)
     *hi = start + count;
 }
 
+/* Moving activations between workers ------------------------------------ */
+
+static size_t boundary_bytes(const engine *e, int s, int m)
+{
+    return sizeof(float) * (size_t)e->mb_count[m] * e->size[s];
+}
+
+/* Across ranks a worker's failure cannot reach the others, who wait for
+ * its messages: the job ends with the reason instead of hanging. */
+static int link_failed(engine *e, int i, const char *what)
+{
+    fprintf(stderr, "bench: model-parallel: worker %d: %s failed; ending the job\n", i, what);
+    world_abort(1);
+    (void)e;
+    return -1;
+}
+
+/* By layers: stage k's output of micro-batch m on to stage k + 1. */
+static int pass_activation(engine *e, int k, int m)
+{
+    if (!e->distributed) {
+        post(e, &e->fwd_done[k + 1]);
+        return 0;
+    }
+    if (world_send_bytes(e->act[k + 1][m], boundary_bytes(e, k + 1, m), k + 1))
+        return link_failed(e, k, "sending activations");
+    return 0;
+}
+
+/* By layers: stage k's input of micro-batch m, once stage k - 1 has it. */
+static int receive_activation(engine *e, int k, int m)
+{
+    if (!e->distributed)
+        return wait_for(e, &e->fwd_done[k], m + 1);
+    if (world_recv_bytes(e->act[k][m], boundary_bytes(e, k, m), k - 1))
+        return link_failed(e, k, "receiving activations");
+    return 0;
+}
+
+/* By layers: the gradient of stage k's input back to stage k - 1. */
+static int pass_gradient(engine *e, int k, int m)
+{
+    if (!e->distributed) {
+        post(e, &e->bwd_done[k]);
+        return 0;
+    }
+    if (world_send_bytes(e->grad[k][m], boundary_bytes(e, k, m), k - 1))
+        return link_failed(e, k, "sending gradients");
+    return 0;
+}
+
+/* By layers: the gradient of stage k's output, once stage k + 1 has it. */
+static int receive_gradient(engine *e, int k, int m)
+{
+    if (!e->distributed)
+        return wait_for(e, &e->bwd_done[k + 1], m + 1);
+    if (world_recv_bytes(e->grad[k + 1][m], boundary_bytes(e, k + 1, m), k + 1))
+        return link_failed(e, k, "receiving gradients");
+    return 0;
+}
+
 /* Worker k of the by-layers split: its stage's forward passes as the
  * micro-batches arrive, then (training) its backward passes as their
  * gradients arrive. The backward passes go in the forward order, so that
@@ -267,29 +348,35 @@ static void layers_program(engine *e, int k, int train)
     for (int m = 0; m < M; m++) {
         if (k == 0)
             fill_pixels(e, m, 0, e->mb_count[m]);
-        else if (wait_for(e, &e->fwd_done[k], m + 1))
+        else if (receive_activation(e, k, m))
             return;
-        if (e->inner->stage_forward(s->e, m, e->act[k][m], e->mb_count[m], e->act[k + 1][m])) {
+        if (e->inner->stage_forward(s->e, m, segment_input(e, k, m), e->mb_count[m],
+                                    e->act[k + 1][m])) {
             worker_fail(e, k, s, "stage_forward");
+            if (e->distributed)
+                link_failed(e, k, e->ws[k].err);
             return;
         }
-        if (k < last)
-            post(e, &e->fwd_done[k + 1]);
-        else if (train)
+        if (k < last) {
+            if (pass_activation(e, k, m))
+                return;
+        } else if (train)
             loss_of(e, m, 0, e->mb_count[m]);
     }
     if (!train)
         return;
     for (int m = 0; m < M; m++) {
-        if (k < last && wait_for(e, &e->bwd_done[k + 1], m + 1))
+        if (k < last && receive_gradient(e, k, m))
             return;
         if (e->inner->stage_backward(s->e, m, e->grad[k + 1][m], k ? e->grad[k][m] : NULL,
                                      m > 0)) {
             worker_fail(e, k, s, "stage_backward");
+            if (e->distributed)
+                link_failed(e, k, e->ws[k].err);
             return;
         }
-        if (k > 0)
-            post(e, &e->bwd_done[k]);
+        if (k > 0 && pass_gradient(e, k, m))
+            return;
     }
 }
 
@@ -304,6 +391,56 @@ static void copy_share(float *gathered, float *share, int n, size_t whole, size_
     }
 }
 
+/* Within layers: worker i's share of segment s's output (share_out) into
+ * the gathered activation, and across ranks every other rank's too. */
+static void gather_shares(engine *e, int s, int i, int m)
+{
+    const int n = e->mb_count[m];
+    if (!e->distributed) {
+        const stage *st = &e->st[s][i];
+        copy_share(e->act[s + 1][m], e->ws[i].share_out, n, e->size[s + 1], st->out_size,
+                   st->out_offset, 1);
+        return;
+    }
+    size_t block = 0; /* the largest share of the segment, padded to by every rank */
+    for (int p = 0; p < e->parts; p++)
+        block = e->st[s][p].out_size > block ? e->st[s][p].out_size : block;
+    block *= (size_t)n;
+    if (world_allgather_bytes(e->ws[i].share_out, sizeof(float) * block, e->gathered))
+        link_failed(e, i, "gathering activations");
+    for (int p = 0; p < e->parts; p++) {
+        const stage *st = &e->st[s][p];
+        copy_share(e->act[s + 1][m], e->gathered + p * block, n, e->size[s + 1], st->out_size,
+                   st->out_offset, 1);
+    }
+}
+
+/* Within layers: the workers' partial input gradients of segment s added
+ * up into grad[s][m]; in one process worker i adds its range, in worker
+ * order, between two barriers. */
+static void sum_input_gradients(engine *e, int s, int i, int m)
+{
+    const int n = e->mb_count[m];
+    const size_t count = (size_t)n * e->size[s];
+    if (e->distributed) {
+        if (world_allreduce_floats(e->ws[i].part_din, count))
+            link_failed(e, i, "adding input gradients");
+        memcpy(e->grad[s][m], e->ws[i].part_din, sizeof(float) * count);
+        return;
+    }
+    pthread_barrier_wait(&e->barrier); /* every partial sum written */
+    if (!job_failed(e)) {
+        int lo, hi;
+        part_of((int)count, e->parts, i, &lo, &hi);
+        float *sum = e->grad[s][m];
+        memcpy(sum + lo, e->ws[0].part_din + lo, sizeof(float) * (size_t)(hi - lo));
+        for (int j = 1; j < e->parts; j++)
+            for (int x = lo; x < hi; x++)
+                sum[x] += e->ws[j].part_din[x];
+    }
+    pthread_barrier_wait(&e->barrier); /* the sum complete */
+}
+
 /* Worker i of the split within layers. Every worker passes every barrier,
  * failed or not, so that none is left waiting. */
 static void filters_program(engine *e, int i, int train)
@@ -312,17 +449,19 @@ static void filters_program(engine *e, int i, int train)
     worker_state *w = &e->ws[i];
     for (int m = 0; m < M; m++) {
         const int n = e->mb_count[m];
-        int lo, hi;
-        part_of(n, P, i, &lo, &hi);
+        int lo, hi; /* this worker's images: its share in one process, all across ranks */
+        part_of(n, e->distributed ? 1 : P, e->distributed ? 0 : i, &lo, &hi);
         fill_pixels(e, m, lo, hi);
         pthread_barrier_wait(&e->barrier);
         for (int s = 0; s < S; s++) {
             stage *st = &e->st[s][i];
-            if (!w->rc && e->inner->stage_forward(st->e, m, e->act[s][m], n, w->share_out))
+            if (!w->rc && e->inner->stage_forward(st->e, m, segment_input(e, s, m), n, w->share_out)) {
                 worker_fail(e, i, st, "stage_forward");
+                if (e->distributed)
+                    link_failed(e, i, w->err);
+            }
             if (!w->rc)
-                copy_share(e->act[s + 1][m], w->share_out, n, e->size[s + 1], st->out_size,
-                           st->out_offset, 1);
+                gather_shares(e, s, i, m);
             pthread_barrier_wait(&e->barrier);
         }
         if (train && !job_failed(e))
@@ -339,23 +478,14 @@ static void filters_program(engine *e, int i, int train)
                 copy_share(e->grad[s + 1][m], w->share_dout, n, e->size[s + 1], st->out_size,
                            st->out_offset, 0);
                 if (e->inner->stage_backward(st->e, m, w->share_dout, s ? w->part_din : NULL,
-                                             m > 0))
+                                             m > 0)) {
                     worker_fail(e, i, st, "stage_backward");
+                    if (e->distributed)
+                        link_failed(e, i, w->err);
+                }
             }
-            if (s == 0)
-                continue;
-            pthread_barrier_wait(&e->barrier); /* every partial sum written */
-            if (!job_failed(e)) {
-                /* worker i adds up its range of the input gradient, in worker order */
-                int lo, hi;
-                part_of((int)(n * e->size[s]), P, i, &lo, &hi);
-                float *sum = e->grad[s][m];
-                memcpy(sum + lo, e->ws[0].part_din + lo, sizeof(float) * (size_t)(hi - lo));
-                for (int j = 1; j < P; j++)
-                    for (int x = lo; x < hi; x++)
-                        sum[x] += e->ws[j].part_din[x];
-            }
-            pthread_barrier_wait(&e->barrier); /* the sum complete */
+            if (s > 0)
+                sum_input_gradients(e, s, i, m);
         }
     }
 }
@@ -380,7 +510,7 @@ static int stage_grads(engine *e, stage *s, int to_engine)
 static int worker_stages(engine *e, int i, stage **out)
 {
     int n = 0;
-    if (e->parts == 1)
+    if (e->opt.split == MP_SPLIT_LAYERS)
         out[n++] = &e->st[i][0];
     else
         for (int s = 0; s < e->segments; s++)
@@ -388,9 +518,10 @@ static int worker_stages(engine *e, int i, stage **out)
     return n;
 }
 
-static void run_job(void *ctx, int i)
+static void run_job(void *ctx, int local)
 {
     engine *e = ctx;
+    const int i = e->first_local + local;
     const backend *b = e->inner;
     stage *mine[WORKLOAD_MAX_LAYERS];
     const int n = worker_stages(e, i, mine);
@@ -398,13 +529,13 @@ static void run_job(void *ctx, int i)
     switch (e->job) {
     case JOB_STEP:
     case JOB_FORWARD:
-        if (e->parts == 1)
+        if (e->opt.split == MP_SPLIT_LAYERS)
             layers_program(e, i, e->job == JOB_STEP);
         else
             filters_program(e, i, e->job == JOB_STEP);
         return;
     case JOB_DESCRIBE:
-        if (i == 0)
+        if (local == 0)
             backend_describe(b, mine[0]->e, e->describe_buf, sizeof e->describe_buf);
         return;
     default:
@@ -470,7 +601,7 @@ static int run_all(engine *e, job_kind job)
     for (int i = 0; i < e->workers; i++)
         e->ws[i].rc = 0;
     worker_team_run(e->team, run_job, e);
-    for (int i = 0; i < e->workers; i++)
+    for (int i = e->first_local; i < e->first_local + e->local_workers; i++)
         if (e->ws[i].rc)
             return fail(e, "model-parallel: %s", e->ws[i].err);
     return 0;
@@ -484,10 +615,17 @@ static int set_params(engine *e, const float *params)
     return run_all(e, JOB_SET_PARAMS);
 }
 
+/* Across ranks each rank holds its shares: zeros elsewhere, then a sum. */
 static int get_params(engine *e, float *params)
 {
     e->params_out = params;
-    return run_all(e, JOB_GET_PARAMS);
+    if (e->distributed)
+        memset(params, 0, sizeof(float) * e->w.param_count);
+    if (run_all(e, JOB_GET_PARAMS))
+        return -1;
+    if (e->distributed && world_allreduce_floats(params, e->w.param_count))
+        return fail(e, "model-parallel: gathering the parameters over the ranks failed");
+    return 0;
 }
 
 static int bind_dataset(engine *e, const dataset *train, const dataset *test)
@@ -531,9 +669,21 @@ static int prepare(engine *e, const dataset *d, const int32_t *idx, int first, i
     return 0;
 }
 
+/* By layers across ranks the last stage's rank has the logits: its
+ * results go to every rank. */
+static int share_from_last(engine *e, void *buf, size_t bytes)
+{
+    if (!e->distributed || e->opt.split != MP_SPLIT_LAYERS)
+        return 0;
+    if (world_broadcast_bytes(buf, bytes, e->workers - 1))
+        return fail(e, "model-parallel: sharing the last stage's results failed");
+    return 0;
+}
+
 static int compute_step(engine *e, const int32_t *indices, int batch, float *loss)
 {
-    if (prepare(e, e->train, indices, 0, batch) || run_all(e, JOB_STEP))
+    if (prepare(e, e->train, indices, 0, batch) || run_all(e, JOB_STEP) ||
+        share_from_last(e, e->image_loss, sizeof(double) * (size_t)batch))
         return -1;
     double sum = 0;
     for (int b = 0; b < batch; b++)
@@ -543,13 +693,30 @@ static int compute_step(engine *e, const int32_t *indices, int batch, float *los
     return 0;
 }
 
+/* With --prefetch K the batches' pixels come from the input pipeline's
+ * threads, K batches ahead; else the first stage's worker converts them. */
 static int train_steps(engine *e, const int32_t *indices, int batch, int steps, float *losses)
 {
-    for (int t = 0; t < steps; t++)
-        if (compute_step(e, indices + (size_t)t * batch, batch, losses ? losses + t : NULL) ||
-            run_all(e, JOB_UPDATE))
-            return -1;
-    return 0;
+    prefetch *pipe = NULL;
+    char err[256];
+    if (e->opt.prefetch > 0 && e->train &&
+        !(pipe = prefetch_start(e->train, indices, batch, steps, e->opt.prefetch, err, sizeof err)))
+        return fail(e, "model-parallel: input pipeline: %s", err);
+    int rc = 0;
+    for (int t = 0; t < steps && rc == 0; t++) {
+        const prefetch_batch *ready = pipe ? prefetch_take(pipe) : NULL;
+        if (pipe && !ready) {
+            const char *why = prefetch_error(pipe);
+            rc = fail(e, "model-parallel: input pipeline: %s", why ? why : "ended early");
+            break;
+        }
+        e->prepared = ready ? ready->pixels : NULL;
+        rc = compute_step(e, indices + (size_t)t * batch, batch, losses ? losses + t : NULL) ||
+             run_all(e, JOB_UPDATE);
+    }
+    e->prepared = NULL;
+    prefetch_stop(pipe);
+    return rc ? -1 : 0;
 }
 
 /* For a data-parallel wrapper (hybrid): the whole gradient in host memory. */
@@ -584,6 +751,9 @@ static int evaluate(engine *e, int limit, eval_counts *out)
         if (prepare(e, d, NULL, first, count) || run_all(e, JOB_FORWARD))
             return -1;
         for (int m = 0; m < e->micro; m++)
+            if (share_from_last(e, e->act[S][m], boundary_bytes(e, S, m)))
+                return -1;
+        for (int m = 0; m < e->micro; m++)
             for (int j = 0; j < e->mb_count[m]; j++) {
                 const float *logits = e->act[S][m] + (size_t)j * C;
                 const int label = e->labels[e->mb_start[m] + j];
@@ -616,11 +786,11 @@ int mp_worker_memory(engine *e, int i, memory_use *out)
     return 0;
 }
 
-/* The largest worker's. */
+/* The largest worker's (of this rank's, across ranks). */
 static void memory_use_entry(engine *e, memory_use *out)
 {
     memset(out, 0, sizeof *out);
-    for (int i = 0; i < e->workers; i++) {
+    for (int i = e->first_local; i < e->first_local + e->local_workers; i++) {
         memory_use m;
         mp_worker_memory(e, i, &m);
         if (memory_use_total(&m) > memory_use_total(out))
@@ -633,7 +803,7 @@ static size_t peak_memory(engine *e)
     size_t peak = 0;
     for (int s = 0; s < e->segments; s++)
         for (int p = 0; p < e->parts; p++) {
-            const size_t m = backend_peak_memory(e->inner, e->st[s][p].e);
+            const size_t m = e->st[s][p].e ? backend_peak_memory(e->inner, e->st[s][p].e) : 0;
             peak = m > peak ? m : peak;
         }
     return peak;
@@ -642,7 +812,9 @@ static size_t peak_memory(engine *e)
 static void placement(engine *e, int *threads, int *devices, int *replicas)
 {
     int t, d, r;
-    backend_placement(e->inner, e->st[0][0].e, &t, &d, &r);
+    stage *mine[WORKLOAD_MAX_LAYERS] = {0};
+    worker_stages(e, e->first_local, mine);
+    backend_placement(e->inner, mine[0]->e, &t, &d, &r);
     *threads = t * e->workers;
     *devices = d; /* every worker on the engines' device */
     *replicas = 1;
@@ -654,7 +826,7 @@ static void describe(engine *e, char *buf, size_t len)
     run_all(e, JOB_DESCRIBE);
     char how[160] = "";
     size_t used = 0;
-    if (e->parts == 1)
+    if (e->opt.split == MP_SPLIT_LAYERS)
         for (int s = 0; s < e->segments && used < sizeof how; s++) {
             const layer *a = &e->w.layers[e->cut[s]], *z = &e->w.layers[e->cut[s + 1] - 1];
             used += (size_t)snprintf(how + used, sizeof how - used, "%s%s-%s", s ? " | " : "",
@@ -692,6 +864,7 @@ static void destroy(engine *e)
         free(e->ws[i].share_dout);
         free(e->ws[i].part_din);
     }
+    free(e->gathered);
     free(e->grads);
     free(e->labels);
     free(e->image_loss);
@@ -762,14 +935,14 @@ static const char *plan_buffers(engine *e)
             /* by layers a worker needs the boundaries on either side of its
              * stage, within layers every boundary (the gathered inputs) */
             for (int i = 0; i < e->workers; i++)
-                if (P > 1 || s == i || s == i + 1)
+                if (e->opt.split == MP_SPLIT_FILTERS || s == i || s == i + 1)
                     e->exchange_bytes[i] += n * sizeof(float) * (s > 0 ? 2 : 1);
             e->act[s][m] = alloc_floats(n, NULL);
             e->grad[s][m] = s > 0 ? alloc_floats(n, NULL) : NULL;
             if (!e->act[s][m] || (s > 0 && !e->grad[s][m]))
                 return "out of memory";
         }
-    if (P > 1) {
+    if (e->opt.split == MP_SPLIT_FILTERS) {
         size_t largest_input = 0;
         for (int s = 0; s < S; s++)
             largest_input = e->size[s] > largest_input ? e->size[s] : largest_input;
@@ -781,6 +954,10 @@ static const char *plan_buffers(engine *e)
             if (!w->share_out || !w->share_dout || !w->part_din)
                 return "out of memory";
         }
+        if (e->distributed &&
+            !(e->gathered = alloc_floats((size_t)e->workers * cap * largest_share,
+                                         &e->exchange_bytes[e->first_local])))
+            return "out of memory";
     }
     e->grads = alloc_floats(e->w.param_count, NULL);
     e->labels = calloc((size_t)e->cfg.batch_size, sizeof *e->labels);
@@ -802,6 +979,8 @@ static engine *mp_create(const backend *inner, const mp_options *o, const worklo
         why = "model-parallel stages hand activations over as float, so fp64 is not offered";
     else if (!inner->stage_forward || !inner->stage_backward || !inner->apply_update)
         why = "the backend offers no model-parallel stages";
+    else if (world_size() > 1 && o->workers != world_size())
+        why = "under mpirun every rank is one worker: the workers must be the ranks";
     if (why) {
         snprintf(err, err_len, "model-parallel: %s", why);
         return NULL;
@@ -816,31 +995,42 @@ static engine *mp_create(const backend *inner, const mp_options *o, const worklo
     e->w = *w;
     e->cfg = *cfg;
     e->workers = o->workers;
+    e->distributed = world_size() > 1;
+    e->first_local = e->distributed ? world_rank() : 0;
+    e->local_workers = e->distributed ? 1 : e->workers;
     e->micro_cap = (cfg->batch_size + o->micro_batches - 1) / o->micro_batches;
     e->inner_cfg = *cfg;
     e->inner_cfg.batch_size = e->micro_cap;
     e->inner_cfg.stage_slots = o->micro_batches;
     e->inner_cfg.threads =
         cfg->threads > 0 ? (cfg->threads / o->workers > 0 ? cfg->threads / o->workers : 1)
-                         : threads_per_worker(o->workers);
+                         : threads_per_worker(e->local_workers);
     if (!(why = plan_segments(e)))
         why = plan_buffers(e);
     if (!why) {
         if (pthread_mutex_init(&e->lock, NULL) || pthread_cond_init(&e->moved, NULL) ||
-            pthread_barrier_init(&e->barrier, NULL, (unsigned)e->workers))
+            pthread_barrier_init(&e->barrier, NULL, (unsigned)e->local_workers))
             why = "cannot make the workers' locks";
         else
             e->sync_ready = 1;
     }
     char team_err[256] = "";
-    if (!why && !(e->team = worker_team_create(e->workers, team_err, sizeof team_err)))
+    if (!why && !(e->team = worker_team_create(e->local_workers, team_err, sizeof team_err)))
         why = team_err;
     if (why) {
         snprintf(err, err_len, "model-parallel: %s", why);
         destroy(e);
         return NULL;
     }
-    if (run_all(e, JOB_CREATE)) {
+    int rc = run_all(e, JOB_CREATE);
+    if (e->distributed) { /* every rank creates, or none goes on */
+        float failed = rc != 0;
+        if (world_allreduce_floats(&failed, 1) || (failed > 0 && rc == 0)) {
+            fail(e, "model-parallel: a worker on another rank could not be created");
+            rc = -1;
+        }
+    }
+    if (rc) {
         snprintf(err, err_len, "%s", e->err);
         destroy(e);
         return NULL;
@@ -850,37 +1040,32 @@ static engine *mp_create(const backend *inner, const mp_options *o, const worklo
 
 /* The wrapped backends ------------------------------------------------------ */
 
-typedef struct mp_wrapper {
-    backend b;
-    const backend *inner;
-    mp_options opt;
-    char name[64];
-    char summary[160];
-    struct mp_wrapper *next;
-} mp_wrapper;
-
-static mp_wrapper *wrappers;
-static pthread_mutex_t wrappers_lock = PTHREAD_MUTEX_INITIALIZER;
+static const mp_options *options_of(const wrapped_backend *w) { return w->options; }
 
 static int wrapped_probe(void *ctx, char *why, size_t why_len)
 {
-    mp_wrapper *w = ctx;
+    wrapped_backend *w = ctx;
     if (!backend_runnable(w->inner, PREC_FP32, why, why_len))
         return 0;
     if (!w->inner->stage_forward || !w->inner->stage_backward) {
         snprintf(why, why_len, "%s offers no model-parallel stages", w->inner->name);
         return 0;
     }
-    w->b.precisions = w->inner->precisions & ~(1u << PREC_FP64);
+    w->b.precisions = w->inner->precisions & ~(1u << PREC_FP64 | 1u << PREC_FP16);
     w->b.library_info = w->inner->library_info;
     return 1;
 }
 
 static int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why_len)
 {
-    const mp_wrapper *w = ctx;
+    const wrapped_backend *w = ctx;
     if (p == PREC_FP64) {
         snprintf(why, why_len, "model-parallel stages hand activations over as float");
+        return 0;
+    }
+    if (p == PREC_FP16) {
+        snprintf(why, why_len, "model-parallel stages offer no fp16: its loss scale belongs to "
+                               "the whole network");
         return 0;
     }
     return backend_runnable(w->inner, p, why, why_len);
@@ -889,8 +1074,8 @@ static int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why
 static engine *wrapped_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
                               size_t err_len)
 {
-    const mp_wrapper *m = ctx;
-    return mp_create(m->inner, &m->opt, w, cfg, err, err_len);
+    const wrapped_backend *m = ctx;
+    return mp_create(m->inner, options_of(m), w, cfg, err, err_len);
 }
 
 static const backend mp_entries = {
@@ -914,55 +1099,21 @@ static const backend mp_entries = {
     .memory_use = memory_use_entry,
 };
 
-static const mp_wrapper *wrapper_of(const backend *b)
-{
-    return b && b->create == wrapped_create ? b->ctx : NULL;
-}
-
 const mp_options *mp_options_of(const backend *b)
 {
-    const mp_wrapper *w = wrapper_of(b);
-    return w ? &w->opt : NULL;
+    const wrapped_backend *w = wrapper_from(b, &mp_entries);
+    return w ? options_of(w) : NULL;
 }
 
 const backend *mp_inner(const backend *b)
 {
-    const mp_wrapper *w = wrapper_of(b);
+    const wrapped_backend *w = wrapper_from(b, &mp_entries);
     return w ? w->inner : NULL;
-}
-
-static int same_options(const mp_options *a, const mp_options *b)
-{
-    return a->split == b->split && a->workers == b->workers &&
-           a->micro_batches == b->micro_batches && a->prefetch == b->prefetch;
 }
 
 const backend *mp_wrap(const backend *inner, const mp_options *o, const char *name)
 {
-    char made[64];
-    if (!name) {
-        snprintf(made, sizeof made, "%s", inner->name);
-        name = made;
-    }
-    pthread_mutex_lock(&wrappers_lock);
-    mp_wrapper *w = wrappers;
-    while (w && !(w->inner == inner && same_options(&w->opt, o) && strcmp(w->name, name) == 0))
-        w = w->next;
-    if (!w && (w = calloc(1, sizeof *w))) {
-        w->inner = inner;
-        w->opt = *o;
-        snprintf(w->name, sizeof w->name, "%s", name);
-        snprintf(w->summary, sizeof w->summary, "%s, model-parallel by %s", inner->summary,
-                 mp_split_name(o->split));
-        w->b = mp_entries;
-        w->b.ctx = w;
-        w->b.name = w->name;
-        w->b.summary = w->summary;
-        w->b.built = inner->built;
-        w->b.not_built_reason = inner->not_built_reason;
-        w->next = wrappers;
-        wrappers = w;
-    }
-    pthread_mutex_unlock(&wrappers_lock);
-    return w ? &w->b : NULL;
+    char tail[64];
+    snprintf(tail, sizeof tail, "model-parallel by %s", mp_split_name(o->split));
+    return wrap_backend(&mp_entries, inner, o, sizeof *o, name, tail);
 }

@@ -23,9 +23,12 @@
  *     sum, are added up on the way back.
  *
  * Activations cross between workers through buffers in this process (one
- * thread per worker); a stage engine takes and gives host floats, so
+ * thread per worker), or, under mpirun, as MPI messages between ranks (one
+ * worker per rank: sends and receives by layers, an all-gather and an
+ * all-reduce within layers). A stage engine takes and gives host floats, so
  * engines on GPUs exchange through host memory. Training is the same as
- * one engine with the same batch, up to floating-point summation order. */
+ * one engine with the same batch, up to floating-point summation order;
+ * over ranks it is bitwise the same as in one process. */
 #ifndef LB_MODEL_H
 #define LB_MODEL_H
 

@@ -4,10 +4,13 @@
 # works (MPI=0 leaves it out); it starts only under mpirun. NCCL is the
 # module $(BUILD)/modules/nccl.so, built when nccl.h and libnccl are found
 # beside a CUDA build (backends/cuda/find-libs.mk).
-LIB_SRCS += parallel/comm_inproc.c parallel/coordinator.c parallel/gpu_link.c parallel/model.c \
+LIB_SRCS += parallel/comm_inproc.c parallel/coordinator.c parallel/gpu_link.c parallel/model.c parallel/wrap.c \
             parallel/workers.c parallel/world_mpi.c
 LDLIBS += -pthread
 TESTS += test_parallel test_model
+# The input pipeline: reading and preprocessing threads ahead of compute.
+LIB_SRCS += parallel/prefetch.c
+TESTS += test_prefetch
 TEST_SCRIPTS += tests/test_mpi.sh
 
 # MPI: only world_mpi.c includes mpi.h, compiled with mpicc's own flags.

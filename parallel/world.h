@@ -25,6 +25,14 @@ void world_finalize(void);
 void world_abort(int code);
 /* Copies n bytes from `root` to every rank; 0 or -1. */
 int world_broadcast_bytes(void *buf, size_t n, int root);
+/* For the model-parallel coordinator across ranks: n bytes to rank `to`,
+ * from rank `from`; every rank's n bytes into all (size x n bytes, rank
+ * order); the element-wise sum of every rank's n floats, in place. 0 or -1
+ * (-1 in a plain process, where there is no one to talk to). */
+int world_send_bytes(const void *buf, size_t n, int to);
+int world_recv_bytes(void *buf, size_t n, int from);
+int world_allgather_bytes(const void *mine, size_t n, void *all);
+int world_allreduce_floats(float *buf, size_t n);
 /* "Open MPI v4.1.4" or why there is no MPI. */
 void world_mpi_version(char *buf, size_t len);
 

@@ -3,6 +3,7 @@
  * and as a world of one process otherwise. */
 #include "parallel/world.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,44 @@ int world_broadcast_bytes(void *buf, size_t n, int root)
     if (!started)
         return root == 0 ? 0 : -1;
     return MPI_Bcast(buf, (int)n, MPI_BYTE, root, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+}
+
+/* MPI counts are ints. */
+static int fits(size_t n) { return n <= (size_t)INT_MAX; }
+
+int world_send_bytes(const void *buf, size_t n, int to)
+{
+    return started && fits(n) &&
+                   MPI_Send(buf, (int)n, MPI_BYTE, to, 0, MPI_COMM_WORLD) == MPI_SUCCESS
+               ? 0
+               : -1;
+}
+
+int world_recv_bytes(void *buf, size_t n, int from)
+{
+    return started && fits(n) &&
+                   MPI_Recv(buf, (int)n, MPI_BYTE, from, 0, MPI_COMM_WORLD,
+                            MPI_STATUS_IGNORE) == MPI_SUCCESS
+               ? 0
+               : -1;
+}
+
+int world_allgather_bytes(const void *mine, size_t n, void *all)
+{
+    return started && fits(n) &&
+                   MPI_Allgather(mine, (int)n, MPI_BYTE, all, (int)n, MPI_BYTE,
+                                 MPI_COMM_WORLD) == MPI_SUCCESS
+               ? 0
+               : -1;
+}
+
+int world_allreduce_floats(float *buf, size_t n)
+{
+    return started && fits(n) &&
+                   MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD) == MPI_SUCCESS
+               ? 0
+               : -1;
 }
 
 void world_mpi_version(char *buf, size_t len)
@@ -261,6 +300,30 @@ int world_broadcast_bytes(void *buf, size_t n, int root)
 {
     (void)buf, (void)n;
     return root == 0 ? 0 : -1;
+}
+
+int world_send_bytes(const void *buf, size_t n, int to)
+{
+    (void)buf, (void)n, (void)to;
+    return -1;
+}
+
+int world_recv_bytes(void *buf, size_t n, int from)
+{
+    (void)buf, (void)n, (void)from;
+    return -1;
+}
+
+int world_allgather_bytes(const void *mine, size_t n, void *all)
+{
+    (void)mine, (void)n, (void)all;
+    return -1;
+}
+
+int world_allreduce_floats(float *buf, size_t n)
+{
+    (void)buf, (void)n;
+    return -1;
 }
 
 void world_mpi_version(char *buf, size_t len) { snprintf(buf, len, "%s", no_mpi); }

@@ -2,7 +2,7 @@
 # helpers), the fuzz corpus replayed, and the test programs again under
 # AddressSanitizer + UBSan and a short run under valgrind.
 TESTS += test_fuzz_replay
-TEST_SCRIPTS += tests/test_modules.sh tests/test_cli.sh tests/test_axes.sh tests/test_faults.sh tests/test_signals.sh \
+TEST_SCRIPTS += tests/test_modules.sh tests/test_cli.sh tests/test_axes.sh tests/test_model_cli.sh tests/test_faults.sh tests/test_signals.sh \
                 tests/sanitizers.sh tests/valgrind.sh
 
 # For tests/sanitizers.sh: the test programs this configuration builds.

@@ -218,8 +218,8 @@ static void model_runs(const char *inner_name)
     }
     const mp_split splits[2] = {MP_SPLIT_LAYERS, MP_SPLIT_FILTERS};
     for (int k = 0; k < 2; k++) {
-        const int configs[][2] = {{2, 1}, {2, 4}, {3, 3}};
-        for (int c = 0; c < 3; c++) {
+        const int configs[][2] = {{2, 1}, {2, 4}, {3, 3}, {1, 2}};
+        for (int c = 0; c < 4; c++) {
             mp_options o = {.split = splits[k], .workers = configs[c][0],
                             .micro_batches = configs[c][1]};
             char name[64];
@@ -258,15 +258,46 @@ static void test_hybrid_equals_one(void **state)
     (void)state;
     const backend *naive = backend_find("naive");
     const mp_split splits[2] = {MP_SPLIT_LAYERS, MP_SPLIT_FILTERS};
-    for (int k = 0; k < 2; k++) {
-        mp_options o = {.split = splits[k], .workers = 2, .micro_batches = 2};
+    for (int k = 0; k < 4; k++) {
+        /* and groups of one worker each, both splits */
+        mp_options o = {.split = splits[k % 2], .workers = k < 2 ? 2 : 1, .micro_batches = 2};
         dp_options d = {.replicas = 2};
         char name[64];
-        snprintf(name, sizeof name, "naive, 2 groups of 2 by %s", mp_split_name(o.split));
+        snprintf(name, sizeof name, "naive, 2 groups of %d by %s", o.workers,
+                 mp_split_name(o.split));
         const backend *hybrid = dp_wrap(mp_wrap(naive, &o, NULL), &d, name);
         assert_non_null(hybrid);
         check_same_training(naive, hybrid, "lenet", OPT_NESTEROV);
     }
+}
+
+/* The input pipeline changes where the pixels are converted, not what is
+ * trained: bitwise the same losses and parameters as without it. */
+static void test_prefetch_trains_the_same(void **state)
+{
+    (void)state;
+    const backend *naive = backend_find("naive");
+    setup s;
+    make_setup(&s, "lenet", STEPS * BATCH);
+    engine_config c = test_config(BATCH, OPT_NESTEROV, 1);
+    const mp_split splits[2] = {MP_SPLIT_LAYERS, MP_SPLIT_FILTERS};
+    for (int k = 0; k < 2; k++) {
+        float losses[2][STEPS], *params[2];
+        for (int depth = 0; depth < 2; depth++) {
+            mp_options o = {.split = splits[k], .workers = 2, .micro_batches = 3,
+                            .prefetch = depth * 2};
+            const backend *mp = mp_wrap(naive, &o, NULL);
+            engine *e = start(mp, &s, &c);
+            train(mp, e, &s, losses[depth]);
+            params[depth] = params_of(mp, e, s.w.param_count);
+            mp->destroy(e);
+        }
+        assert_memory_equal(losses[0], losses[1], sizeof losses[0]);
+        assert_memory_equal(params[0], params[1], sizeof(float) * s.w.param_count);
+        free(params[0]);
+        free(params[1]);
+    }
+    free_setup(&s);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -409,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_blas_model_parallel_equals_one),
         cmocka_unit_test(test_cuda_model_parallel_equals_one),
         cmocka_unit_test(test_hybrid_equals_one),
+        cmocka_unit_test(test_prefetch_trains_the_same),
         cmocka_unit_test(test_memory_per_worker),
         cmocka_unit_test(test_refusals_and_failures),
     };

@@ -3,7 +3,9 @@
 #  1. `mpirun -np 2 ./bench` (blas when built, else naive) trains like one
 #     process: every step's loss within 1e-5 relative, and the saved
 #     parameters close;
-#  2. a rank killed mid-run ends the whole job with an error, within a time
+#  2. `--parallel model` over 2 ranks (one worker each) trains bitwise what
+#     the same split trains in one process;
+#  3. a rank killed mid-run ends the whole job with an error, within a time
 #     limit, instead of leaving the other rank waiting in a collective.
 # Skips (77) when mpirun is missing, the bench was built without MPI, or the
 # Fashion-MNIST files are not installed.
@@ -82,6 +84,23 @@ paste "$dir/one.txt" "$dir/two.txt" | awk '
       if (d / m > worst) worst = d / m }
     END { printf "test_mpi: %d parameters, largest relative difference %.3g\n", NR, worst
           exit bad || worst > 1e-3 }' || fail "saved parameters differ"
+
+# Model parallelism across ranks (one worker per rank, activations as
+# messages) trains bitwise what the same split trains in one process: the
+# saved parameters are the same bytes, both splits, with micro-batches.
+margs=(--backend naive --data "$DATA" --limit 256 --test-limit 100 --epochs 1 --batch-size 64
+       --parallel model --split layers,filters --micro-batches 1,4)
+"$BENCH" "${margs[@]}" --out "$dir/mp-one" --save-params "$dir/mp-one.p" >"$dir/mp-one.log" 2>&1 ||
+    { cat "$dir/mp-one.log"; fail "the single-process model-parallel run failed"; }
+timeout 300 $MPIRUN "$BENCH" "${margs[@]}" --out "$dir/mp-two" --save-params "$dir/mp-two.p" \
+    >"$dir/mp-two.log" 2>&1 || { cat "$dir/mp-two.log"; fail "mpirun -np 2 --parallel model failed"; }
+for c in layers-2w layers-2w-4mb filters-2w filters-2w-4mb; do
+    [ -s "$dir/mp-one.p.naive-$c" ] || fail "no parameters saved for naive-$c: $(ls "$dir")"
+    cmp -s "$dir/mp-one.p.naive-$c" "$dir/mp-two.p.naive-$c-2ranks" ||
+        fail "naive-$c over 2 ranks saved other parameters than in one process"
+done
+echo "test_mpi: model-parallel over 2 ranks saved the same parameters as in one process"
+rm -f "$dir"/mp-*.p.*
 
 # A rank that dies: kill rank 1 once training is under way; mpirun must end
 # the job with a non-zero status, not hang.

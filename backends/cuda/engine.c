@@ -21,6 +21,17 @@
  *    buffer from being overwritten while it is still in use. The indices then
  *    name rows of the staging buffers, so the same graph serves.
  *
+ * A model-parallel stage (stage_slots >= 1) runs its workload, a part of a
+ * larger network, on activations handed over as host floats: stage_forward
+ * copies them through a pinned buffer into the slot's own activation
+ * buffers (one set per micro-batch in flight), runs the layers and copies
+ * the output back; stage_backward runs back from the slot's activations,
+ * writes or adds the parameter gradients (beta = 1 in cuDNN and cuBLAS, the
+ * bias kernel's accumulate) and hands back the gradient to the stage's
+ * input, the first layer's included. No data set, loss or graph. fp32,
+ * tf32 and bf16 (whose 16-bit gradients are added into fp32 ones); not
+ * fp64 (floats cross) nor fp16 (its loss scale belongs to a whole network).
+ *
  * Precision: fp64 (everything in double: cuDNN with CUDNN_DATA_DOUBLE,
  * cuBLAS with CUBLAS_COMPUTE_64F, double master weights and optimiser
  * state; set_params and get_params convert from and to float on the
@@ -114,8 +125,14 @@ struct engine {
     cuda_step_state *state, *state_saved;
     void *saved; /* params then optimiser state, put back after a warm-up or profile */
 
-    /* activations: act[0] the batch, act[i + 1] the output of layer i */
+    /* activations: act[0] the batch, act[i + 1] the output of layer i; the
+     * current slot's of slot_act (slots x (n_layers + 1) buffers: one slot
+     * unless the engine is a model-parallel stage, whose every micro-batch
+     * in flight keeps its own until its stage_backward) */
     void *act[MAX_LAYERS + 1];
+    void **slot_act;
+    int slots;
+    int *slot_batch; /* stage engines: each slot's micro-batch, 0 until its forward */
     void *grad_a, *grad_b;
     int *batch_labels;
     void *bias_partial;
@@ -132,12 +149,18 @@ struct engine {
     uint8_t *train_images, *train_labels, *test_images, *test_labels; /* resident */
     size_t pixels;
     uint8_t *stage_host, *stage_dev; /* 2 x batch images, then 2 x batch labels */
+    /* stage engines: activations and their gradients cross as host floats
+     * through io_host (pinned); in bf16 io_dev holds them as floats on the
+     * device, on their way to or from the 16-bit buffers */
+    float *io_host, *io_dev;
+    size_t io_floats;
 
     cudaGraphExec_t graph;
     int graph_failed;
     char graph_note[200];
 
     size_t mem_free_at_start, mem_peak, tracked_bytes, tracked_peak;
+    size_t activation_bytes, pinned_bytes; /* for memory_use */
     double peak_gflops; /* 0 until measured */
 };
 
@@ -309,7 +332,18 @@ static int host_alloc(engine *e, void **p, size_t bytes, const char *what)
                     __LINE__, cudaGetErrorString(rc), bytes, what);
     }
     memset(*p, 0, bytes ? bytes : 16);
+    e->pinned_bytes += bytes ? bytes : 16;
     return 0;
+}
+
+static void host_free(engine *e, void **p, size_t bytes)
+{
+    if (*p) {
+        cudaFreeHost(*p);
+        bytes = bytes ? bytes : 16;
+        e->pinned_bytes -= bytes < e->pinned_bytes ? bytes : e->pinned_bytes;
+    }
+    *p = NULL;
 }
 
 static size_t act_size(const engine *e) { return lbk_dtype_size(e->act_type); }
@@ -372,10 +406,8 @@ static int ensure_capacity(engine *e, int steps)
     const size_t old_steps = (size_t)e->capacity_steps, B = (size_t)e->cfg.batch_size;
     device_free(e, (void **)&e->indices_dev, old_steps * B * sizeof(int32_t));
     device_free(e, (void **)&e->losses_dev, old_steps * sizeof(double));
-    cudaFreeHost(e->indices_host);
-    cudaFreeHost(e->losses_host);
-    e->indices_host = NULL;
-    e->losses_host = NULL;
+    host_free(e, (void **)&e->indices_host, old_steps * B * sizeof(int32_t));
+    host_free(e, (void **)&e->losses_host, old_steps * sizeof(double));
     e->capacity_steps = 0;
     const size_t n = (size_t)steps;
     CK(device_alloc(e, (void **)&e->indices_dev, n * B * sizeof(int32_t), "batch indices"));
@@ -551,6 +583,14 @@ static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir,
                 precision_name(e->cfg.precision), got);
 }
 
+/* Whether layer li's backward pass computes the gradient to its input:
+ * not for the first layer of a whole network (its input is the images),
+ * always in a model-parallel stage (the stage before needs it). */
+static int needs_input_gradient(const engine *e, int li)
+{
+    return li > 0 || e->cfg.stage_slots > 0;
+}
+
 static int set_tensor(engine *e, cudnnTensorDescriptor_t d, int n, shape3 s)
 {
     CK_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, e->cudnn_type, n, s.c, s.h, s.w));
@@ -605,7 +645,7 @@ static int build_plan(engine *e, plan *p, int n, int allocate)
             continue;
         CK(choose_algorithm(e, p, li, CONV_FWD, n));
         CK(choose_algorithm(e, p, li, CONV_BWD_FILTER, n));
-        if (li > 0)
+        if (needs_input_gradient(e, li))
             CK(choose_algorithm(e, p, li, CONV_BWD_DATA, n));
     }
     if (allocate)
@@ -661,16 +701,24 @@ static const void *weights_at(engine *e, size_t offset)
 
 static void *grads_at(engine *e, size_t offset) { return (char *)e->grads + offset * act_size(e); }
 
-static int gemm(engine *e, dense_product which, int n, int in, int out, const void *A,
-                const void *B, void *C)
+/* C = product, or C += product with accumulate (cuBLAS's beta = 1). */
+static int gemm_into(engine *e, dense_product which, int n, int in, int out, const void *A,
+                     const void *B, void *C, int accumulate)
 {
     const gemm_args g = dense_gemm_args(which, n, in, out);
     /* scalars of the compute type: 32F, or 64F in fp64 */
     CK_CUBLAS(cublasGemmEx(e->cublas, g.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                            g.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, one_of(e), A,
-                           e->blas_type, g.lda, B, e->blas_type, g.ldb, zero_of(e), C,
-                           e->blas_type, g.ldc, e->blas_compute, CUBLAS_GEMM_DEFAULT));
+                           e->blas_type, g.lda, B, e->blas_type, g.ldb,
+                           accumulate ? one_of(e) : zero_of(e), C, e->blas_type, g.ldc,
+                           e->blas_compute, CUBLAS_GEMM_DEFAULT));
     return 0;
+}
+
+static int gemm(engine *e, dense_product which, int n, int in, int out, const void *A,
+                const void *B, void *C)
+{
+    return gemm_into(e, which, n, in, out, A, B, C, 0);
 }
 
 static int forward_layer(engine *e, const plan *p, int i, int n)
@@ -702,20 +750,24 @@ static int forward_layer(engine *e, const plan *p, int i, int n)
     return 0;
 }
 
-/* Parameter gradients of layer i (overwritten, never accumulated), and the
- * gradient to its input into dx unless dx is NULL. */
-static int backward_layer(engine *e, const plan *p, int i, int n, const void *dy, void *dx)
+/* Parameter gradients of layer i (overwritten, or added to with
+ * accumulate: cuDNN's and cuBLAS's beta = 1), and the gradient to its input
+ * into dx unless dx is NULL. */
+static int backward_layer(engine *e, const plan *p, int i, int n, const void *dy, void *dx,
+                          int accumulate)
 {
     const layer *l = &e->w.layers[i];
     const void *one = one_of(e), *zero = zero_of(e);
+    const void *grad_beta = accumulate ? one : zero;
     const void *x = e->act[i], *y = e->act[i + 1];
     switch (l->kind) {
     case LAYER_CONV:
-        CK_CUDNN(cudnnConvolutionBackwardFilter(
-            e->cudnn, one, p->in[i], x, p->out[i], dy, p->bwd_filter[i], p->bwd_filter_algo[i],
-            e->workspace, e->workspace_bytes, zero, e->filter[i], grads_at(e, l->weight_offset)));
+        CK_CUDNN(cudnnConvolutionBackwardFilter(e->cudnn, one, p->in[i], x, p->out[i], dy,
+                                                p->bwd_filter[i], p->bwd_filter_algo[i],
+                                                e->workspace, e->workspace_bytes, grad_beta,
+                                                e->filter[i], grads_at(e, l->weight_offset)));
         CK_CUDA(lbk_bias_backward(e->stream, e->act_type, grads_at(e, l->bias_offset), dy, n,
-                                  l->out.c, l->out.h * l->out.w, e->bias_partial));
+                                  l->out.c, l->out.h * l->out.w, e->bias_partial, accumulate));
         if (dx)
             CK_CUDNN(cudnnConvolutionBackwardData(e->cudnn, one, e->filter[i],
                                                   weights_at(e, l->weight_offset), p->out[i], dy,
@@ -728,10 +780,10 @@ static int backward_layer(engine *e, const plan *p, int i, int n, const void *dy
                                           p->in[i], x, zero, p->in[i], dx));
         break;
     case LAYER_DENSE:
-        CK(gemm(e, DENSE_BACKWARD_WEIGHTS, n, shape3_size(l->in), l->units, x, dy,
-                grads_at(e, l->weight_offset)));
+        CK(gemm_into(e, DENSE_BACKWARD_WEIGHTS, n, shape3_size(l->in), l->units, x, dy,
+                     grads_at(e, l->weight_offset), accumulate));
         CK_CUDA(lbk_bias_backward(e->stream, e->act_type, grads_at(e, l->bias_offset), dy, n,
-                                  l->units, 1, e->bias_partial));
+                                  l->units, 1, e->bias_partial, accumulate));
         if (dx)
             CK(gemm(e, DENSE_BACKWARD_DATA, n, shape3_size(l->in), l->units,
                     weights_at(e, l->weight_offset), dy, dx));
@@ -772,7 +824,7 @@ static int forward_backward(engine *e, const plan *p, int n)
     void *d = e->grad_a;
     for (int i = L - 1; i >= 0; i--) {
         void *d_in = i > 0 ? (d == e->grad_a ? e->grad_b : e->grad_a) : NULL;
-        CK(backward_layer(e, p, i, n, d, d_in));
+        CK(backward_layer(e, p, i, n, d, d_in, 0));
         d = d_in;
     }
     return 0;
@@ -915,6 +967,14 @@ static int stage_batch(engine *e, const dataset *d, const int32_t *rows, long fi
 
 /* ------------------------------------------------------------------ create */
 
+/* The slot's activations into act[]. */
+static void use_slot(engine *e, int slot)
+{
+    const int per_slot = e->w.n_layers + 1;
+    for (int i = 0; i < per_slot; i++)
+        e->act[i] = e->slot_act[slot * per_slot + i];
+}
+
 static int init_engine(engine *e)
 {
     const workload *w = &e->w;
@@ -1009,13 +1069,25 @@ static int init_engine(engine *e)
     cuda_step_state st = {0, 0, e->scaling.initial, 0, 0, 0};
     CK_CUDA(cudaMemcpyAsync(e->state, &st, sizeof st, cudaMemcpyHostToDevice, e->stream));
 
-    /* activations and their gradients */
+    /* activations, one set per slot, and their gradients */
+    const int L = w->n_layers;
     const size_t max_act = (size_t)workload_max_activation(w);
-    CK(device_alloc(e, &e->act[0], B * shape3_size(w->input) * act_size(e), "activations"));
+    e->slots = e->cfg.stage_slots > 0 ? e->cfg.stage_slots : 1;
+    e->slot_act = calloc((size_t)e->slots * (L + 1), sizeof *e->slot_act);
+    e->slot_batch = calloc((size_t)e->slots, sizeof *e->slot_batch);
+    if (!e->slot_act || !e->slot_batch)
+        return fail(e, "cuda: out of host memory for %d slots of activations", e->slots);
+    for (int slot = 0; slot < e->slots; slot++)
+        for (int i = 0; i <= L; i++) {
+            const shape3 shape = i ? w->layers[i - 1].out : w->input;
+            const size_t bytes = B * shape3_size(shape) * act_size(e);
+            CK(device_alloc(e, &e->slot_act[slot * (L + 1) + i], bytes, "activations"));
+            e->activation_bytes += bytes;
+        }
+    use_slot(e, 0);
     size_t partials = 0;
     for (int li = 0; li < w->n_layers; li++) {
         const layer *l = &w->layers[li];
-        CK(device_alloc(e, &e->act[li + 1], B * shape3_size(l->out) * act_size(e), "activations"));
         size_t s = 0;
         if (l->kind == LAYER_CONV)
             s = lbk_bias_backward_partials((int)B, l->out.c, l->out.h * l->out.w);
@@ -1034,8 +1106,18 @@ static int init_engine(engine *e)
     CK(device_alloc(e, (void **)&e->loss_sum, sizeof(double), "loss sum"));
     CK(ensure_capacity(e, 1));
 
+    if (e->cfg.stage_slots) {
+        const int in = shape3_size(w->input), out = shape3_size(w->layers[L - 1].out);
+        e->io_floats = B * (size_t)(in > out ? in : out);
+        CK(host_alloc(e, (void **)&e->io_host, e->io_floats * sizeof(float),
+                      "activations crossing to and from the host"));
+        if (e->act_type != LBK_F32)
+            CK(device_alloc(e, (void **)&e->io_dev, e->io_floats * sizeof(float),
+                            "activations as floats"));
+    }
+
     e->pixels = (size_t)shape3_size(w->input);
-    if (!e->cfg.data_on_device) {
+    if (!e->cfg.data_on_device && !e->cfg.stage_slots) {
         const size_t bytes = 2 * B * e->pixels + 2 * B;
         CK(host_alloc(e, (void **)&e->stage_host, bytes, "staging buffers"));
         CK(device_alloc(e, (void **)&e->stage_dev, bytes, "staging buffers"));
@@ -1067,13 +1149,18 @@ static void destroy(engine *e)
         e->decay_mask,  e->state,        e->state_saved,  e->saved,           e->grad_a,
         e->grad_b,      e->batch_labels, e->bias_partial, e->indices_dev,     e->losses_dev,
         e->confusion,   e->loss_sum,     e->train_images, e->train_labels,    e->test_images,
-        e->test_labels, e->stage_dev,    e->workspace,    e->cublas_workspace};
+        e->test_labels, e->stage_dev,    e->workspace,    e->cublas_workspace, e->io_dev};
     for (size_t i = 0; i < sizeof device_buffers / sizeof device_buffers[0]; i++)
         if (device_buffers[i])
             cudaFree(device_buffers[i]);
-    for (int i = 0; i <= MAX_LAYERS; i++)
-        if (e->act[i])
-            cudaFree(e->act[i]);
+    if (e->slot_act)
+        for (int i = 0; i < e->slots * (e->w.n_layers + 1); i++)
+            if (e->slot_act[i])
+                cudaFree(e->slot_act[i]);
+    free(e->slot_act);
+    free(e->slot_batch);
+    if (e->io_host)
+        cudaFreeHost(e->io_host);
     if (e->indices_host)
         cudaFreeHost(e->indices_host);
     if (e->losses_host)
@@ -1113,7 +1200,17 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
         why = "unknown optimiser";
     else if (cfg->device < 0)
         why = "device index must be 0 or more";
-    else if (w->input.c != 1)
+    else if (cfg->stage_slots < 0 || cfg->stage_slots > 1024)
+        why = "stage slots must be 0 (a whole network) to 1024";
+    else if (cfg->stage_slots && cfg->precision == PREC_FP64)
+        why = "model-parallel stages hand activations over as float, so fp64 is not offered";
+    else if (cfg->stage_slots && cfg->precision == PREC_FP16)
+        /* a skipped step and a new scale would have to be agreed by every stage */
+        why = "fp16's dynamic loss scale belongs to a whole network, so model-parallel stages "
+              "are not offered in fp16";
+    else if (w->is_stage && !cfg->stage_slots)
+        why = "a part of a network runs only as a model-parallel stage";
+    else if (!cfg->stage_slots && w->input.c != 1)
         why = "the input must have one channel (uint8 images)";
     else
         why = workload_check(w);
@@ -1218,9 +1315,11 @@ static int check_dataset(engine *e, const dataset *d, const char *which)
 {
     if (!d->images || !d->labels || d->count < 0)
         return fail(e, "cuda: %s set has no images or labels", which);
-    if (d->rows != e->w.input.h || d->cols != e->w.input.w)
+    if (e->w.input.c != 1 || d->rows != e->w.input.h || d->cols != e->w.input.w)
         return fail(e, "cuda: %s images are %dx%d, workload %s wants %dx%dx%d", which, d->rows,
                     d->cols, e->w.name, e->w.input.c, e->w.input.h, e->w.input.w);
+    if (e->cfg.stage_slots)
+        return 0; /* a stage scores nothing: its labels are the loss's business */
     for (int i = 0; i < d->count; i++)
         if (d->labels[i] >= e->w.classes)
             return fail(e, "cuda: %s image %d has label %d, workload has %d classes", which, i,
@@ -1248,6 +1347,8 @@ static int bind_dataset(engine *e, const dataset *train, const dataset *test)
     BEGIN(e);
     if ((train && check_dataset(e, train, "training")) || (test && check_dataset(e, test, "test")))
         return -1;
+    if (e->cfg.stage_slots)
+        return 0; /* a stage is handed its input by stage_forward: nothing to keep */
     drop_graph(e); /* the resident images may move */
     if (train) {
         e->train = *train;
@@ -1279,6 +1380,9 @@ static int bind_dataset(engine *e, const dataset *train, const dataset *test)
 
 static int check_batch(engine *e, const int32_t *indices, int batch, int steps)
 {
+    if (e->cfg.stage_slots)
+        return fail(e, "cuda: a model-parallel stage trains through stage_forward and "
+                       "stage_backward");
     if (batch < 1 || batch > e->cfg.batch_size)
         return fail(e, "cuda: batch of %d images, engine was created for 1..%d", batch,
                     e->cfg.batch_size);
@@ -1353,6 +1457,8 @@ static int train_steps(engine *e, const int32_t *indices, int batch, int steps, 
 static int evaluate(engine *e, int limit, eval_counts *out)
 {
     BEGIN(e);
+    if (e->cfg.stage_slots)
+        return fail(e, "cuda: a model-parallel stage is evaluated through stage_forward");
     if (!e->have_test)
         return fail(e, "cuda: no test set bound");
     /* BUF_PARAMS may have been written directly (parameter averaging): the
@@ -1469,6 +1575,137 @@ static float *buffer(engine *e, engine_buffer which, size_t *count)
 
 static double last_loss(engine *e) { return e->last_loss; }
 
+/* ------------------------------------------------------------------ model parallel */
+
+static int check_slot(engine *e, int slot)
+{
+    if (!e->cfg.stage_slots)
+        return fail(e, "cuda: not created as a model-parallel stage");
+    if (slot < 0 || slot >= e->cfg.stage_slots)
+        return fail(e, "cuda: stage slot %d, engine was created for 0..%d", slot,
+                    e->cfg.stage_slots - 1);
+    return 0;
+}
+
+/* count host floats into the device buffer to (of the activation type),
+ * through the pinned buffer; enqueued, the pinned buffer in use until the
+ * stream gets there. */
+static int floats_to_device(engine *e, void *to, const float *from, size_t count)
+{
+    memcpy(e->io_host, from, count * sizeof(float));
+    if (e->act_type == LBK_F32) {
+        CK_CUDA(cudaMemcpyAsync(to, e->io_host, count * sizeof(float), cudaMemcpyHostToDevice,
+                                e->stream));
+    } else {
+        CK_CUDA(cudaMemcpyAsync(e->io_dev, e->io_host, count * sizeof(float),
+                                cudaMemcpyHostToDevice, e->stream));
+        CK_CUDA(lbk_convert(e->stream, to, e->act_type, e->io_dev, LBK_F32, count, 0, NULL));
+    }
+    return 0;
+}
+
+/* count numbers of the device buffer from (of the activation type) into
+ * host floats, after everything enqueued before: returns when they are
+ * there. */
+static int floats_to_host(engine *e, float *to, const void *from, size_t count)
+{
+    if (e->act_type != LBK_F32) {
+        CK_CUDA(lbk_convert(e->stream, e->io_dev, LBK_F32, from, e->act_type, count, 0, NULL));
+        from = e->io_dev;
+    }
+    CK_CUDA(cudaMemcpyAsync(e->io_host, from, count * sizeof(float), cudaMemcpyDeviceToHost,
+                            e->stream));
+    CK_CUDA(cudaStreamSynchronize(e->stream));
+    memcpy(to, e->io_host, count * sizeof(float));
+    return 0;
+}
+
+/* The stage's layers on the floats handed over, in the slot's activations,
+ * which stay on the device until the slot's stage_backward. */
+static int stage_forward(engine *e, int slot, const float *in, int batch, float *out)
+{
+    BEGIN(e);
+    CK(check_slot(e, slot));
+    if (batch < 1 || batch > e->cfg.batch_size)
+        return fail(e, "cuda: micro-batch of %d images, engine was created for 1..%d", batch,
+                    e->cfg.batch_size);
+    if (!in || !out)
+        return fail(e, "cuda: stage_forward needs its input and output buffers");
+    const plan *p = plan_for(e, batch);
+    if (!p)
+        return -1;
+    /* a call that failed half-way may have left copies out of the pinned
+     * buffer in flight */
+    CK_CUDA(cudaStreamSynchronize(e->stream));
+    e->slot_batch[slot] = 0; /* until its activations are whole again */
+    CK(refresh_low_copy(e)); /* in case BUF_PARAMS was written directly */
+    use_slot(e, slot);
+    const workload *w = &e->w;
+    const int L = w->n_layers;
+    CK(floats_to_device(e, e->act[0], in, (size_t)batch * shape3_size(w->input)));
+    for (int i = 0; i < L; i++)
+        CK(forward_layer(e, p, i, batch));
+    CK(floats_to_host(e, out, e->act[L], (size_t)batch * shape3_size(w->layers[L - 1].out)));
+    e->slot_batch[slot] = batch;
+    return 0;
+}
+
+/* From d_out, the slot's parameter gradients into BUF_GRADS (written, or
+ * added with accumulate) and the gradient to its input into d_in unless it
+ * is NULL. In bf16 the layers write 16-bit gradients, which are then
+ * converted into (or added to) the fp32 BUF_GRADS apply_update reads. */
+static int stage_backward(engine *e, int slot, const float *d_out, float *d_in, int accumulate)
+{
+    BEGIN(e);
+    CK(check_slot(e, slot));
+    const int n = e->slot_batch[slot];
+    if (!n)
+        return fail(e, "cuda: stage_backward of slot %d before its stage_forward", slot);
+    if (!d_out)
+        return fail(e, "cuda: stage_backward needs the output's gradient");
+    const plan *p = plan_for(e, n);
+    if (!p)
+        return -1;
+    CK_CUDA(cudaStreamSynchronize(e->stream));
+    use_slot(e, slot);
+    const workload *w = &e->w;
+    const int L = w->n_layers;
+    CK(floats_to_device(e, e->grad_a, d_out, (size_t)n * shape3_size(w->layers[L - 1].out)));
+    void *d = e->grad_a;
+    for (int i = L - 1; i >= 0; i--) {
+        void *next = i > 0 || d_in ? (d == e->grad_a ? e->grad_b : e->grad_a) : NULL;
+        CK(backward_layer(e, p, i, n, d, next, accumulate && !e->mixed));
+        d = next;
+    }
+    if (e->mixed && accumulate)
+        CK_CUDA(lbk_add_to_f32(e->stream, e->grads32, e->grads, e->act_type, e->n_params));
+    else if (e->mixed)
+        CK_CUDA(lbk_convert(e->stream, e->grads32, LBK_F32, e->grads, e->act_type, e->n_params, 0,
+                            NULL));
+    if (d_in)
+        CK(floats_to_host(e, d_in, d, (size_t)n * shape3_size(w->input)));
+    else
+        CK_CUDA(cudaStreamSynchronize(e->stream));
+    return 0;
+}
+
+/* Bytes by kind. params: the master parameters and the 16-bit copy; grads:
+ * the gradients and their fp32 copy; activations: every slot's layer
+ * outputs; workspace: everything else, on the device (cuDNN and cuBLAS
+ * workspaces, activation gradients, the resident data set, the saved model,
+ * index and loss buffers) and pinned on the host (staging buffers). */
+static void memory_use_of(engine *e, memory_use *out)
+{
+    const size_t n = e->n_params;
+    out->params = n * master_size(e) + (e->mixed ? n * act_size(e) : 0);
+    out->grads = n * act_size(e) + (e->mixed ? n * sizeof(float) : 0);
+    out->opt_state = e->state_floats * master_size(e);
+    out->activations = e->activation_bytes;
+    const size_t itemised = out->params + out->grads + out->opt_state + out->activations;
+    out->workspace =
+        (e->tracked_bytes > itemised ? e->tracked_bytes - itemised : 0) + e->pinned_bytes;
+}
+
 /* ------------------------------------------------------------------ reporting */
 
 static void placement(engine *e, int *threads, int *devices, int *replicas)
@@ -1512,18 +1749,23 @@ static void describe(engine *e, char *buf, size_t len)
         if (at < len)                                                                              \
             at += (size_t)snprintf(buf + at, len - at, __VA_ARGS__);                               \
     } while (0)
-    ADD("%s; %s; %s", math[e->cfg.precision],
-        e->graph          ? "CUDA graph"
-        : e->graph_failed ? e->graph_note
-                          : "no CUDA graph",
-        e->cfg.data_on_device ? "data on device" : "data staged from pinned host memory");
+    if (e->cfg.stage_slots)
+        ADD("%s; model-parallel stage, %d micro-batch slot%s, activations through pinned host "
+            "memory",
+            math[e->cfg.precision], e->cfg.stage_slots, e->cfg.stage_slots == 1 ? "" : "s");
+    else
+        ADD("%s; %s; %s", math[e->cfg.precision],
+            e->graph          ? "CUDA graph"
+            : e->graph_failed ? e->graph_note
+                              : "no CUDA graph",
+            e->cfg.data_on_device ? "data on device" : "data staged from pinned host memory");
     const plan *p = &e->plans[0];
     for (int li = 0; li < e->w.n_layers; li++) {
         if (e->w.layers[li].kind != LAYER_CONV)
             continue;
         ADD("; %s fwd %s%s", e->w.layers[li].name, fwd_algo_name(p->fwd_algo[li]),
             math_name(p->fwd_math[li]));
-        if (li > 0)
+        if (needs_input_gradient(e, li))
             ADD(" bwd-data %s%s", bwd_data_algo_name(p->bwd_data_algo[li]),
                 math_name(p->bwd_data_math[li]));
         ADD(" bwd-filter %s%s", bwd_filter_algo_name(p->bwd_filter_algo[li]),
@@ -1552,7 +1794,7 @@ static int profile_once(engine *e, const plan *p, int batch, cudaEvent_t *mark, 
     void *d = e->grad_a;
     for (int i = L - 1; i >= 0; i--) {
         void *d_in = i > 0 ? (d == e->grad_a ? e->grad_b : e->grad_a) : NULL;
-        CK(backward_layer(e, p, i, batch, d, d_in));
+        CK(backward_layer(e, p, i, batch, d, d_in, 0));
         CK_CUDA(cudaEventRecord(mark[m++], e->stream));
         d = d_in;
     }
@@ -1712,6 +1954,9 @@ const backend cuda_backend = {
     .profile_layers = profile_layers,
     .peak_gflops = peak_gflops,
     .last_loss = last_loss,
+    .memory_use = memory_use_of,
+    .stage_forward = stage_forward,
+    .stage_backward = stage_backward,
 };
 
 /* The cuda module's tables: the backend, and device memory helpers for the

@@ -122,10 +122,10 @@ __global__ void bias_add_kernel(T *y, const T *bias, int C, int P, size_t count)
 }
 
 /* Block (s, c) sums channel c over images [s * per, (s + 1) * per); with
- * one split it writes d_bias directly, else a partial. */
+ * one split it writes (or adds to) d_bias directly, else a partial. */
 template <typename T>
 __global__ void bias_partial_kernel(T *d_bias, acc_t<T> *partial, const T *dy, int n, int C, int P,
-                                    int images_per_split)
+                                    int images_per_split, int accumulate)
 {
     using A = acc_t<T>;
     __shared__ A shared[kThreads];
@@ -141,14 +141,15 @@ __global__ void bias_partial_kernel(T *d_bias, acc_t<T> *partial, const T *dy, i
     sum = block_sum(sum, shared);
     if (threadIdx.x == 0) {
         if (splits == 1)
-            store(d_bias, c, sum);
+            store(d_bias, c, accumulate ? load(d_bias, c) + sum : sum);
         else
             partial[(size_t)c * splits + s] = sum;
     }
 }
 
 template <typename T>
-__global__ void bias_finish_kernel(T *d_bias, const acc_t<T> *partial, int C, int splits)
+__global__ void bias_finish_kernel(T *d_bias, const acc_t<T> *partial, int C, int splits,
+                                   int accumulate)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C)
@@ -156,7 +157,7 @@ __global__ void bias_finish_kernel(T *d_bias, const acc_t<T> *partial, int C, in
     acc_t<T> sum = 0;
     for (int s = 0; s < splits; s++)
         sum += partial[(size_t)c * splits + s];
-    store(d_bias, c, sum);
+    store(d_bias, c, accumulate ? load(d_bias, c) + sum : sum);
 }
 
 /* Splits so that each block sums about 4096 elements, at most 64. */
@@ -299,6 +300,13 @@ __global__ void convert_kernel(D *dst, const S *src, size_t count, int divide,
         store(dst, i, divide ? load(src, i) * f : load(src, i));
 }
 
+template <typename S> __global__ void add_kernel(float *dst, const S *src, size_t count)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = dst[i] + (float)load(src, i);
+}
+
 /* The update with master type M: two more levels of dispatch, the
  * low-precision copy's type and the gradients' type. */
 template <typename M>
@@ -356,7 +364,7 @@ size_t lbk_bias_backward_partials(int n, int C, int P)
 }
 
 cudaError_t lbk_bias_backward(cudaStream_t stream, lbk_dtype t, void *d_bias, const void *dy, int n,
-                              int C, int P, void *partial)
+                              int C, int P, void *partial, int accumulate)
 {
     if (n < 1 || C < 1)
         return cudaSuccess;
@@ -367,10 +375,10 @@ cudaError_t lbk_bias_backward(cudaStream_t stream, lbk_dtype t, void *d_bias, co
         using A = acc_t<T>;
         bias_partial_kernel<T><<<dim3(splits, C), kThreads, 0, stream>>>(
             static_cast<T *>(d_bias), static_cast<A *>(partial), static_cast<const T *>(dy), n, C,
-            P, per);
+            P, per, accumulate);
         if (splits > 1)
             bias_finish_kernel<T><<<(C + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-                static_cast<T *>(d_bias), static_cast<const A *>(partial), C, splits);
+                static_cast<T *>(d_bias), static_cast<const A *>(partial), C, splits, accumulate);
     });
 }
 
@@ -478,6 +486,18 @@ cudaError_t lbk_convert(cudaStream_t stream, void *dst, lbk_dtype dst_type, cons
         });
     });
     return err != cudaSuccess ? err : outer;
+}
+
+cudaError_t lbk_add_to_f32(cudaStream_t stream, float *dst, const void *src, lbk_dtype src_type,
+                           size_t count)
+{
+    if (count == 0)
+        return cudaSuccess;
+    return dispatch(src_type, [&](auto *type) {
+        using S = std::remove_pointer_t<decltype(type)>;
+        add_kernel<S><<<blocks_for(count), kThreads, 0, stream>>>(dst, static_cast<const S *>(src),
+                                                                  count);
+    });
 }
 
 } // extern "C"

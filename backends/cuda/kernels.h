@@ -46,12 +46,13 @@ cudaError_t lbk_gather(cudaStream_t stream, lbk_dtype t, void *x, int *labels_ou
 cudaError_t lbk_bias_add(cudaStream_t stream, lbk_dtype t, void *y, const void *bias, int n, int C,
                          int P);
 
-/* d_bias[c] = sum over b < n and p < P of dy[b][c][p] (overwrites), summed in
- * float (double for LBK_F64) in a fixed order. partial holds
- * lbk_bias_backward_partials() doubles. */
+/* d_bias[c] = sum over b < n and p < P of dy[b][c][p] (overwrites; with
+ * accumulate, adds the sum to d_bias[c]), summed in float (double for
+ * LBK_F64) in a fixed order. partial holds lbk_bias_backward_partials()
+ * doubles. */
 size_t lbk_bias_backward_partials(int n, int C, int P);
 cudaError_t lbk_bias_backward(cudaStream_t stream, lbk_dtype t, void *d_bias, const void *dy, int n,
-                              int C, int P, void *partial);
+                              int C, int P, void *partial, int accumulate);
 
 /* y = relu(x); dx = dy where y > 0, else 0 (count elements). */
 cudaError_t lbk_relu_forward(cudaStream_t stream, lbk_dtype t, void *y, const void *x,
@@ -97,6 +98,11 @@ cudaError_t lbk_finish_step(cudaStream_t stream, cuda_step_state *state, loss_sc
 cudaError_t lbk_convert(cudaStream_t stream, void *dst, lbk_dtype dst_type, const void *src,
                         lbk_dtype src_type, size_t count, int divide_by_loss_scale,
                         const cuda_step_state *state);
+
+/* dst[i] += src[i] in float (count elements): a model-parallel stage in
+ * bf16 adds each micro-batch's 16-bit gradients into its fp32 ones. */
+cudaError_t lbk_add_to_f32(cudaStream_t stream, float *dst, const void *src, lbk_dtype src_type,
+                           size_t count);
 
 #ifdef __cplusplus
 }
