@@ -19,6 +19,7 @@
 
 #include "backends/blas/bf16.h"
 #include "backends/blas/blas.h"
+#include "backends/blas/conv_direct.h"
 #include "backends/blas/sgemm_peak.h"
 #include "backends/common/host_engine.h"
 #include "backends/common/optimizer.h"
@@ -38,9 +39,11 @@ struct engine {
      * conv_layers] are CHWN blocks of one group after another. The dense
      * layers run over the whole batch on [features][B] matrices: rows holds
      * the conv stage's output in that form, act[i + 1] for i >= conv_layers
-     * too. Conv layers keep their unfolded input (col), their weights with
-     * each channel's bias appended (weight_bias, blas_layers.h) and each
-     * group's gradients in that form (partial). */
+     * too (a stage may end in the conv stage: rows is then its output). Conv
+     * layers keep their unfolded input (col; NULL for the direct ones,
+     * conv_direct.h), their weights with each channel's bias appended
+     * (weight_bias, blas_layers.h) and each group's gradients in that form
+     * (partial). */
     int conv_layers;
     real *act[WORKLOAD_MAX_LAYERS + 1], *rows, *d_rows;
     real *col[WORKLOAD_MAX_LAYERS], *weight_bias[WORKLOAD_MAX_LAYERS];
@@ -50,6 +53,18 @@ struct engine {
     real *d_col;           /* one slot of conv scratch per thread */
     size_t d_col_per_image; /* floats of d_col scratch per image */
     real *losses, *softmax_rows;
+
+    /* What the forward pass keeps for the backward pass (act, col, rows),
+     * once per micro-batch slot of a stage (one for a whole network):
+     * slot_buf[slot * slot_stride(L) + ...], see use_slot. They own the
+     * buffers; use_slot points act, col and rows at one slot's, so that
+     * the layers' code sees one set. */
+    real **slot_buf;
+    int slots;
+    /* Stages: the gradients of a stage_backward that adds to BUF_GRADS,
+     * before they are added (the layers write theirs whole). */
+    real *stage_grads;
+    int want_d_in; /* the stage's first layer computes its input gradient */
 };
 
 static const host_layers R(blas_layers);
@@ -58,9 +73,6 @@ static const host_layers R(blas_layers);
 engine *blas_create_f32(const workload *w, const engine_config *cfg, char *err, size_t err_len);
 engine *blas_create_f64(const workload *w, const engine_config *cfg, char *err, size_t err_len);
 engine *blas_create_bf16(const workload *w, const engine_config *cfg, char *err, size_t err_len);
-
-/* n numbers of this build's type. */
-static real *alloc_reals(size_t n) { return host_alloc(sizeof(real) * n); }
 
 #ifdef LB_REAL_PLAIN
 static const char *parallel_name(void)
@@ -100,14 +112,15 @@ static void destroy(engine *e)
 {
     if (!e)
         return;
-    for (int i = 0; i <= WORKLOAD_MAX_LAYERS; i++)
-        free(e->act[i]);
+    if (e->slot_buf)
+        for (int j = 0; j < e->slots * (2 * e->h.w.n_layers + 2); j++)
+            free(e->slot_buf[j]);
+    free(e->slot_buf);
     for (int i = 0; i < WORKLOAD_MAX_LAYERS; i++) {
-        free(e->col[i]);
         free(e->partial[i]);
         free(e->weight_bias[i]);
     }
-    free(e->rows);
+    free(e->stage_grads);
     free(e->d_rows);
     free(e->d_a);
     free(e->d_b);
@@ -131,12 +144,14 @@ static int conv_stage_layers(const workload *w)
     return n;
 }
 
-/* What the blas engine asks beyond what every CPU engine asks. */
+/* What the blas engine asks beyond what every CPU engine asks. A stage
+ * (a part of a network) may begin and end at any layer; a whole network
+ * ends in the dense layer whose [classes][B] logits the loss reads. */
 static const char *check_workload(const workload *w, const engine_config *cfg)
 {
     if (cfg->threads < 0)
         return "thread count must be 0 (every core) or more";
-    if (w->layers[w->n_layers - 1].kind != LAYER_DENSE)
+    if (!w->is_stage && w->layers[w->n_layers - 1].kind != LAYER_DENSE)
         return "workload's last layer must be a dense layer";
     if (conv_stage_layers(w) < 0)
         return "a convolution or pool after a dense layer is not supported";
@@ -150,40 +165,97 @@ static const char *check_workload(const workload *w, const engine_config *cfg)
 
 static int group_count(int B) { return (B + GROUP_IMAGES - 1) / GROUP_IMAGES; }
 
+/* Whether conv layer l unfolds its input into col: the float build's
+ * direct convolutions (conv_direct.h) read the input itself. */
+static int conv_unfolds(const layer *l)
+{
+#ifdef LB_REAL_PLAIN
+    return !blas_conv_direct_suits(l->in.c, l->kernel, l->stride);
+#else
+    (void)l;
+    return 1;
+#endif
+}
+
+/* A slot's buffers in slot_buf: act[0..L], then col[0..L), then rows. */
+static int slot_stride(int L) { return 2 * L + 2; }
+
+static void use_slot(engine *e, int slot)
+{
+    const int L = e->h.w.n_layers;
+    real **buf = e->slot_buf + (size_t)slot * slot_stride(L);
+    for (int i = 0; i <= L; i++)
+        e->act[i] = buf[i];
+    for (int i = 0; i < L; i++)
+        e->col[i] = buf[L + 1 + i];
+    e->rows = buf[2 * L + 1];
+}
+
+/* One slot's buffers, counted as activations; 0 or -1 out of memory. */
+static int allocate_slot(engine *e, int slot)
+{
+    host_engine *h = &e->h;
+    const workload *w = &h->w;
+    const int L = w->n_layers, C = e->conv_layers;
+    const size_t B = (size_t)h->cfg.batch_size;
+    real **buf = e->slot_buf + (size_t)slot * slot_stride(L);
+    for (int i = 0; i <= L; i++) {
+        const shape3 s = i ? w->layers[i - 1].out : w->input;
+        if (!(buf[i] = host_alloc_counted(h, B * shape3_size(s), &h->activation_bytes)))
+            return -1;
+    }
+    for (int i = 0; i < L; i++) {
+        const layer *l = &w->layers[i];
+        if (l->kind == LAYER_CONV && conv_unfolds(l) &&
+            !(buf[L + 1 + i] = host_alloc_counted(
+                  h, B * blas_conv_col_floats(1, l->in.c, l->in.h, l->in.w, l->kernel, l->stride),
+                  &h->activation_bytes)))
+            return -1;
+    }
+    /* the conv stage's output as a [features][B] matrix */
+    if (C > 0 && !(buf[2 * L + 1] = host_alloc_counted(
+                       h, B * shape3_size(w->layers[C - 1].out), &h->activation_bytes)))
+        return -1;
+    return 0;
+}
+
 engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, size_t err_len)
 {
     engine *e = host_engine_create(&blas_backend, &R(blas_layers), sizeof *e, w, cfg,
                                    check_workload, err, err_len);
     if (!e)
         return NULL;
+    host_engine *h = &e->h;
+    size_t *scratch_bytes = &h->workspace_bytes;
     e->team.threads = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
     e->team.split = BLAS_SPLIT_OWN;
-    e->conv_layers = conv_stage_layers(w);
-    const int B = cfg->batch_size, G = group_count(B);
-    e->act[0] = alloc_reals((size_t)B * shape3_size(w->input));
-    if (!e->act[0])
+    const int C = e->conv_layers = conv_stage_layers(w);
+    const int B = cfg->batch_size, G = group_count(B), L = w->n_layers;
+    e->slots = cfg->stage_slots > 0 ? cfg->stage_slots : 1;
+    e->slot_buf = calloc((size_t)e->slots * slot_stride(L), sizeof *e->slot_buf);
+    if (!e->slot_buf)
         return host_engine_out_of_memory(e, err, err_len);
-    for (int i = 0; i < w->n_layers; i++) {
-        const layer *l = &w->layers[i];
-        e->act[i + 1] = alloc_reals((size_t)B * shape3_size(l->out));
-        if (!e->act[i + 1])
+    for (int s = 0; s < e->slots; s++)
+        if (allocate_slot(e, s))
             return host_engine_out_of_memory(e, err, err_len);
-        if (l->kind == LAYER_CONV) {
-            const size_t per_image =
-                blas_conv_col_floats(1, l->in.c, l->in.h, l->in.w, l->kernel, l->stride);
-            e->col[i] = alloc_reals(per_image * B);
-            /* one group per GROUP_IMAGES images, or the whole batch as one */
-            e->weight_bias[i] = alloc_reals(l->weight_count + l->bias_count);
-            e->partial[i] = alloc_reals((l->weight_count + l->bias_count) * G);
-            if (!e->col[i] || !e->weight_bias[i] || !e->partial[i])
-                return host_engine_out_of_memory(e, err, err_len);
-            /* the forward pass's scratch too (blas_conv_scratch_floats) */
-            const size_t scratch = i > 0 ? blas_conv_scratch_floats(1, l->in.c, l->in.h, l->in.w,
-                                                                     l->units, l->kernel, l->stride)
-                                         : (size_t)shape3_size(l->out);
-            if (scratch > e->d_col_per_image)
-                e->d_col_per_image = scratch;
-        }
+    use_slot(e, 0);
+    for (int i = 0; i < L; i++) {
+        const layer *l = &w->layers[i];
+        if (l->kind != LAYER_CONV)
+            continue;
+        /* one group per GROUP_IMAGES images, or the whole batch as one */
+        e->weight_bias[i] = host_alloc_counted(h, l->weight_count + l->bias_count, scratch_bytes);
+        e->partial[i] = host_alloc_counted(h, (l->weight_count + l->bias_count) * G, scratch_bytes);
+        if (!e->weight_bias[i] || !e->partial[i])
+            return host_engine_out_of_memory(e, err, err_len);
+        /* the forward pass's scratch too (blas_conv_scratch_floats); the
+         * first layer passes a gradient back only in a stage */
+        const size_t scratch = i > 0 || cfg->stage_slots
+                                   ? blas_conv_scratch_floats(1, l->in.c, l->in.h, l->in.w,
+                                                              l->units, l->kernel, l->stride)
+                                   : (size_t)shape3_size(l->out);
+        if (scratch > e->d_col_per_image)
+            e->d_col_per_image = scratch;
     }
     const size_t max_act = (size_t)workload_max_activation(w);
     e->max_act = max_act;
@@ -192,15 +264,25 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
     const int slots = e->team.threads < G ? e->team.threads : G;
     const size_t slots_images =
         (size_t)slots * GROUP_IMAGES > (size_t)B ? (size_t)slots * GROUP_IMAGES : (size_t)B;
-    e->rows = alloc_reals((size_t)B * shape3_size(w->layers[e->conv_layers].in));
-    e->d_rows = alloc_reals((size_t)B * shape3_size(w->layers[e->conv_layers].in));
-    e->d_a = alloc_reals((size_t)B * max_act);
-    e->d_b = alloc_reals((size_t)B * max_act);
-    e->d_col = alloc_reals(e->d_col_per_image * slots_images);
-    e->losses = alloc_reals((size_t)B);
-    e->softmax_rows = alloc_reals(2 * (size_t)B * w->classes);
-    if (!e->rows || !e->d_rows || !e->d_a || !e->d_b || !e->d_col || !e->losses ||
-        !e->softmax_rows)
+    /* the conv stage's output gradient as [features][B], or a stage's
+     * input gradient when its first layer is dense or a ReLU after none */
+    const size_t d_rows = C > 0 ? (size_t)shape3_size(w->layers[C - 1].out)
+                          : cfg->stage_slots ? (size_t)shape3_size(w->input)
+                                        : 0;
+    if (d_rows && !(e->d_rows = host_alloc_counted(h, (size_t)B * d_rows, scratch_bytes)))
+        return host_engine_out_of_memory(e, err, err_len);
+    e->d_a = host_alloc_counted(h, (size_t)B * max_act, scratch_bytes);
+    e->d_b = host_alloc_counted(h, (size_t)B * max_act, scratch_bytes);
+    e->d_col = host_alloc_counted(h, e->d_col_per_image * slots_images, scratch_bytes);
+    if (!e->d_a || !e->d_b || !e->d_col)
+        return host_engine_out_of_memory(e, err, err_len);
+    if (cfg->stage_slots) /* no loss; gradients that may be added */
+        e->stage_grads = host_alloc_counted(h, w->param_count, scratch_bytes);
+    else {
+        e->losses = host_alloc_counted(h, (size_t)B, scratch_bytes);
+        e->softmax_rows = host_alloc_counted(h, 2 * (size_t)B * w->classes, scratch_bytes);
+    }
+    if (cfg->stage_slots ? !e->stage_grads : !e->losses || !e->softmax_rows)
         return host_engine_out_of_memory(e, err, err_len);
     return e;
 }
@@ -226,19 +308,38 @@ static real *group_grad(const engine *e, real *base, int b0)
     return base + (size_t)b0 * e->max_act;
 }
 
-static size_t col_per_image(const layer *l)
+/* A group's block of conv layer i's unfolded input (NULL when the layer
+ * reads its input directly). */
+static real *col_block(const engine *e, int i, int b0)
 {
-    return blas_conv_col_floats(1, l->in.c, l->in.h, l->in.w, l->kernel, l->stride);
+    const layer *l = &e->h.w.layers[i];
+    return e->col[i] ? e->col[i] + (size_t)b0 *
+                                       blas_conv_col_floats(1, l->in.c, l->in.h, l->in.w,
+                                                            l->kernel, l->stride)
+                     : NULL;
 }
 
-/* Pixels of images b0..b0+n of the batch into their block of act[0] (the
- * conv stage), or into the [pixels][B] matrix when the first layer is dense. */
-static void gather(engine *e, const dataset *d, const int32_t *idx, int first, int b0, int n,
-                   int ld, int threads)
+/* Where a pass's input comes from: images of a data set (d, idx, first as
+ * blas_gather_chwn), or the NCHW floats handed to a stage. */
+typedef struct source {
+    const dataset *d;
+    const int32_t *idx;
+    int first;
+    const float *floats;
+} source;
+
+/* Images b0..b0+n of the batch into their block of act[0] (the conv
+ * stage), or into the [features][B] matrix when the first layer is dense
+ * or a ReLU before none. */
+static void gather(engine *e, const source *src, int b0, int n, int ld, int threads)
 {
-    const size_t pixels = (size_t)d->rows * d->cols;
-    real *x = e->conv_layers ? e->act[0] + (size_t)b0 * pixels : e->act[0] + b0;
-    blas_gather_chwn(x, ld, d->images, pixels, idx ? idx + b0 : NULL, first + b0, n, threads);
+    const size_t F = (size_t)shape3_size(e->h.w.input);
+    real *x = e->conv_layers ? e->act[0] + (size_t)b0 * F : e->act[0] + b0;
+    if (src->floats)
+        blas_chwn_from_nchw(x, ld, src->floats + (size_t)b0 * F, F, n, threads);
+    else
+        blas_gather_chwn(x, ld, src->d->images, F, src->idx ? src->idx + b0 : NULL,
+                         src->first + b0, n, threads);
 }
 
 /* Conv-stage layer i forward for the n images from b0; the stage's last
@@ -251,7 +352,7 @@ static void group_forward_layer(engine *e, int i, int B, int b0, int n, real *sc
     real *out = group_block(e->act[i + 1], l->out, b0);
     switch (l->kind) {
     case LAYER_CONV:
-        blas_conv_forward(out, e->col[i] + (size_t)b0 * col_per_image(l), in,
+        blas_conv_forward(out, col_block(e, i, b0), in,
                           e->weight_bias[i], scratch, n, l->in.c, l->in.h, l->in.w, l->units, l->kernel,
                           l->stride, threads);
         break;
@@ -280,14 +381,14 @@ static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, 
     const layer *l = &e->h.w.layers[i];
     const int after = e->conv_layers - 1 - i;
     real *d = group_grad(e, after % 2 ? e->d_b : e->d_a, b0);
-    real *d_in = i > 0 ? group_grad(e, after % 2 ? e->d_a : e->d_b, b0) : NULL;
+    real *d_in =
+        i > 0 || e->want_d_in ? group_grad(e, after % 2 ? e->d_a : e->d_b, b0) : NULL;
     if (after == 0)
         blas_group_from_rows(d, e->d_rows, B, b0, shape3_size(l->out), n);
     switch (l->kind) {
     case LAYER_CONV: {
         real *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
-        const real *col = e->col[i] + (size_t)b0 * col_per_image(l);
-        blas_conv_backward_params(part, d, col, group_block(e->act[i], l->in, b0), n, l->in.c, l->in.h, l->in.w, l->units,
+        blas_conv_backward_params(part, d, col_block(e, i, b0), group_block(e->act[i], l->in, b0), n, l->in.c, l->in.h, l->in.w, l->units,
                                   l->kernel, l->stride);
         if (d_in)
             blas_conv_backward_data(d_in, d_col, d, e->weight_bias[i], n, l->in.c, l->in.h,
@@ -359,25 +460,25 @@ static void join_conv_weights(engine *e)
 
 /* Conv-stage layers [lo, hi) forward for the batch, group after group (a
  * whole pass in one parallel region, each group's data still in its
- * thread's cache from the layer before), the images gathered first when
- * asked; a workload without a conv stage just gathers them. */
-static void conv_stage_forward(engine *e, const dataset *d, const int32_t *idx, int first,
-                               int B, int with_gather, int lo, int hi)
+ * thread's cache from the layer before), the input gathered from src
+ * first unless src is NULL; a workload without a conv stage just gathers
+ * it. */
+static void conv_stage_forward(engine *e, const source *src, int B, int lo, int hi)
 {
     if (e->conv_layers == 0) {
-        if (with_gather)
-            gather(e, d, idx, first, 0, B, B, e->team.threads);
+        if (src)
+            gather(e, src, 0, B, B, e->team.threads);
         return;
     }
-    if (with_gather) /* a new pass: the parameters may have changed */
+    if (src) /* a new pass: the parameters may have changed */
         join_conv_weights(e);
     const plan p = plan_for(e, B);
 #pragma omp parallel for schedule(dynamic, 1)                                                 \
     num_threads(p.group_threads) if (p.group_threads > 1)
     for (int g = 0; g < p.groups; g++) {
         const int b0 = g * p.group_images, n = group_size(&p, B, g);
-        if (with_gather)
-            gather(e, d, idx, first, b0, n, n, p.layer_threads);
+        if (src)
+            gather(e, src, b0, n, n, p.layer_threads);
         for (int i = lo; i < hi; i++)
             group_forward_layer(e, i, B, b0, n, d_col_slot(e, &p), p.layer_threads);
     }
@@ -448,18 +549,18 @@ static void dense_forward_layer(engine *e, int i, int B)
 }
 
 /* Layer i's output gradient is in d_a when an even number of layers follow
- * it (the loss writes the logits' gradient into d_a), else in d_b; its
- * input gradient goes to the other one, or to d_rows for the first dense
- * layer after a conv stage, or nowhere for the network's first layer. */
+ * it (the loss, or a stage's d_out, writes the last one's into d_a), else
+ * in d_b; its input gradient goes to the other one, or to d_rows for the
+ * first dense layer after a conv stage and a stage's first layer when its
+ * input gradient is wanted, else nowhere for the first layer. */
 static void dense_backward_layer(engine *e, int i, int B)
 {
     const layer *l = &e->h.w.layers[i];
     const int after = e->h.w.n_layers - 1 - i;
     const real *d = after % 2 ? e->d_b : e->d_a;
-    real *d_in = i == 0                ? NULL
-                  : i == e->conv_layers ? e->d_rows
-                  : after % 2           ? e->d_a
-                                        : e->d_b;
+    real *d_in = i == e->conv_layers ? (i > 0 || e->want_d_in ? e->d_rows : NULL)
+                 : after % 2           ? e->d_a
+                                       : e->d_b;
     if (l->kind == LAYER_DENSE)
         blas_dense_backward(e->h.TYPED(grads) + l->weight_offset, e->h.TYPED(grads) + l->bias_offset, d_in, d,
                             dense_input(e, i), e->h.TYPED(params) + l->weight_offset, B,
@@ -491,7 +592,7 @@ static int compute_gradients(engine *e, const int32_t *indices, int batch, float
     if (host_check_batch(h, batch) || host_take_labels(h, &h->train, indices, 0, batch))
         return -1;
     const int C = e->conv_layers, L = h->w.n_layers;
-    conv_stage_forward(e, &h->train, indices, 0, batch, 1, 0, C);
+    conv_stage_forward(e, &(source){&h->train, indices, 0, NULL}, batch, 0, C);
     for (int i = C; i < L; i++)
         dense_forward_layer(e, i, batch);
     const double mean = loss_and_dlogits(e, batch);
@@ -540,13 +641,99 @@ static int score(engine *e, int first, int n, double *loss_sum)
     blas_team_enter(&e->team);
     host_engine *h = &e->h;
     const int L = h->w.n_layers;
-    conv_stage_forward(e, &h->test, NULL, first, n, 1, 0, e->conv_layers);
+    conv_stage_forward(e, &(source){&h->test, NULL, first, NULL}, n, 0, e->conv_layers);
     for (int i = e->conv_layers; i < L; i++)
         dense_forward_layer(e, i, n);
     blas_softmax_xent(NULL, e->losses, h->predicted, e->act[L], h->labels, n, h->w.classes,
                       1, e->softmax_rows);
     for (int b = 0; b < n; b++)
         *loss_sum += e->losses[b];
+#ifdef LB_REAL_BF16
+    if (blas_bf16_take_failure())
+        return host_fail(h, "out of memory for the bf16 copies of a GEMM's operands");
+#endif
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Model-parallel stages                                                    */
+
+/* The stage's output as [features][B]: the dense stage's last activation,
+ * or the conv stage's output matrix when the stage has no dense part. */
+static real *stage_output(engine *e)
+{
+    return e->conv_layers == e->h.w.n_layers ? e->rows : e->act[e->h.w.n_layers];
+}
+
+/* The slot's input (NCHW floats) through the stage's layers into out. */
+static int stage_forward(engine *e, int slot, const float *in, int batch, float *out)
+{
+    blas_team_enter(&e->team);
+    host_engine *h = &e->h;
+    const int C = e->conv_layers, L = h->w.n_layers;
+    use_slot(e, slot);
+    conv_stage_forward(e, &(source){NULL, NULL, 0, in}, batch, 0, C);
+    for (int i = C; i < L; i++)
+        dense_forward_layer(e, i, batch);
+    blas_nchw_from_chwn(out, stage_output(e), batch, shape3_size(h->w.layers[L - 1].out), batch,
+                        e->team.threads);
+#ifdef LB_REAL_BF16
+    if (blas_bf16_take_failure())
+        return host_fail(h, "out of memory for the bf16 copies of a GEMM's operands");
+#endif
+    return 0;
+}
+
+/* The first layer's input gradient, left by the backward pass as CHWN
+ * group blocks (conv stage) or as [features][B] in d_rows, into d_in. */
+static void stage_input_gradient(engine *e, int B, float *d_in)
+{
+    const int C = e->conv_layers, F = shape3_size(e->h.w.input);
+    if (C == 0) {
+        blas_nchw_from_chwn(d_in, e->d_rows, B, F, B, e->team.threads);
+        return;
+    }
+    real *base = (C - 1) % 2 ? e->d_a : e->d_b; /* as group_backward_layer */
+    const plan p = plan_for(e, B);
+#pragma omp parallel for schedule(static) num_threads(p.group_threads) if (p.group_threads > 1)
+    for (int g = 0; g < p.groups; g++) {
+        const int b0 = g * p.group_images, n = group_size(&p, B, g);
+        blas_nchw_from_chwn(d_in + (size_t)b0 * F, group_grad(e, base, b0), n, F, n,
+                            p.layer_threads);
+    }
+}
+
+/* The layers write their gradients whole; to add them to BUF_GRADS they
+ * are written to stage_grads first. */
+static int stage_backward(engine *e, int slot, int batch, const float *d_out, float *d_in,
+                          int accumulate)
+{
+    blas_team_enter(&e->team);
+    host_engine *h = &e->h;
+    const int C = e->conv_layers, L = h->w.n_layers;
+    use_slot(e, slot);
+    join_conv_weights(e); /* the parameters may have changed since the forward pass */
+    real *grads = h->TYPED(grads);
+    if (accumulate)
+        h->TYPED(grads) = e->stage_grads;
+    e->want_d_in = d_in != NULL;
+    blas_chwn_from_nchw(C == L ? e->d_rows : e->d_a, batch, d_out,
+                        shape3_size(h->w.layers[L - 1].out), batch, e->team.threads);
+    for (int i = L - 1; i >= C; i--)
+        dense_backward_layer(e, i, batch);
+    conv_stage_backward(e, batch, 0, C);
+    conv_stage_sum_gradients(e, batch);
+    if (d_in)
+        stage_input_gradient(e, batch, d_in);
+    e->want_d_in = 0;
+    if (accumulate) {
+        h->TYPED(grads) = grads;
+        const real *add = e->stage_grads;
+        const long n = (long)h->w.param_count;
+#pragma omp parallel for simd schedule(static) num_threads(e->team.threads) if (n >= 1 << 16)
+        for (long j = 0; j < n; j++)
+            grads[j] += add[j];
+    }
 #ifdef LB_REAL_BF16
     if (blas_bf16_take_failure())
         return host_fail(h, "out of memory for the bf16 copies of a GEMM's operands");
@@ -562,6 +749,8 @@ static const host_layers R(blas_layers) = {
     .apply_update = apply_update,
     .score = score,
     .time_steps = time_steps,
+    .stage_forward = stage_forward,
+    .stage_backward = stage_backward,
 };
 
 #ifdef LB_REAL_PLAIN
@@ -615,13 +804,13 @@ static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
 {
     blas_team_enter(&e->team);
     const int C = e->conv_layers, L = e->h.w.n_layers;
-    conv_stage_forward(e, &e->h.train, indices, 0, batch, 1, 0, 0);
+    conv_stage_forward(e, &(source){&e->h.train, indices, 0, NULL}, batch, 0, 0);
     for (int r = 0; r < reps; r++) {
         join_conv_weights(e);
         for (int i = 0; i < L; i++) {
             double t0 = host_now_ms();
             if (i < C)
-                conv_stage_forward(e, NULL, NULL, 0, batch, 0, i, i + 1);
+                conv_stage_forward(e, NULL, batch, i, i + 1);
             else
                 dense_forward_layer(e, i, batch);
             out->forward_ms[i] += host_now_ms() - t0;

@@ -52,6 +52,34 @@ void blas_gather_chwn(real *x, int ld, const uint8_t *images, size_t pixels,
     }
 }
 
+/* Rows of x in chunks that a thread owns, each chunk's images read in
+ * turn: every src row is read in runs of ROWS floats. */
+void blas_chwn_from_nchw(real *x, int ld, const float *src, size_t F, int B, int threads)
+{
+    enum { ROWS = 32 };
+    const int chunks = (int)((F + ROWS - 1) / ROWS);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)
+    for (int c = 0; c < chunks; c++) {
+        const size_t f0 = (size_t)c * ROWS, f1 = f0 + ROWS < F ? f0 + ROWS : F;
+        for (int b = 0; b < B; b++)
+            for (size_t f = f0; f < f1; f++)
+                x[f * ld + b] = (real)src[(size_t)b * F + f];
+    }
+}
+
+void blas_nchw_from_chwn(float *dst, const real *x, int ld, size_t F, int B, int threads)
+{
+    enum { ROWS = 32 };
+    const int chunks = (int)((F + ROWS - 1) / ROWS);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)
+    for (int c = 0; c < chunks; c++) {
+        const size_t f0 = (size_t)c * ROWS, f1 = f0 + ROWS < F ? f0 + ROWS : F;
+        for (int b = 0; b < B; b++)
+            for (size_t f = f0; f < f1; f++)
+                dst[(size_t)b * F + f] = (float)x[f * ld + b];
+    }
+}
+
 void blas_rows_from_group(real *dst, int ld, int b0, const real *src, int F, int B)
 {
     for (int f = 0; f < F; f++)

@@ -46,6 +46,8 @@
 #include "backends/common/real.h"
 
 #define blas_gather_chwn R(blas_gather_chwn)
+#define blas_chwn_from_nchw R(blas_chwn_from_nchw)
+#define blas_nchw_from_chwn R(blas_nchw_from_chwn)
 #define blas_rows_from_group R(blas_rows_from_group)
 #define blas_group_from_rows R(blas_group_from_rows)
 #define blas_conv_col_floats R(blas_conv_col_floats)
@@ -84,6 +86,11 @@ static inline int blas_out_size(int size, int kernel, int stride)
  * each, scaled to [0,1], into x[pixels][ld] (columns 0..B). */
 void blas_gather_chwn(real *x, int ld, const uint8_t *images, size_t pixels,
                       const int32_t *idx, int first, int B, int threads);
+
+/* Model-parallel stages hand over floats image after image: x[F][ld]
+ * (columns 0..B) <- src[B][F], and dst[B][F] <- x[F][ld]. */
+void blas_chwn_from_nchw(real *x, int ld, const float *src, size_t F, int B, int threads);
+void blas_nchw_from_chwn(float *dst, const real *x, int ld, size_t F, int B, int threads);
 
 /* dst[F][ld] columns b0..b0+B <- src[F][B], and back. */
 void blas_rows_from_group(real *dst, int ld, int b0, const real *src, int F, int B);
