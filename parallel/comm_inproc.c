@@ -15,17 +15,18 @@ typedef struct inproc_member {
     communicator base; /* first: a member is a communicator */
     inproc_group *group;
     host_staging staging;
+    /* Published before the first barrier of a collective, read by the
+     * others after it: the host buffer, its length, the weight, success. */
+    float *data;
+    size_t count;
+    float weight;
+    int ok;
 } inproc_member;
 
 struct inproc_group {
     int size;
     pthread_barrier_t barrier;
     inproc_member *members;
-    /* Published by each member before the first barrier of a collective. */
-    float **data;
-    size_t *count;
-    float *weight;
-    int *ok;
 };
 
 static void sync_all(inproc_group *g) { pthread_barrier_wait(&g->barrier); }
@@ -36,14 +37,18 @@ static int fail(communicator *c, const char *msg)
     return -1;
 }
 
-/* Host pointer for buf: buf itself, or the staging copy of a device buffer.
- * NULL when staging failed (the member still takes part, with no data). */
+/* Publishes the host pointer for buf (buf itself, or the staging copy of a
+ * device buffer) and its length, and returns it. NULL when staging failed:
+ * the member still takes part, with no data and not ok. */
 static float *publish(inproc_member *m, float *buf, size_t n, int copy_in)
 {
     char err[200];
     float *host = staging_in(&m->staging, &m->base, buf, n, copy_in, err, sizeof err);
     if (!host)
         fail(&m->base, err);
+    m->data = host;
+    m->count = n;
+    m->ok = host != NULL;
     return host;
 }
 
@@ -59,7 +64,7 @@ static int copy_back(inproc_member *m, float *buf, size_t n)
 static int all_ready(const inproc_group *g, size_t n)
 {
     for (int r = 0; r < g->size; r++)
-        if (!g->ok[r] || g->count[r] != n)
+        if (!g->members[r].ok || g->members[r].count != n)
             return 0;
     return 1;
 }
@@ -70,10 +75,7 @@ static int inproc_allreduce_sum(communicator *c, float *buf, size_t n, float wei
     inproc_group *g = m->group;
     const int me = c->rank, size = g->size;
     float *host = publish(m, buf, n, 1);
-    g->data[me] = host;
-    g->count[me] = n;
-    g->weight[me] = weight;
-    g->ok[me] = host != NULL;
+    m->weight = weight;
     sync_all(g);
     const int ready = all_ready(g, n);
     if (ready) {
@@ -81,9 +83,9 @@ static int inproc_allreduce_sum(communicator *c, float *buf, size_t n, float wei
         for (size_t i = lo; i < hi; i++) {
             double s = 0.0;
             for (int r = 0; r < size; r++)
-                s += (double)g->weight[r] * g->data[r][i];
+                s += (double)g->members[r].weight * g->members[r].data[i];
             for (int r = 0; r < size; r++)
-                g->data[r][i] = (float)s;
+                g->members[r].data[i] = (float)s;
         }
     }
     sync_all(g);
@@ -100,15 +102,13 @@ static int inproc_broadcast(communicator *c, float *buf, size_t n, int root)
     inproc_group *g = m->group;
     const int me = c->rank;
     float *host = publish(m, buf, n, me == root);
-    g->data[me] = host;
-    g->count[me] = n;
-    g->ok[me] = host != NULL && root >= 0 && root < g->size;
+    m->ok = m->ok && root >= 0 && root < g->size;
     sync_all(g);
     const int ready = all_ready(g, n);
     if (ready && me != root)
-        memcpy(host, g->data[root], sizeof(float) * n);
+        memcpy(host, g->members[root].data, sizeof(float) * n);
     sync_all(g);
-    if (!g->ok[me])
+    if (!m->ok)
         return host ? fail(c, "broadcast root outside the group") : -1;
     if (!ready)
         return fail(c, "another member failed or gave a different length");
@@ -145,11 +145,7 @@ inproc_group *inproc_group_create(int size, memory_space space, const int *devic
         goto oom;
     g->size = size;
     g->members = calloc((size_t)size, sizeof *g->members);
-    g->data = calloc((size_t)size, sizeof *g->data);
-    g->count = calloc((size_t)size, sizeof *g->count);
-    g->weight = calloc((size_t)size, sizeof *g->weight);
-    g->ok = calloc((size_t)size, sizeof *g->ok);
-    if (!g->members || !g->data || !g->count || !g->weight || !g->ok)
+    if (!g->members)
         goto oom;
     if (pthread_barrier_init(&g->barrier, NULL, (unsigned)size) != 0) {
         snprintf(err, err_len, "in-process communicator: cannot create a barrier of %d", size);
@@ -196,9 +192,5 @@ void inproc_group_destroy(inproc_group *g)
         pthread_barrier_destroy(&g->barrier);
         free(g->members);
     }
-    free(g->data);
-    free(g->count);
-    free(g->weight);
-    free(g->ok);
     free(g);
 }
