@@ -275,6 +275,17 @@ void dp_print_support(FILE *f)
                                      users++ ? "," : "", b->name);
     }
     fprintf(f, "%s%s\n", line, users ? "" : " no backend offers it");
+    users = 0;
+    used = (size_t)snprintf(line, sizeof line, "model-parallel and hybrid (--parallel model,hybrid):");
+    for (int i = 0; i < backend_count(); i++) {
+        const backend *b = backend_at(i);
+        if (b->built && !backend_is_peer(b) && !dp_base_name(b) && b->stage_forward &&
+            used < sizeof line)
+            used += (size_t)snprintf(line + used, sizeof line - used, "%s %s",
+                                     users++ ? "," : "", b->name);
+    }
+    fprintf(f, "%s%s; across machines: mpirun -np N ./bench --parallel model (one worker "
+               "per rank)\n", line, users ? "" : " no backend offers it");
     if (world_mpi_built()) {
         char version[128];
         world_mpi_version(version, sizeof version);
