@@ -24,7 +24,7 @@ stats summary using (ok_value("images_per_second")) nooutput
 hi = STATS_max
 stats summary using (index_of(config(0)) > 0 ? worker_mib(0) : NaN) nooutput
 mem_hi = STATS_max
-images(v) = v >= 10000 ? sprintf("%.0fk/s", v / 1000) : sprintf("%.0f/s", v)
+images(v) = v >= 1000 ? sprintf("%.1fk", v / 1000) : sprintf("%.0f", v)
 
 set multiplot layout 2,1 title sprintf("%s training by kind of parallelism (colour: %s)\n%s", \
                                        run_workload, 'single, data, model, hybrid', subtitle)
@@ -34,12 +34,12 @@ set yrange [0:hi * 1.35]
 plot summary using (position(config(0))):(column("images_per_second")): \
          (kind_index(strcol("parallel"))) with boxes lc variable notitle, \
      '' using (position(config(0))):(column("images_per_second")): \
-         (images(column("images_per_second"))) with labels offset 0,0.8 notitle
+         (images(column("images_per_second"))) with labels offset 0,0.8 font ',8' notitle
 set title 'memory of the largest worker (MiB), lower is better'
 set ylabel 'MiB per worker'
 set yrange [0:mem_hi * 1.35]
 plot summary using (position(config(0))):(worker_mib(0)): \
          (kind_index(strcol("parallel"))) with boxes lc variable notitle, \
-     '' using (position(config(0))):(worker_mib(0)):(sprintf("%.1f", worker_mib(0))) \
-         with labels offset 0,0.8 notitle
+     '' using (position(config(0))):(worker_mib(0)):(sprintf("%.0f", worker_mib(0))) \
+         with labels offset 0,0.8 font ',8' notitle
 unset multiplot
