@@ -834,8 +834,12 @@ static void describe(engine *e, char *buf, size_t len)
         }
     else
         snprintf(how, sizeof how, "each worker 1/%d of every layer's filters and units", e->parts);
-    snprintf(buf, len, "%d workers by %s (%s), %d micro-batches, each: %s", e->workers,
+    char input[64] = "";
+    if (e->opt.prefetch > 0)
+        snprintf(input, sizeof input, ", input pipeline %d batches ahead", e->opt.prefetch);
+    snprintf(buf, len, "%d workers by %s (%s), %d micro-batch%s%s, each: %s", e->workers,
              mp_split_name(e->opt.split), how, e->opt.micro_batches,
+             e->opt.micro_batches > 1 ? "es" : "", input,
              e->describe_buf[0] ? e->describe_buf : "-");
 }
 
