@@ -39,6 +39,7 @@ typedef struct stage {
     workload w;
     engine *e;
     float *params;      /* w.param_count: staging between the engine and the whole vector */
+    int device;         /* GPU engines: the worker's device */
     size_t out_size;    /* floats per image of its output */
     size_t out_offset;  /* within layers: where its share starts in the gathered output */
 } stage;
@@ -75,6 +76,7 @@ struct engine {
      * its index, and activations travel as messages; in one process every
      * worker is local and they share the buffers above. */
     int distributed, first_local, local_workers;
+    int gpus; /* GPU engines: devices visible, over which the workers spread */
     float *gathered; /* across ranks, within layers: every rank's share, padded */
     worker_team *team;
     pthread_mutex_t lock;
@@ -502,8 +504,19 @@ static int stage_grads(engine *e, stage *s, int to_engine)
         return 0;
     }
     char err[256];
-    return to_engine ? devmem_to_device(g, s->params, n, e->inner_cfg.device, err, sizeof err)
-                     : devmem_to_host(s->params, g, n, e->inner_cfg.device, err, sizeof err);
+    return to_engine ? devmem_to_device(g, s->params, n, s->device, err, sizeof err)
+                     : devmem_to_host(s->params, g, n, s->device, err, sizeof err);
+}
+
+/* GPU engines: worker i's device, the next one after the configured
+ * device for each worker (each rank's under mpirun), so that workers
+ * spread over the GPUs there are; one GPU takes them all. */
+static int worker_device(const engine *e, int i)
+{
+    if (e->inner->buffer_space != MEM_DEVICE || e->gpus < 2)
+        return e->cfg.device;
+    const int k = e->distributed ? world_local_rank() : i;
+    return (e->cfg.device + k) % e->gpus;
 }
 
 /* The stages worker i holds: (segment, part) pairs. */
@@ -544,14 +557,17 @@ static void run_job(void *ctx, int local)
     for (int k = 0; k < n && !e->ws[i].rc; k++) {
         stage *s = mine[k];
         switch (e->job) {
-        case JOB_CREATE:
-            s->e = backend_create(b, &s->w, &e->inner_cfg, err, sizeof err);
+        case JOB_CREATE: {
+            engine_config c = e->inner_cfg;
+            c.device = s->device = worker_device(e, i);
+            s->e = backend_create(b, &s->w, &c, err, sizeof err);
             if (!s->e) {
                 snprintf(e->ws[i].err, sizeof e->ws[i].err, "worker %d: %s", i,
                          err[0] ? err : "create failed");
                 e->ws[i].rc = -1;
             }
             break;
+        }
         case JOB_DESTROY:
             if (s->e)
                 b->destroy(s->e);
@@ -816,7 +832,9 @@ static void placement(engine *e, int *threads, int *devices, int *replicas)
     worker_stages(e, e->first_local, mine);
     backend_placement(e->inner, mine[0]->e, &t, &d, &r);
     *threads = t * e->workers;
-    *devices = d; /* every worker on the engines' device */
+    *devices = d; /* one engine's; spread workers use as many GPUs as there are workers */
+    if (d > 0 && e->gpus > 1)
+        *devices = e->workers < e->gpus ? e->workers : e->gpus;
     *replicas = 1;
 }
 
@@ -1003,6 +1021,10 @@ static engine *mp_create(const backend *inner, const mp_options *o, const worklo
     e->first_local = e->distributed ? world_rank() : 0;
     e->local_workers = e->distributed ? 1 : e->workers;
     e->micro_cap = (cfg->batch_size + o->micro_batches - 1) / o->micro_batches;
+    if (inner->buffer_space == MEM_DEVICE) {
+        char none[256];
+        e->gpus = devmem_device_count(none, sizeof none); /* 0: create says why */
+    }
     e->inner_cfg = *cfg;
     e->inner_cfg.batch_size = e->micro_cap;
     e->inner_cfg.stage_slots = o->micro_batches;
