@@ -227,6 +227,8 @@ int plan_model_parallel(const run_config *cfg, const backend *b, const backend *
 {
     if (backend_is_peer(b) || dp_base_name(b))
         return 0; /* framework peers and multi-gpu have no stages */
+    /* under mpirun: one worker per rank */
+    const int workers = world_size() > 1 ? world_size() : cfg->workers;
     for (int mode = 0; mode < 2; mode++) {
         const int hybrid = mode == 1;
         if (!(hybrid ? cfg->hybrid_parallel : cfg->model_parallel))
@@ -234,8 +236,6 @@ int plan_model_parallel(const run_config *cfg, const backend *b, const backend *
         for (int s = 0; s < cfg->n_splits; s++)
             for (int m = 0; m < cfg->n_micro_batches; m++)
                 for (int k = 0; k < cfg->n_prefetch; k++) {
-                    /* under mpirun: one worker per rank */
-                    const int workers = world_size() > 1 ? world_size() : cfg->workers;
                     const mp_options o = {
                         .split = cfg->splits[s],
                         .workers = hybrid ? workers / cfg->groups : workers,

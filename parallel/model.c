@@ -186,7 +186,17 @@ int mp_layer_cuts(const workload *w, int workers, int *cut)
 
 /* Sync between workers ------------------------------------------------------ */
 
-/* Marks the job failed with worker i's message and wakes every waiter. */
+/* Across ranks a worker's failure cannot reach the others, who wait for
+ * its messages or collectives: the job ends with the reason instead of
+ * hanging. */
+static void end_job(const char *reason)
+{
+    fprintf(stderr, "bench: model-parallel: %s; ending the job\n", reason);
+    world_abort(1);
+}
+
+/* Marks the job failed with worker i's message and wakes every waiter
+ * (across ranks: ends the job). */
 static void worker_fail(engine *e, int i, const stage *s, const char *what)
 {
     worker_state *w = &e->ws[i];
@@ -194,6 +204,8 @@ static void worker_fail(engine *e, int i, const stage *s, const char *what)
         snprintf(w->err, sizeof w->err, "worker %d: %s: %s", i, what,
                  s && s->e ? e->inner->error(s->e) : "no engine");
     w->rc = -1;
+    if (e->distributed)
+        end_job(w->err);
     pthread_mutex_lock(&e->lock);
     e->failed = 1;
     pthread_cond_broadcast(&e->moved);
@@ -284,13 +296,12 @@ static size_t boundary_bytes(const engine *e, int s, int m)
     return sizeof(float) * (size_t)e->mb_count[m] * e->size[s];
 }
 
-/* Across ranks a worker's failure cannot reach the others, who wait for
- * its messages: the job ends with the reason instead of hanging. */
-static int link_failed(engine *e, int i, const char *what)
+/* A message between ranks that could not go: the job ends (end_job). */
+static int link_failed(int i, const char *what)
 {
-    fprintf(stderr, "bench: model-parallel: worker %d: %s failed; ending the job\n", i, what);
-    world_abort(1);
-    (void)e;
+    char reason[128];
+    snprintf(reason, sizeof reason, "worker %d: %s failed", i, what);
+    end_job(reason);
     return -1;
 }
 
@@ -302,7 +313,7 @@ static int pass_activation(engine *e, int k, int m)
         return 0;
     }
     if (world_send_bytes(e->act[k + 1][m], boundary_bytes(e, k + 1, m), k + 1))
-        return link_failed(e, k, "sending activations");
+        return link_failed(k, "sending activations");
     return 0;
 }
 
@@ -312,7 +323,7 @@ static int receive_activation(engine *e, int k, int m)
     if (!e->distributed)
         return wait_for(e, &e->fwd_done[k], m + 1);
     if (world_recv_bytes(e->act[k][m], boundary_bytes(e, k, m), k - 1))
-        return link_failed(e, k, "receiving activations");
+        return link_failed(k, "receiving activations");
     return 0;
 }
 
@@ -324,7 +335,7 @@ static int pass_gradient(engine *e, int k, int m)
         return 0;
     }
     if (world_send_bytes(e->grad[k][m], boundary_bytes(e, k, m), k - 1))
-        return link_failed(e, k, "sending gradients");
+        return link_failed(k, "sending gradients");
     return 0;
 }
 
@@ -334,7 +345,7 @@ static int receive_gradient(engine *e, int k, int m)
     if (!e->distributed)
         return wait_for(e, &e->bwd_done[k + 1], m + 1);
     if (world_recv_bytes(e->grad[k + 1][m], boundary_bytes(e, k + 1, m), k + 1))
-        return link_failed(e, k, "receiving gradients");
+        return link_failed(k, "receiving gradients");
     return 0;
 }
 
@@ -355,8 +366,6 @@ static void layers_program(engine *e, int k, int train)
         if (e->inner->stage_forward(s->e, m, segment_input(e, k, m), e->mb_count[m],
                                     e->act[k + 1][m])) {
             worker_fail(e, k, s, "stage_forward");
-            if (e->distributed)
-                link_failed(e, k, e->ws[k].err);
             return;
         }
         if (k < last) {
@@ -373,8 +382,6 @@ static void layers_program(engine *e, int k, int train)
         if (e->inner->stage_backward(s->e, m, e->grad[k + 1][m], k ? e->grad[k][m] : NULL,
                                      m > 0)) {
             worker_fail(e, k, s, "stage_backward");
-            if (e->distributed)
-                link_failed(e, k, e->ws[k].err);
             return;
         }
         if (k > 0 && pass_gradient(e, k, m))
@@ -409,7 +416,7 @@ static void gather_shares(engine *e, int s, int i, int m)
         block = e->st[s][p].out_size > block ? e->st[s][p].out_size : block;
     block *= (size_t)n;
     if (world_allgather_bytes(e->ws[i].share_out, sizeof(float) * block, e->gathered))
-        link_failed(e, i, "gathering activations");
+        link_failed(i, "gathering activations");
     for (int p = 0; p < e->parts; p++) {
         const stage *st = &e->st[s][p];
         copy_share(e->act[s + 1][m], e->gathered + p * block, n, e->size[s + 1], st->out_size,
@@ -426,7 +433,7 @@ static void sum_input_gradients(engine *e, int s, int i, int m)
     const size_t count = (size_t)n * e->size[s];
     if (e->distributed) {
         if (world_allreduce_floats(e->ws[i].part_din, count))
-            link_failed(e, i, "adding input gradients");
+            link_failed(i, "adding input gradients");
         memcpy(e->grad[s][m], e->ws[i].part_din, sizeof(float) * count);
         return;
     }
@@ -457,11 +464,8 @@ static void filters_program(engine *e, int i, int train)
         pthread_barrier_wait(&e->barrier);
         for (int s = 0; s < S; s++) {
             stage *st = &e->st[s][i];
-            if (!w->rc && e->inner->stage_forward(st->e, m, segment_input(e, s, m), n, w->share_out)) {
+            if (!w->rc && e->inner->stage_forward(st->e, m, segment_input(e, s, m), n, w->share_out))
                 worker_fail(e, i, st, "stage_forward");
-                if (e->distributed)
-                    link_failed(e, i, w->err);
-            }
             if (!w->rc)
                 gather_shares(e, s, i, m);
             pthread_barrier_wait(&e->barrier);
@@ -480,11 +484,8 @@ static void filters_program(engine *e, int i, int train)
                 copy_share(e->grad[s + 1][m], w->share_dout, n, e->size[s + 1], st->out_size,
                            st->out_offset, 0);
                 if (e->inner->stage_backward(st->e, m, w->share_dout, s ? w->part_din : NULL,
-                                             m > 0)) {
+                                             m > 0))
                     worker_fail(e, i, st, "stage_backward");
-                    if (e->distributed)
-                        link_failed(e, i, w->err);
-                }
             }
             if (s > 0)
                 sum_input_gradients(e, s, i, m);
@@ -1129,12 +1130,6 @@ const mp_options *mp_options_of(const backend *b)
 {
     const wrapped_backend *w = wrapper_from(b, &mp_entries);
     return w ? options_of(w) : NULL;
-}
-
-const backend *mp_inner(const backend *b)
-{
-    const wrapped_backend *w = wrapper_from(b, &mp_entries);
-    return w ? w->inner : NULL;
 }
 
 const backend *mp_wrap(const backend *inner, const mp_options *o, const char *name)

@@ -57,10 +57,8 @@ const char *mp_split_name(mp_split s);
  * ends. NULL when out of memory. */
 const backend *mp_wrap(const backend *inner, const mp_options *o, const char *name);
 
-/* For a backend made by mp_wrap: its options and the backend it splits
- * (else NULL). */
+/* For a backend made by mp_wrap: its options (else NULL). */
 const mp_options *mp_options_of(const backend *b);
-const backend *mp_inner(const backend *b);
 
 /* For an engine made by an mp_wrap backend: what worker i holds (its
  * engines' memory_use and the exchange buffers it needs), 0; -1 when i is
