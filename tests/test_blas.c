@@ -224,6 +224,14 @@ static void to_chwn(float *out, const float *in, int B, int C, int HW)
                 out[((size_t)c * HW + p) * B + b] = in[((size_t)b * C + c) * HW + p];
 }
 
+static void to_nchw(float *out, const float *in, int B, int C, int HW)
+{
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++)
+            for (int p = 0; p < HW; p++)
+                out[((size_t)b * C + c) * HW + p] = in[((size_t)c * HW + p) * B + b];
+}
+
 static void fill(float *x, size_t n, rng *r)
 {
     for (size_t i = 0; i < n; i++)
@@ -271,7 +279,7 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     for (size_t i = 0; i < n_out; i++) /* whatever was there must go */
         out_c[i] = 12345.0f;
     blas_conv_forward(out_c, col, in_c, wb, dcol, B, C, H, W, K, kernel, stride, threads);
-    blas_conv_backward_params(dwb, dout_c, col, in_c, B, C, H, W, K, kernel, stride);
+    blas_conv_backward_params(dwb, dout_c, col, in_c, B, C, H, W, K, kernel, stride, threads);
     for (size_t i = 0; i < n_in; i++) /* whatever was there must go */
         din_c[i] = 12345.0f;
     blas_conv_backward_data(din_c, dcol, dout_c, wb, B, C, H, W, K, kernel, stride, threads);
@@ -279,12 +287,51 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
         memcpy(dw_c + (size_t)k * R, dwb + (size_t)k * (R + 1), sizeof(float) * R);
         db_c[k] = dwb[(size_t)k * (R + 1) + R];
     }
-    /* compare in CHWN */
-    float *expect_out = floats(n_out), *expect_din = floats(n_in);
-    to_chwn(expect_out, out_n, B, K, OH * OW);
-    to_chwn(expect_din, din_n, B, C, H * W);
-    assert_close(expect_out, out_c, n_out, "conv forward");
-    assert_close(expect_din, din_c, n_in, "conv backward to data");
+    /* The outputs and input gradients are sums of up to C x k x k (or
+     * K x k x k) terms, which naive and blas add in different orders; both
+     * are held to the sums in double, within 1e-5 of the terms' sizes. */
+    float *got_out = floats(n_out), *got_din = floats(n_in);
+    to_nchw(got_out, out_c, B, K, OH * OW);
+    to_nchw(got_din, din_c, B, C, H * W);
+    double *sum_out = calloc(n_out, sizeof(double)), *size_out = calloc(n_out, sizeof(double));
+    double *sum_din = calloc(n_in, sizeof(double)), *size_din = calloc(n_in, sizeof(double));
+    assert_non_null(sum_out), assert_non_null(size_out);
+    assert_non_null(sum_din), assert_non_null(size_din);
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < K; k++)
+            for (int oy = 0; oy < OH; oy++)
+                for (int ox = 0; ox < OW; ox++) {
+                    const size_t o = (((size_t)b * K + k) * OH + oy) * OW + ox;
+                    sum_out[o] = bias[k], size_out[o] = fabs(bias[k]);
+                    for (int c = 0; c < C; c++)
+                        for (int ki = 0; ki < kernel; ki++)
+                            for (int kj = 0; kj < kernel; kj++) {
+                                const size_t at = (((size_t)b * C + c) * H + oy * stride + ki) * W +
+                                                  ox * stride + kj;
+                                const double x = in[at],
+                                             wt = w[(((size_t)k * C + c) * kernel + ki) * kernel + kj];
+                                sum_out[o] += wt * x, size_out[o] += fabs(wt * x);
+                                sum_din[at] += wt * dout[o], size_din[at] += fabs(wt * dout[o]);
+                            }
+                }
+    const struct {
+        const char *what;
+        size_t n;
+        const double *sum, *size;
+        const float *naive, *blas;
+    } results[] = {{"output", n_out, sum_out, size_out, out_n, got_out},
+                   {"input gradient", n_in, sum_din, size_din, din_n, got_din}};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t i = 0; i < results[t].n; i++) {
+            const double sum = results[t].sum[i], tol = 1e-5 * results[t].size[i] + 1e-6;
+            if (!(fabs(results[t].naive[i] - sum) <= tol) ||
+                !(fabs(results[t].blas[i] - sum) <= tol))
+                fail_msg("conv %s [%zu]: double %.8g, naive %.8g, blas %.8g (terms' sizes "
+                         "sum to %.4g)",
+                         results[t].what, i, sum, results[t].naive[i], results[t].blas[i],
+                         results[t].size[i]);
+        }
+    free(sum_out), free(size_out), free(sum_din), free(size_din);
     /* The weight and bias gradients sum B x OH x OW terms each (9,216 for
      * conv1), which naive adds in one long chain, off by up to 7e-5 of the
      * result; so both are held to sums in double, within 1e-5 of the sum
@@ -314,7 +361,7 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
         }
     float *all[] = {in,   w,    bias, dout,       scratch,    out_n, din_n,
                     dw_n, db_n, in_c, dout_c,     out_c,      din_c, dw_c,
-                    db_c, col,  dcol, expect_out, expect_din, wb,    dwb};
+                    db_c, col,  dcol, got_out, got_din, wb,    dwb};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
@@ -326,10 +373,14 @@ static void conv_layer_matches_naive(void **state)
     check_conv(3, 2, 9, 11, 4, 3, 2, 2);
     check_conv(5, 3, 12, 12, 6, 5, 1, 2); /* conv2's kind */
     check_conv(17, 1, 8, 8, 3, 1, 1, 1);  /* 1x1 kernel, odd batch */
-    check_conv(3, 20, 8, 7, 7, 5, 1, 2);  /* deep enough for the transposed products */
-    check_conv(16, 1, 28, 28, 20, 5, 1, 2); /* conv1: direct, whole vectors */
+    check_conv(3, 20, 9, 9, 7, 5, 2, 2);  /* GEMMs through the transposed products */
+    check_conv(16, 1, 28, 28, 20, 5, 1, 2); /* conv1: direct, whole tiles */
+    check_conv(16, 20, 12, 12, 50, 5, 1, 1); /* conv2 on a group of 16 images */
+    check_conv(16, 20, 12, 12, 50, 5, 1, 2); /* its input gradient split by channels */
     check_conv(5, 2, 10, 9, 3, 3, 1, 1);    /* direct, odd sizes, one channel left */
+    check_conv(3, 20, 8, 7, 13, 5, 1, 2);   /* partial row blocks, odd columns */
     check_conv(2, 1, 12, 12, 3, 9, 1, 1);   /* direct, a kernel above 8 wide */
+    check_conv(2, 2, 6, 6, 260, 3, 1, 1);   /* more channels than the packed copy takes */
     check_conv(2, 6, 9, 9, 5, 5, 2, 1);   /* and with stride 2 */
 }
 

@@ -389,7 +389,7 @@ static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, 
     case LAYER_CONV: {
         real *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
         blas_conv_backward_params(part, d, col_block(e, i, b0), group_block(e->act[i], l->in, b0), n, l->in.c, l->in.h, l->in.w, l->units,
-                                  l->kernel, l->stride);
+                                  l->kernel, l->stride, threads);
         if (d_in)
             blas_conv_backward_data(d_in, d_col, d, e->weight_bias[i], n, l->in.c, l->in.h,
                                     l->in.w, l->units, l->kernel, l->stride, threads);

@@ -155,7 +155,9 @@ size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, i
     const size_t col = blas_conv_col_floats(B, C, H, W, kernel, stride);
     const size_t out_t = (size_t)K * blas_out_size(H, kernel, stride) *
                          blas_out_size(W, kernel, stride) * B;
-    return col > out_t ? col : out_t;
+    const size_t weights_t = (size_t)K * C * kernel * kernel; /* the direct input gradient's */
+    const size_t most = col > out_t ? col : out_t;
+    return most > weights_t ? most : weights_t;
 }
 
 /* dst[cols][rows] = src[rows][cols], in blocks that stay in L1. */
@@ -212,16 +214,18 @@ static void row_sums(real *out, const real *in, int rows, size_t n, int threads)
 
 void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const real *col,
                                const real *in, int B, int C, int H, int W, int K, int kernel,
-                               int stride)
+                               int stride, int threads)
 {
 #ifdef LB_REAL_PLAIN /* the direct convolutions are float code; fp64 and bf16 use GEMMs */
     if (blas_conv_direct_suits(C, kernel, stride)) {
-        blas_conv_direct_backward_params(d_weight_bias, d_out, in, B, C, H, W, K, kernel);
+        blas_conv_direct_backward_params(d_weight_bias, d_out, in, B, C, H, W, K, kernel,
+                                         threads);
         return;
     }
 #else
     (void)in; /* read by the direct path only */
 #endif
+    (void)threads; /* OpenBLAS's own count */
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
     /* d_weight_bias[K][R + 1] = d_out[K][N] * col[R + 1][N]^T; the row of
@@ -236,6 +240,13 @@ void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
                              const real *weight_bias, int B, int C, int H, int W, int K,
                              int kernel, int stride, int threads)
 {
+#ifdef LB_REAL_PLAIN
+    if (blas_conv_direct_suits(C, kernel, stride)) {
+        blas_conv_direct_backward_data(d_in, d_out, weight_bias, d_col, B, C, H, W, K, kernel,
+                                       threads);
+        return; /* d_col holds the weights transposed */
+    }
+#endif
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
     /* d_col[R][N] = weight^T * d_out, the weights being the first R columns

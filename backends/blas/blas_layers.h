@@ -116,7 +116,7 @@ void blas_conv_forward(real *out, real *col, const real *in, const real *weight_
 /* d_weight_bias[K][R + 1]: the weight and bias gradients of these B images. */
 void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const real *col,
                                const real *in, int B, int C, int H, int W, int K, int kernel,
-                               int stride);
+                               int stride, int threads);
 /* d_in[C][H][W][B] from d_out[K][OH][OW][B]. */
 void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
                              const real *weight_bias, int B, int C, int H, int W, int K,

@@ -1,18 +1,17 @@
-/* Convolutions computed directly, without unfolding the input, for layers
- * whose outputs each take few inputs (conv1: 25). As a GEMM such a layer
- * has an inner dimension of 26, too shallow for OpenBLAS to reach speed
- * (24 GFLOP/s on a Zen core that runs deep products at 34), and the
- * unfolded input it multiplies is 26 times the size of the images. Here
- * two output channels' rows are held in registers while every input
- * contributes, so the images are read from cache and nothing is unfolded.
+/* Stride-1 convolutions computed directly from the images (conv_direct.c
+ * says how): no unfolded copy of the input (26 times the images for
+ * conv1, 25 times conv2's input), and no GEMM whose operands OpenBLAS
+ * packs, zeroes and transposes around a product of LeNet's small shapes.
  *
  * Layout and conventions as blas_layers.h: CHWN, stride 1, weight_bias
- * [K][R + 1] with each channel's bias last; outputs overwritten. */
+ * [K][R + 1] with each channel's bias last; outputs overwritten; `threads`
+ * OpenMP threads (1 inside a parallel region), the same floats for any
+ * count. */
 #ifndef LB_CONV_DIRECT_H
 #define LB_CONV_DIRECT_H
 
 /* 1 when a layer of C input channels, this kernel and stride is computed
- * here: stride 1 and C * kernel^2 + 1 below 128. */
+ * here: every stride-1 convolution. */
 int blas_conv_direct_suits(int C, int kernel, int stride);
 
 /* out[K][OH][OW][B] from in[C][H][W][B]. */
@@ -22,6 +21,12 @@ void blas_conv_direct_forward(float *out, const float *in, const float *weight_b
 /* d_weight_bias[K][R + 1] from d_out[K][OH][OW][B] and in[C][H][W][B]. */
 void blas_conv_direct_backward_params(float *d_weight_bias, const float *d_out,
                                       const float *in, int B, int C, int H, int W, int K,
-                                      int kernel);
+                                      int kernel, int threads);
+
+/* d_in[C][H][W][B] from d_out[K][OH][OW][B]; scratch holds K * C *
+ * kernel^2 floats (the weights transposed). */
+void blas_conv_direct_backward_data(float *d_in, const float *d_out, const float *weight_bias,
+                                    float *scratch, int B, int C, int H, int W, int K,
+                                    int kernel, int threads);
 
 #endif
