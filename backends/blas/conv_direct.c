@@ -45,14 +45,27 @@ enum { WK = 2, WT = 5 };
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
+/* Unaligned loads and stores; with AVX as the intrinsics, which GCC emits
+ * whole (tuned for Zen 1 it splits a plain 256-bit store in two). */
 ALWAYS_INLINE vec load(const float *p)
 {
+#if defined(__AVX__) && !defined(__AVX512F__)
+    return (vec)_mm256_loadu_ps(p);
+#else
     vec v;
     memcpy(&v, p, sizeof v);
     return v;
+#endif
 }
 
-ALWAYS_INLINE void store(float *p, vec v) { memcpy(p, &v, sizeof v); }
+ALWAYS_INLINE void store(float *p, vec v)
+{
+#if defined(__AVX__) && !defined(__AVX512F__)
+    _mm256_storeu_ps(p, (__m256)v);
+#else
+    memcpy(p, &v, sizeof v);
+#endif
+}
 
 ALWAYS_INLINE vec splat(float x)
 {
@@ -167,6 +180,11 @@ ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int a
     }
 }
 
+/* Where block b of `blocks` nearly equal blocks of n rows starts: ceil(n /
+ * MR) blocks of at most MR rows each, none much smaller than the others
+ * (a block of few rows has few accumulators to hide the FMA latency). */
+static int block_start(int n, int blocks, int b) { return (int)((long)n * b / blocks); }
+
 /* row_tile with m and nv constants in each branch. */
 static void tile(int m, int nv, float *const *rows, int add, const float *init, const float *a,
                  ptrdiff_t a_tap, ptrdiff_t a_row, const float *b, const walk *wk)
@@ -209,7 +227,7 @@ void blas_conv_direct_forward(float *out, const float *in, const float *weight_b
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads) if (threads > 1)
     for (int kb = 0; kb < blocks; kb++)
         for (int y = 0; y < OH; y++) {
-            const int k0 = kb * MR, m = K - k0 < MR ? K - k0 : MR;
+            const int k0 = block_start(K, blocks, kb), m = block_start(K, blocks, kb + 1) - k0;
             float *rows[MR], bias[MR];
             for (int i = 0; i < m; i++) {
                 rows[i] = out + (size_t)(k0 + i) * plane_out + (size_t)y * row;
@@ -257,8 +275,9 @@ static void input_gradient_rows(float *d_in, const float *d_out, const float *w_
         }
         /* tap r0's place, then each next one's, counted up (no divisions) */
         int c = r0 / (kernel * kernel), ki = r0 / kernel % kernel, kj = r0 % kernel;
-        for (int r = r0; r < r1; r += MR) {
-            const int m = r1 - r < MR ? r1 - r : MR;
+        const int blocks = (r1 - r0 + MR - 1) / MR;
+        for (int rb = 0, r = r0; rb < blocks; rb++) {
+            const int m = r0 + block_start(r1 - r0, blocks, rb + 1) - r;
             float *rows[MR];
             for (int i = 0; i < m; i++) {
                 rows[i] = d_in + c * plane_in + ((size_t)(oy + ki) * W + kj) * B + j;
@@ -266,6 +285,7 @@ static void input_gradient_rows(float *d_in, const float *d_out, const float *w_
                     ki = 0, c++;
             }
             tile(m, nv, rows, 1, NULL, w_t + (size_t)r * K, 1, K, b, &wk);
+            r += m;
         }
     }
 }
@@ -295,6 +315,23 @@ void blas_conv_direct_backward_data(float *d_in, const float *d_out, const float
     }
 }
 
+/* The columns of each row from `from` on that weight_tile leaves (fewer
+ * than a vector), summed into tail[i * WT + t]; out of line, so that its
+ * registers do not crowd the tile's accumulators. */
+static __attribute__((noinline)) void weight_tail(float *tail, int mk, int nt,
+                                                  const float *const *g,
+                                                  const float *const *runs, int B, int H,
+                                                  int W, int kernel, size_t from)
+{
+    const int OH = H - kernel + 1, OW = W - kernel + 1;
+    const size_t row = (size_t)OW * B;
+    for (int y = 0; y < OH; y++)
+        for (size_t j = from; j < row; j++)
+            for (int i = 0; i < mk; i++)
+                for (int t = 0; t < nt; t++)
+                    tail[i * WT + t] += g[i][(size_t)y * row + j] * runs[t][(size_t)y * W * B + j];
+}
+
 /* d_weight[k][r] for channels k0..k0+mk and taps r0..r0+nt: each the dot
  * product of channel k's output gradient with tap r's runs, row by row.
  * mk and nt are constants where this is inlined. */
@@ -305,53 +342,51 @@ ALWAYS_INLINE void weight_tile(const int mk, const int nt, float *d_weight_bias,
     (void)K;
     const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
     const size_t row = (size_t)OW * B, plane_out = (size_t)OH * row;
-    const float *runs[WT];
+    const size_t whole = row / VL * VL; /* the columns taken a vector at a time */
+    const float *runs[WT], *g[WK];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         const int r = r0 + t, c = r / (kernel * kernel), ki = r / kernel % kernel,
                   kj = r % kernel;
         runs[t] = in + ((size_t)(c * H + ki) * W + kj) * B;
     }
+#pragma GCC unroll 4
+    for (int i = 0; i < mk; i++)
+        g[i] = d_out + (size_t)(k0 + i) * plane_out;
     vec acc[WK][WT];
-    float tail[WK][WT];
 #pragma GCC unroll 4
     for (int i = 0; i < mk; i++)
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++)
-            acc[i][t] = splat(0.0f), tail[i][t] = 0.0f;
+            acc[i][t] = splat(0.0f);
+    /* nothing but the vectors in this loop, so that every accumulator
+     * stays in its register from the first row to the last */
     for (int y = 0; y < OH; y++) {
-        const float *g[WK];
-#pragma GCC unroll 4
-        for (int i = 0; i < mk; i++)
-            g[i] = d_out + (size_t)(k0 + i) * plane_out + (size_t)y * row;
-        const size_t at = (size_t)y * W * B;
-        size_t j = 0;
-        for (; j + VL <= row; j += VL) {
+        const size_t out_at = (size_t)y * row, in_at = (size_t)y * W * B;
+        for (size_t j = 0; j < whole; j += VL) {
             vec e[WK];
 #pragma GCC unroll 4
             for (int i = 0; i < mk; i++)
-                e[i] = load(g[i] + j);
+                e[i] = load(g[i] + out_at + j);
 #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) {
-                vec s = load(runs[t] + at + j);
+                vec s = load(runs[t] + in_at + j);
                 in_register(&s); /* one load for every channel, not one each */
 #pragma GCC unroll 4
                 for (int i = 0; i < mk; i++)
                     acc[i][t] += e[i] * s;
             }
         }
-        for (; j < row; j++)
-#pragma GCC unroll 8
-            for (int t = 0; t < nt; t++)
-#pragma GCC unroll 4
-                for (int i = 0; i < mk; i++)
-                    tail[i][t] += g[i][j] * runs[t][at + j];
     }
+    float tail[WK * WT] = {0};
+    if (whole < row)
+        weight_tail(tail, mk, nt, g, runs, B, H, W, kernel, whole);
 #pragma GCC unroll 4
     for (int i = 0; i < mk; i++)
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++)
-            d_weight_bias[(size_t)(k0 + i) * (R + 1) + r0 + t] = sum_lanes(acc[i][t]) + tail[i][t];
+            d_weight_bias[(size_t)(k0 + i) * (R + 1) + r0 + t] =
+                sum_lanes(acc[i][t]) + tail[i * WT + t];
 }
 
 static void weight_block(int mk, int nt, float *d_weight_bias, const float *d_out,
