@@ -380,7 +380,7 @@ static void conv_layer_matches_naive(void **state)
     check_conv(5, 2, 10, 9, 3, 3, 1, 1);    /* direct, odd sizes, one channel left */
     check_conv(3, 20, 8, 7, 13, 5, 1, 2);   /* partial row blocks, odd columns */
     check_conv(2, 1, 12, 12, 3, 9, 1, 1);   /* direct, a kernel above 8 wide */
-    check_conv(2, 2, 6, 6, 260, 3, 1, 1);   /* more channels than the packed copy takes */
+    check_conv(2, 2, 6, 6, 260, 3, 1, 1);   /* many output channels, few rows */
     check_conv(2, 6, 9, 9, 5, 5, 2, 1);   /* and with stride 2 */
 }
 

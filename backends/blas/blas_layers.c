@@ -155,9 +155,14 @@ size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, i
     const size_t col = blas_conv_col_floats(B, C, H, W, kernel, stride);
     const size_t out_t = (size_t)K * blas_out_size(H, kernel, stride) *
                          blas_out_size(W, kernel, stride) * B;
-    const size_t weights_t = (size_t)K * C * kernel * kernel; /* the direct input gradient's */
     const size_t most = col > out_t ? col : out_t;
-    return most > weights_t ? most : weights_t;
+#ifdef LB_REAL_PLAIN
+    if (blas_conv_direct_suits(C, kernel, stride)) {
+        const size_t direct = blas_conv_direct_scratch_floats(B, C, H, W, K, kernel);
+        return most > direct ? most : direct;
+    }
+#endif
+    return most;
 }
 
 /* dst[cols][rows] = src[rows][cols], in blocks that stay in L1. */
@@ -244,7 +249,7 @@ void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
     if (blas_conv_direct_suits(C, kernel, stride)) {
         blas_conv_direct_backward_data(d_in, d_out, weight_bias, d_col, B, C, H, W, K, kernel,
                                        threads);
-        return; /* d_col holds the weights transposed */
+        return; /* d_col is its scratch */
     }
 #endif
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);

@@ -116,22 +116,22 @@ ALWAYS_INLINE void in_register(vec *v)
 #endif
 }
 
-/* The runs a tile reads, in the order of the weights: a walk of three
- * nested counts and strides (c, ki, kj for the forward pass; the output
- * channels alone for the input gradient). */
+/* The taps a tile sums over: a walk of three nested levels, each with its
+ * count, the step of the runs (b) and the step of the weights (a) from one
+ * value of that level to the next. */
 typedef struct walk {
     int count[3];
-    ptrdiff_t stride[3];
+    ptrdiff_t b_step[3], a_step[3];
 } walk;
 
 /* rows[i] (i < m, at most MR) gets, for columns [0, width), the sum over
- * the walk's runs t of a[t * a_tap + i * a_row] * run_t[column], plus
- * init[i], stored (add == 0) or added to what is there. width is nv
- * vectors, or one column for nv == 0. m and nv are constants where this
- * is inlined, so the accumulators live in registers. */
+ * the walk's taps of a_tap[i * a_row] * b_tap[column], plus init[i] (or
+ * 0), stored (add == 0) or added to what is there. width is nv vectors, or
+ * one column for nv == 0. m and nv are constants where this is inlined,
+ * so the accumulators live in registers. */
 ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int add,
-                            const float *init, const float *a, ptrdiff_t a_tap,
-                            ptrdiff_t a_row, const float *b, const walk *wk)
+                            const float *init, const float *a, ptrdiff_t a_row,
+                            const float *b, const walk *wk)
 {
     const int lanes = nv ? nv : 1;
     vec acc[MR][NV];
@@ -146,13 +146,14 @@ ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int a
     const walk w = *wk; /* a copy the stores below cannot change */
     for (int u0 = 0; u0 < w.count[0]; u0++)
         for (int u1 = 0; u1 < w.count[1]; u1++) {
-            const float *s = b + u0 * w.stride[0] + u1 * w.stride[1];
-            for (int u2 = 0; u2 < w.count[2]; u2++, a += a_tap, s += w.stride[2]) {
+            const float *s = b + u0 * w.b_step[0] + u1 * w.b_step[1];
+            const float *t = a + u0 * w.a_step[0] + u1 * w.a_step[1];
+            for (int u2 = 0; u2 < w.count[2]; u2++, s += w.b_step[2], t += w.a_step[2]) {
                 if (!nv) {
                     const float x = *s;
 #pragma GCC unroll 8
                     for (int i = 0; i < m; i++)
-                        one[i] += a[i * a_row] * x;
+                        one[i] += t[i * a_row] * x;
                     continue;
                 }
                 vec x[NV];
@@ -161,10 +162,10 @@ ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int a
                     x[v] = load(s + v * VL);
 #pragma GCC unroll 8
                 for (int i = 0; i < m; i++) {
-                    const vec w = splat_at(a + i * a_row);
+                    const vec wt = splat_at(t + i * a_row);
 #pragma GCC unroll 4
                     for (int v = 0; v < nv; v++)
-                        acc[i][v] += w * x[v];
+                        acc[i][v] += wt * x[v];
                 }
             }
         }
@@ -187,11 +188,11 @@ static int block_start(int n, int blocks, int b) { return (int)((long)n * b / bl
 
 /* row_tile with m and nv constants in each branch. */
 static void tile(int m, int nv, float *const *rows, int add, const float *init, const float *a,
-                 ptrdiff_t a_tap, ptrdiff_t a_row, const float *b, const walk *wk)
+                 ptrdiff_t a_row, const float *b, const walk *wk)
 {
 #define TILE_CASE(M, NVEC)                                                                   \
     if (m == M && nv == NVEC) {                                                              \
-        row_tile(M, NVEC, rows, add, init, a, a_tap, a_row, b, wk);                          \
+        row_tile(M, NVEC, rows, add, init, a, a_row, b, wk);                                 \
         return;                                                                              \
     }
 #define TILE_CASES(M) TILE_CASE(M, 0) TILE_CASE(M, 1) TILE_CASE(M, 2)
@@ -220,7 +221,10 @@ void blas_conv_direct_forward(float *out, const float *in, const float *weight_b
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
     const size_t row = (size_t)OW * B, plane_out = (size_t)OH * row;
-    const walk wk = {{C, kernel, kernel}, {(ptrdiff_t)H * W * B, (ptrdiff_t)W * B, B}};
+    /* taps (c, ki, kj): runs a plane, a row and an image column apart */
+    const walk wk = {{C, kernel, kernel},
+                     {(ptrdiff_t)H * W * B, (ptrdiff_t)W * B, B},
+                     {kernel * kernel, kernel, 1}};
     const int blocks = (K + MR - 1) / MR;
     /* a block of output channels at a time: their weights stay in L1 while
      * the runs of consecutive tiles overlap (kj shifts them by B) */
@@ -240,52 +244,60 @@ void blas_conv_direct_forward(float *out, const float *in, const float *weight_b
                 float *at[MR];
                 for (int i = 0; i < m; i++)
                     at[i] = rows[i] + j;
-                tile(m, nv, at, 0, bias, a, 1, R + 1, b + j, &wk);
+                tile(m, nv, at, 0, bias, a, R + 1, b + j, &wk);
             }
         }
 }
 
-/* Output channels whose gradient columns input_gradient_rows copies
- * together (a few KiB on the stack); more are read where they are. */
-enum { PACK_MAX_K = 256 };
+/* Floats between the output gradient's rows as the input gradient reads
+ * them (out_rows): 16 more than a row, so that the rows of a tile's taps
+ * do not fall on a few sets of the L1 cache (a row of LeNet's is a power
+ * of two bytes long). */
+enum { ROW_PAD = 16 };
 
-/* The unfolded gradient's rows [r0, r1) (taps (c, ki, kj) in order) for
- * output row oy, w^T d_out, added into d_in where each came from; w_t is
- * the weights transposed, [R][K]. Each column tile's gradients are first
- * copied together: the output channels' planes lie a power of two apart
- * for LeNet's shapes (4 KiB at 16 images), so read in place they would all
- * compete for one set of the L1 cache. */
-static void input_gradient_rows(float *d_in, const float *d_out, const float *w_t, int B,
-                                int H, int W, int K, int kernel, int oy, int r0, int r1)
+size_t blas_conv_direct_scratch_floats(int B, int C, int H, int W, int K, int kernel)
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1;
-    const size_t row = (size_t)OW * B, plane_in = (size_t)H * W * B, plane_out = OH * row;
-    const int pack = K <= PACK_MAX_K;
-    float packed[pack ? PACK_MAX_K * NR : 1] __attribute__((aligned(64)));
+    return (size_t)K * C * kernel * kernel + (size_t)OH * K * ((size_t)OW * B + ROW_PAD);
+}
+
+/* The input gradient row by row: d_in[c][iy][kj * B + n] gets, for each
+ * kj, the sum over the output channels k and the kernel rows ki that reach
+ * row iy of w[k][c][ki][kj] * d_out[k][iy - ki][n]. A tile is the kj of a
+ * channel (rows) by a column tile, summing over (ki, k): up to kernel x K
+ * taps, so that each element of d_in takes a few additions (one per kj),
+ * not one per tap. The tile's output-gradient rows are the same for every
+ * channel, so the channels are the innermost loop but one. */
+static void input_gradient_row(float *d_in, const float *out_rows, const float *w_t, int B,
+                               int H, int W, int K, int kernel, int iy, int c0, int c1)
+{
+    const int OH = H - kernel + 1, OW = W - kernel + 1;
+    const size_t row = (size_t)OW * B, ld = row + ROW_PAD, plane_in = (size_t)H * W * B;
+    const int ki_lo = iy - (OH - 1) > 0 ? iy - (OH - 1) : 0;
+    const int ki_hi = iy < kernel - 1 ? iy : kernel - 1;
+    /* taps (ki, k): the output rows iy - ki, going up; the weights
+     * w_t[((c * kernel + ki) * kernel + kj) * K + k] */
+    const walk wk = {{1, ki_hi - ki_lo + 1, K},
+                     {0, -(ptrdiff_t)(K * ld), (ptrdiff_t)ld},
+                     {0, (ptrdiff_t)kernel * K, 1}};
+    const float *b = out_rows + (size_t)(iy - ki_lo) * K * ld;
+    for (int c = c0; c < c1; c++)
+        memset(d_in + c * plane_in + (size_t)iy * W * B, 0, sizeof(float) * W * B);
+    const int blocks = (kernel + MR - 1) / MR;
     int cols;
     for (size_t j = 0; j < row; j += cols) {
         const int nv = tile_at(j, row, &cols);
-        const float *b = d_out + (size_t)oy * row + j;
-        walk wk = {{1, 1, K}, {0, 0, (ptrdiff_t)plane_out}};
-        if (pack) {
-            for (int k = 0; k < K; k++)
-                memcpy(packed + (size_t)k * cols, b + k * plane_out, sizeof(float) * cols);
-            b = packed;
-            wk.stride[2] = cols;
-        }
-        /* tap r0's place, then each next one's, counted up (no divisions) */
-        int c = r0 / (kernel * kernel), ki = r0 / kernel % kernel, kj = r0 % kernel;
-        const int blocks = (r1 - r0 + MR - 1) / MR;
-        for (int rb = 0, r = r0; rb < blocks; rb++) {
-            const int m = r0 + block_start(r1 - r0, blocks, rb + 1) - r;
-            float *rows[MR];
-            for (int i = 0; i < m; i++) {
-                rows[i] = d_in + c * plane_in + ((size_t)(oy + ki) * W + kj) * B + j;
-                if (++kj == kernel && (kj = 0, ++ki == kernel))
-                    ki = 0, c++;
+        for (int c = c0; c < c1; c++) {
+            float *dst = d_in + c * plane_in + (size_t)iy * W * B + j;
+            for (int kb = 0; kb < blocks; kb++) {
+                const int kj0 = block_start(kernel, blocks, kb);
+                const int m = block_start(kernel, blocks, kb + 1) - kj0;
+                float *rows[MR];
+                for (int i = 0; i < m; i++)
+                    rows[i] = dst + (size_t)(kj0 + i) * B;
+                const float *a = w_t + ((size_t)(c * kernel + ki_lo) * kernel + kj0) * K;
+                tile(m, nv, rows, 1, NULL, a, K, b + j, &wk);
             }
-            tile(m, nv, rows, 1, NULL, w_t + (size_t)r * K, 1, K, b, &wk);
-            r += m;
         }
     }
 }
@@ -294,24 +306,26 @@ void blas_conv_direct_backward_data(float *d_in, const float *d_out, const float
                                     float *scratch, int B, int C, int H, int W, int K,
                                     int kernel, int threads)
 {
-    const int OH = H - kernel + 1, taps = kernel * kernel, R = C * taps;
-    /* the weights transposed, so that a tile's rows read theirs in order */
-    float *w_t = scratch;
+    const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
+    const size_t row = (size_t)OW * B, ld = row + ROW_PAD, plane_out = (size_t)OH * row;
+    /* the weights transposed, [R][K], and the output gradient's rows
+     * reordered [OH][K][ld], so that a tap is a step through each */
+    float *w_t = scratch, *out_rows = scratch + (size_t)K * R;
     for (int k = 0; k < K; k++)
         for (int r = 0; r < R; r++)
             w_t[(size_t)r * K + k] = weight_bias[(size_t)k * (R + 1) + r];
-    /* threads take whole input channels, whose rows of d_in no other
-     * channel's taps touch; within a range the order of the additions into
-     * each element (output row by output row) is the same for any split */
+    for (int oy = 0; oy < OH; oy++)
+        for (int k = 0; k < K; k++)
+            memcpy(out_rows + ((size_t)oy * K + k) * ld, d_out + k * plane_out + oy * row,
+                   sizeof(float) * row);
+    /* threads take whole input channels; each element's additions come
+     * in the same order for any split */
     const int parts = threads < C ? threads : C;
 #pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
     for (int p = 0; p < parts; p++) {
         const int c0 = (int)((long)C * p / parts), c1 = (int)((long)C * (p + 1) / parts);
-        const size_t plane_in = (size_t)H * W * B;
-        memset(d_in + c0 * plane_in, 0, sizeof(float) * (c1 - c0) * plane_in);
-        for (int oy = 0; oy < OH; oy++)
-            input_gradient_rows(d_in, d_out, w_t, B, H, W, K, kernel, oy, c0 * taps,
-                                c1 * taps);
+        for (int iy = 0; iy < H; iy++)
+            input_gradient_row(d_in, out_rows, w_t, B, H, W, K, kernel, iy, c0, c1);
     }
 }
 

@@ -10,6 +10,8 @@
 #ifndef LB_CONV_DIRECT_H
 #define LB_CONV_DIRECT_H
 
+#include <stddef.h>
+
 /* 1 when a layer of C input channels, this kernel and stride is computed
  * here: every stride-1 convolution. */
 int blas_conv_direct_suits(int C, int kernel, int stride);
@@ -23,8 +25,9 @@ void blas_conv_direct_backward_params(float *d_weight_bias, const float *d_out,
                                       const float *in, int B, int C, int H, int W, int K,
                                       int kernel, int threads);
 
-/* d_in[C][H][W][B] from d_out[K][OH][OW][B]; scratch holds K * C *
- * kernel^2 floats (the weights transposed). */
+/* d_in[C][H][W][B] from d_out[K][OH][OW][B]; scratch holds
+ * blas_conv_direct_scratch_floats() floats. */
+size_t blas_conv_direct_scratch_floats(int B, int C, int H, int W, int K, int kernel);
 void blas_conv_direct_backward_data(float *d_in, const float *d_out, const float *weight_bias,
                                     float *scratch, int B, int C, int H, int W, int K,
                                     int kernel, int threads);
