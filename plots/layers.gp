@@ -38,7 +38,9 @@ set style histogram clustered gap 1
 set style fill solid border rgb '#333333'
 set boxwidth 0.9 relative
 set xtics scale 0
-set key outside bottom center horizontal
+# the key beside the bars, one entry a line: below them its rows would
+# cover the layer names once several backends are drawn
+set key outside right top vertical
 set title sprintf("%s training: time per layer for one step of a batch, forward and backward, lower is better\n%s", \
                   run_workload, subtitle)
 

@@ -1,8 +1,10 @@
-/* The blas engine: the workload's layers as CBLAS GEMMs over the whole
- * mini-batch, everything else as OpenMP loops. Activations are CHWN
- * (blas_layers.h); parameters, gradients and optimiser state use the flat
- * layout of every backend, so the harness and a data-parallel coordinator
- * see the same floats as with the naive backend.
+/* The blas engine: the workload's dense layers as CBLAS GEMMs over the
+ * whole mini-batch, its convolutions computed directly from the images
+ * (conv_direct.h; GEMMs where they do not suit), everything else as OpenMP
+ * loops. Activations are CHWN (blas_layers.h); parameters, gradients and
+ * optimiser state use the flat layout of every backend, so the harness and
+ * a data-parallel coordinator see the same floats as with the naive
+ * backend.
  *
  * Written over `real` and built three times (backends/common/real.h): fp32
  * (sgemm), fp64 (dgemm; double parameters, gradients, optimiser state and
@@ -839,7 +841,8 @@ static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
 #ifdef LB_REAL_PLAIN
 const backend blas_backend = {
     .name = "blas",
-    .summary = "OpenBLAS GEMMs over the whole batch + OpenMP loops, fp32, fp64 or bf16",
+    .summary = "direct convolutions + OpenBLAS GEMMs over the whole batch + OpenMP loops, "
+               "fp32, fp64 or bf16",
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_FP64 | 1u << PREC_BF16,
     HOST_ENGINE_ENTRIES,

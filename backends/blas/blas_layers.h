@@ -1,11 +1,15 @@
-/* The blas backend's layers: convolutions and dense layers as GEMMs through
- * CBLAS, pooling, ReLU and the loss as plain or OpenMP loops.
+/* The blas backend's layers: dense layers as GEMMs through CBLAS;
+ * stride-1 convolutions in fp32 computed directly from the images
+ * (conv_direct.h), other convolutions (strided ones, fp64, bf16) as GEMMs
+ * over the unfolded input; pooling, ReLU and the loss as plain or OpenMP
+ * loops.
  *
  * Layout: activations are CHWN, [C][H][W][B] with the images innermost
  * (a dense layer's [O][B] is CHWN with H = W = 1). Then
- *   - im2col over a group of images is a run of contiguous copies, and a
- *     convolution is one GEMM for the whole group ([50 x 501] x [501 x 64 B]
- *     for conv2, the bias included), not one per image;
+ *   - for a stride-1 convolution each tap's inputs over a whole output row
+ *     of the group are one contiguous run, which the direct kernels read in
+ *     place; im2col is a run of contiguous copies, and a convolution one
+ *     GEMM for the whole group, not one per image;
  *   - a group's pool output, copied into its columns of a [C*H*W][B]
  *     matrix, is what the dense layer multiplies, features in the C,H,W
  *     order of the weights;
@@ -102,11 +106,12 @@ void blas_group_from_rows(real *dst, const real *src, int ld, int b0, int F, int
  * the unfolded input that the forward pass fills and the backward pass
  * reads, ends with a row of ones. So there is no pass to add the bias and
  * none to sum its gradient. scratch and d_col: blas_conv_scratch_floats().
- * A shallow layer (blas_conv_direct_suits, conv_direct.h) is computed
- * directly instead, from `in`: col is then neither written nor read. */
+ * A layer that blas_conv_direct_suits (conv_direct.h) is computed directly
+ * instead, from `in`: col is then neither written nor read. */
 size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride);
 /* Scratch the forward and data-gradient passes of B images need (they
- * take turns with it): the larger of d_col and the output's transpose. */
+ * take turns with it): the larger of d_col and the output's transpose, or
+ * what the direct input gradient needs. */
 size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, int stride);
 void blas_join_weight_bias(real *weight_bias, const real *weight, const real *bias, int K,
                            int R);
