@@ -5,10 +5,11 @@
 # naive and a blas training run, and the command-line and bad-file tests.
 #
 # What is left out, and why:
-#   - test_naive, test_blas and test_equivalence: minutes under ASan on 2
-#     cores (finite differences over whole networks; hundreds of training
-#     steps). The same layer code runs here in the short training runs
-#     below, and under valgrind (tests/valgrind.sh).
+#   - test_naive, test_blas (and its builds at other vector widths) and
+#     test_equivalence: minutes under ASan on 2 cores (finite differences
+#     over whole networks; hundreds of training steps). The same layer code
+#     runs here in the short training runs below, and under valgrind
+#     (tests/valgrind.sh).
 #   - the test programs' runs of ./bench on the whole data set (BENCH is
 #     pointed nowhere, so they report themselves skipped): minutes under ASan.
 #   - CUDA (NVCC and CUDA_HOME pointed nowhere): GPU code cannot run on the
@@ -36,7 +37,7 @@ vars=(BUILD="$asan" BENCH="$asan/bench" NVCC=/nonexistent CUDA_HOME=/nonexistent
 # -Wno-error: GCC warns differently at -O1 with the sanitisers (known
 # -Wformat-truncation and -Wstringop-overflow false positives); the normal
 # build keeps -Werror.
-skip_programs="test_naive test_blas test_equivalence"
+skip_programs="test_naive test_blas test_blas_vl16 test_blas_vl4 test_equivalence"
 programs=()
 for p in $(make -s "${vars[@]}" print-test-programs); do
     case " $skip_programs " in *" $(basename "$p") "*) continue ;; esac

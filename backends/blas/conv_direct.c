@@ -25,18 +25,30 @@
 #include <stddef.h>
 #include <string.h>
 
-#if defined(__AVX__)
+/* Floats per vector: the target's register width. (-DLB_CONV_VL=16 on an
+ * AVX2 machine runs the AVX-512 build's logic on pairs of registers, which
+ * is how its tiling can be checked without such a CPU.) */
+#ifndef LB_CONV_VL
+#if defined(__AVX512F__)
+#define LB_CONV_VL 16
+#elif defined(__AVX__)
+#define LB_CONV_VL 8
+#else
+#define LB_CONV_VL 4
+#endif
+#endif
+enum { VL = LB_CONV_VL };
+typedef float vec __attribute__((vector_size(VL * sizeof(float))));
+
+/* Whether a vector is one register of the target, for the intrinsics */
+#if LB_CONV_VL == 16 && defined(__AVX512F__)
+#define VEC_IS_ZMM 1
+#elif LB_CONV_VL == 8 && defined(__AVX__)
+#define VEC_IS_YMM 1
+#endif
+#if defined(VEC_IS_ZMM) || defined(VEC_IS_YMM)
 #include <immintrin.h>
 #endif
-
-#if defined(__AVX512F__)
-enum { VL = 16 };
-#elif defined(__AVX__)
-enum { VL = 8 };
-#else
-enum { VL = 4 };
-#endif
-typedef float vec __attribute__((vector_size(VL * sizeof(float))));
 
 /* A forward or input-gradient tile: MR rows of NV vectors. */
 enum { MR = 6, NV = 2, NR = NV * VL };
@@ -49,7 +61,7 @@ enum { WK = 2, WT = 5 };
  * whole (tuned for Zen 1 it splits a plain 256-bit store in two). */
 ALWAYS_INLINE vec load(const float *p)
 {
-#if defined(__AVX__) && !defined(__AVX512F__)
+#ifdef VEC_IS_YMM
     return (vec)_mm256_loadu_ps(p);
 #else
     vec v;
@@ -60,7 +72,7 @@ ALWAYS_INLINE vec load(const float *p)
 
 ALWAYS_INLINE void store(float *p, vec v)
 {
-#if defined(__AVX__) && !defined(__AVX512F__)
+#ifdef VEC_IS_YMM
     _mm256_storeu_ps(p, (__m256)v);
 #else
     memcpy(p, &v, sizeof v);
@@ -79,9 +91,9 @@ ALWAYS_INLINE vec splat(float x)
  * splats of a loaded float from two instructions) */
 ALWAYS_INLINE vec splat_at(const float *p)
 {
-#if defined(__AVX512F__)
+#if defined(VEC_IS_ZMM)
     return (vec)_mm512_set1_ps(*p);
-#elif defined(__AVX__)
+#elif defined(VEC_IS_YMM)
     return (vec)_mm256_broadcast_ss(p);
 #else
     return splat(*p);
@@ -104,12 +116,12 @@ int blas_conv_direct_suits(int C, int kernel, int stride)
 
 /* Keeps v in a register from here: GCC would otherwise fold a loaded
  * vector into every FMA that uses it, a load each. (Without AVX a vector
- * spans two registers and there is nothing to pin.) */
+ * spans several registers and there is nothing to pin.) */
 ALWAYS_INLINE void in_register(vec *v)
 {
-#if defined(__AVX512F__)
+#if defined(VEC_IS_ZMM)
     __asm__("" : "+v"(*v));
-#elif defined(__AVX__)
+#elif defined(VEC_IS_YMM)
     __asm__("" : "+x"(*v));
 #else
     (void)v;

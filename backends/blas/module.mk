@@ -59,6 +59,17 @@ $(BUILD)/backends/blas/%.o: CFLAGS += -fopenmp $(BLAS_INC)
 # one FMA per multiply-add in the direct convolutions
 $(BUILD)/backends/blas/conv_direct.o: CFLAGS += -ffp-contract=fast
 $(BUILD)/tests/test_blas: CFLAGS += $(BLAS_INC)
+# conv_direct.c's tiling at the vector widths of other targets, on several
+# of this CPU's registers or part of one: test_blas again, with the direct
+# convolutions built for 16 floats a vector (AVX-512's) and for 4 (SSE's)
+TESTS += test_blas_vl16 test_blas_vl4
+$(BUILD)/backends/blas/conv_direct_vl%.o: backends/blas/conv_direct.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -ffp-contract=fast -Wno-psabi -DLB_CONV_VL=$* -c -o $@ $<
+$(BUILD)/tests/test_blas_vl16 $(BUILD)/tests/test_blas_vl4: $(BUILD)/tests/test_blas_vl%: \
+    $(BUILD)/backends/blas/conv_direct_vl%.o $(BUILD)/tests/test_blas
+	$(CC) $(CFLAGS) $(BLAS_INC) $(LDFLAGS) -o $@ tests/test_blas.c $(LIB_OBJS) \
+	    $(filter-out %/conv_direct.o,$(BLAS_OBJS)) $< $(LDLIBS) $(BLAS_LIBS) -fopenmp -lcmocka
 
 # The measured sgemm ceiling that the CPU benchmark divides by.
 $(BUILD)/sgemm-peak: backends/blas/sgemm_peak_tool.c $(BLAS_OBJS) $(MODULE_SHARED_OBJS)
