@@ -63,7 +63,10 @@ $(BUILD)/tests/test_blas: CFLAGS += $(BLAS_INC)
 # of this CPU's registers or part of one: test_blas again, with the direct
 # convolutions built for 16 floats a vector (AVX-512's) and for 4 (SSE's)
 TESTS += test_blas_vl16 test_blas_vl4
-$(BUILD)/backends/blas/conv_direct_vl%.o: backends/blas/conv_direct.c
+# (static patterns: a plain %-pattern would also offer make a way to remake
+# the .d files it includes, through its built-in %: %.o)
+$(BUILD)/backends/blas/conv_direct_vl16.o $(BUILD)/backends/blas/conv_direct_vl4.o: \
+    $(BUILD)/backends/blas/conv_direct_vl%.o: backends/blas/conv_direct.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -ffp-contract=fast -Wno-psabi -DLB_CONV_VL=$* -c -o $@ $<
 $(BUILD)/tests/test_blas_vl16 $(BUILD)/tests/test_blas_vl4: $(BUILD)/tests/test_blas_vl%: \
