@@ -316,6 +316,14 @@ static const run *run_of(const backend *b, const char *workload_name, optimizer_
 /* ---------------------------------------------------------------------- */
 /* Comparison                                                               */
 
+/* Step s's losses, relative (floor `floor`): the double losses the engines
+ * computed (exact) or the floats they returned. */
+static double loss_diff(const run *ref, const run *got, int s, double floor, int exact)
+{
+    return exact ? rel_diff(ref->exact[s], got->exact[s], floor)
+                 : rel_diff(ref->losses[s], got->losses[s], floor);
+}
+
 static void compare(const char *what, const run *ref, const run *got, const tolerance *tol)
 {
     workload w;
@@ -326,16 +334,13 @@ static void compare(const char *what, const run *ref, const run *got, const tole
     double worst_loss = 0, excess = 0;
     int worst_step = 0, tie_step = -1;
     for (int s = 0; s <= STEPS; s++) {
-        const double *a = tol->exact_losses ? ref->exact : NULL;
-        const double *b = tol->exact_losses ? got->exact : NULL;
-        const double strict = a ? rel_diff(a[s], b[s], tol->loss_floor)
-                                : rel_diff(ref->losses[s], got->losses[s], tol->loss_floor);
+        const double strict = loss_diff(ref, got, s, tol->loss_floor, tol->exact_losses);
         if (tie_step < 0 && tol->tie_loss_rel > 0 && s > TIE_FREE_STEPS &&
             !(strict <= tol->loss_rel) && !isnan(strict))
             tie_step = s;
-        const double d = tie_step < 0 ? strict
-                         : a      ? rel_diff(a[s], b[s], tol->tie_loss_floor)
-                                  : rel_diff(ref->losses[s], got->losses[s], tol->tie_loss_floor);
+        const double d = tie_step < 0
+                             ? strict
+                             : loss_diff(ref, got, s, tol->tie_loss_floor, tol->exact_losses);
         const double bound = tie_step < 0 ? tol->loss_rel : tol->tie_loss_rel;
         if (!(d / bound <= excess)) /* NaN too: a backend without last_loss fails */
             excess = d / bound, worst_loss = d, worst_step = s;
