@@ -678,20 +678,6 @@ static void run_stage(const backend *b, engine *e, const workload *s, int slot, 
     assert_int_equal(n, s->param_count);
 }
 
-/* max |a - b| over max |a|: the error relative to the tensor's scale. */
-static double scaled_diff(const float *a, const float *b, size_t n)
-{
-    double big = 0, worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - b[i]);
-        if (isnan(d))
-            return INFINITY;
-        big = fabs(a[i]) > big ? fabs(a[i]) : big;
-        worst = d > worst ? d : worst;
-    }
-    return big > 0 ? worst / big : worst;
-}
-
 /* x rounded to multiples of `step` (a power of two). */
 static void quantize(float *x, size_t n, float step)
 {

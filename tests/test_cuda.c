@@ -975,21 +975,6 @@ static void test_stage_refusals(void **state)
     }
 }
 
-/* max |got - want| over the largest |want|: an error relative to the
- * tensor's scale, so that elements near zero do not need the impossible. */
-static double scaled_error(const float *got, const float *want, size_t n)
-{
-    double err = 0, scale = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = fabs((double)got[i] - want[i]);
-        if (isnan(d))
-            return INFINITY;
-        err = fmax(err, d);
-        scale = fmax(scale, fabs((double)want[i]));
-    }
-    return scale > 0 ? err / scale : err;
-}
-
 static void uniform_fill(float *x, size_t n, rng *r)
 {
     for (size_t i = 0; i < n; i++)
@@ -1079,7 +1064,7 @@ static void within(const char *label, const char *what, double err, double bound
         fail_msg("%s: %s differ by %.3g of their scale > %.3g", label, what, err, bound);
 }
 
-/* scaled_error of every parameter tensor of the stage on its own: the
+/* scaled_diff of every parameter tensor of the stage on its own: the
  * worst. */
 static double worst_tensor_error(const workload *sw, const float *got, const float *want)
 {
@@ -1088,10 +1073,10 @@ static double worst_tensor_error(const workload *sw, const float *got, const flo
         const layer *l = &sw->layers[i];
         if (!l->weight_count)
             continue;
-        worst = fmax(worst, scaled_error(got + l->weight_offset, want + l->weight_offset,
+        worst = fmax(worst, scaled_diff(want + l->weight_offset, got + l->weight_offset,
                                          l->weight_count));
         worst = fmax(worst,
-                     scaled_error(got + l->bias_offset, want + l->bias_offset, l->bias_count));
+                     scaled_diff(want + l->bias_offset, got + l->bias_offset, l->bias_count));
     }
     return worst;
 }
@@ -1239,8 +1224,8 @@ static void check_stage(const workload *w, int first, int last, int part, int pa
 
     double worst = 0;
     for (int k = 0; k < 2; k++) {
-        const double eo = scaled_error(got.out[k], want.out[k], batch[k] * out_n);
-        const double ei = scaled_error(got.d_in[k], want.d_in[k], batch[k] * in_n);
+        const double eo = scaled_diff(want.out[k], got.out[k], batch[k] * out_n);
+        const double ei = scaled_diff(want.d_in[k], got.d_in[k], batch[k] * in_n);
         within(label, k ? "slot 1's outputs" : "slot 0's outputs", eo, 1e-4);
         within(label, k ? "slot 1's input gradients" : "slot 0's input gradients", ei, 1e-4);
         worst = fmax(worst, fmax(eo, ei));
@@ -1256,7 +1241,7 @@ static void check_stage(const workload *w, int first, int last, int part, int pa
     within(label, "accumulated gradients and the sum of the two",
            accumulation_error(&sw, got.g10, got.g1, got.g0), 1e-5);
     /* the accumulation did something: slot 1's gradients are not negligible */
-    assert_true(scaled_error(got.g10, got.g0, sw.param_count) > 1e-3);
+    assert_true(scaled_diff(got.g0, got.g10, sw.param_count) > 1e-3);
     print_message("%s (inputs of try %d): activations and input gradients %.2g, gradients "
                   "%.2g / %.2g / %.2g, parameters %.2g\n",
                   label, tries, worst, e1, e10, e0, ep);
@@ -1327,7 +1312,7 @@ static void test_bf16_stage(void **state)
     run_stage(cuda(), &sw, PREC_BF16, params, in, d_out, &b16);
     const int batch[2] = {STAGE_BATCH, STAGE_BATCH - 1};
     for (int k = 0; k < 2; k++) {
-        const double eo = scaled_error(b16.out[k], f32.out[k], batch[k] * out_n);
+        const double eo = scaled_diff(f32.out[k], b16.out[k], batch[k] * out_n);
         print_message("bf16 stage: slot %d's outputs within %.2g of fp32's\n", k, eo);
         within("bf16 lenet stage", "outputs", eo, 5e-2);
         for (size_t i = 0; i < batch[k] * in_n; i++)
@@ -1340,7 +1325,7 @@ static void test_bf16_stage(void **state)
     /* 16-bit gradients converted exactly, added in fp32: one rounding */
     within("bf16 lenet stage", "accumulated gradients and the sum of the two",
            accumulation_error(&sw, b16.g10, b16.g1, b16.g0), 1e-6);
-    assert_true(scaled_error(b16.g10, b16.g0, sw.param_count) > 1e-3);
+    assert_true(scaled_diff(b16.g0, b16.g10, sw.param_count) > 1e-3);
     stage_result_free(&f32);
     stage_result_free(&b16);
     for (int k = 0; k < 2; k++)

@@ -69,6 +69,22 @@ static inline double rel_diff(double a, double b, double floor)
     return fabs(a - b) / m;
 }
 
+/* max |got - ref| over the largest |ref|: an error relative to the
+ * tensor's scale, so that elements near zero do not need the impossible;
+ * INFINITY for a NaN. */
+static inline double scaled_diff(const float *ref, const float *got, size_t n)
+{
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - ref[i]);
+        if (isnan(d))
+            return INFINITY;
+        err = d > err ? d : err;
+        scale = fabs((double)ref[i]) > scale ? fabs((double)ref[i]) : scale;
+    }
+    return scale > 0 ? err / scale : err;
+}
+
 /* Largest rel_diff over n pairs. */
 static inline double max_rel_diff(const float *a, const float *b, size_t n, double floor)
 {
