@@ -6,9 +6,10 @@
  * in[c][y + ki][kj..][..], so a register tile can read them where they are.
  * Three kernels share that idea:
  *   - forward: out[k][y][n] = bias[k] + sum over taps of w[k][tap] * run;
- *   - input gradient: the unfolded gradient's rows (w^T d_out, a sum over
- *     the output channels) are added straight into d_in where the unfolded
- *     row came from, instead of being stored and folded back;
+ *   - input gradient: row by row of d_in, the products of the weights
+ *     with the output gradient's rows that reach it, summed in registers
+ *     and added where they belong, instead of an unfolded gradient stored
+ *     and folded back;
  *   - weight gradient: dot products of d_out's rows with the runs.
  * What this saves against OpenBLAS on the unfolded matrices (conv2, one
  * Zen core): the unfolding and folding, OpenBLAS packing both operands and
@@ -363,9 +364,8 @@ static __attribute__((noinline)) void weight_tail(float *tail, int mk, int nt,
  * mk and nt are constants where this is inlined. */
 ALWAYS_INLINE void weight_tile(const int mk, const int nt, float *d_weight_bias,
                                const float *d_out, const float *in, int B, int C, int H,
-                               int W, int K, int kernel, int k0, int r0)
+                               int W, int kernel, int k0, int r0)
 {
-    (void)K;
     const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
     const size_t row = (size_t)OW * B, plane_out = (size_t)OH * row;
     const size_t whole = row / VL * VL; /* the columns taken a vector at a time */
@@ -416,12 +416,11 @@ ALWAYS_INLINE void weight_tile(const int mk, const int nt, float *d_weight_bias,
 }
 
 static void weight_block(int mk, int nt, float *d_weight_bias, const float *d_out,
-                         const float *in, int B, int C, int H, int W, int K, int kernel, int k0,
-                         int r0)
+                         const float *in, int B, int C, int H, int W, int kernel, int k0, int r0)
 {
 #define WEIGHT_CASE(MK, NT)                                                                  \
     if (mk == MK && nt == NT) {                                                              \
-        weight_tile(MK, NT, d_weight_bias, d_out, in, B, C, H, W, K, kernel, k0, r0);        \
+        weight_tile(MK, NT, d_weight_bias, d_out, in, B, C, H, W, kernel, k0, r0);           \
         return;                                                                              \
     }
 #define WEIGHT_CASES(MK)                                                                     \
@@ -449,7 +448,7 @@ void blas_conv_direct_backward_params(float *d_weight_bias, const float *d_out,
         const int r0 = rb * WT, nt = R - r0 < WT ? R - r0 : WT;
         for (int k0 = 0; k0 < K; k0 += WK)
             weight_block(K - k0 < WK ? K - k0 : WK, nt, d_weight_bias, d_out, in, B, C, H, W,
-                         K, kernel, k0, r0);
+                         kernel, k0, r0);
     }
     /* the biases: each channel's gradients summed */
     const size_t plane_out = (size_t)OH * OW * B;
