@@ -245,6 +245,20 @@ static void assert_close(const float *expected, const float *got, size_t n, cons
         fail_msg("%s differs from naive by %.3g relative", what, d);
 }
 
+/* Each of n results, naive's and blas's, against its sum taken in double:
+ * within 1e-5 of the sum of its terms' sizes (the two add their terms in
+ * different orders; one term left out or counted twice is far more). */
+static void hold_to_sums(const char *what, size_t n, const double *sum, const double *size,
+                         const float *naive, const float *blas)
+{
+    for (size_t i = 0; i < n; i++) {
+        const double tol = 1e-5 * size[i] + 1e-6;
+        if (!(fabs(naive[i] - sum[i]) <= tol) || !(fabs(blas[i] - sum[i]) <= tol))
+            fail_msg("%s [%zu]: double %.8g, naive %.8g, blas %.8g (terms' sizes sum to %.4g)",
+                     what, i, sum[i], naive[i], blas[i], size[i]);
+    }
+}
+
 static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride, int threads)
 {
     const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
@@ -314,23 +328,8 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
                                 sum_din[at] += wt * dout[o], size_din[at] += fabs(wt * dout[o]);
                             }
                 }
-    const struct {
-        const char *what;
-        size_t n;
-        const double *sum, *size;
-        const float *naive, *blas;
-    } results[] = {{"output", n_out, sum_out, size_out, out_n, got_out},
-                   {"input gradient", n_in, sum_din, size_din, din_n, got_din}};
-    for (size_t t = 0; t < 2; t++)
-        for (size_t i = 0; i < results[t].n; i++) {
-            const double sum = results[t].sum[i], tol = 1e-5 * results[t].size[i] + 1e-6;
-            if (!(fabs(results[t].naive[i] - sum) <= tol) ||
-                !(fabs(results[t].blas[i] - sum) <= tol))
-                fail_msg("conv %s [%zu]: double %.8g, naive %.8g, blas %.8g (terms' sizes "
-                         "sum to %.4g)",
-                         results[t].what, i, sum, results[t].naive[i], results[t].blas[i],
-                         results[t].size[i]);
-        }
+    hold_to_sums("conv output", n_out, sum_out, size_out, out_n, got_out);
+    hold_to_sums("conv input gradient", n_in, sum_din, size_din, din_n, got_din);
     free(sum_out), free(size_out), free(sum_din), free(size_din);
     /* The weight and bias gradients sum B x OH x OW terms each (9,216 for
      * conv1), which naive adds in one long chain, off by up to 7e-5 of the
@@ -382,6 +381,98 @@ static void conv_layer_matches_naive(void **state)
     check_conv(2, 1, 12, 12, 3, 9, 1, 1);   /* direct, a kernel above 8 wide */
     check_conv(2, 2, 6, 6, 260, 3, 1, 1);   /* many output channels, few rows */
     check_conv(2, 6, 9, 9, 5, 5, 2, 1);   /* and with stride 2 */
+}
+
+/* A dense layer of B images, I inputs and O outputs: blas (at `threads`,
+ * and at 1 for the same floats) against sums in double and naive. */
+static void check_dense(int B, int I, int O, int threads)
+{
+    const size_t n_in = (size_t)B * I, n_out = (size_t)B * O, n_w = (size_t)O * I;
+    float *in = floats(n_in), *w = floats(n_w), *bias = floats(O), *dout = floats(n_out);
+    rng r = {(uint64_t)(B * 7919 + I * 31 + O)};
+    fill(in, n_in, &r);
+    fill(w, n_w, &r);
+    fill(bias, O, &r);
+    fill(dout, n_out, &r);
+    /* naive, [B][features] */
+    float *scratch = floats(dense_scratch_count(B, I, O));
+    float *out_n = floats(n_out), *din_n = floats(n_in), *dw_n = floats(n_w), *db_n = floats(O);
+    dense_forward(out_n, in, w, bias, B, I, O, scratch);
+    dense_backward_data(din_n, dout, w, B, I, O);
+    dense_backward_weights(dw_n, dout, in, B, I, O);
+    dense_backward_bias(db_n, dout, B, O);
+    /* blas, [features][B]; twice: at `threads` and at 1 */
+    float *in_c = floats(n_in), *dout_c = floats(n_out), *dense_scratch;
+    dense_scratch = floats(blas_dense_scratch_floats(B, I));
+    to_chwn(in_c, in, B, I, 1);
+    to_chwn(dout_c, dout, B, O, 1);
+    float *out_c[2], *din_c[2], *dw_c[2], *db_c[2];
+    for (int run = 0; run < 2; run++) {
+        const blas_team team = {run ? 1 : threads, BLAS_SPLIT_OWN};
+        out_c[run] = floats(n_out), din_c[run] = floats(n_in);
+        dw_c[run] = floats(n_w), db_c[run] = floats(O);
+        float *every[] = {out_c[run], din_c[run], dw_c[run], db_c[run]};
+        const size_t count[] = {n_out, n_in, n_w, (size_t)O};
+        for (int k = 0; k < 4; k++) /* whatever was there must go */
+            for (size_t i = 0; i < count[k]; i++)
+                every[k][i] = 12345.0f;
+        blas_dense_forward(out_c[run], in_c, w, bias, B, I, O, &team);
+        blas_dense_backward(dw_c[run], db_c[run], din_c[run], dout_c, in_c, w, dense_scratch, B,
+                            I, O, &team);
+    }
+    assert_memory_equal(out_c[0], out_c[1], sizeof(float) * n_out);
+    assert_memory_equal(din_c[0], din_c[1], sizeof(float) * n_in);
+    assert_memory_equal(dw_c[0], dw_c[1], sizeof(float) * n_w);
+    assert_memory_equal(db_c[0], db_c[1], sizeof(float) * O);
+    /* without the input gradient, the same parameter gradients */
+    const blas_team team = {threads, BLAS_SPLIT_OWN};
+    blas_dense_backward(dw_c[1], db_c[1], NULL, dout_c, in_c, w, dense_scratch, B, I, O, &team);
+    assert_memory_equal(dw_c[0], dw_c[1], sizeof(float) * n_w);
+    assert_memory_equal(db_c[0], db_c[1], sizeof(float) * O);
+    float *got_out = floats(n_out), *got_din = floats(n_in);
+    to_nchw(got_out, out_c[0], B, O, 1);
+    to_nchw(got_din, din_c[0], B, I, 1);
+    double *sum_out = calloc(n_out, sizeof(double)), *size_out = calloc(n_out, sizeof(double));
+    double *sum_din = calloc(n_in, sizeof(double)), *size_din = calloc(n_in, sizeof(double));
+    double *sum_dw = calloc(n_w, sizeof(double)), *size_dw = calloc(n_w, sizeof(double));
+    double *sum_db = calloc(O, sizeof(double)), *size_db = calloc(O, sizeof(double));
+    assert_true(sum_out && size_out && sum_din && size_din && sum_dw && size_dw && sum_db &&
+                size_db);
+    for (int b = 0; b < B; b++)
+        for (int o = 0; o < O; o++) {
+            const size_t at = (size_t)b * O + o;
+            const double g = dout[at];
+            sum_out[at] = bias[o], size_out[at] = fabs(bias[o]);
+            sum_db[o] += g, size_db[o] += fabs(g);
+            for (int i = 0; i < I; i++) {
+                const double x = in[(size_t)b * I + i], wt = w[(size_t)o * I + i];
+                sum_out[at] += wt * x, size_out[at] += fabs(wt * x);
+                sum_din[(size_t)b * I + i] += wt * g, size_din[(size_t)b * I + i] += fabs(wt * g);
+                sum_dw[(size_t)o * I + i] += g * x, size_dw[(size_t)o * I + i] += fabs(g * x);
+            }
+        }
+    hold_to_sums("dense output", n_out, sum_out, size_out, out_n, got_out);
+    hold_to_sums("dense input gradient", n_in, sum_din, size_din, din_n, got_din);
+    hold_to_sums("dense weight gradient", n_w, sum_dw, size_dw, dw_n, dw_c[0]);
+    hold_to_sums("dense bias gradient", O, sum_db, size_db, db_n, db_c[0]);
+    free(sum_out), free(size_out), free(sum_din), free(size_din);
+    free(sum_dw), free(size_dw), free(sum_db), free(size_db);
+    float *all[] = {in,      w,        bias,     dout,     scratch,  out_n,    din_n,
+                    dw_n,    db_n,     in_c,     dout_c,   dense_scratch, got_out, got_din,
+                    out_c[0], out_c[1], din_c[0], din_c[1], dw_c[0],  dw_c[1],  db_c[0],
+                    db_c[1]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
+}
+
+static void dense_layer_matches_naive(void **state)
+{
+    (void)state;
+    check_dense(128, 800, 500, 2); /* fc1 at batch 128 */
+    check_dense(128, 500, 10, 2);  /* fc2: two row blocks of 5 */
+    check_dense(33, 300, 11, 2);   /* two chunks of inputs; columns past the vectors */
+    check_dense(5, 7, 3, 1);       /* less than a vector anywhere */
+    check_dense(16, 40, 600, 2);   /* more outputs than inputs */
 }
 
 static void check_pool(int B, int C, int H, int W, int kernel, int stride, int with_ties)
@@ -1076,6 +1167,7 @@ int main(void)
         cmocka_unit_test(train_steps_is_gradients_then_update),
         cmocka_unit_test(apply_update_matches_shared_update),
         cmocka_unit_test(conv_layer_matches_naive),
+        cmocka_unit_test(dense_layer_matches_naive),
         cmocka_unit_test(pool_layer_matches_naive),
         cmocka_unit_test(profile_leaves_the_model_alone),
         cmocka_unit_test(describes_itself),

@@ -1,6 +1,6 @@
 /* The blas engine: the workload's dense layers as CBLAS GEMMs over the
  * whole mini-batch, its convolutions computed directly from the images
- * (conv_direct.h; GEMMs where they do not suit), everything else as OpenMP
+ * (direct.h; GEMMs where they do not suit), everything else as OpenMP
  * loops. Activations are CHWN (blas_layers.h); parameters, gradients and
  * optimiser state use the flat layout of every backend, so the harness and
  * a data-parallel coordinator see the same floats as with the naive
@@ -21,7 +21,7 @@
 
 #include "backends/blas/bf16.h"
 #include "backends/blas/blas.h"
-#include "backends/blas/conv_direct.h"
+#include "backends/blas/direct.h"
 #include "backends/blas/sgemm_peak.h"
 #include "backends/common/host_engine.h"
 #include "backends/common/optimizer.h"
@@ -30,7 +30,7 @@
 /* Images per group in the convolution stage when the engine shares out the
  * work: a group's activations stay in a core's L2 and L3 from one layer to
  * the next, and its rows (OW x images floats) are long enough for the direct
- * convolutions' tiles (conv_direct.c). On a Zen 1 core 32 ran 5% faster
+ * convolutions' tiles (direct.c). On a Zen 1 core 32 ran 5% faster
  * per step than 16 and 3% faster than 64 (batch 128, 1 and 2 threads). */
 enum { GROUP_IMAGES = 32 };
 
@@ -45,7 +45,7 @@ struct engine {
      * the conv stage's output in that form, act[i + 1] for i >= conv_layers
      * too (a stage may end in the conv stage: rows is then its output). Conv
      * layers keep their unfolded input (col; NULL for the direct ones,
-     * conv_direct.h), their weights with each channel's bias appended
+     * direct.h), their weights with each channel's bias appended
      * (weight_bias, blas_layers.h) and each group's gradients in that form
      * (partial). */
     int conv_layers;
@@ -57,6 +57,7 @@ struct engine {
     real *d_col;           /* one slot of conv scratch per thread */
     size_t d_col_per_image; /* floats of d_col scratch per image */
     real *losses, *softmax_rows;
+    real *dense_scratch; /* for the dense layers' backward pass */
 
     /* What the forward pass keeps for the backward pass (act, col, rows),
      * once per micro-batch slot of a stage (one for a whole network):
@@ -129,6 +130,7 @@ static void destroy(engine *e)
     free(e->d_a);
     free(e->d_b);
     free(e->d_col);
+    free(e->dense_scratch);
     free(e->losses);
     free(e->softmax_rows);
     host_engine_free(e);
@@ -170,7 +172,7 @@ static const char *check_workload(const workload *w, const engine_config *cfg)
 static int group_count(int B) { return (B + GROUP_IMAGES - 1) / GROUP_IMAGES; }
 
 /* Whether conv layer l unfolds its input into col: the float build's
- * direct convolutions (conv_direct.h) read the input itself. */
+ * direct convolutions (direct.h) read the input itself. */
 static int conv_unfolds(const layer *l)
 {
 #ifdef LB_REAL_PLAIN
@@ -279,6 +281,15 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
     e->d_b = host_alloc_counted(h, (size_t)B * max_act, scratch_bytes);
     e->d_col = host_alloc_counted(h, e->d_col_per_image * slots_images, scratch_bytes);
     if (!e->d_a || !e->d_b || !e->d_col)
+        return host_engine_out_of_memory(e, err, err_len);
+    size_t dense_scratch = 0;
+    for (int i = C; i < L; i++)
+        if (w->layers[i].kind == LAYER_DENSE) {
+            const size_t n = blas_dense_scratch_floats(B, shape3_size(w->layers[i].in));
+            dense_scratch = n > dense_scratch ? n : dense_scratch;
+        }
+    if (dense_scratch &&
+        !(e->dense_scratch = host_alloc_counted(h, dense_scratch, scratch_bytes)))
         return host_engine_out_of_memory(e, err, err_len);
     if (cfg->stage_slots) /* no loss; gradients that may be added */
         e->stage_grads = host_alloc_counted(h, w->param_count, scratch_bytes);
@@ -567,8 +578,8 @@ static void dense_backward_layer(engine *e, int i, int B)
                                        : e->d_b;
     if (l->kind == LAYER_DENSE)
         blas_dense_backward(e->h.TYPED(grads) + l->weight_offset, e->h.TYPED(grads) + l->bias_offset, d_in, d,
-                            dense_input(e, i), e->h.TYPED(params) + l->weight_offset, B,
-                            shape3_size(l->in), l->units, &e->team);
+                            dense_input(e, i), e->h.TYPED(params) + l->weight_offset,
+                            e->dense_scratch, B, shape3_size(l->in), l->units, &e->team);
     else if (d_in)
         blas_relu_backward(d_in, d, e->act[i + 1], (size_t)B * shape3_size(l->in),
                            e->team.threads);

@@ -8,7 +8,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "backends/blas/conv_direct.h"
+#include "backends/blas/direct.h"
 #include "backends/blas/bf16.h"
 #include "backends/common/elementwise.h"
 
@@ -201,20 +201,6 @@ void blas_conv_forward(real *out, real *col, const real *in, const real *weight_
     gemm(CblasRowMajor, CblasTrans, CblasTrans, N, K, R + 1, 1.0f, col, N, weight_bias,
                 R + 1, 0.0f, scratch, K);
     transpose(out, scratch, (size_t)N, (size_t)K);
-}
-
-/* out[r] = sum of in[r][0..n) */
-static void row_sums(real *out, const real *in, int rows, size_t n, int threads)
-{
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int r = 0; r < rows; r++) {
-        const real *x = in + (size_t)r * n;
-        real sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (size_t j = 0; j < n; j++)
-            sum += x[j];
-        out[r] = sum;
-    }
 }
 
 void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const real *col,
@@ -462,7 +448,22 @@ void blas_relu_backward(real *d_in, const real *d_out, const real *out, size_t n
 }
 
 /* ---------------------------------------------------------------------- */
-/* Dense layers: tiles of rows                                              */
+/* Dense layers: direct in fp32, else GEMMs over tiles of rows              */
+
+#ifndef LB_REAL_PLAIN
+/* out[r] = sum of in[r][0..n) */
+static void row_sums(real *out, const real *in, int rows, size_t n, int threads)
+{
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int r = 0; r < rows; r++) {
+        const real *x = in + (size_t)r * n;
+        real sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (size_t j = 0; j < n; j++)
+            sum += x[j];
+        out[r] = sum;
+    }
+}
 
 /* Rows per tile of an [M][N] result with inner dimension K: at most 8 tiles,
  * a multiple of 16 rows, and at least about a million multiply-adds each
@@ -480,10 +481,14 @@ static int tile_rows(int M, int N, int K)
 }
 
 static int tile_count(int n, int size) { return (n + size - 1) / size; }
+#endif
 
 void blas_dense_forward(real *out, const real *in, const real *weight, const real *bias,
                         int B, int n_in, int n_out, const blas_team *t)
 {
+#ifdef LB_REAL_PLAIN
+    blas_dense_direct_forward(out, in, weight, bias, B, n_in, n_out, t->threads);
+#else
     for (int o = 0; o < n_out; o++)
         for (int b = 0; b < B; b++)
             out[(size_t)o * B + b] = bias[o];
@@ -499,12 +504,28 @@ void blas_dense_forward(real *out, const real *in, const real *weight, const rea
         gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, B, n_in, 1.0f,
                     weight + (size_t)lo * n_in, n_in, in, B, 1.0f, out + (size_t)lo * B, B);
     }
+#endif
+}
+
+size_t blas_dense_scratch_floats(int B, int n_in)
+{
+#ifdef LB_REAL_PLAIN
+    return blas_dense_direct_scratch_floats(B, n_in);
+#else
+    (void)B, (void)n_in;
+    return 0;
+#endif
 }
 
 void blas_dense_backward(real *d_weight, real *d_bias, real *d_in, const real *d_out,
-                         const real *in, const real *weight, int B, int n_in, int n_out,
-                         const blas_team *t)
+                         const real *in, const real *weight, real *scratch, int B, int n_in,
+                         int n_out, const blas_team *t)
 {
+#ifdef LB_REAL_PLAIN
+    blas_dense_direct_backward(d_weight, d_bias, d_in, d_out, in, weight, scratch, B, n_in,
+                               n_out, t->threads);
+#else
+    (void)scratch;
     if (t->split == BLAS_SPLIT_LIBRARY) {
         gemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_out, n_in, B, 1.0f, d_out, B,
                     in, B, 0.0f, d_weight, n_in);
@@ -534,6 +555,7 @@ void blas_dense_backward(real *d_weight, real *d_bias, real *d_in, const real *d
                         weight + lo, n_in, d_out, B, 0.0f, d_in + (size_t)lo * B, B);
         }
     }
+#endif
 }
 
 /* ---------------------------------------------------------------------- */

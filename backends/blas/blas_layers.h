@@ -1,6 +1,6 @@
 /* The blas backend's layers: dense layers as GEMMs through CBLAS;
  * stride-1 convolutions in fp32 computed directly from the images
- * (conv_direct.h), other convolutions (strided ones, fp64, bf16) as GEMMs
+ * (direct.h), other convolutions (strided ones, fp64, bf16) as GEMMs
  * over the unfolded input; pooling, ReLU and the loss as plain or OpenMP
  * loops.
  *
@@ -65,6 +65,7 @@
 #define blas_relu_forward R(blas_relu_forward)
 #define blas_relu_backward R(blas_relu_backward)
 #define blas_dense_forward R(blas_dense_forward)
+#define blas_dense_scratch_floats R(blas_dense_scratch_floats)
 #define blas_dense_backward R(blas_dense_backward)
 #define blas_softmax_xent R(blas_softmax_xent)
 
@@ -106,7 +107,7 @@ void blas_group_from_rows(real *dst, const real *src, int ld, int b0, int F, int
  * the unfolded input that the forward pass fills and the backward pass
  * reads, ends with a row of ones. So there is no pass to add the bias and
  * none to sum its gradient. scratch and d_col: blas_conv_scratch_floats().
- * A layer that blas_conv_direct_suits (conv_direct.h) is computed directly
+ * A layer that blas_conv_direct_suits (direct.h) is computed directly
  * instead, from `in`: col is then neither written nor read. */
 size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride);
 /* Scratch the forward and data-gradient passes of B images need (they
@@ -142,14 +143,18 @@ void blas_relu_backward(real *d_in, const real *d_out, const real *out, size_t n
                         int threads);
 
 /* Dense layers over the whole batch, shared out by the team:
- * out[n_out][B] = weight[n_out][n_in] * in[n_in][B] + bias. */
+ * out[n_out][B] = weight[n_out][n_in] * in[n_in][B] + bias. In fp32 they
+ * are computed directly (direct.h), whatever the split; fp64 and bf16 use
+ * GEMMs. */
 void blas_dense_forward(real *out, const real *in, const real *weight, const real *bias,
                         int B, int n_in, int n_out, const blas_team *t);
 /* d_weight[n_out][n_in] = d_out * in^T, d_bias = row sums of d_out[n_out][B],
- * and d_in[n_in][B] = weight^T * d_out unless d_in is NULL. */
+ * and d_in[n_in][B] = weight^T * d_out unless d_in is NULL; scratch holds
+ * blas_dense_scratch_floats() floats. */
+size_t blas_dense_scratch_floats(int B, int n_in);
 void blas_dense_backward(real *d_weight, real *d_bias, real *d_in, const real *d_out,
-                         const real *in, const real *weight, int B, int n_in, int n_out,
-                         const blas_team *t);
+                         const real *in, const real *weight, real *scratch, int B, int n_in,
+                         int n_out, const blas_team *t);
 
 /* Softmax cross-entropy over logits[classes][B]: each image's loss into
  * losses[B], the gradient of scale * (sum of losses) into d_logits (may be

@@ -41,7 +41,7 @@ HAVE_BLAS := 1
 CFLAGS += -DHAVE_BLAS
 BLAS_OBJS := $(BUILD)/backends/blas/blas.o $(BUILD)/backends/blas/blas_layers.o \
              $(BUILD)/backends/blas/sgemm_peak.o $(BUILD)/backends/blas/blas_probe.o \
-             $(BUILD)/backends/blas/conv_direct.o
+             $(BUILD)/backends/blas/direct.o
 # the engine and its layers for fp64 and bf16 too, from the same sources
 # (backends/common/real.h), and the bf16 GEMM
 BLAS_OBJS += $(foreach v,f64 bf16,$(BUILD)/backends/blas/blas_$(v).o \
@@ -57,22 +57,22 @@ TESTS += test_kernel_choice
 TEST_SCRIPTS += tests/test_kernel_choice.sh
 $(BUILD)/backends/blas/%.o: CFLAGS += -fopenmp $(BLAS_INC)
 # one FMA per multiply-add in the direct convolutions
-$(BUILD)/backends/blas/conv_direct.o: CFLAGS += -ffp-contract=fast
+$(BUILD)/backends/blas/direct.o: CFLAGS += -ffp-contract=fast
 $(BUILD)/tests/test_blas: CFLAGS += $(BLAS_INC)
-# conv_direct.c's tiling at the vector widths of other targets, on several
+# direct.c's tiling at the vector widths of other targets, on several
 # of this CPU's registers or part of one: test_blas again, with the direct
 # convolutions built for 16 floats a vector (AVX-512's) and for 4 (SSE's)
 TESTS += test_blas_vl16 test_blas_vl4
 # (static patterns: a plain %-pattern would also offer make a way to remake
 # the .d files it includes, through its built-in %: %.o)
-$(BUILD)/backends/blas/conv_direct_vl16.o $(BUILD)/backends/blas/conv_direct_vl4.o: \
-    $(BUILD)/backends/blas/conv_direct_vl%.o: backends/blas/conv_direct.c
+$(BUILD)/backends/blas/direct_vl16.o $(BUILD)/backends/blas/direct_vl4.o: \
+    $(BUILD)/backends/blas/direct_vl%.o: backends/blas/direct.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -ffp-contract=fast -Wno-psabi -DLB_CONV_VL=$* -c -o $@ $<
 $(BUILD)/tests/test_blas_vl16 $(BUILD)/tests/test_blas_vl4: $(BUILD)/tests/test_blas_vl%: \
-    $(BUILD)/backends/blas/conv_direct_vl%.o $(BUILD)/tests/test_blas
+    $(BUILD)/backends/blas/direct_vl%.o $(BUILD)/tests/test_blas
 	$(CC) $(CFLAGS) $(BLAS_INC) $(LDFLAGS) -o $@ tests/test_blas.c $(LIB_OBJS) \
-	    $(filter-out %/conv_direct.o,$(BLAS_OBJS)) $< $(LDLIBS) $(BLAS_LIBS) -fopenmp -lcmocka
+	    $(filter-out %/direct.o,$(BLAS_OBJS)) $< $(LDLIBS) $(BLAS_LIBS) -fopenmp -lcmocka
 
 # The measured sgemm ceiling that the CPU benchmark divides by.
 $(BUILD)/sgemm-peak: backends/blas/sgemm_peak_tool.c $(BLAS_OBJS) $(MODULE_SHARED_OBJS)

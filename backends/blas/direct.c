@@ -1,4 +1,4 @@
-/* Direct convolutions for the blas backend (see conv_direct.h).
+/* Direct convolutions and dense layers for the blas backend (direct.h).
  *
  * In the CHWN layout a stride-1 convolution is a GEMM whose unfolded
  * operand never needs building: for output row y, the inputs of tap
@@ -15,12 +15,20 @@
  * Zen core): the unfolding and folding, OpenBLAS packing both operands and
  * zeroing its output, and the transposes, about a sixth of a step.
  *
+ * A dense layer is the same tile over other walks: the forward pass and
+ * the input gradient sum over the inputs (output channels) KC at a time,
+ * so that the rows of the other operand a column tile reads stay in L1;
+ * the weight gradient is d_out times the input transposed once, so that
+ * its rows are read a vector at a time. Against OpenBLAS on fc1 at batch
+ * 128 (one Zen 1 core, in a training step): 10.8 -> 9.3 ms for the three
+ * products, most of it in the weight gradient (4.3 -> 3.2 ms).
+ *
  * Built with -ffp-contract=fast (module.mk): each multiply-add is one FMA
  * where the CPU has them. The vectors are GCC's generic vector type as
  * wide as the target's registers (16 floats with AVX-512, 8 with AVX, 4
  * without), so the compiler picks the instructions; the tiles are sized
  * for 16 registers. */
-#include "backends/blas/conv_direct.h"
+#include "backends/blas/direct.h"
 
 #include <omp.h>
 #include <stddef.h>
@@ -107,6 +115,19 @@ ALWAYS_INLINE float sum_lanes(vec v)
     for (int i = 0; i < VL; i++)
         s += v[i];
     return s;
+}
+
+/* x[0..n) summed a vector at a time (a bias's gradient) */
+static float sum_run(const float *x, size_t n)
+{
+    vec total = splat(0.0f);
+    float tail = 0.0f;
+    size_t j = 0;
+    for (; j + VL <= n; j += VL)
+        total += load(x + j);
+    for (; j < n; j++)
+        tail += x[j];
+    return sum_lanes(total) + tail;
 }
 
 int blas_conv_direct_suits(int C, int kernel, int stride)
@@ -452,15 +473,106 @@ void blas_conv_direct_backward_params(float *d_weight_bias, const float *d_out,
     }
     /* the biases: each channel's gradients summed */
     const size_t plane_out = (size_t)OH * OW * B;
-    for (int k = 0; k < K; k++) {
-        const float *g = d_out + (size_t)k * plane_out;
-        vec total = splat(0.0f);
-        float tail = 0.0f;
-        size_t j = 0;
-        for (; j + VL <= plane_out; j += VL)
-            total += load(g + j);
-        for (; j < plane_out; j++)
-            tail += g[j];
-        d_weight_bias[(size_t)k * (R + 1) + R] = sum_lanes(total) + tail;
+    for (int k = 0; k < K; k++)
+        d_weight_bias[(size_t)k * (R + 1) + R] = sum_run(d_out + (size_t)k * plane_out, plane_out);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Dense layers                                                             */
+
+/* Inputs (or output channels) a forward or input-gradient tile sums over
+ * before it adds its partial sums to the output: KC x NR floats of the
+ * other operand, 16 KiB, stay in L1 while a block of rows passes over
+ * every column tile. */
+enum { KC = 256 };
+
+/* Rows k0..k0+m of out[][ld], columns [0, B): for each, the sum over
+ * `taps` taps of a weight (a + i * a_row + t * a_tap for row i, tap t)
+ * times a row of b (b + t * b_tap), plus init[i] if given. Taken in chunks
+ * of KC taps: the first chunk stores, the others add. */
+static void chunked_rows(float *out, size_t ld, int k0, int m, const float *init, int B,
+                         const float *a, ptrdiff_t a_row, ptrdiff_t a_tap, const float *b,
+                         ptrdiff_t b_tap, int taps)
+{
+    for (int t0 = 0; t0 < taps; t0 += KC) {
+        const int n = taps - t0 < KC ? taps - t0 : KC;
+        const walk wk = {{1, 1, n}, {0, 0, b_tap}, {0, 0, a_tap}};
+        int cols;
+        for (size_t j = 0; j < (size_t)B; j += cols) {
+            const int nv = tile_at(j, B, &cols);
+            float *rows[MR];
+            for (int i = 0; i < m; i++)
+                rows[i] = out + (size_t)(k0 + i) * ld + j;
+            tile(m, nv, rows, t0 > 0, t0 > 0 ? NULL : init, a + t0 * a_tap, a_row,
+                 b + t0 * b_tap + j, &wk);
+        }
     }
+}
+
+void blas_dense_direct_forward(float *out, const float *in, const float *weight,
+                               const float *bias, int B, int n_in, int n_out, int threads)
+{
+    const int blocks = (n_out + MR - 1) / MR;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && blocks > 1)
+    for (int kb = 0; kb < blocks; kb++) {
+        const int k0 = block_start(n_out, blocks, kb), m = block_start(n_out, blocks, kb + 1) - k0;
+        /* taps: the inputs, a weight and a row of `in` apart */
+        chunked_rows(out, B, k0, m, bias + k0, B, weight + (size_t)k0 * n_in, n_in, 1, in, B,
+                     n_in);
+    }
+}
+
+size_t blas_dense_direct_scratch_floats(int B, int n_in) { return (size_t)B * n_in; }
+
+/* Row blocks of the input gradient per piece of work: a piece about as
+ * long as a column strip of the weight gradient. */
+enum { BAND = 4 };
+
+void blas_dense_direct_backward(float *d_weight, float *d_bias, float *d_in,
+                                const float *d_out, const float *in, const float *weight,
+                                float *scratch, int B, int n_in, int n_out, int threads)
+{
+    /* the input transposed, in_t[B][n_in]: the weight gradient is then
+     * d_out times in_t, whose rows a tile reads a vector at a time */
+    float *in_t = scratch;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int f = 0; f < n_in; f++)
+        for (int b = 0; b < B; b++)
+            in_t[(size_t)b * n_in + f] = in[(size_t)f * B + b];
+    const int out_blocks = (n_out + MR - 1) / MR, strips = (n_in + NR - 1) / NR;
+    const int in_blocks = (n_in + MR - 1) / MR;
+    const int bands = d_in ? (in_blocks + BAND - 1) / BAND : 0;
+    /* pieces: column strips of d_weight, then bands of d_in's rows; each
+     * element is one tile's sum, in the same order for any thread count */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+    for (int piece = 0; piece < strips + bands; piece++) {
+        if (piece < strips) {
+            /* taps: the images, a column of d_out and a row of in_t apart;
+             * the strip's in_t columns stay in L1 for every row block */
+            const walk wk = {{1, 1, B}, {0, 0, n_in}, {0, 0, 1}};
+            const size_t j0 = (size_t)piece * NR, j1 = j0 + NR < (size_t)n_in ? j0 + NR : (size_t)n_in;
+            int cols;
+            for (size_t j = j0; j < j1; j += cols) {
+                const int nv = tile_at(j, j1, &cols);
+                for (int kb = 0; kb < out_blocks; kb++) {
+                    const int k0 = block_start(n_out, out_blocks, kb);
+                    const int m = block_start(n_out, out_blocks, kb + 1) - k0;
+                    float *rows[MR];
+                    for (int i = 0; i < m; i++)
+                        rows[i] = d_weight + (size_t)(k0 + i) * n_in + j;
+                    tile(m, nv, rows, 0, NULL, d_out + (size_t)k0 * B, B, in_t + j, &wk);
+                }
+            }
+            continue;
+        }
+        const int band = piece - strips, last = (band + 1) * BAND;
+        for (int kb = band * BAND; kb < last && kb < in_blocks; kb++) {
+            const int k0 = block_start(n_in, in_blocks, kb), m = block_start(n_in, in_blocks, kb + 1) - k0;
+            /* taps: the output channels, a row of weights and a row of
+             * d_out apart; rows k0.. of d_in are columns of the weights */
+            chunked_rows(d_in, B, k0, m, NULL, B, weight + k0, 1, n_in, d_out, B, n_out);
+        }
+    }
+    for (int k = 0; k < n_out; k++)
+        d_bias[k] = sum_run(d_out + (size_t)k * B, B);
 }
