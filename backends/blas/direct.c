@@ -509,9 +509,17 @@ static void chunked_rows(float *out, size_t ld, int k0, int m, const float *init
     }
 }
 
+/* A dense product too small to be worth waking a second thread for (fc2,
+ * 500 x 10 at batch 128, took longer on two than on one). */
+static int dense_threads(int threads, int B, int n_in, int n_out)
+{
+    return (double)B * n_in * n_out < (double)(1 << 20) ? 1 : threads;
+}
+
 void blas_dense_direct_forward(float *out, const float *in, const float *weight,
                                const float *bias, int B, int n_in, int n_out, int threads)
 {
+    threads = dense_threads(threads, B, n_in, n_out);
     const int blocks = (n_out + MR - 1) / MR;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && blocks > 1)
     for (int kb = 0; kb < blocks; kb++) {
@@ -532,6 +540,7 @@ void blas_dense_direct_backward(float *d_weight, float *d_bias, float *d_in,
                                 const float *d_out, const float *in, const float *weight,
                                 float *scratch, int B, int n_in, int n_out, int threads)
 {
+    threads = dense_threads(threads, B, n_in, n_out);
     /* the input transposed, in_t[B][n_in]: the weight gradient is then
      * d_out times in_t, whose rows a tile reads a vector at a time */
     float *in_t = scratch;
