@@ -572,7 +572,8 @@ static void describes_itself(void **state)
     engine_config c = config(OPT_SGD, 3);
     engine *e = start(bb, &w, &c);
     bb->describe(e, text, sizeof text);
-    assert_non_null(strstr(text, "fp32 (sgemm), 3 threads, OpenBLAS"));
+    assert_non_null(strstr(text, "fp32 (direct register tiles, sgemm for strided convolutions), "
+                                 "3 threads, OpenBLAS"));
     size_t n = 1;
     assert_non_null(bb->buffer(e, BUF_OPT_STATE, &n));
     assert_int_equal(n, 0); /* sgd keeps no state */

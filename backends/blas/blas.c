@@ -1,13 +1,13 @@
-/* The blas engine: the workload's dense layers as CBLAS GEMMs over the
- * whole mini-batch, its convolutions computed directly from the images
- * (direct.h; GEMMs where they do not suit), everything else as OpenMP
- * loops. Activations are CHWN (blas_layers.h); parameters, gradients and
+/* The blas engine: in fp32 the workload's dense layers over the whole
+ * mini-batch and its convolutions computed directly in register tiles
+ * (direct.h; a strided convolution as a GEMM over its unfolded input), in
+ * fp64 and bf16 both as CBLAS GEMMs; everything else as OpenMP loops. Activations are CHWN (blas_layers.h); parameters, gradients and
  * optimiser state use the flat layout of every backend, so the harness and
  * a data-parallel coordinator see the same floats as with the naive
  * backend.
  *
  * Written over `real` and built three times (backends/common/real.h): fp32
- * (sgemm), fp64 (dgemm; double parameters, gradients, optimiser state and
+ * (direct kernels), fp64 (dgemm; double parameters, gradients, optimiser state and
  * activations) and bf16 (fp32 everything, bf16 GEMM operands, bf16.h).
  * The plain float build also holds the backend's table, whose create picks
  * the build for the precision asked, and what does not depend on the type.
@@ -779,10 +779,11 @@ static void placement(engine *e, int *threads, int *devices, int *replicas)
 static void describe(engine *e, char *buf, size_t len)
 {
     static const char *const gemms[PRECISION_COUNT] = {
-        [PREC_FP32] = "sgemm", [PREC_BF16] = "sbgemm on bf16 operands, fp32 sums",
+        [PREC_FP32] = "direct register tiles, sgemm for strided convolutions",
+        [PREC_BF16] = "sbgemm on bf16 operands, fp32 sums",
         [PREC_FP64] = "dgemm"};
     const precision p = e->h.cfg.precision;
-    snprintf(buf, len, "%s (%s), %d thread%s, OpenBLAS %s %s, GEMMs split by %s",
+    snprintf(buf, len, "%s (%s), %d thread%s, OpenBLAS %s %s, work split by %s",
              precision_name(p), gemms[p] ? gemms[p] : "?", e->team.threads,
              e->team.threads == 1 ? "" : "s", parallel_name(), openblas_get_corename(),
              e->team.split == BLAS_SPLIT_OWN ? "the engine" : "OpenBLAS");
