@@ -625,8 +625,9 @@ static int compute_gradients(engine *e, const int32_t *indices, int batch, float
     return 0;
 }
 
-/* The shared update, cut into ranges that the threads share out; each
- * element's update is independent, so the result is the same for any cut. */
+/* The shared update, cut into ranges that the threads take as they come
+ * free; each element's update is independent, so the result is the same
+ * for any cut. */
 static void update(engine *e, float grad_scale)
 {
     enum { RANGE = 16384 };
@@ -634,7 +635,7 @@ static void update(engine *e, float grad_scale)
     const size_t n = h->w.param_count;
     const int ranges = (int)((n + RANGE - 1) / RANGE);
     h->step++;
-#pragma omp parallel for schedule(static) num_threads(e->team.threads) if (ranges > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->team.threads) if (ranges > 1)
     for (int r = 0; r < ranges; r++) {
         const size_t lo = (size_t)r * RANGE, hi = lo + RANGE < n ? lo + RANGE : n;
         optimizer_update_range(&h->w, &h->cfg.opt, h->TYPED(params), h->TYPED(grads), grad_scale,

@@ -521,7 +521,9 @@ void blas_dense_direct_forward(float *out, const float *in, const float *weight,
 {
     threads = dense_threads(threads, B, n_in, n_out);
     const int blocks = (n_out + MR - 1) / MR;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && blocks > 1)
+    /* handed out as they are asked for: on a shared machine a thread held
+     * off its core leaves its share to the other */
+#pragma omp parallel for schedule(dynamic, 2) num_threads(threads) if (threads > 1 && blocks > 1)
     for (int kb = 0; kb < blocks; kb++) {
         const int k0 = block_start(n_out, blocks, kb), m = block_start(n_out, blocks, kb + 1) - k0;
         /* taps: the inputs, a weight and a row of `in` apart */
