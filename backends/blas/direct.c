@@ -19,9 +19,10 @@
  * the input gradient sum over the inputs (output channels) KC at a time,
  * so that the rows of the other operand a column tile reads stay in L1;
  * the weight gradient is d_out times the input transposed once, so that
- * its rows are read a vector at a time. Against OpenBLAS on fc1 at batch
- * 128 (one Zen 1 core, in a training step): 10.8 -> 9.3 ms for the three
- * products, most of it in the weight gradient (4.3 -> 3.2 ms).
+ * its rows are read a vector at a time. On fc1 at batch 128 (one Zen 1
+ * core) that is as fast as OpenBLAS at its best, 9.2 ms a step for the
+ * three products, where OpenBLAS took 10.6 ms in the training step after
+ * the direct convolutions (README: "Where a blas step goes").
  *
  * Built with -ffp-contract=fast (module.mk): each multiply-add is one FMA
  * where the CPU has them. The vectors are GCC's generic vector type as
@@ -34,25 +35,25 @@
 #include <stddef.h>
 #include <string.h>
 
-/* Floats per vector: the target's register width. (-DLB_CONV_VL=16 on an
+/* Floats per vector: the target's register width. (-DLB_DIRECT_VL=16 on an
  * AVX2 machine runs the AVX-512 build's logic on pairs of registers, which
  * is how its tiling can be checked without such a CPU.) */
-#ifndef LB_CONV_VL
+#ifndef LB_DIRECT_VL
 #if defined(__AVX512F__)
-#define LB_CONV_VL 16
+#define LB_DIRECT_VL 16
 #elif defined(__AVX__)
-#define LB_CONV_VL 8
+#define LB_DIRECT_VL 8
 #else
-#define LB_CONV_VL 4
+#define LB_DIRECT_VL 4
 #endif
 #endif
-enum { VL = LB_CONV_VL };
+enum { VL = LB_DIRECT_VL };
 typedef float vec __attribute__((vector_size(VL * sizeof(float))));
 
 /* Whether a vector is one register of the target, for the intrinsics */
-#if LB_CONV_VL == 16 && defined(__AVX512F__)
+#if LB_DIRECT_VL == 16 && defined(__AVX512F__)
 #define VEC_IS_ZMM 1
-#elif LB_CONV_VL == 8 && defined(__AVX__)
+#elif LB_DIRECT_VL == 8 && defined(__AVX__)
 #define VEC_IS_YMM 1
 #endif
 #if defined(VEC_IS_ZMM) || defined(VEC_IS_YMM)

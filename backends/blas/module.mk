@@ -56,19 +56,19 @@ TEST_LIBS_test_blas := $(BLAS_LIBS) -fopenmp
 TESTS += test_kernel_choice
 TEST_SCRIPTS += tests/test_kernel_choice.sh
 $(BUILD)/backends/blas/%.o: CFLAGS += -fopenmp $(BLAS_INC)
-# one FMA per multiply-add in the direct convolutions
+# one FMA per multiply-add in the direct kernels
 $(BUILD)/backends/blas/direct.o: CFLAGS += -ffp-contract=fast
 $(BUILD)/tests/test_blas: CFLAGS += $(BLAS_INC)
 # direct.c's tiling at the vector widths of other targets, on several
 # of this CPU's registers or part of one: test_blas again, with the direct
-# convolutions built for 16 floats a vector (AVX-512's) and for 4 (SSE's)
+# kernels built for 16 floats a vector (AVX-512's) and for 4 (SSE's)
 TESTS += test_blas_vl16 test_blas_vl4
 # (static patterns: a plain %-pattern would also offer make a way to remake
 # the .d files it includes, through its built-in %: %.o)
 $(BUILD)/backends/blas/direct_vl16.o $(BUILD)/backends/blas/direct_vl4.o: \
     $(BUILD)/backends/blas/direct_vl%.o: backends/blas/direct.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -ffp-contract=fast -Wno-psabi -DLB_CONV_VL=$* -c -o $@ $<
+	$(CC) $(CFLAGS) -ffp-contract=fast -Wno-psabi -DLB_DIRECT_VL=$* -c -o $@ $<
 $(BUILD)/tests/test_blas_vl16 $(BUILD)/tests/test_blas_vl4: $(BUILD)/tests/test_blas_vl%: \
     $(BUILD)/backends/blas/direct_vl%.o $(BUILD)/tests/test_blas
 	$(CC) $(CFLAGS) $(BLAS_INC) $(LDFLAGS) -o $@ tests/test_blas.c $(LIB_OBJS) \
