@@ -1,14 +1,15 @@
 /* The blas engine: in fp32 the workload's dense layers over the whole
  * mini-batch and its convolutions computed directly in register tiles
  * (direct.h; a strided convolution as a GEMM over its unfolded input), in
- * fp64 and bf16 both as CBLAS GEMMs; everything else as OpenMP loops. Activations are CHWN (blas_layers.h); parameters, gradients and
- * optimiser state use the flat layout of every backend, so the harness and
- * a data-parallel coordinator see the same floats as with the naive
- * backend.
+ * fp64 and bf16 both as CBLAS GEMMs; everything else as OpenMP loops.
+ * Activations are CHWN (blas_layers.h); parameters, gradients and optimiser
+ * state use the flat layout of every backend, so the harness and a
+ * data-parallel coordinator see the same floats as with the naive backend.
  *
  * Written over `real` and built three times (backends/common/real.h): fp32
- * (direct kernels), fp64 (dgemm; double parameters, gradients, optimiser state and
- * activations) and bf16 (fp32 everything, bf16 GEMM operands, bf16.h).
+ * (direct kernels), fp64 (dgemm; double parameters, gradients, optimiser
+ * state and activations) and bf16 (fp32 everything, bf16 GEMM operands,
+ * bf16.h).
  * The plain float build also holds the backend's table, whose create picks
  * the build for the precision asked, and what does not depend on the type.
  * struct engine has the same layout in every build (pointers), so one
