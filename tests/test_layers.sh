@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# scripts/check-layers: the tree's includes and calls run downwards, and the
+# check finds what goes up: an include of a higher room, a call into one
+# (from an object), and the registry naming a backend's internals.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+source tests/craft.sh
+BUILD=${BUILD:-build}
+
+# passes DESC: the check, run on the scratch tree, accepts it.
+passes() {
+    if out=$(scripts/check-layers --root "$tmp" "$tmp/build" 2>&1); then pass; else fail "$1 was refused: $out"; fi
+}
+# refuses DESC TEXT: the check refuses the scratch tree, naming TEXT.
+refuses() {
+    if out=$(scripts/check-layers --root "$tmp" "$tmp/build" 2>&1); then
+        fail "$1 passed: $out"
+    elif ! grep -qF "$2" <<<"$out"; then
+        fail "$1 refused without naming '$2': $out"
+    else
+        pass
+    fi
+}
+compile() { cc -c -o "$2" "$1" || fail "cc $1 failed"; }
+
+if out=$(scripts/check-layers "$BUILD" 2>&1); then pass; else fail "the tree breaks its own layering: $out"; fi
+
+scratch
+mkdir -p "$tmp/base" "$tmp/workloads" "$tmp/backends/toy" "$tmp/backends/other" \
+         "$tmp/harness" "$tmp/build/workloads" "$tmp/build/harness" "$tmp/build/backends"
+echo 'int harness_helper(void);' > "$tmp/harness/helper.h"
+echo 'int harness_helper(void) { return 1; }' > "$tmp/harness/helper.c"
+echo 'int toy_internal(void); extern int toy_backend;' > "$tmp/backends/toy/toy.h"
+printf 'int toy_internal(void) { return 2; }\nint toy_backend = 3;\n' > "$tmp/backends/toy/toy.c"
+echo 'int workload_size(void) { return 0; }' > "$tmp/workloads/clean.c"
+
+# a clean tree passes
+passes "a clean tree"
+
+# an include that goes up
+printf '#include "harness/helper.h"\n' > "$tmp/workloads/up.h"
+refuses "an upward include" 'workloads/up.h includes harness/helper.h'
+rm "$tmp/workloads/up.h"
+
+# a backend including another backend's internals
+printf '#include "backends/toy/toy.h"\n' > "$tmp/backends/other/other.c"
+refuses "a cross-backend include" 'backends/other/other.c includes backends/toy/toy.h'
+rm "$tmp/backends/other/other.c"
+
+# a call that goes up, seen in the objects
+printf 'int harness_helper(void);\nint workload_calls_up(void) { return harness_helper(); }\n' > "$tmp/workloads/call.c"
+compile "$tmp/workloads/call.c" "$tmp/build/workloads/call.o"
+compile "$tmp/harness/helper.c" "$tmp/build/harness/helper.o"
+refuses "an upward call" 'workloads/call.o calls harness_helper, defined in harness/helper.o'
+rm "$tmp/build/workloads/call.o"
+
+# the registry may name a backend's registration, not its internals
+mkdir -p "$tmp/build/backends/toy"
+compile "$tmp/backends/toy/toy.c" "$tmp/build/backends/toy/toy.o"
+printf 'extern int toy_backend;\nint *registry_entry(void) { return &toy_backend; }\n' > "$tmp/backends/registry.c"
+compile "$tmp/backends/registry.c" "$tmp/build/backends/registry.o"
+passes "the registry naming a registration"
+printf 'int toy_internal(void);\nint registry_entry(void) { return toy_internal(); }\n' > "$tmp/backends/registry.c"
+compile "$tmp/backends/registry.c" "$tmp/build/backends/registry.o"
+refuses "the registry calling a backend's internal" 'registry.o calls toy_internal, an internal of backends/toy/'
+
+finish
