@@ -12,7 +12,7 @@ NVCCFLAGS := -std=c++17 -O3 -g -I. $(CUDA_INC_FLAGS) $(CUDA_GENCODE) -Xcompiler 
 
 ifeq ($(if $(CUDA_NVCC),$(HAVE_CUDA_LIBS)),1)
 CFLAGS += -DHAVE_CUDA
-CUDA_OBJS := $(BUILD)/backends/cuda/engine.o $(BUILD)/backends/cuda/devmem.o \
+CUDA_OBJS := $(foreach f,engine plans step stages describe devmem,$(BUILD)/backends/cuda/$(f).o) \
              $(BUILD)/backends/cuda/kernels.o
 $(CUDA_OBJS): CFLAGS += $(CUDA_INC_FLAGS)
 $(eval $(call module_rule,cuda,$(CUDA_OBJS) $(MODULE_SHARED_OBJS),$(CUDA_LINK_FLAGS) -lstdc++))

@@ -1,0 +1,225 @@
+/* The cuda engine's reports: placement, the row's description, the
+ * per-layer profile and the GEMM peak. */
+#include "backends/cuda/engine_impl.h"
+
+/* ------------------------------------------------------------------ reporting */
+
+void cuda_placement(engine *e, int *threads, int *devices, int *replicas)
+{
+    (void)e;
+    *threads = 1;
+    *devices = 1;
+    *replicas = 1;
+}
+
+size_t cuda_peak_memory(engine *e)
+{
+    if (cudaSetDevice(e->device) == cudaSuccess)
+        cuda_sample_memory(e);
+    cudaGetLastError();
+    return e->mem_peak > e->tracked_peak ? e->mem_peak : e->tracked_peak;
+}
+
+static const char *math_name(cudnnMathType_t m)
+{
+    switch (m) {
+    case CUDNN_FMA_MATH:
+        return "";
+    case CUDNN_DEFAULT_MATH:
+        return "/default";
+    case CUDNN_TENSOR_OP_MATH:
+        return "/tc";
+    default:
+        return "/other";
+    }
+}
+
+void cuda_describe(engine *e, char *buf, size_t len)
+{
+    static const char *math[PRECISION_COUNT] = {
+        "fp32 FMA (no TF32)", "tf32 tensor cores", "bf16 mixed, fp32 master weights",
+        "fp16 mixed, fp32 master weights, dynamic loss scale", "fp64 throughout"};
+    size_t at = 0;
+#define ADD(...)                                                                                   \
+    do {                                                                                           \
+        if (at < len)                                                                              \
+            at += (size_t)snprintf(buf + at, len - at, __VA_ARGS__);                               \
+    } while (0)
+    if (e->cfg.stage_slots)
+        ADD("%s; model-parallel stage, %d micro-batch slot%s, activations through pinned host "
+            "memory",
+            math[e->cfg.precision], e->cfg.stage_slots, e->cfg.stage_slots == 1 ? "" : "s");
+    else
+        ADD("%s; %s; %s", math[e->cfg.precision],
+            e->graph          ? "CUDA graph"
+            : e->graph_failed ? e->graph_note
+                              : "no CUDA graph",
+            e->cfg.data_on_device ? "data on device" : "data staged from pinned host memory");
+    const plan *p = &e->plans[0];
+    for (int li = 0; li < e->w.n_layers; li++) {
+        if (e->w.layers[li].kind != LAYER_CONV)
+            continue;
+        ADD("; %s fwd %s%s", e->w.layers[li].name, cuda_fwd_algo_name(p->fwd_algo[li]),
+                 math_name(p->fwd_math[li]));
+        if (cuda_needs_input_gradient(e, li))
+            ADD(" bwd-data %s%s", cuda_bwd_data_algo_name(p->bwd_data_algo[li]),
+                     math_name(p->bwd_data_math[li]));
+        ADD(" bwd-filter %s%s", cuda_bwd_filter_algo_name(p->bwd_filter_algo[li]),
+                 math_name(p->bwd_filter_math[li]));
+    }
+#undef ADD
+}
+
+/* ------------------------------------------------------------------ profile */
+
+/* One timed step on the batch in slot 0: an event after each part. */
+static int profile_once(engine *e, const plan *p, int batch, cudaEvent_t *mark, layer_times *out)
+{
+    const int L = e->w.n_layers;
+    int m = 0;
+    CK(cuda_reset_slot(e));
+    CK(cuda_gather_training_batch(e, batch));
+    CK_CUDA(cudaEventRecord(mark[m++], e->stream));
+    for (int i = 0; i < L; i++) {
+        CK(cuda_forward_layer(e, p, i, batch));
+        CK_CUDA(cudaEventRecord(mark[m++], e->stream));
+    }
+    CK_CUDA(lbk_softmax_xent(e->stream, e->act_type, e->grad_a, e->act[L], e->batch_labels, batch,
+                             e->w.classes, e->state, e->losses_dev));
+    CK_CUDA(cudaEventRecord(mark[m++], e->stream));
+    void *d = e->grad_a;
+    for (int i = L - 1; i >= 0; i--) {
+        void *d_in = i > 0 ? (d == e->grad_a ? e->grad_b : e->grad_a) : NULL;
+        CK(cuda_backward_layer(e, p, i, batch, d, d_in, 0));
+        CK_CUDA(cudaEventRecord(mark[m++], e->stream));
+        d = d_in;
+    }
+    CK(cuda_update_and_finish(e));
+    CK_CUDA(cudaEventRecord(mark[m++], e->stream));
+    CK_CUDA(cudaEventSynchronize(mark[m - 1]));
+    /* marks: 0 | forward 1..L | loss L+1 | backward of layer L-1..0 | update */
+    for (int j = 1; j < m; j++) {
+        float ms = 0;
+        CK_CUDA(cudaEventElapsedTime(&ms, mark[j - 1], mark[j]));
+        if (j <= L)
+            out->forward_ms[j - 1] += ms;
+        else if (j == L + 1)
+            out->loss_ms += ms;
+        else if (j <= 2 * L + 1)
+            out->backward_ms[L - 1 - (j - L - 2)] += ms;
+        else
+            out->update_ms += ms;
+    }
+    return 0;
+}
+
+/* Times each layer's forward and backward, the loss and the update with
+ * events over `reps` eager steps on one batch; the parameters, optimiser
+ * state and step count are put back afterwards. */
+int cuda_profile_layers(engine *e, const int32_t *indices, int batch, int reps, layer_times *out)
+{
+    BEGIN(e);
+    if (reps < 1)
+        return cuda_fail(e, "cuda: profile needs at least one repetition");
+    CK(cuda_check_batch(e, indices, batch, 1));
+    const plan *p = cuda_plan_for(e, batch);
+    if (!p)
+        return -1;
+    const int L = e->w.n_layers;
+    cudaEvent_t mark[2 * WORKLOAD_MAX_LAYERS + 3];
+    memset(out, 0, sizeof *out);
+    out->n_layers = L;
+    int made = 0, rc = 0;
+    for (; made < 2 * L + 3; made++) {
+        cudaError_t ev = cudaEventCreate(&mark[made]);
+        if (ev != cudaSuccess) {
+            rc = cuda_call_failed(e, __FILE__, __LINE__, "cudaEventCreate", cudaGetErrorString(ev));
+            break;
+        }
+    }
+    if (!rc)
+        rc = cuda_upload_indices(e, indices, batch, 1);
+    if (!rc && !e->cfg.data_on_device)
+        rc = cuda_stage_batch(e, &e->train, indices, 0, batch, 0);
+    int saved = !rc && cuda_save_model(e) == 0;
+    for (int r = 0; r < reps && saved && !rc; r++)
+        rc = profile_once(e, p, batch, mark, out);
+    if (!e->cfg.data_on_device) {
+        cudaError_t rec = cudaEventRecord(e->compute_done[0], e->stream);
+        if (rec != cudaSuccess && !rc)
+            rc = cuda_call_failed(e, __FILE__, __LINE__, "cudaEventRecord", cudaGetErrorString(rec));
+    }
+    if (saved && cuda_restore_model(e) != 0)
+        rc = -1;
+    if (!saved)
+        rc = -1;
+    if (!rc)
+        rc = cuda_reset_slot(e);
+    /* the restore copies are asynchronous: their errors surface here */
+    cudaError_t done = cudaStreamSynchronize(e->stream);
+    if (done != cudaSuccess && !rc)
+        rc = cuda_call_failed(e, __FILE__, __LINE__, "cudaStreamSynchronize", cudaGetErrorString(done));
+    for (int i = 0; i < made; i++)
+        cudaEventDestroy(mark[i]);
+    if (rc)
+        return -1;
+    for (int i = 0; i < L; i++) {
+        out->forward_ms[i] /= reps;
+        out->backward_ms[i] /= reps;
+    }
+    out->loss_ms /= reps;
+    out->update_ms /= reps;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ peak */
+
+/* Times square GEMMs in the engine's precision and math mode: the device's
+ * practical peak for "% of peak". 0 when it cannot be measured. */
+static int measure_peak(engine *e, double *gflops)
+{
+    const int N = 8192, reps = 10;
+    const size_t bytes = (size_t)N * N * act_size(e);
+    void *m[3] = {NULL, NULL, NULL};
+    cudaEvent_t t0 = NULL, t1 = NULL;
+    int rc = 0;
+    for (int i = 0; i < 3 && !rc; i++)
+        rc = cuda_device_alloc(e, &m[i], bytes, "the peak GEMM probe") ||
+             cudaMemsetAsync(m[i], 0x3c, bytes, e->stream) != cudaSuccess; /* about 1 or 0.01 */
+    if (!rc && (cudaEventCreate(&t0) != cudaSuccess || cudaEventCreate(&t1) != cudaSuccess))
+        rc = cuda_fail(e, "cuda: cannot create events for the peak probe");
+    for (int i = 0; i < 2 && !rc; i++) /* warm-up */
+        rc = cuda_gemm(e, DENSE_BACKWARD_DATA, N, N, N, m[0], m[1], m[2]);
+    if (!rc && cudaEventRecord(t0, e->stream) != cudaSuccess)
+        rc = -1;
+    for (int i = 0; i < reps && !rc; i++)
+        rc = cuda_gemm(e, DENSE_BACKWARD_DATA, N, N, N, m[0], m[1], m[2]);
+    float ms = 0;
+    if (!rc &&
+        (cudaEventRecord(t1, e->stream) != cudaSuccess || cudaEventSynchronize(t1) != cudaSuccess ||
+         cudaEventElapsedTime(&ms, t0, t1) != cudaSuccess))
+        rc = -1;
+    cudaStreamSynchronize(e->stream);
+    for (int i = 0; i < 3; i++)
+        cuda_device_free(e, &m[i], bytes);
+    if (t0)
+        cudaEventDestroy(t0);
+    if (t1)
+        cudaEventDestroy(t1);
+    cudaGetLastError();
+    if (rc)
+        e->err[0] = '\0'; /* not measured is not an error */
+    *gflops = !rc && ms > 0 ? 2.0 * N * N * (double)N * reps / (ms * 1e-3) * 1e-9 : 0.0;
+    return rc;
+}
+
+double cuda_peak_gflops(engine *e)
+{
+    /* the probe's matrices are not the training's memory */
+    const size_t tracked_peak = e->tracked_peak;
+    if (e->peak_gflops <= 0 && cudaSetDevice(e->device) == cudaSuccess)
+        measure_peak(e, &e->peak_gflops);
+    e->tracked_peak = tracked_peak;
+    cudaGetLastError();
+    return e->peak_gflops;
+}
