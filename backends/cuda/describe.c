@@ -147,7 +147,8 @@ int cuda_profile_layers(engine *e, const int32_t *indices, int batch, int reps, 
     if (!e->cfg.data_on_device) {
         cudaError_t rec = cudaEventRecord(e->compute_done[0], e->stream);
         if (rec != cudaSuccess && !rc)
-            rc = cuda_call_failed(e, __FILE__, __LINE__, "cudaEventRecord", cudaGetErrorString(rec));
+            rc = cuda_call_failed(e, __FILE__, __LINE__, "cudaEventRecord",
+                                  cudaGetErrorString(rec));
     }
     if (saved && cuda_restore_model(e) != 0)
         rc = -1;
@@ -158,7 +159,8 @@ int cuda_profile_layers(engine *e, const int32_t *indices, int batch, int reps, 
     /* the restore copies are asynchronous: their errors surface here */
     cudaError_t done = cudaStreamSynchronize(e->stream);
     if (done != cudaSuccess && !rc)
-        rc = cuda_call_failed(e, __FILE__, __LINE__, "cudaStreamSynchronize", cudaGetErrorString(done));
+        rc = cuda_call_failed(e, __FILE__, __LINE__, "cudaStreamSynchronize",
+                              cudaGetErrorString(done));
     for (int i = 0; i < made; i++)
         cudaEventDestroy(mark[i]);
     if (rc)

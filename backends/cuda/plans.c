@@ -220,7 +220,8 @@ int cuda_build_plan(engine *e, plan *p, int n, int allocate)
                                                        &dims[2], &dims[3]));
         }
         if (dims[0] != n || dims[1] != l->out.c || dims[2] != l->out.h || dims[3] != l->out.w)
-            return cuda_fail(e, "cuda: %s: cuDNN gives a %dx%dx%dx%d output, the workload %dx%dx%dx%d",
+            return cuda_fail(e,
+                             "cuda: %s: cuDNN gives a %dx%dx%dx%d output, the workload %dx%dx%dx%d",
                              l->name, dims[0], dims[1], dims[2], dims[3], n, l->out.c, l->out.h,
                              l->out.w);
     }

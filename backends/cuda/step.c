@@ -51,8 +51,8 @@ int cuda_forward_layer(engine *e, const plan *p, int i, int n)
         CK_CUDNN(cudnnPoolingForward(e->cudnn, e->pool[i], one, p->in[i], x, zero, p->out[i], y));
         break;
     case LAYER_DENSE:
-        CK(cuda_gemm(e, DENSE_FORWARD, n, shape3_size(l->in), l->units, weights_at(e, l->weight_offset),
-                     x, y));
+        CK(cuda_gemm(e, DENSE_FORWARD, n, shape3_size(l->in), l->units,
+                     weights_at(e, l->weight_offset), x, y));
         CK_CUDA(
             lbk_bias_add(e->stream, e->act_type, y, weights_at(e, l->bias_offset), n, l->units, 1));
         break;
@@ -297,7 +297,8 @@ int cuda_check_batch(engine *e, const int32_t *indices, int batch, int steps)
     const long n = (long)steps * batch;
     for (long i = 0; i < n; i++)
         if (indices[i] < 0 || indices[i] >= e->train.count)
-            return cuda_fail(e, "cuda: image index %d outside 0..%d", indices[i], e->train.count - 1);
+            return cuda_fail(e, "cuda: image index %d outside 0..%d", indices[i],
+                             e->train.count - 1);
     return 0;
 }
 
