@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "backends/engine.h"
-#include "parallel/model.h"
+#include "parallel/model_parallel.h"
 #include "workloads/workload.h"
 
 #define MAX_RUN_BACKENDS 16
@@ -47,7 +47,7 @@ typedef struct run_config {
     int averaging_frequency;     /* 0: synchronous gradient all-reduce */
     int average_optimizer_state; /* with averaging: the optimiser state too */
 
-    /* Model parallelism (parallel/model.h): --parallel model and/or hybrid
+    /* Model parallelism (parallel/model_parallel.h): --parallel model and/or hybrid
      * add, for each backend, a configuration per split x micro-batch count x
      * prefetch depth. */
     int model_parallel, hybrid_parallel;

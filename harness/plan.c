@@ -6,7 +6,7 @@
 
 #include "backends/registry.h"
 #include "parallel/comm.h"
-#include "parallel/model.h"
+#include "parallel/model_parallel.h"
 #include "parallel/world.h"
 
 int dp_parse_replicas(const char *list, int *out, int max, int *n)

@@ -1,6 +1,6 @@
 /* Backends made of another backend and options: the data-parallel
  * coordinator over replicas of `inner` (coordinator.c), the model-parallel
- * one over its workers (model.c). Each is made once per (entries, inner,
+ * one over its workers (model_parallel.c). Each is made once per (entries, inner,
  * options, name) and lives as long as the program, so that asking again
  * hands out the same backend, which the registry's users may keep. */
 #ifndef LB_WRAP_H

@@ -22,7 +22,7 @@
 #include "backends/registry.h"
 #include "harness/init.h"
 #include "parallel/coordinator.h"
-#include "parallel/model.h"
+#include "parallel/model_parallel.h"
 #include "tests/testing.h"
 #include "tests/training.h"
 
