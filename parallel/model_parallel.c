@@ -69,7 +69,8 @@ static int prepare(engine *e, const dataset *d, const int32_t *idx, int first, i
             return mp_fail(e, "model-parallel: image index %ld out of range (0..%d)", i,
                         d->count - 1);
         if (d->labels[i] >= e->w.classes)
-            return mp_fail(e, "model-parallel: label %d of image %ld out of range", d->labels[i], i);
+            return mp_fail(e, "model-parallel: label %d of image %ld out of range", d->labels[i],
+                           i);
         e->labels[b] = d->labels[i];
     }
     e->data = d;

@@ -282,7 +282,8 @@ static void filters_program(engine *e, int i, int train)
         pthread_barrier_wait(&e->barrier);
         for (int s = 0; s < S; s++) {
             stage *st = &e->st[s][i];
-            if (!w->rc && e->inner->stage_forward(st->e, m, segment_input(e, s, m), n, w->share_out))
+            if (!w->rc &&
+                e->inner->stage_forward(st->e, m, segment_input(e, s, m), n, w->share_out))
                 worker_fail(e, i, st, "stage_forward");
             if (!w->rc)
                 gather_shares(e, s, i, m);
