@@ -35,7 +35,7 @@ endif
 HAVE_CMOCKA := $(call probe,$(H)include <stdarg.h>\n$(H)include <stddef.h>\n$(H)include <stdint.h>\n$(H)include <setjmp.h>\n$(H)include <cmocka.h>\nint main(void){return 0;}\n,-lcmocka)
 
 # Sources of the program, less main.c (tests link these too).
-LIB_SRCS := $(wildcard workloads/*.c) backends/registry.c backends/module.c \
+LIB_SRCS := $(wildcard base/*.c) $(wildcard workloads/*.c) backends/registry.c backends/module.c \
             $(wildcard backends/common/*.c) $(wildcard backends/naive/*.c) \
             $(filter-out harness/main.c,$(wildcard harness/*.c))
 TESTS :=        # cmocka programs: tests/<name>.c; TEST_OBJS_<name>, TEST_LIBS_<name> extra

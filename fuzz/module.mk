@@ -13,7 +13,7 @@
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := idx_parse idx_file paramfile csv
-FUZZ_SRCS := fuzz/targets.c harness/idx.c harness/paramfile.c harness/csv.c harness/alloc.c \
+FUZZ_SRCS := fuzz/targets.c harness/idx.c harness/paramfile.c harness/csv.c base/alloc.c \
              harness/fileio.c workloads/workload.c
 FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -I. -Wall -Wextra -Werror \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "harness/alloc.h"
+#include "base/alloc.h"
 #include "harness/config.h"
 #include "harness/count.h"
 #include "harness/csv.h"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/alloc.h"
+#include "base/alloc.h"
 #include "harness/fileio.h"
 
 void csv_field(FILE *f, const char *s)

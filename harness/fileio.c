@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness/errmsg.h"
+#include "base/errmsg.h"
 
 FILE *fopen_regular(const char *path, const char **problem)
 {

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "harness/errmsg.h"
+#include "base/errmsg.h"
 #include "harness/fileio.h"
 
 #ifdef HAVE_ZLIB

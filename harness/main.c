@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/alloc.h"
+#include "base/alloc.h"
 #include "harness/compare.h"
 #include "harness/config.h"
 #include "harness/count.h"

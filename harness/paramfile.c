@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness/errmsg.h"
+#include "base/errmsg.h"
 #include "harness/fileio.h"
 
 

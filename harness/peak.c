@@ -10,7 +10,7 @@
 #endif
 
 #include "backends/registry.h"
-#include "harness/timer.h"
+#include "base/clock.h"
 
 
 /* The C probe: the inner kernel of a GEMM, C[6 x 2V] += A[6 x K] B[K x 2V]

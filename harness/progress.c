@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/timer.h"
+#include "base/clock.h"
 
 void progress_start(progress *p, const char *label, int epoch, int epochs, long total_images)
 {

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "backends/registry.h"
-#include "harness/alloc.h"
+#include "base/alloc.h"
 #include "harness/fileio.h"
 #include "harness/idx.h"
 #include "harness/init.h"
@@ -24,7 +24,7 @@
 #include "harness/report.h"
 #include "harness/results.h"
 #include "harness/stats.h"
-#include "harness/timer.h"
+#include "base/clock.h"
 #include "harness/plan.h"
 #include "parallel/world.h"
 

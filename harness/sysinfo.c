@@ -10,7 +10,7 @@
 
 #include "backends/blas/kernel_choice.h"
 #include "backends/registry.h"
-#include "harness/alloc.h"
+#include "base/alloc.h"
 #include "harness/csv.h"
 #include "parallel/world.h"
 

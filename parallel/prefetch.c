@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "backends/common/elementwise.h"
-#include "harness/timer.h"
+#include "base/clock.h"
 
 /* One batch buffer. Batch t lives in slot t mod nslots; the counters below
  * say which stage owns it, so the data itself needs no lock. */

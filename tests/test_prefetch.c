@@ -24,7 +24,7 @@
 
 #include "backends/common/elementwise.h"
 #include "harness/init.h"
-#include "harness/timer.h"
+#include "base/clock.h"
 #include "parallel/prefetch.h"
 
 #define ROWS 28

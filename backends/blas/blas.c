@@ -27,6 +27,7 @@
 #include "backends/common/host_engine.h"
 #include "backends/common/optimizer.h"
 #include "backends/module.h"
+#include "base/clock.h"
 
 /* Images per group in the convolution stage when the engine shares out the
  * work: a group's activations stay in a core's L2 and L3 from one layer to
@@ -826,29 +827,29 @@ static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
     for (int r = 0; r < reps; r++) {
         join_conv_weights(e);
         for (int i = 0; i < L; i++) {
-            double t0 = host_now_ms();
+            double t0 = now_ms();
             if (i < C)
                 conv_stage_forward(e, NULL, batch, i, i + 1);
             else
                 dense_forward_layer(e, i, batch);
-            out->forward_ms[i] += host_now_ms() - t0;
+            out->forward_ms[i] += now_ms() - t0;
         }
-        double t0 = host_now_ms();
+        double t0 = now_ms();
         loss_and_dlogits(e, batch);
-        out->loss_ms += host_now_ms() - t0;
+        out->loss_ms += now_ms() - t0;
         for (int i = L - 1; i >= 0; i--) {
-            t0 = host_now_ms();
+            t0 = now_ms();
             if (i < C)
                 conv_stage_backward(e, batch, i, i + 1);
             else
                 dense_backward_layer(e, i, batch);
             if (i == 0)
                 conv_stage_sum_gradients(e, batch);
-            out->backward_ms[i] += host_now_ms() - t0;
+            out->backward_ms[i] += now_ms() - t0;
         }
-        t0 = host_now_ms();
+        t0 = now_ms();
         update(e, 1);
-        out->update_ms += host_now_ms() - t0;
+        out->update_ms += now_ms() - t0;
     }
 }
 

@@ -22,6 +22,7 @@
 #endif
 
 #include "backends/module.h"
+#include "base/clock.h"
 
 /* ---------------------------------------------------------------------- */
 /* The CPU                                                                  */
@@ -341,13 +342,6 @@ static void child_probe(const char *core, const kc_hooks *hooks, kc_probe *p)
     p->checked = 1;
     p->check_ok = sgemm_check(lib, hooks && hooks->corrupt_candidate_sgemm, p->why,
                               sizeof p->why) == 0;
-}
-
-static double now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
 /* Runs child_probe in a child process and collects its answer; a child

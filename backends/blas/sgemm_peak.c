@@ -6,13 +6,7 @@
 #include <time.h>
 
 #include "backends/blas/blas_layers.h"
-
-static double now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
+#include "base/clock.h"
 
 double blas_sgemm_peak_gflops_sized(int threads, int n, int reps)
 {

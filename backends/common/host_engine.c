@@ -157,13 +157,6 @@ int host_take_labels(host_engine *h, const dataset *d, const int32_t *idx, int f
     return 0;
 }
 
-double host_now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
 /* Entries ---------------------------------------------------------------- */
 
 int host_probe(void *ctx, char *why, size_t why_len)

@@ -114,9 +114,6 @@ int host_check_batch(host_engine *h, int batch);
  * range. */
 int host_take_labels(host_engine *h, const dataset *d, const int32_t *idx, int first, int n);
 
-/* Milliseconds on a monotonic clock. */
-double host_now_ms(void);
-
 /* Entries of the contract, for the backend table ------------------------ */
 
 /* All of them, as designated initialisers:

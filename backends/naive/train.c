@@ -9,6 +9,7 @@
 #include "backends/common/optimizer.h"
 #include "backends/naive/layers.h"
 #include "backends/naive/naive.h"
+#include "base/clock.h"
 
 /* The current slot's activations into act[]. */
 static void use_slot(engine *e, int slot)
@@ -195,22 +196,22 @@ static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
     const int L = e->h.w.n_layers;
     for (int r = 0; r < reps; r++) {
         for (int i = 0; i < L; i++) {
-            double t0 = host_now_ms();
+            double t0 = now_ms();
             forward_layer(e, i, batch);
-            out->forward_ms[i] += host_now_ms() - t0;
+            out->forward_ms[i] += now_ms() - t0;
         }
-        double t0 = host_now_ms();
+        double t0 = now_ms();
         loss_and_dlogits(e, batch);
-        out->loss_ms += host_now_ms() - t0;
+        out->loss_ms += now_ms() - t0;
         real *d = e->d_a;
         for (int i = L - 1; i >= 0; i--) {
-            t0 = host_now_ms();
+            t0 = now_ms();
             d = backward_step(e, i, batch, d);
-            out->backward_ms[i] += host_now_ms() - t0;
+            out->backward_ms[i] += now_ms() - t0;
         }
-        t0 = host_now_ms();
+        t0 = now_ms();
         apply_update(e, 1);
-        out->update_ms += host_now_ms() - t0;
+        out->update_ms += now_ms() - t0;
     }
 }
 

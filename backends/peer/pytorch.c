@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "backends/engine.h"
+#include "base/clock.h"
 
 #ifndef LB_SOURCE_DIR_ABS
 #define LB_SOURCE_DIR_ABS "."
@@ -77,13 +78,6 @@ typedef struct channel {
     int status;    /* waitpid status once reaped */
     int signalled; /* a signal came during a wait (the run is stopping) */
 } channel;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static double base_timeout(void)
 {
@@ -227,12 +221,12 @@ static void channel_reap(channel *c, double wait_s)
 {
     if (c->pid <= 0)
         return;
-    double until = now_s() + wait_s;
+    double until = now_seconds() + wait_s;
     for (;;) {
         pid_t r = waitpid(c->pid, &c->status, WNOHANG);
         if (r == c->pid || (r < 0 && errno != EINTR))
             break;
-        if (r == 0 && now_s() >= until) {
+        if (r == 0 && now_seconds() >= until) {
             kill(c->pid, SIGKILL);
             while (waitpid(c->pid, &c->status, 0) < 0 && errno == EINTR)
                 ;
@@ -286,7 +280,7 @@ typedef enum wait_result { READY, TIMED_OUT, CLOSED, BROKEN } wait_result;
 static wait_result channel_wait(channel *c, short events, double *deadline)
 {
     for (;;) {
-        double left = *deadline - now_s();
+        double left = *deadline - now_seconds();
         if (left <= 0)
             return TIMED_OUT;
         struct pollfd fds[2] = {{c->sock, events, 0}, {c->err, POLLIN, 0}};
@@ -294,7 +288,7 @@ static wait_result channel_wait(channel *c, short events, double *deadline)
         int r = poll(fds, c->err >= 0 ? 2 : 1, ms);
         if (r < 0 && errno == EINTR) {
             double base = base_timeout();
-            double grace = now_s() + (base < GRACE_AFTER_SIGNAL_S ? base : GRACE_AFTER_SIGNAL_S);
+            double grace = now_seconds() + (base < GRACE_AFTER_SIGNAL_S ? base : GRACE_AFTER_SIGNAL_S);
             if (grace < *deadline)
                 *deadline = grace;
             c->signalled = 1;
@@ -455,7 +449,7 @@ static int probe_python(const char *python, const char *script, peer_probe *p, c
         snprintf(why, why_len, "%s", err);
         return -1;
     }
-    double deadline = now_s() + base_timeout();
+    double deadline = now_seconds() + base_timeout();
     char line[512];
     wait_result w = channel_line(&c, line, sizeof line, &deadline);
     int rc = -1;
@@ -597,7 +591,7 @@ static int request(engine *e, const char *what, const char *cmd, const void *con
 {
     if (!e->alive)
         return -1;
-    *deadline = now_s() + limit_s;
+    *deadline = now_seconds() + limit_s;
     wait_result w = channel_send(&e->ch, cmd, strlen(cmd), deadline);
     for (int i = 0; i < n_parts && w == READY; i++)
         w = channel_send(&e->ch, parts[i], sizes[i], deadline);
@@ -649,7 +643,7 @@ static void stop_parked(void)
         pthread_mutex_unlock(&park_lock);
         if (!p.valid)
             continue;
-        double deadline = now_s() + 1;
+        double deadline = now_seconds() + 1;
         channel_send(&p.ch, "quit\n", 5, &deadline);
         channel_close(&p.ch, EXIT_WAIT_S);
     }
@@ -660,7 +654,7 @@ static void register_stop_parked(void) { atexit(stop_parked); }
 /* 1 when ch was parked (the slot owns it now). */
 static int park(const peer_kind *k, int device, channel *ch)
 {
-    double deadline = now_s() + 1;
+    double deadline = now_seconds() + 1;
     if (ch->in_len != 0 || channel_send(ch, "park\n", 5, &deadline) != READY)
         return 0;
     pthread_once(&park_exit_once, register_stop_parked);
@@ -700,7 +694,7 @@ static void destroy(engine *e)
         return;
     }
     if (e->alive) {
-        double deadline = now_s() + 1;
+        double deadline = now_seconds() + 1;
         channel_send(&e->ch, "quit\n", 5, &deadline);
     }
     channel_close(&e->ch, e->alive ? EXIT_WAIT_S : 0);
@@ -711,7 +705,7 @@ static void destroy(engine *e)
  * e->describe. */
 static int read_ready(engine *e, const char *what)
 {
-    double limit = base_timeout(), deadline = now_s() + limit;
+    double limit = base_timeout(), deadline = now_seconds() + limit;
     char *line = e->line;
     line[0] = 0;
     wait_result r = channel_line(&e->ch, line, sizeof e->line, &deadline);
@@ -785,7 +779,7 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
         e->alive = 1;
         if (used + 1 < sizeof cmd) {
             cmd[used++] = '\n';
-            double deadline = now_s() + base_timeout();
+            double deadline = now_seconds() + base_timeout();
             if (channel_send(&e->ch, cmd, used, &deadline) == READY &&
                 read_ready(e, "config") == 0)
                 return e;

@@ -1,4 +1,4 @@
-#include "harness/alloc.h"
+#include "base/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,8 +2,8 @@
  * one line, "bench: out of memory", and exits. The status is 1, as for any
  * failed run; the subcommands, whose 1 is a finding (compare: a
  * regression), set 2 with alloc_set_exit_status before they start. */
-#ifndef LB_ALLOC_H
-#define LB_ALLOC_H
+#ifndef LB_BASE_ALLOC_H
+#define LB_BASE_ALLOC_H
 
 #include <stddef.h>
 

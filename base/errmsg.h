@@ -1,8 +1,8 @@
 /* One-line error messages of the form "name: problem", for the file
  * parsers: the name (a path) always comes first, and line breaks never
  * reach the message. */
-#ifndef LB_ERRMSG_H
-#define LB_ERRMSG_H
+#ifndef LB_BASE_ERRMSG_H
+#define LB_BASE_ERRMSG_H
 
 #include <stdarg.h>
 #include <stddef.h>
