@@ -4,88 +4,66 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "backends/blas/kernel_choice.h"
 #include "backends/module.h"
 
-extern const backend naive_backend;     /* backends/naive/naive.c */
-extern const backend multi_gpu_backend; /* parallel/coordinator.c */
+/* Each backend's registration, defined beside its code. */
+extern const backend naive_backend;      /* backends/naive/naive.c */
+extern backend_module blas_registration; /* backends/blas/registration.c */
+extern backend_module cuda_registration; /* backends/cuda/registration.c */
 /* Framework peers (backends/peer/pytorch.c): last, so a run's own
  * backends come first in its tables and charts */
 extern const backend pytorch_cpu_backend, pytorch_cuda_backend;
 
-/* A backend in a module: its entry holds what the registry knows without
- * loading it, and is filled with the module's table when loaded. */
-typedef struct module_entry {
-    backend b;
-    const char *module;
-    /* Optional: run once before the module loads, to set the environment
-     * its libraries read when they start; and one line on what it set. */
-    void (*prepare)(void);
-    void (*describe_setup)(char *buf, size_t len, int with_reasons);
-    int tried;
-    const backend *table; /* the module's own, NULL until loaded */
-    char why[512];        /* why it did not load */
-} module_entry;
+static backend_module *const modules[] = {&blas_registration, &cuda_registration};
 
-#ifdef HAVE_BLAS
-#define BLAS_BUILT 1
-#else
-#define BLAS_BUILT 0
-#endif
-#ifdef HAVE_CUDA
-#define CUDA_BUILT 1
-#else
-#define CUDA_BUILT 0
-#endif
-
-static module_entry blas_entry = {
-    .b = {.name = "blas",
-          .summary = "OpenBLAS GEMMs over the whole batch + OpenMP loops, fp32",
-          .built = BLAS_BUILT,
-          .not_built_reason = "OpenBLAS (cblas.h, libopenblas) or OpenMP not found at build "
-                              "time, or left out with make BLAS=0"},
-    .module = "blas",
-    .prepare = blas_setup_prepare,
-    .describe_setup = blas_setup_describe,
-};
-
-static module_entry cuda_entry = {
-    .b = {.name = "cuda",
-          .summary = "one GPU: cuDNN convolutions, cuBLAS dense layers",
-          .built = CUDA_BUILT,
-          .not_built_reason = "nvcc, cuDNN or cuBLAS not found at build time, or left out "
-                              "with make CUDA=0"},
-    .module = "cuda",
-};
-
-static module_entry *const modules[] = {&blas_entry, &cuda_entry};
-
-static const backend *const registry[] = {
+/* The suite's own engines, in the order --backend all runs them; then the
+ * backends registered from above (backend_register), then the peers. */
+static const backend *const engines[] = {
     &naive_backend,
-    &blas_entry.b,
-    &cuda_entry.b,
-    &multi_gpu_backend,
-    &pytorch_cpu_backend,
-    &pytorch_cuda_backend,
+    &blas_registration.b,
+    &cuda_registration.b,
 };
+static const backend *const peers[] = {&pytorch_cpu_backend, &pytorch_cuda_backend};
+enum { MAX_REGISTERED = 8 };
+static const backend *registered[MAX_REGISTERED];
+static int registered_count;
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int backend_count(void) { return (int)(sizeof registry / sizeof registry[0]); }
+#define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 
-const backend *backend_at(int i) { return registry[i]; }
+void backend_register(const backend *b)
+{
+    if (registered_count == MAX_REGISTERED) {
+        fprintf(stderr, "bench: more than %d backends registered; raise MAX_REGISTERED\n",
+                MAX_REGISTERED);
+        abort();
+    }
+    registered[registered_count++] = b;
+}
+
+int backend_count(void) { return COUNT(engines) + registered_count + COUNT(peers); }
+
+const backend *backend_at(int i)
+{
+    if (i < COUNT(engines))
+        return engines[i];
+    i -= COUNT(engines);
+    return i < registered_count ? registered[i] : peers[i - registered_count];
+}
 
 const backend *backend_find(const char *name)
 {
     for (int i = 0; i < backend_count(); i++)
-        if (strcmp(registry[i]->name, name) == 0)
-            return registry[i];
+        if (strcmp(backend_at(i)->name, name) == 0)
+            return backend_at(i);
     return NULL;
 }
 
-static module_entry *entry_of(const backend *b)
+static backend_module *entry_of(const backend *b)
 {
     for (size_t i = 0; i < sizeof modules / sizeof modules[0]; i++)
         if (&modules[i]->b == b)
@@ -96,7 +74,7 @@ static module_entry *entry_of(const backend *b)
 /* Loads b's module if b lives in one; 0, or -1 with the reason. */
 static int ensure_loaded(const backend *b, char *why, size_t why_len)
 {
-    module_entry *m = entry_of(b);
+    backend_module *m = entry_of(b);
     if (!m)
         return 0;
     pthread_mutex_lock(&load_lock);
@@ -124,12 +102,15 @@ static int ensure_loaded(const backend *b, char *why, size_t why_len)
 
 int backend_is_peer(const backend *b)
 {
-    return b == &pytorch_cpu_backend || b == &pytorch_cuda_backend;
+    for (int i = 0; i < COUNT(peers); i++)
+        if (b == peers[i])
+            return 1;
+    return 0;
 }
 
 int backend_loaded(const backend *b)
 {
-    module_entry *m = entry_of(b);
+    backend_module *m = entry_of(b);
     if (!m)
         return b->built;
     pthread_mutex_lock(&load_lock);
@@ -201,7 +182,7 @@ void backend_setup_note(const backend *b, int with_reasons, char *buf, size_t le
 {
     if (len)
         buf[0] = '\0';
-    module_entry *m = entry_of(b);
+    backend_module *m = entry_of(b);
     if (m && m->describe_setup && m->table)
         m->describe_setup(buf, len, with_reasons);
 }

@@ -13,6 +13,28 @@
 
 #include "backends/engine.h"
 
+/* A backend that lives in a module (backends/module.h), as its folder
+ * registers it (backends/NAME/registration.c): what the registry knows
+ * without loading it, and the hooks the backend runs around loading. */
+typedef struct backend_module {
+    backend b; /* name, summary, built, not_built_reason; the module's own
+                * table once loaded */
+    const char *module; /* $(BUILD)/modules/<module>.so */
+    /* Optional: run once before the module loads, to set the environment
+     * its libraries read when they start; and one line on what it set. */
+    void (*prepare)(void);
+    void (*describe_setup)(char *buf, size_t len, int with_reasons);
+    /* the registry's: whether loading was tried, the table, why it failed */
+    int tried;
+    const backend *table;
+    char why[512];
+} backend_module;
+
+/* Adds b after the suite's own engines (before the framework peers): for
+ * backends built above the registry, such as the multi-gpu coordinator,
+ * which register themselves when the program starts. */
+void backend_register(const backend *b);
+
 int backend_count(void);
 const backend *backend_at(int i);
 const backend *backend_find(const char *name);

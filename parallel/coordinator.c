@@ -785,6 +785,13 @@ const backend multi_gpu_backend = {
     .library_info = multi_gpu_library_info,
 };
 
+/* multi-gpu joins the registry as the program starts: the registry sits
+ * below parallel/ and cannot name it. */
+__attribute__((constructor)) static void register_multi_gpu(void)
+{
+    backend_register(&multi_gpu_backend);
+}
+
 const backend *dp_inner(const backend *b)
 {
     const wrapped_backend *w = wrapper_of(b);

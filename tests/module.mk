@@ -9,6 +9,13 @@ TEST_SCRIPTS += tests/test_modules.sh tests/test_cli.sh tests/test_axes.sh tests
 .PHONY: print-test-programs
 print-test-programs:
 	@echo $(TEST_BINS)
+# Includes and calls run downwards through the rooms (scripts/check-layers,
+# docs/design.md), and the check finds each kind of violation.
+TEST_SCRIPTS += tests/test_layers.sh
+.PHONY: check-layers
+check-layers: $(BENCH) $(MODULES)
+	scripts/check-layers $(BUILD)
+
 # Every backend of the registry against naive, and data-parallel against
 # one replica (tests/test_equivalence.c).
 TESTS += test_equivalence

@@ -2,7 +2,8 @@
  * kernels (OPENBLAS_CORETYPE) and how idle OpenMP threads wait
  * (OMP_WAIT_POLICY). Both are read once, when OpenBLAS and libgomp start,
  * so they are decided here, in the program, before the registry loads the
- * blas module (backends/registry.c calls blas_setup_prepare()).
+ * blas module (the registry calls blas_setup_prepare(), the hook
+ * backends/blas/registration.c gives it).
  *
  * Kernels. OpenBLAS's DYNAMIC_ARCH build picks its kernels from the CPU's
  * family and model, and on a model it does not know it may fall back to a

@@ -9,7 +9,7 @@
 #
 # kernel_choice.c is part of the program, built or not: it decides the
 # environment OpenBLAS and libgomp start in, before the module is loaded.
-LIB_SRCS += backends/blas/kernel_choice.c
+LIB_SRCS += backends/blas/kernel_choice.c backends/blas/registration.c
 BLAS ?= 1
 ifneq ($(BLAS),0)
 BLAS_MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)

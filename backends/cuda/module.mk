@@ -10,6 +10,9 @@ NVCC_WARN := -Xcompiler -Wall,-Wextra$(if $(filter -Werror,$(WARN)),$(FIND_LIBS_
 NVCCFLAGS := -std=c++17 -O3 -g -I. $(CUDA_INC_FLAGS) $(CUDA_GENCODE) -Xcompiler -fPIC \
              $(NVCC_WARN) -MMD -MP $(EXTRA_NVCCFLAGS)
 
+# what the registry knows of the backend, built or not
+LIB_SRCS += backends/cuda/registration.c
+
 ifeq ($(if $(CUDA_NVCC),$(HAVE_CUDA_LIBS)),1)
 CFLAGS += -DHAVE_CUDA
 CUDA_OBJS := $(foreach f,engine plans step stages describe devmem,$(BUILD)/backends/cuda/$(f).o) \

@@ -1,0 +1,23 @@
+/* The blas backend as the registry knows it before its module is loaded
+ * (part of the program, built or not): its name and summary, and the
+ * kernel choice (kernel_choice.h) that sets OpenBLAS's environment before
+ * the library starts. */
+#include "backends/blas/kernel_choice.h"
+#include "backends/registry.h"
+
+#ifdef HAVE_BLAS
+#define BLAS_BUILT 1
+#else
+#define BLAS_BUILT 0
+#endif
+
+backend_module blas_registration = {
+    .b = {.name = "blas",
+          .summary = "OpenBLAS GEMMs over the whole batch + OpenMP loops, fp32",
+          .built = BLAS_BUILT,
+          .not_built_reason = "OpenBLAS (cblas.h, libopenblas) or OpenMP not found at build "
+                              "time, or left out with make BLAS=0"},
+    .module = "blas",
+    .prepare = blas_setup_prepare,
+    .describe_setup = blas_setup_describe,
+};
