@@ -37,7 +37,7 @@ HAVE_CMOCKA := $(call probe,$(H)include <stdarg.h>\n$(H)include <stddef.h>\n$(H)
 # Sources of the program, less main.c (tests link these too).
 LIB_SRCS := $(wildcard base/*.c) $(wildcard workloads/*.c) backends/registry.c backends/module.c \
             $(wildcard backends/common/*.c) $(wildcard backends/naive/*.c) \
-            $(filter-out harness/main.c,$(wildcard harness/*.c))
+            $(filter-out harness/main.c,$(wildcard harness/*.c harness/*/*.c))
 TESTS :=        # cmocka programs: tests/<name>.c; TEST_OBJS_<name>, TEST_LIBS_<name> extra
 TEST_SCRIPTS := # shell tests: exit 0 pass, 77 skip (run after the programs)
 SKIPPED := $(if $(HAVE_ZLIB),,reading_.gz_data:_zlib.h_or_libz_not_found,_gunzip_the_data_files)
@@ -75,14 +75,14 @@ $(BUILD)/backends/module.o: CFLAGS += -DLB_BUILD_DIR='"$(BUILD)"' -DLB_BUILD_DIR
 # The commit recorded with every run; sysinfo.o is rebuilt when it changes.
 GIT_COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
 $(shell mkdir -p $(BUILD) && (test "$$(cat $(BUILD)/git-commit 2>/dev/null)" = "$(GIT_COMMIT)" || echo "$(GIT_COMMIT)" > $(BUILD)/git-commit))
-$(BUILD)/harness/sysinfo.o: $(BUILD)/git-commit
+$(BUILD)/harness/run/sysinfo.o: $(BUILD)/git-commit
 
 # Objects are rebuilt when the flags change (another OPT, a sanitiser, a
 # switch), not only when their sources do.
 BUILD_FLAGS := $(CC) $(CFLAGS) $(NVCCFLAGS)
 $(shell test "$$(cat $(BUILD)/build-flags 2>/dev/null)" = '$(BUILD_FLAGS)' || echo '$(BUILD_FLAGS)' > $(BUILD)/build-flags)
 $(LIB_OBJS) $(BUILD)/harness/main.o $(MODULE_OBJS): $(BUILD)/build-flags
-$(BUILD)/harness/sysinfo.o: CFLAGS += -DGIT_COMMIT='"$(GIT_COMMIT)"'
+$(BUILD)/harness/run/sysinfo.o: CFLAGS += -DGIT_COMMIT='"$(GIT_COMMIT)"'
 
 .PHONY: all modules test run clean deps info
 all: $(BENCH) modules info

@@ -13,8 +13,8 @@
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := idx_parse idx_file paramfile csv
-FUZZ_SRCS := fuzz/targets.c harness/idx.c harness/paramfile.c harness/csv.c base/alloc.c \
-             harness/fileio.c workloads/workload.c
+FUZZ_SRCS := fuzz/targets.c harness/formats/idx.c harness/formats/paramfile.c harness/formats/csv.c base/alloc.c \
+             harness/formats/fileio.c workloads/workload.c
 FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -I. -Wall -Wextra -Werror \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                $(if $(filter 1,$(HAVE_ZLIB)),-DHAVE_ZLIB)
@@ -24,7 +24,7 @@ FUZZ_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 .PHONY: fuzz fuzz-run
 fuzz: $(FUZZ_BINS)
 
-$(BUILD)/fuzz/%: fuzz/fuzz_main.c $(FUZZ_SRCS) $(wildcard fuzz/*.h harness/*.h workloads/*.h)
+$(BUILD)/fuzz/%: fuzz/fuzz_main.c $(FUZZ_SRCS) $(wildcard fuzz/*.h harness/*/*.h workloads/*.h)
 	@mkdir -p $(dir $@)
 	@command -v $(FUZZ_CC) >/dev/null || { echo "error: $(FUZZ_CC) not found; install clang and libclang-rt-14-dev" >&2; exit 2; }
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_TARGET=fuzz_$* -o $@ fuzz/fuzz_main.c $(FUZZ_SRCS) $(FUZZ_LDLIBS)

@@ -6,9 +6,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "harness/csv.h"
-#include "harness/idx.h"
-#include "harness/paramfile.h"
+#include "harness/formats/csv.h"
+#include "harness/formats/idx.h"
+#include "harness/formats/paramfile.h"
 
 #define FUZZ_CLASSES 10
 

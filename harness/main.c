@@ -4,12 +4,12 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "harness/compare.h"
-#include "harness/config.h"
-#include "harness/count.h"
-#include "harness/history.h"
-#include "harness/plot.h"
-#include "harness/run.h"
+#include "harness/tools/compare.h"
+#include "harness/run/config.h"
+#include "harness/tools/count.h"
+#include "harness/tools/history.h"
+#include "harness/tools/plot.h"
+#include "harness/run/run.h"
 
 typedef struct subcommand {
     const char *name;

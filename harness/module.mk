@@ -1,5 +1,7 @@
-# harness/: its sources are picked up by LIB_SRCS (harness/*.c less main.c);
-# this adds its tests.
+# harness/: the run (run/: flags, plan, run loop, results, columns, report,
+# system information, peak), the tools (tools/: compare, history, count,
+# plot, stats) and the file formats (formats/: IDX, parameter files, CSV).
+# LIB_SRCS picks up their sources (less main.c); this adds their tests.
 TESTS += test_idx test_paramfile
 TESTS += test_compare
 TEST_SCRIPTS += tests/test_compare.sh
@@ -11,4 +13,4 @@ TEST_SCRIPTS += tests/test_count.sh
 
 # ./bench count records the optimisation and target flags of its build (the
 # counts depend on them; objects are rebuilt when the flags change).
-$(BUILD)/harness/count.o: CFLAGS += -DCOUNT_BUILD_FLAGS='"$(OPT)"'
+$(BUILD)/harness/tools/count.o: CFLAGS += -DCOUNT_BUILD_FLAGS='"$(OPT)"'

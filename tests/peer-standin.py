@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A stand-in for peers/pytorch/train.py that fails on purpose, for
+"""A stand-in for backends/peer/train.py that fails on purpose, for
 tests/test_peers.sh (selected with LENET_BENCH_PYTORCH_SCRIPT). It answers
 --probe as train.py does, without torch; in --serve mode it fails as
 PEER_STANDIN says:

@@ -17,9 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness/compare.h"
-#include "harness/csv.h"
-#include "harness/stats.h"
+#include "harness/tools/compare.h"
+#include "harness/formats/csv.h"
+#include "harness/tools/stats.h"
 #include "tests/scratch.h"
 
 /* ---- Mann-Whitney U ------------------------------------------------------- */

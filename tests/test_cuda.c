@@ -33,8 +33,8 @@
 #include "backends/engine.h"
 #include "backends/registry.h"
 #include "backends/naive/layers.h"
-#include "harness/config.h"
-#include "harness/init.h"
+#include "harness/run/config.h"
+#include "harness/run/init.h"
 #include "tests/testing.h"
 #include "workloads/workload.h"
 

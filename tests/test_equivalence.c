@@ -100,7 +100,7 @@
 
 #include "backends/engine.h"
 #include "backends/registry.h"
-#include "harness/init.h"
+#include "harness/run/init.h"
 #include "parallel/coordinator.h"
 #include "tests/testing.h"
 #include "workloads/workload.h"

@@ -18,7 +18,7 @@
 #include <zlib.h>
 #endif
 
-#include "harness/idx.h"
+#include "harness/formats/idx.h"
 #include "tests/file_checks.h"
 #include "tests/scratch.h"
 

@@ -20,7 +20,7 @@
 
 #include "backends/engine.h"
 #include "backends/registry.h"
-#include "harness/init.h"
+#include "harness/run/init.h"
 #include "parallel/coordinator.h"
 #include "parallel/model_parallel.h"
 #include "tests/testing.h"

@@ -18,7 +18,7 @@
 #include "backends/engine.h"
 #include "backends/registry.h"
 #include "backends/naive/layers.h"
-#include "harness/init.h"
+#include "harness/run/init.h"
 #include "tests/testing.h"
 #include "workloads/workload.h"
 

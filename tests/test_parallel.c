@@ -20,9 +20,9 @@
 
 #include "backends/engine.h"
 #include "backends/registry.h"
-#include "harness/init.h"
+#include "harness/run/init.h"
 #include "parallel/comm.h"
-#include "harness/plan.h"
+#include "harness/run/plan.h"
 #include "parallel/coordinator.h"
 #include "parallel/workers.h"
 #include "tests/testing.h"

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness/paramfile.h"
+#include "harness/formats/paramfile.h"
 #include "tests/file_checks.h"
 #include "tests/scratch.h"
 

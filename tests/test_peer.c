@@ -24,8 +24,8 @@
 
 #include "backends/engine.h"
 #include "backends/registry.h"
-#include "harness/config.h"
-#include "harness/init.h"
+#include "harness/run/config.h"
+#include "harness/run/init.h"
 #include "tests/testing.h"
 
 enum { TRAIN = 300, TEST = 100, BATCH = 32, STEPS = 8, SHORT = 20 };

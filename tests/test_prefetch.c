@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "backends/common/elementwise.h"
-#include "harness/init.h"
+#include "harness/run/init.h"
 #include "base/clock.h"
 #include "parallel/prefetch.h"
 

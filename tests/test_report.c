@@ -18,9 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/peak.h"
-#include "harness/report.h"
-#include "harness/stats.h"
+#include "harness/run/peak.h"
+#include "harness/run/report.h"
+#include "harness/tools/stats.h"
 #include "tests/scratch.h"
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "backends/engine.h"
-#include "harness/init.h"
+#include "harness/run/init.h"
 
 /* count images of rows x cols: faint noise (0..63) plus a bright 5x5 square
  * whose place depends on the label, so the classes can be told apart. */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "backends/registry.h"
-#include "harness/init.h"
+#include "harness/run/init.h"
 #include "tests/testing.h"
 
 typedef struct setup {

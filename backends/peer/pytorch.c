@@ -1,6 +1,6 @@
 /* Framework peers: PyTorch on the CPU and on a GPU as engines.
  *
- * Each engine is peers/pytorch/train.py in its serve mode, run as a child
+ * Each engine is backends/peer/train.py in its serve mode, run as a child
  * process and driven over a socket pair with the commands that script
  * documents (serve()): the same flat parameters, data set, batch indices and
  * evaluation as any backend, so the harness times and records PyTorch
@@ -20,7 +20,7 @@
  *
  * Environment: LENET_BENCH_PYTHON (the interpreter; default: python3 on
  * PATH, then /usr/bin/python3, the first whose torch imports),
- * LENET_BENCH_PYTORCH_SCRIPT (the script; default peers/pytorch/train.py
+ * LENET_BENCH_PYTORCH_SCRIPT (the script; default backends/peer/train.py
  * beside the program or in the source tree), LENET_BENCH_PEER_TIMEOUT
  * (seconds every answer may take besides its per-image allowance; default
  * 120). */
@@ -50,7 +50,7 @@
 #define LB_SOURCE_DIR_ABS "."
 #endif
 
-#define SCRIPT_IN_TREE "peers/pytorch/train.py"
+#define SCRIPT_IN_TREE "backends/peer/train.py"
 #define DEFAULT_TIMEOUT_S 120.0
 /* Allowances on top of the base: far below what PyTorch does on one slow
  * CPU thread (thousands of images a second for LeNet) */
@@ -957,14 +957,14 @@ static void library_info(char *buf, size_t len)
 
 const backend pytorch_cpu_backend = {
     .name = "pytorch-cpu",
-    .summary = "framework peer: PyTorch on the CPU (peers/pytorch/train.py as a child process), fp32",
+    .summary = "framework peer: PyTorch on the CPU (backends/peer/train.py as a child process), fp32",
     .ctx = (void *)&cpu_kind,
     PEER_ENTRIES,
 };
 
 const backend pytorch_cuda_backend = {
     .name = "pytorch-cuda",
-    .summary = "framework peer: PyTorch on one GPU (peers/pytorch/train.py as a child process)",
+    .summary = "framework peer: PyTorch on one GPU (backends/peer/train.py as a child process)",
     .precisions = 1u << PREC_FP32 | 1u << PREC_TF32,
     .ctx = (void *)&cuda_kind,
     PEER_ENTRIES,

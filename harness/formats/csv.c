@@ -1,11 +1,11 @@
-#include "harness/csv.h"
+#include "harness/formats/csv.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
-#include "harness/fileio.h"
+#include "harness/formats/fileio.h"
 
 void csv_field(FILE *f, const char *s)
 {

@@ -1,6 +1,6 @@
-#include "harness/results.h"
+#include "harness/run/results.h"
 
-#include "harness/idx.h"
+#include "harness/formats/idx.h"
 
 #include <errno.h>
 #include <stdio_ext.h>
@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/columns.h"
+#include "harness/run/columns.h"
 
 /* Flushes and reports a failed write (a full disk shows up here). A row
  * that did not fit is cut off at row_start, so the file still ends on a

@@ -236,7 +236,7 @@ def load_split(data_dir, split):
 
 
 # ---------------------------------------------------------------------------
-# Batch order: harness/init.c's epoch_order, SplitMix64 and Fisher-Yates
+# Batch order: harness/run/init.c's epoch_order, SplitMix64 and Fisher-Yates
 
 MASK = (1 << 64) - 1
 

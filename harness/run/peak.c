@@ -1,4 +1,4 @@
-#include "harness/peak.h"
+#include "harness/run/peak.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "harness/status.h"
+#include "harness/run/status.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-#include "harness/sysinfo.h"
+#include "harness/run/sysinfo.h"
 
 #include <glob.h>
 #include <stddef.h>
@@ -11,7 +11,7 @@
 #include "backends/blas/kernel_choice.h"
 #include "backends/registry.h"
 #include "base/alloc.h"
-#include "harness/csv.h"
+#include "harness/formats/csv.h"
 #include "parallel/world.h"
 
 #ifndef GIT_COMMIT

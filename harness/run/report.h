@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "harness/results.h"
+#include "harness/run/results.h"
 
 typedef struct eval_stats {
     double accuracy;

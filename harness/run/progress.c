@@ -1,4 +1,4 @@
-#include "harness/progress.h"
+#include "harness/run/progress.h"
 
 #include <stdio.h>
 #include <string.h>

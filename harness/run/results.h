@@ -6,9 +6,9 @@
 
 #include <stdio.h>
 
-#include "harness/config.h"
-#include "harness/status.h"
-#include "harness/sysinfo.h"
+#include "harness/run/config.h"
+#include "harness/run/status.h"
+#include "harness/run/sysinfo.h"
 
 /* What identifies a configuration: the columns both CSV files start with. */
 typedef struct row_key {

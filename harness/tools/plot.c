@@ -5,7 +5,7 @@
  * (`gnuplot -e "dir='...'; ..." script.gp`), quoted the gnuplot way. Any
  * output from gnuplot counts as a failure: the scripts print nothing when
  * all is well, so a warning is a bug to fix, not noise to ignore. */
-#include "harness/plot.h"
+#include "harness/tools/plot.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,9 +18,9 @@
 #include <unistd.h>
 
 #include "backends/registry.h"
-#include "harness/csv.h"
-#include "harness/status.h"
-#include "harness/report.h"
+#include "harness/formats/csv.h"
+#include "harness/run/status.h"
+#include "harness/run/report.h"
 
 enum { VARS_LEN = 16384, OUTPUT_LEN = 2048, MSG_LEN = 2 * PATH_MAX + 1024 };
 

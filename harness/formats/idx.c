@@ -1,4 +1,4 @@
-#include "harness/idx.h"
+#include "harness/formats/idx.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "base/errmsg.h"
-#include "harness/fileio.h"
+#include "harness/formats/fileio.h"
 
 #ifdef HAVE_ZLIB
 #include <zlib.h>

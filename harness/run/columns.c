@@ -1,10 +1,10 @@
-#include "harness/columns.h"
+#include "harness/run/columns.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "harness/csv.h"
-#include "harness/report.h"
+#include "harness/formats/csv.h"
+#include "harness/run/report.h"
 
 /* ---- markdown cells that are more than one number ------------------------ */
 

@@ -2,7 +2,7 @@
  * to results/history.csv (header written once). Rows already there (same
  * run date, host and configuration) are not added twice, so appending the
  * same run again is harmless. */
-#include "harness/history.h"
+#include "harness/tools/history.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,12 +10,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "harness/config.h"
-#include "harness/count.h"
-#include "harness/csv.h"
-#include "harness/fileio.h"
-#include "harness/options.h"
-#include "harness/status.h"
+#include "harness/run/config.h"
+#include "harness/tools/count.h"
+#include "harness/formats/csv.h"
+#include "harness/formats/fileio.h"
+#include "harness/run/options.h"
+#include "harness/run/status.h"
 
 #define DEFAULT_HISTORY "results/history.csv"
 

@@ -1,4 +1,4 @@
-#include "harness/paramfile.h"
+#include "harness/formats/paramfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "base/errmsg.h"
-#include "harness/fileio.h"
+#include "harness/formats/fileio.h"
 
 
 static uint32_t get32(const uint8_t *p)

@@ -1,4 +1,4 @@
-#include "harness/init.h"
+#include "harness/run/init.h"
 
 #include <math.h>
 

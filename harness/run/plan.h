@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "harness/config.h"
+#include "harness/run/config.h"
 #include "parallel/coordinator.h"
 
 /* Parses --replicas: a comma list of counts in 1..DP_MAX_REPLICAS, stored

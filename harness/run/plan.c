@@ -1,4 +1,4 @@
-#include "harness/plan.h"
+#include "harness/run/plan.h"
 
 #include <errno.h>
 #include <stdlib.h>

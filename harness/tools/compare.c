@@ -9,7 +9,7 @@
  *   train loss     deterministic for the same seed and settings: a change
  *                  beyond rounding is "changed numerics"
  * Exit 0 nothing regressed, 1 regressed, 2 unusable input. */
-#include "harness/compare.h"
+#include "harness/tools/compare.h"
 
 #include <errno.h>
 #include <math.h>
@@ -20,13 +20,13 @@
 #include <sys/stat.h>
 
 #include "base/alloc.h"
-#include "harness/config.h"
-#include "harness/count.h"
-#include "harness/csv.h"
-#include "harness/options.h"
-#include "harness/stats.h"
-#include "harness/status.h"
-#include "harness/sysinfo.h"
+#include "harness/run/config.h"
+#include "harness/tools/count.h"
+#include "harness/formats/csv.h"
+#include "harness/run/options.h"
+#include "harness/tools/stats.h"
+#include "harness/run/status.h"
+#include "harness/run/sysinfo.h"
 
 /* ---- judging speed ------------------------------------------------------- */
 

@@ -3,7 +3,7 @@
 #ifndef LB_PROGRESS_H
 #define LB_PROGRESS_H
 
-#include "harness/status.h"
+#include "harness/run/status.h"
 
 typedef struct progress {
     int tty;

@@ -1,4 +1,4 @@
-#include "harness/fileio.h"
+#include "harness/formats/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "harness/stats.h"
+#include "harness/tools/stats.h"
 
 #include <math.h>
 #include <stdlib.h>

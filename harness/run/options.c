@@ -1,4 +1,4 @@
-#include "harness/options.h"
+#include "harness/run/options.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * hidden `--child` mode); the child switches instrumentation on around each
  * item only and dumps the counts with the item's name, and the parent
  * reads the dumps back and writes counts.csv. */
-#include "harness/count.h"
+#include "harness/tools/count.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,13 +29,13 @@
 
 #include "backends/engine.h"
 #include "backends/registry.h"
-#include "harness/config.h"
-#include "harness/csv.h"
-#include "harness/fileio.h"
-#include "harness/idx.h"
-#include "harness/init.h"
-#include "harness/options.h"
-#include "harness/sysinfo.h"
+#include "harness/run/config.h"
+#include "harness/formats/csv.h"
+#include "harness/formats/fileio.h"
+#include "harness/formats/idx.h"
+#include "harness/run/init.h"
+#include "harness/run/options.h"
+#include "harness/run/sysinfo.h"
 
 #ifndef COUNT_BUILD_FLAGS
 #define COUNT_BUILD_FLAGS "unknown flags"

@@ -1,7 +1,7 @@
 /* The run: load the data once, make the initial parameters once, then train
  * each backend from those same floats in the same batch order, timing each
  * epoch and writing a row as it ends. */
-#include "harness/run.h"
+#include "harness/run/run.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -14,18 +14,18 @@
 
 #include "backends/registry.h"
 #include "base/alloc.h"
-#include "harness/fileio.h"
-#include "harness/idx.h"
-#include "harness/init.h"
-#include "harness/paramfile.h"
-#include "harness/peak.h"
-#include "harness/plot.h"
-#include "harness/progress.h"
-#include "harness/report.h"
-#include "harness/results.h"
-#include "harness/stats.h"
+#include "harness/formats/fileio.h"
+#include "harness/formats/idx.h"
+#include "harness/run/init.h"
+#include "harness/formats/paramfile.h"
+#include "harness/run/peak.h"
+#include "harness/tools/plot.h"
+#include "harness/run/progress.h"
+#include "harness/run/report.h"
+#include "harness/run/results.h"
+#include "harness/tools/stats.h"
 #include "base/clock.h"
-#include "harness/plan.h"
+#include "harness/run/plan.h"
 #include "parallel/world.h"
 
 static volatile sig_atomic_t stop_signal;

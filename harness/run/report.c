@@ -1,10 +1,10 @@
-#include "harness/report.h"
+#include "harness/run/report.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "harness/columns.h"
-#include "harness/sysinfo.h"
+#include "harness/run/columns.h"
+#include "harness/run/sysinfo.h"
 
 void config_label_of(const char *backend, int replicas, int ranks, const char *precision,
                      int batch_size, unsigned label_axes, char *buf, size_t len)

@@ -1,7 +1,7 @@
-#include "harness/config.h"
-#include "harness/idx.h"
-#include "harness/options.h"
-#include "harness/plan.h"
+#include "harness/run/config.h"
+#include "harness/formats/idx.h"
+#include "harness/run/options.h"
+#include "harness/run/plan.h"
 
 #include "backends/registry.h"
 

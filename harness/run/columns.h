@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "harness/results.h"
-#include "harness/sysinfo.h"
+#include "harness/run/results.h"
+#include "harness/run/sysinfo.h"
 
 typedef enum column_kind {
     COL_TEXT,   /* const char * in the row; NULL is written as empty */
