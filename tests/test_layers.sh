@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/check-layers: the tree's includes and calls run downwards, and the
 # check finds what goes up: an include of a higher room, a call into one
-# (from an object), and the registry naming a backend's internals.
+# (from an object), two files calling each other, and the registry naming
+# a backend's internals.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
@@ -53,6 +54,14 @@ compile "$tmp/workloads/call.c" "$tmp/build/workloads/call.o"
 compile "$tmp/harness/helper.c" "$tmp/build/harness/helper.o"
 refuses "an upward call" 'workloads/call.o calls harness_helper, defined in harness/helper.o'
 rm "$tmp/build/workloads/call.o"
+
+# two files of one room that call each other
+printf 'int ping(void);\nint pong(void) { return ping(); }\n' > "$tmp/harness/pong.c"
+printf 'int pong(void);\nint ping(void) { return pong(); }\n' > "$tmp/harness/ping.c"
+compile "$tmp/harness/pong.c" "$tmp/build/harness/pong.o"
+compile "$tmp/harness/ping.c" "$tmp/build/harness/ping.o"
+refuses "a call cycle" 'harness/ping.o and harness/pong.o call each other'
+rm "$tmp/build/harness/pong.o" "$tmp/build/harness/ping.o"
 
 # the registry may name a backend's registration, not its internals
 mkdir -p "$tmp/build/backends/toy"

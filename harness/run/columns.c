@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "harness/formats/csv.h"
-#include "harness/run/report.h"
+#include "harness/run/label.h"
 
 /* ---- markdown cells that are more than one number ------------------------ */
 

@@ -6,22 +6,13 @@
 
 #include <stdio.h>
 
+#include "harness/run/label.h"
 #include "harness/run/results.h"
 
 typedef struct eval_stats {
     double accuracy;
     double macro_precision, macro_recall, macro_f1;
 } eval_stats;
-
-/* A configuration's name in tables, charts and file names: the backend,
- * then "-xN" for N data-parallel replicas, "-Mranks" under mpirun, and, when
- * the run has several of them (label_axes), "-<precision>" and "-b<batch
- * size>", e.g. "naive", "naive-x2", "blas-bf16-b512". The same backend may
- * run in several configurations in one run, so the backend alone does not
- * name a row; plots/common.gp names them the same way. */
-void config_label(const row_key *k, char *buf, size_t len);
-void config_label_of(const char *backend, int replicas, int ranks, const char *precision,
-                     int batch_size, unsigned label_axes, char *buf, size_t len);
 
 /* Macro averages over the classes that occur (a class never predicted
  * counts precision 0, as scikit-learn's zero_division=0 does). */
