@@ -54,6 +54,29 @@ static inline const char *precision_name(precision p)
     return (unsigned)p < PRECISION_COUNT ? names[p] : "unknown";
 }
 
+/* How engines hand numbers to each other: a data-parallel coordinator
+ * reduces the float buffers buffer() hands out (CROSS_REDUCE); a
+ * model-parallel stage takes and gives its activations as host floats
+ * (CROSS_STAGE). */
+typedef enum crossing { CROSS_REDUCE, CROSS_STAGE } crossing;
+
+/* NULL when an engine computing in p may take part in c, else why not: the
+ * one place the rule is written. An fp64 engine's buffers and activations
+ * are double, and would be rounded on the way across; fp16's dynamic loss
+ * scale belongs to a whole network (every stage would have to agree on a
+ * skipped step and a new scale). */
+static inline const char *crossing_refusal(crossing c, precision p)
+{
+    if (p == PREC_FP64)
+        return c == CROSS_REDUCE
+                   ? "data parallelism runs fp32 engines only (an fp64 engine's buffers are double)"
+                   : "model-parallel stages hand activations over as float, so fp64 is not offered";
+    if (p == PREC_FP16 && c == CROSS_STAGE)
+        return "fp16's dynamic loss scale belongs to a whole network, so model-parallel stages "
+               "are not offered in fp16";
+    return NULL;
+}
+
 typedef struct engine_config {
     int batch_size;  /* largest batch a step will be given */
     optimizer_config opt;

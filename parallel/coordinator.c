@@ -603,11 +603,6 @@ static int make_communicators(engine *e)
     return 0;
 }
 
-/* The replicas' gradients, parameters and optimiser state are reduced
- * as the float buffers buffer() hands out; an fp64 engine has none. */
-static const char fp32_only[] =
-    "data parallelism runs fp32 engines only (an fp64 engine's buffers are double)";
-
 static engine *dp_create(const backend *inner, const dp_options *o, const workload *w,
                          const engine_config *cfg, char *err, size_t err_len)
 {
@@ -630,8 +625,8 @@ static engine *dp_create(const backend *inner, const dp_options *o, const worklo
     if (e->local == 0 && o->spread_over_gpus && e->ranks == 1)
         e->local = devmem_device_count(why, sizeof why);
     const char *bad = NULL;
-    if (cfg->precision == PREC_FP64)
-        bad = fp32_only;
+    if (crossing_refusal(CROSS_REDUCE, cfg->precision))
+        bad = crossing_refusal(CROSS_REDUCE, cfg->precision);
     else if (e->local < 1)
         bad = o->spread_over_gpus ? why : "at least one replica is needed";
     else if (e->local > DP_MAX_REPLICAS)
@@ -708,8 +703,8 @@ static int wrapped_probe(void *ctx, char *why, size_t why_len)
 static int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why_len)
 {
     const wrapped_backend *w = ctx;
-    if (p == PREC_FP64) {
-        snprintf(why, why_len, "%s", fp32_only);
+    if (crossing_refusal(CROSS_REDUCE, p)) {
+        snprintf(why, why_len, "%s", crossing_refusal(CROSS_REDUCE, p));
         return 0;
     }
     return backend_runnable(w->inner, p, why, why_len);

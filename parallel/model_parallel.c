@@ -395,8 +395,8 @@ static engine *mp_create(const backend *inner, const mp_options *o, const worklo
         why = "micro-batches must be 1 to 64";
     else if (cfg->batch_size < 1)
         why = "batch size must be at least 1";
-    else if (cfg->precision == PREC_FP64)
-        why = "model-parallel stages hand activations over as float, so fp64 is not offered";
+    else if (crossing_refusal(CROSS_STAGE, cfg->precision))
+        why = crossing_refusal(CROSS_STAGE, cfg->precision);
     else if (!inner->stage_forward || !inner->stage_backward || !inner->apply_update)
         why = "the backend offers no model-parallel stages";
     else if (world_size() > 1 && o->workers != world_size())
@@ -475,7 +475,11 @@ static int wrapped_probe(void *ctx, char *why, size_t why_len)
         snprintf(why, why_len, "%s offers no model-parallel stages", w->inner->name);
         return 0;
     }
-    w->b.precisions = w->inner->precisions & ~(1u << PREC_FP64 | 1u << PREC_FP16);
+    unsigned crossable = 0;
+    for (int p = 0; p < PRECISION_COUNT; p++)
+        if (!crossing_refusal(CROSS_STAGE, (precision)p))
+            crossable |= 1u << p;
+    w->b.precisions = w->inner->precisions & crossable;
     w->b.library_info = w->inner->library_info;
     return 1;
 }
@@ -483,13 +487,8 @@ static int wrapped_probe(void *ctx, char *why, size_t why_len)
 static int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why_len)
 {
     const wrapped_backend *w = ctx;
-    if (p == PREC_FP64) {
-        snprintf(why, why_len, "model-parallel stages hand activations over as float");
-        return 0;
-    }
-    if (p == PREC_FP16) {
-        snprintf(why, why_len, "model-parallel stages offer no fp16: its loss scale belongs to "
-                               "the whole network");
+    if (crossing_refusal(CROSS_STAGE, p)) {
+        snprintf(why, why_len, "%s", crossing_refusal(CROSS_STAGE, p));
         return 0;
     }
     return backend_runnable(w->inner, p, why, why_len);

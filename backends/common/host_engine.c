@@ -65,8 +65,8 @@ engine *host_engine_create(const backend *b, const host_layers *layers, size_t s
         snprintf(unsupported, sizeof unsupported, "the %s backend offers no model-parallel stages",
                  b->name);
         why = unsupported;
-    } else if (cfg->stage_slots && cfg->precision == PREC_FP64)
-        why = "model-parallel stages hand activations over as float, so fp64 is not offered";
+    } else if (cfg->stage_slots && crossing_refusal(CROSS_STAGE, cfg->precision))
+        why = crossing_refusal(CROSS_STAGE, cfg->precision);
     else if (w->is_stage && !cfg->stage_slots)
         why = "a part of a network runs only as a model-parallel stage";
     else if (!(why = workload_check(w)) && check)

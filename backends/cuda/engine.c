@@ -446,12 +446,8 @@ engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char
         why = "device index must be 0 or more";
     else if (cfg->stage_slots < 0 || cfg->stage_slots > 1024)
         why = "stage slots must be 0 (a whole network) to 1024";
-    else if (cfg->stage_slots && cfg->precision == PREC_FP64)
-        why = "model-parallel stages hand activations over as float, so fp64 is not offered";
-    else if (cfg->stage_slots && cfg->precision == PREC_FP16)
-        /* a skipped step and a new scale would have to be agreed by every stage */
-        why = "fp16's dynamic loss scale belongs to a whole network, so model-parallel stages "
-              "are not offered in fp16";
+    else if (cfg->stage_slots && crossing_refusal(CROSS_STAGE, cfg->precision))
+        why = crossing_refusal(CROSS_STAGE, cfg->precision);
     else if (w->is_stage && !cfg->stage_slots)
         why = "a part of a network runs only as a model-parallel stage";
     else if (!cfg->stage_slots && w->input.c != 1)
