@@ -16,6 +16,10 @@ TEST_SCRIPTS += tests/test_layers.sh
 check-layers: $(BENCH) $(MODULES)
 	scripts/check-layers $(BUILD)
 
+# The documents: links and images resolve, the flags they show exist, the
+# tests they name exist (scripts/check-docs).
+TEST_SCRIPTS += tests/test_docs.sh
+
 # Every backend of the registry against naive, and data-parallel against
 # one replica (tests/test_equivalence.c).
 TESTS += test_equivalence
