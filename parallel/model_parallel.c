@@ -48,7 +48,7 @@ static int bind_dataset(engine *e, const dataset *train, const dataset *test)
     for (int k = 0; k < 2; k++)
         if (sets[k] && (in.c != 1 || sets[k]->rows != in.h || sets[k]->cols != in.w))
             return mp_fail(e, "model-parallel: %dx%d images do not fit workload %s (%dx%d)",
-                        sets[k]->rows, sets[k]->cols, e->w.name, in.h, in.w);
+                           sets[k]->rows, sets[k]->cols, e->w.name, in.h, in.w);
     e->train = train;
     e->test = test;
     return 0;
@@ -62,12 +62,12 @@ static int prepare(engine *e, const dataset *d, const int32_t *idx, int first, i
         return mp_fail(e, "model-parallel: no data set bound");
     if (n < 1 || n > e->cfg.batch_size)
         return mp_fail(e, "model-parallel: batch of %d images, engine was created for 1..%d", n,
-                    e->cfg.batch_size);
+                       e->cfg.batch_size);
     for (int b = 0; b < n; b++) {
         const long i = idx ? idx[b] : first + b;
         if (i < 0 || i >= d->count)
             return mp_fail(e, "model-parallel: image index %ld out of range (0..%d)", i,
-                        d->count - 1);
+                           d->count - 1);
         if (d->labels[i] >= e->w.classes)
             return mp_fail(e, "model-parallel: label %d of image %ld out of range", d->labels[i],
                            i);

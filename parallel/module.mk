@@ -4,7 +4,7 @@
 # works (MPI=0 leaves it out); it starts only under mpirun. NCCL is the
 # module $(BUILD)/modules/nccl.so, built when nccl.h and libnccl are found
 # beside a CUDA build (backends/cuda/find-libs.mk).
-LIB_SRCS += parallel/comm_inproc.c parallel/coordinator.c parallel/gpu_link.c parallel/model_parallel.c parallel/model_cuts.c parallel/model_schedule.c parallel/wrap.c \
+LIB_SRCS += parallel/comm_inproc.c parallel/data_parallel.c parallel/data_parallel_replicas.c parallel/gpu_link.c parallel/model_parallel.c parallel/model_cuts.c parallel/model_schedule.c parallel/wrap.c \
             parallel/workers.c parallel/world_mpi.c
 LDLIBS += -pthread
 TESTS += test_parallel test_model

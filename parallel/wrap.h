@@ -1,5 +1,5 @@
 /* Backends made of another backend and options: the data-parallel
- * coordinator over replicas of `inner` (coordinator.c), the model-parallel
+ * coordinator over replicas of `inner` (data_parallel.c), the model-parallel
  * one over its workers (model_parallel.c). Each is made once per (entries, inner,
  * options, name) and lives as long as the program, so that asking again
  * hands out the same backend, which the registry's users may keep. */

@@ -21,7 +21,7 @@
 #include "backends/engine.h"
 #include "backends/registry.h"
 #include "harness/run/init.h"
-#include "parallel/coordinator.h"
+#include "parallel/data_parallel.h"
 #include "parallel/model_parallel.h"
 #include "tests/testing.h"
 #include "tests/training.h"

@@ -23,7 +23,7 @@
 #include "harness/run/init.h"
 #include "parallel/comm.h"
 #include "harness/run/plan.h"
-#include "parallel/coordinator.h"
+#include "parallel/data_parallel.h"
 #include "parallel/workers.h"
 #include "tests/testing.h"
 #include "tests/training.h"

@@ -40,7 +40,7 @@ typedef struct run_config {
     int batch_sizes[MAX_BATCH_SIZES]; /* --batch-size, ascending */
     int n_batch_sizes;
 
-    /* Data parallelism (parallel/coordinator.h) */
+    /* Data parallelism (parallel/data_parallel.h) */
     int replicas[MAX_REPLICA_COUNTS]; /* --replicas, ascending; {1} by default */
     int n_replicas;
     int gpus;                    /* --gpus: multi-gpu replicas; 0 = every visible GPU */

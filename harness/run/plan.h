@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "harness/run/config.h"
-#include "parallel/coordinator.h"
+#include "parallel/data_parallel.h"
 
 /* Parses --replicas: a comma list of counts in 1..DP_MAX_REPLICAS, stored
  * ascending without repeats (so the one-replica baseline runs first). 0, or
