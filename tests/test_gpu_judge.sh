@@ -8,7 +8,7 @@
 # only theirs; the same detail on the eager row passes; "no GPU" marks
 # every row so.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
 command -v python3 >/dev/null || { echo "test_gpu_judge.sh: no python3: skipped"; exit 77; }
 scratch
