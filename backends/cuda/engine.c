@@ -82,9 +82,9 @@ typedef struct plan {
     cudnnConvolutionBwdDataAlgo_t bwd_data_algo[MAX_LAYERS];
     cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo[MAX_LAYERS];
     cudnnMathType_t fwd_math[MAX_LAYERS], bwd_data_math[MAX_LAYERS], bwd_filter_math[MAX_LAYERS];
-    /* per direction (enum conv_direction) and layer: 0 when the algorithm
-     * met every condition of acceptable(), else the first condition that no
-     * candidate met (enum fallback_reason): the fastest was taken instead */
+    /* per direction (enum conv_direction) and layer: FALLBACK_NONE when the
+     * algorithm is a preferred one, else what the one taken (the fastest
+     * usable, no preferred one being offered) falls short in */
     unsigned char fallback[3][MAX_LAYERS];
     size_t workspace_bytes;
 } plan;
@@ -471,8 +471,8 @@ enum fallback_reason { FALLBACK_NONE, FALLBACK_NONDETERMINISTIC, FALLBACK_NOT_FM
 
 static const char *fallback_text(int why)
 {
-    return why == FALLBACK_NONDETERMINISTIC ? "no deterministic candidate"
-           : why == FALLBACK_NOT_FMA        ? "no plain-FMA candidate"
+    return why == FALLBACK_NONDETERMINISTIC ? "non-deterministic"
+           : why == FALLBACK_NOT_FMA        ? "not plain FMA maths"
                                             : "";
 }
 
@@ -608,7 +608,8 @@ static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir,
     static const char *dir_names[] = {"forward", "backward-data", "backward-filter"};
     return fail(e,
                 "cuda: %s: cuDNN offers no usable %s algorithm for batch %d in %s "
-                "(%d candidates, none ran within the %zu MiB workspace limit)",
+                "(%d candidates: each failed, needs over the %zu MiB workspace limit or "
+                "converts fp32 down to fp16)",
                 l->name, dir_names[dir], n, precision_name(e->cfg.precision), got,
                 (size_t)CONV_WORKSPACE_LIMIT >> 20);
 }
@@ -1806,9 +1807,10 @@ static void describe(engine *e, char *buf, size_t len)
     for (int dir = 0; dir < 3; dir++)
         for (int li = 0; li < e->w.n_layers; li++)
             if (e->w.layers[li].kind == LAYER_CONV && p->fallback[dir][li])
-                ADD("; algorithm fallback: %s %s: %s, the fastest usable one taken (runs may not "
-                    "repeat bitwise)",
-                    e->w.layers[li].name, dir_names[dir], fallback_text(p->fallback[dir][li]));
+                ADD("; algorithm fallback: %s %s: no deterministic%s candidate offered, the "
+                    "fastest usable one taken (%s: runs may not repeat bitwise)",
+                    e->w.layers[li].name, dir_names[dir], plain_math(e) ? ", plain-FMA" : "",
+                    fallback_text(p->fallback[dir][li]));
 #undef ADD
 }
 
