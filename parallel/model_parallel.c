@@ -212,15 +212,16 @@ static void memory_use_entry(engine *e, memory_use *out)
     }
 }
 
+/* The largest worker's memory, from its engines' own itemised accounting
+ * (memory_use). Not their peak_memory: a GPU engine's is a device-wide
+ * cudaMemGetInfo delta, which counts every other stage sharing the device
+ * (and anything else running there) as its own. Engines without memory_use
+ * (the CPU ones) report 0 here, as they do for peak_memory. */
 static size_t peak_memory(engine *e)
 {
-    size_t peak = 0;
-    for (int s = 0; s < e->segments; s++)
-        for (int p = 0; p < e->parts; p++) {
-            const size_t m = e->st[s][p].e ? backend_peak_memory(e->inner, e->st[s][p].e) : 0;
-            peak = m > peak ? m : peak;
-        }
-    return peak;
+    memory_use m;
+    memory_use_entry(e, &m);
+    return memory_use_total(&m);
 }
 
 static void placement(engine *e, int *threads, int *devices, int *replicas)

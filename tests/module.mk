@@ -27,6 +27,15 @@ TESTS += test_equivalence
 # Where make finds the CUDA libraries (backends/cuda/find-libs.mk).
 TEST_SCRIPTS += tests/test_find_libs.sh
 
+# The GPU check's row judge (scripts/gpu-judge) on made-up runs: right ones
+# pass, a wrong loss, a graph-off run unequal to graph on, a graph not
+# captured fail their rows.
+TEST_SCRIPTS += tests/test_gpu_judge.sh
+# scripts/gpu-check past the device with a stand-in bench (naive labelled as
+# the device): every command line the check gives there, its rows, table
+# and archive, a wrong loss and a step out of time (about 80 s here).
+TEST_SCRIPTS += tests/test_gpu_check.sh
+
 # scripts/gpu-check rehearsed in the GPU machine's library layout, without a
 # GPU (scripts/gpu-rehearsal; root). 45-90 s on two cores, so not part of
 # `make test`. Passes when the rehearsal ends in "no GPU: ..." (exit 3) or,

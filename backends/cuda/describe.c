@@ -4,6 +4,13 @@
 
 /* ------------------------------------------------------------------ reporting */
 
+static const char *fallback_text(int why)
+{
+    return why == FALLBACK_NONDETERMINISTIC ? "non-deterministic"
+           : why == FALLBACK_NOT_FMA        ? "not plain FMA maths"
+                                            : "";
+}
+
 void cuda_placement(engine *e, int *threads, int *devices, int *replicas)
 {
     (void)e;
@@ -60,13 +67,22 @@ void cuda_describe(engine *e, char *buf, size_t len)
         if (e->w.layers[li].kind != LAYER_CONV)
             continue;
         ADD("; %s fwd %s%s", e->w.layers[li].name, cuda_fwd_algo_name(p->fwd_algo[li]),
-                 math_name(p->fwd_math[li]));
+            math_name(p->fwd_math[li]));
         if (cuda_needs_input_gradient(e, li))
             ADD(" bwd-data %s%s", cuda_bwd_data_algo_name(p->bwd_data_algo[li]),
-                     math_name(p->bwd_data_math[li]));
+                math_name(p->bwd_data_math[li]));
         ADD(" bwd-filter %s%s", cuda_bwd_filter_algo_name(p->bwd_filter_algo[li]),
-                 math_name(p->bwd_filter_math[li]));
+            math_name(p->bwd_filter_math[li]));
     }
+    /* an algorithm taken as the fastest usable one, not a preferred one */
+    static const char *dir_names[] = {"fwd", "bwd-data", "bwd-filter"};
+    for (int dir = 0; dir < 3; dir++)
+        for (int li = 0; li < e->w.n_layers; li++)
+            if (e->w.layers[li].kind == LAYER_CONV && p->fallback[dir][li])
+                ADD("; algorithm fallback: %s %s: no deterministic%s candidate offered, the "
+                    "fastest usable one taken (%s: runs may not repeat bitwise)",
+                    e->w.layers[li].name, dir_names[dir], plain_math(e) ? ", plain-FMA" : "",
+                    fallback_text(p->fallback[dir][li]));
 #undef ADD
 }
 

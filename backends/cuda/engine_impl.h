@@ -80,6 +80,11 @@
 #define CONV_WORKSPACE_LIMIT ((size_t)512 << 20) /* per algorithm */
 #define CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 
+/* Why a convolution algorithm taken falls short of what the engine prefers
+ * (FALLBACK_NONE: it does not). Preferred: deterministic (so runs repeat
+ * bitwise and graph replays equal eager steps) and, in fp32, plain FMA. */
+enum fallback_reason { FALLBACK_NONE, FALLBACK_NONDETERMINISTIC, FALLBACK_NOT_FMA };
+
 /* cuDNN descriptors and algorithms for one batch size. */
 typedef struct plan {
     int n; /* images; 0 while unused */
@@ -91,6 +96,10 @@ typedef struct plan {
     cudnnConvolutionBwdDataAlgo_t bwd_data_algo[MAX_LAYERS];
     cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo[MAX_LAYERS];
     cudnnMathType_t fwd_math[MAX_LAYERS], bwd_data_math[MAX_LAYERS], bwd_filter_math[MAX_LAYERS];
+    /* per direction (enum conv_direction) and layer: FALLBACK_NONE when the
+     * algorithm is a preferred one, else what the one taken (the fastest
+     * usable, no preferred one being offered) falls short in */
+    unsigned char fallback[3][MAX_LAYERS];
     size_t workspace_bytes;
 } plan;
 

@@ -81,9 +81,11 @@ CUDA_LIBS_FROM := $(call piece_text,$(CUDART_AT),,cudart,,$(CUDA_PLACES_TEXT)); 
                   $(call piece_text,$(CUDNN_AT),,cuDNN,CUDNN_HOME,$(CUDNN_PLACES_TEXT)); \
                   $(call piece_text,$(NCCL_AT),,NCCL,NCCL_HOME,$(NCCL_PLACES_TEXT))
 
-# cudart's headers also come from nvcc's own include folder.
-CUDA_INC_FLAGS := $(sort $(foreach p,$(CUDART_AT) $(CUBLAS_AT) $(CUDNN_AT),$(call piece_inc,$(p))) \
-                  $(if $(CUDA_NVCC),-I$(abspath $(dir $(CUDA_NVCC))/../include)))
+# nvcc's own include folder first, so that a wheel's copy of a toolkit
+# header (the cu13 wheel ships cuda_runtime*.h) never shadows the one nvcc
+# was made with; then each piece's folder once.
+CUDA_NVCC_INC := $(if $(CUDA_NVCC),-I$(abspath $(dir $(CUDA_NVCC))/../include))
+CUDA_INC_FLAGS := $(CUDA_NVCC_INC) $(filter-out $(CUDA_NVCC_INC),$(sort $(foreach p,$(CUDART_AT) $(CUBLAS_AT) $(CUDNN_AT),$(call piece_inc,$(p)))))
 CUDA_LINK_FLAGS := $(foreach p,$(CUDNN_AT) $(CUBLAS_AT) $(CUDART_AT),$(call piece_link,$(p)))
 CUDART_LINK_FLAGS := $(if $(CUDART_AT),$(call piece_link,$(CUDART_AT)))
 

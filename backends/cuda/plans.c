@@ -44,17 +44,23 @@ typedef struct candidate {
     size_t memory;
 } candidate;
 
-/* Whether a heuristic result may be used: it ran, it is deterministic (so
- * runs repeat bitwise and graph replays equal eager steps), its workspace is
- * bounded, and in fp32 its maths is plain FMA. */
-static int acceptable(const engine *e, const candidate *c)
+/* Whether a heuristic result can be used at all: it ran, its workspace is
+ * bounded, and it never converts fp32 data down to fp16. */
+static int usable(const candidate *c)
 {
-    if (c->status != CUDNN_STATUS_SUCCESS || c->determinism != CUDNN_DETERMINISTIC ||
-        c->memory > CONV_WORKSPACE_LIMIT || c->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
-        return 0;
-    if (plain_math(e))
-        return c->math == CUDNN_FMA_MATH || c->math == CUDNN_DEFAULT_MATH;
-    return 1;
+    return c->status == CUDNN_STATUS_SUCCESS && c->memory <= CONV_WORKSPACE_LIMIT &&
+           c->math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+/* Of a usable candidate: what keeps it from being preferred, or
+ * FALLBACK_NONE. */
+static int shortfall(const engine *e, const candidate *c)
+{
+    if (c->determinism != CUDNN_DETERMINISTIC)
+        return FALLBACK_NONDETERMINISTIC;
+    if (plain_math(e) && c->math != CUDNN_FMA_MATH && c->math != CUDNN_DEFAULT_MATH)
+        return FALLBACK_NOT_FMA;
+    return FALLBACK_NONE;
 }
 
 /* The math type set on the descriptor for a chosen candidate. */
@@ -87,8 +93,9 @@ static int is_fft(enum conv_direction dir, int algo)
 /* Asks cuDNN's heuristics (cudnnGetConvolution*Algorithm_v7, deterministic
  * for a given GPU and library, unlike the timing-based Find, whose choice
  * could change from run to run) for layer li's algorithm in one direction,
- * takes the first acceptable one in the heuristics' order (FFT ones last),
- * sets its math type and adds its workspace to the plan. */
+ * takes the first preferred one in the heuristics' order (FFT ones last),
+ * else the fastest usable one, sets its math type and adds its workspace to
+ * the plan. */
 static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir, int n)
 {
     const layer *l = &e->w.layers[li];
@@ -123,9 +130,15 @@ static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir,
             cand[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].determinism,
                                   perf[i].mathType, perf[i].memory};
     }
-    for (int pass = 0; pass < 2; pass++) {
+    /* passes 0 and 1: the preferred candidates, non-FFT ones first; passes 2
+     * and 3: when none of them fits, the fastest usable one (the heuristics
+     * list them fastest first), recorded in the plan with why */
+    for (int pass = 0; pass < 4; pass++) {
         for (int i = 0; i < got; i++) {
-            if (!acceptable(e, &cand[i]) || is_fft(dir, cand[i].algo) != pass)
+            if (!usable(&cand[i]) || is_fft(dir, cand[i].algo) != (pass & 1))
+                continue;
+            const int why = shortfall(e, &cand[i]);
+            if (pass < 2 && why != FALLBACK_NONE)
                 continue;
             const cudnnMathType_t math = chosen_math(e, &cand[i]);
             size_t bytes = 0;
@@ -154,6 +167,7 @@ static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir,
                 p->bwd_filter_algo[li] = (cudnnConvolutionBwdFilterAlgo_t)cand[i].algo;
                 p->bwd_filter_math[li] = math;
             }
+            p->fallback[dir][li] = (unsigned char)why;
             if (bytes > p->workspace_bytes)
                 p->workspace_bytes = bytes;
             return 0;
@@ -161,10 +175,11 @@ static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir,
     }
     static const char *dir_names[] = {"forward", "backward-data", "backward-filter"};
     return cuda_fail(e,
-                     "cuda: %s: cuDNN offers no deterministic %s algorithm for batch %d in %s "
-                     "(%d candidates)",
-                     l->name, dir_names[dir], n,
-                     precision_name(e->cfg.precision), got);
+                     "cuda: %s: cuDNN offers no usable %s algorithm for batch %d in %s "
+                     "(%d candidates: each failed, needs over the %zu MiB workspace limit or "
+                     "converts fp32 down to fp16)",
+                     l->name, dir_names[dir], n, precision_name(e->cfg.precision), got,
+                     (size_t)CONV_WORKSPACE_LIMIT >> 20);
 }
 
 /* Whether layer li's backward pass computes the gradient to its input:

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# scripts/gpu-judge, the GPU check's row judge, on made-up runs laid out as
+# scripts/gpu-check writes them: a correct set passes every row; then, one
+# at a time, a bf16 loss off by more than its bound, a graph-off run that
+# differs from graph on by one step, a "graph capture failed" detail on a
+# graph row, an fp64 run off naive fp64, a multi-gpu run not over NCCL, a
+# timed-out run and a missing naive reference each fail their row, and
+# only theirs; the same detail on the eager row passes; "no GPU" marks
+# every row so.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+source tests/craft.sh
+command -v python3 >/dev/null || { echo "test_gpu_judge.sh: no python3: skipped"; exit 77; }
+scratch
+
+names="fp32 tf32 bf16 fp16 fp64 fp32-graph-off fp32-host-fed multi-gpu"
+# steps FILE BACKEND N SCALE: N losses of a made-up descent times SCALE
+steps() {
+    awk -v b="$2" -v n="$3" -v k="$4" 'BEGIN {
+        print "backend,replicas,ranks,repeat,epoch,step,images,loss"
+        for (i = 1; i <= n; i++) printf "%s,1,1,1,1,%d,128,%.9g\n", b, i, (2.3 / (1 + 0.05 * i)) * k
+    }' > "$1"
+}
+# summary DIR BACKEND ACCURACY DETAILS
+summary() {
+    mkdir -p "$1"
+    {
+        echo "backend,status,final_test_accuracy,images_per_second,epoch_seconds_median,peak_memory_bytes,details,message"
+        echo "$2,ok,$3,250000,0.24,52428800,\"$4\","
+    } > "$1/summary.csv"
+}
+graph_details="fp32 FMA (no TF32); CUDA graph; data on device; conv1 fwd algo1"
+# a correct set in $1
+make_set() {
+    local d=$1 n kind prec backend details
+    mkdir -p "$d/reference"
+    steps "$d/reference/fp32.steps.csv" naive 10 1
+    steps "$d/reference/fp64.steps.csv" naive 10 1.00000005
+    echo 0 > "$d/reference/fp32.rc"
+    echo 0 > "$d/reference/fp64.rc"
+    printf 'name\tkind\tprecision\tbackend\n' > "$d/rows.tsv"
+    for n in $names; do
+        kind=graph prec=${n%%-*} backend=cuda details=$graph_details
+        case "$n" in
+        fp32-graph-off) kind=eager details="fp32 FMA (no TF32); no CUDA graph; data on device" ;;
+        fp32-host-fed) kind=host ;;
+        multi-gpu) kind=multi prec=fp32 backend=multi-gpu
+            details="1 replicas of cuda (synchronous gradient all-reduce; NCCL over 1 GPUs, peer access on 0 pairs), each: $graph_details" ;;
+        esac
+        printf '%s\t%s\t%s\t%s\n' "$n" "$kind" "$prec" "$backend" >> "$d/rows.tsv"
+        mkdir -p "$d/$n"
+        summary "$d/$n/bench" "$backend" 0.8912 "$details"
+        echo 0 > "$d/$n/bench.rc"
+        case "$prec" in
+        bf16) scale=1.03 ;;  # 3% off: within bf16's 6e-2
+        fp16) scale=1.01 ;;
+        tf32) scale=1.005 ;;
+        *) scale=1 ;;
+        esac
+        steps "$d/$n/bench.steps.csv" "$backend" 1407 "$scale"
+    done
+}
+# status_of DIR ROW: the judge's status of ROW
+judged() { python3 scripts/gpu-judge "$1" > "$1/judged.tsv" 2> "$1/judge.err"; }
+status_of() { awk -F'\t' -v r="$2" '$1 == r { print $2 }' "$1/judged.tsv"; }
+# only_failing DIR ROW...: the judge exits 1, those rows FAILED, the others ok
+only_failing() {
+    local d=$1 n want got
+    shift
+    if judged "$d"; then
+        fail "${d##*/}: the judge passed"
+        return
+    fi
+    for n in $names; do
+        want=ok
+        case " $* " in *" $n "*) want=FAILED ;; esac
+        got=$(status_of "$d" "$n")
+        if [ "$got" != "$want" ]; then
+            fail "${d##*/}: row $n is '$got', expected $want: $(cat "$d/judged.tsv")"
+            return
+        fi
+    done
+    if grep -q . "$d/judge.err"; then
+        fail "${d##*/}: the judge wrote to stderr: $(cat "$d/judge.err")"
+        return
+    fi
+    pass
+}
+# has DIR PATTERN: the judge's output matches the extended regex PATTERN
+has() {
+    if grep -Eq "$2" "$1/judged.tsv"; then pass; else fail "${1##*/}: no line matches '$2': $(cat "$1/judged.tsv")"; fi
+}
+
+# a correct set passes
+make_set "$tmp/good"
+if judged "$tmp/good"; then pass; else fail "a correct set did not pass: $(cat "$tmp/good/judged.tsv" "$tmp/good/judge.err")"; fi
+for n in $names; do
+    if [ "$(status_of "$tmp/good" "$n")" = ok ]; then pass; else fail "correct set: row $n: $(grep "^$n	" "$tmp/good/judged.tsv")"; fi
+done
+
+
+# a wrong bf16 loss: step 4 10% off (bound 6e-2)
+make_set "$tmp/bf16"
+sed -i '5s/,[^,]*$/,2.2/' "$tmp/bf16/bf16/bench.steps.csv"
+only_failing "$tmp/bf16" bf16
+has "$tmp/bf16" "^bf16	FAILED	.*step 4 loss 2.2, naive fp32"
+
+# graph off differing from graph on at one step of 1407 (last digit)
+make_set "$tmp/eager"
+sed -i '700s/[0-9]$/0/; 700s/0$/1/' "$tmp/eager/fp32-graph-off/bench.steps.csv"
+if cmp -s "$tmp/eager/fp32-graph-off/bench.steps.csv" "$tmp/eager/fp32/bench.steps.csv"; then
+    fail "the graph-off fixture did not change"
+fi
+only_failing "$tmp/eager" fp32-graph-off
+has "$tmp/eager" "^fp32-graph-off	FAILED	.*differs from fp32 graph on at step 699"
+
+# host-fed with one step fewer
+make_set "$tmp/host"
+sed -i '$d' "$tmp/host/fp32-host-fed/bench.steps.csv"
+only_failing "$tmp/host" fp32-host-fed
+
+# graph not captured: fails a graph row, not the eager row
+make_set "$tmp/capture"
+summary "$tmp/capture/tf32/bench" cuda 0.8912 "tf32 tensor cores; graph capture failed, eager steps (operation not permitted when stream is capturing); data on device"
+summary "$tmp/capture/fp32-graph-off/bench" cuda 0.8912 "fp32 FMA (no TF32); graph capture failed, eager steps (x); data on device"
+only_failing "$tmp/capture" tf32
+has "$tmp/capture" "^tf32	FAILED	.*graph not captured"
+
+# fp64 off naive fp64 by 1e-5 at step 2 (bound 1e-6)
+make_set "$tmp/fp64"
+awk -F, 'NR == 3 { $8 = $8 * (1 + 1e-5) } { print }' OFS=, "$tmp/fp64/fp64/bench.steps.csv" > "$tmp/x" &&
+    mv "$tmp/x" "$tmp/fp64/fp64/bench.steps.csv"
+only_failing "$tmp/fp64" fp64
+
+# multi-gpu reduced in-process, not over NCCL
+make_set "$tmp/nccl"
+summary "$tmp/nccl/multi-gpu/bench" multi-gpu 0.8912 "1 replicas of cuda (synchronous gradient all-reduce; in-process all-reduce over 1 threads), each: -"
+only_failing "$tmp/nccl" multi-gpu
+
+# fp16 accuracy 3 points below fp32's (distance 0.02)
+make_set "$tmp/acc"
+summary "$tmp/acc/fp16/bench" cuda 0.8612 "$graph_details"
+only_failing "$tmp/acc" fp16
+
+# a timed-out run fails its row even with its files in place
+make_set "$tmp/timeout"
+echo 124 > "$tmp/timeout/fp16/bench.rc"
+only_failing "$tmp/timeout" fp16
+has "$tmp/timeout" "^fp16	FAILED	.*bench run ran out of time"
+
+# no naive fp32 reference: every row compared with it fails
+make_set "$tmp/noref"
+echo 124 > "$tmp/noref/reference/fp32.rc"
+only_failing "$tmp/noref" fp32 tf32 bf16 fp16 fp32-graph-off fp32-host-fed
+
+# no GPU: every row says so, and the judge does not pass
+make_set "$tmp/nogpu"
+echo "CUDA driver version is insufficient for CUDA runtime version" > "$tmp/nogpu/no-gpu"
+if judged "$tmp/nogpu"; then fail "no GPU: the judge passed"; else pass; fi
+if [ "$(awk -F'\t' '$2 == "no GPU"' "$tmp/nogpu/judged.tsv" | wc -l)" = 8 ]; then pass
+else fail "no GPU: not every row says so: $(cat "$tmp/nogpu/judged.tsv")"; fi
+finish
