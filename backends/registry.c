@@ -34,6 +34,11 @@ typedef struct module_entry {
 #else
 #define BLAS_BUILT 0
 #endif
+#ifdef HAVE_DIRECT
+#define DIRECT_BUILT 1
+#else
+#define DIRECT_BUILT 0
+#endif
 #ifdef HAVE_CUDA
 #define CUDA_BUILT 1
 #else
@@ -42,13 +47,25 @@ typedef struct module_entry {
 
 static module_entry blas_entry = {
     .b = {.name = "blas",
-          .summary = "OpenBLAS GEMMs over the whole batch + OpenMP loops, fp32",
+          .summary = "OpenBLAS GEMMs (convolutions over unfolded inputs) + OpenMP loops, fp32",
           .built = BLAS_BUILT,
           .not_built_reason = "OpenBLAS (cblas.h, libopenblas) or OpenMP not found at build "
                               "time, or left out with make BLAS=0"},
     .module = "blas",
     .prepare = blas_setup_prepare,
     .describe_setup = blas_setup_describe,
+};
+
+/* The same CHWN engine as blas with the project's own register tiles; it
+ * loads no OpenBLAS, and OMP_WAIT_POLICY is set as for blas. */
+static module_entry direct_entry = {
+    .b = {.name = "direct",
+          .summary = "the project's own register tiles, chosen per CPU when it runs, fp32",
+          .built = DIRECT_BUILT,
+          .not_built_reason = "OpenMP (omp.h, -fopenmp) not found at build time, or left out "
+                              "with make DIRECT=0"},
+    .module = "direct",
+    .prepare = blas_setup_prepare_openmp,
 };
 
 static module_entry cuda_entry = {
@@ -60,11 +77,12 @@ static module_entry cuda_entry = {
     .module = "cuda",
 };
 
-static module_entry *const modules[] = {&blas_entry, &cuda_entry};
+static module_entry *const modules[] = {&blas_entry, &direct_entry, &cuda_entry};
 
 static const backend *const registry[] = {
     &naive_backend,
     &blas_entry.b,
+    &direct_entry.b,
     &cuda_entry.b,
     &multi_gpu_backend,
     &pytorch_cpu_backend,

@@ -31,7 +31,12 @@
 
 extern const backend naive_backend;
 static const backend *const nb = &naive_backend;
+#ifdef LB_REAL_DIRECT /* tests/test_direct.c */
+#include "backends/direct/direct.h"
+static const backend *const bb = &direct_backend;
+#else
 static const backend *const bb = &blas_backend;
+#endif
 
 enum { TRAIN_IMAGES = 512, TEST_IMAGES = 256, BATCH = 32 };
 
@@ -101,7 +106,11 @@ static void run_blas(const char *workload_name, int threads, blas_split split, i
     assert_int_equal(workload_get(workload_name, &w), 0);
     engine_config c = config(OPT_NESTEROV, threads);
     engine *e = start(bb, &w, &c);
+#ifdef LB_REAL_DIRECT
+    (void)split; /* the direct kernels have no library to split them */
+#else
     blas_engine_set_split(e, split);
+#endif
     int threads_used = 0, devices = -1, replicas = 0;
     bb->placement(e, &threads_used, &devices, &replicas);
     assert_int_equal(threads_used, threads);

@@ -8,6 +8,8 @@
 #include "backends/engine.h"
 
 extern const backend blas_backend;
+/* The same engine with the direct kernels (backends/direct/direct.h). */
+extern const backend direct_backend;
 
 /* The module's "kernel_probe" table (blas_probe.c). */
 extern const blas_kernel_probe blas_kernel_probe_table;

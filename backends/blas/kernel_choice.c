@@ -469,15 +469,25 @@ void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
 
 static blas_setup setup;
 
-void blas_setup_prepare(void)
+static int openmp_prepared;
+
+void blas_setup_prepare_openmp(void)
 {
-    if (setup.prepared)
+    if (openmp_prepared)
         return;
     const char *wait = getenv("OMP_WAIT_POLICY");
     setup.wait_policy_by_user = wait != NULL;
     if (!wait)
         setenv("OMP_WAIT_POLICY", "passive", 1);
     snprintf(setup.wait_policy, sizeof setup.wait_policy, "%s", getenv("OMP_WAIT_POLICY"));
+    openmp_prepared = 1;
+}
+
+void blas_setup_prepare(void)
+{
+    if (setup.prepared)
+        return;
+    blas_setup_prepare_openmp();
     blas_setup_decide(NULL, &setup.kernels);
     if (setup.kernels.source == KC_SOURCE_CHOSEN)
         setenv("OPENBLAS_CORETYPE", setup.kernels.core, 1);

@@ -116,6 +116,9 @@ typedef struct blas_setup {
  * (when unset) in this process's environment. Runs once; later calls do
  * nothing. Call before the blas module is loaded. */
 void blas_setup_prepare(void);
+/* Its OpenMP part alone (OMP_WAIT_POLICY), for the direct backend, which
+ * runs libgomp without OpenBLAS. */
+void blas_setup_prepare_openmp(void);
 
 /* The setup this process prepared (prepared == 0 before). */
 const blas_setup *blas_setup_get(void);
