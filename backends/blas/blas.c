@@ -41,11 +41,14 @@
  * (OW x images floats) long enough for their column tiles: on a Zen 1 core
  * 32 ran 5% faster per step than 16 and 3% faster than 64 (batch 128, 1
  * and 2 threads). */
+#ifndef LB_GROUP_IMAGES
 #ifdef LB_REAL_DIRECT
-enum { GROUP_IMAGES = 32 };
+#define LB_GROUP_IMAGES 32
 #else
-enum { GROUP_IMAGES = 16 };
+#define LB_GROUP_IMAGES 16
 #endif
+#endif
+enum { GROUP_IMAGES = LB_GROUP_IMAGES };
 
 struct engine {
     host_engine h; /* first, so that the host_* entries find it */
@@ -330,7 +333,7 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
     return e;
 }
 
-#ifdef LB_REAL_PLAIN
+#if defined(LB_REAL_PLAIN) || defined(LB_REAL_DIRECT)
 void blas_engine_set_split(engine *e, blas_split split) { e->team.split = split; }
 #endif
 

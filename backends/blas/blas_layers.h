@@ -51,26 +51,33 @@
 
 #include "backends/common/real.h"
 
-#define blas_gather_chwn R(blas_gather_chwn)
-#define blas_chwn_from_nchw R(blas_chwn_from_nchw)
-#define blas_nchw_from_chwn R(blas_nchw_from_chwn)
-#define blas_rows_from_group R(blas_rows_from_group)
-#define blas_group_from_rows R(blas_group_from_rows)
-#define blas_conv_col_floats R(blas_conv_col_floats)
-#define blas_conv_scratch_floats R(blas_conv_scratch_floats)
-#define blas_join_weight_bias R(blas_join_weight_bias)
-#define blas_conv_forward R(blas_conv_forward)
-#define blas_conv_backward_params R(blas_conv_backward_params)
-#define blas_conv_backward_data R(blas_conv_backward_data)
-#define blas_maxpool_forward R(blas_maxpool_forward)
-#define blas_maxpool_backward R(blas_maxpool_backward)
-#define blas_relu_forward R(blas_relu_forward)
-#define blas_relu_backward R(blas_relu_backward)
-#define blas_dense_forward R(blas_dense_forward)
-#define blas_dense_scratch_floats R(blas_dense_scratch_floats)
-#define blas_dense_backward R(blas_dense_backward)
-#define blas_softmax_xent R(blas_softmax_xent)
-#ifdef LB_REAL_DIRECT
+/* A float program that drives the direct build's layers (its test)
+ * defines LB_LAYERS_DIRECT to reach their names. */
+#if defined(LB_REAL_DIRECT) || defined(LB_LAYERS_DIRECT)
+#define BLAS_LAYER(name) name##_direct
+#else
+#define BLAS_LAYER(name) R(name)
+#endif
+#define blas_gather_chwn BLAS_LAYER(blas_gather_chwn)
+#define blas_chwn_from_nchw BLAS_LAYER(blas_chwn_from_nchw)
+#define blas_nchw_from_chwn BLAS_LAYER(blas_nchw_from_chwn)
+#define blas_rows_from_group BLAS_LAYER(blas_rows_from_group)
+#define blas_group_from_rows BLAS_LAYER(blas_group_from_rows)
+#define blas_conv_col_floats BLAS_LAYER(blas_conv_col_floats)
+#define blas_conv_scratch_floats BLAS_LAYER(blas_conv_scratch_floats)
+#define blas_join_weight_bias BLAS_LAYER(blas_join_weight_bias)
+#define blas_conv_forward BLAS_LAYER(blas_conv_forward)
+#define blas_conv_backward_params BLAS_LAYER(blas_conv_backward_params)
+#define blas_conv_backward_data BLAS_LAYER(blas_conv_backward_data)
+#define blas_maxpool_forward BLAS_LAYER(blas_maxpool_forward)
+#define blas_maxpool_backward BLAS_LAYER(blas_maxpool_backward)
+#define blas_relu_forward BLAS_LAYER(blas_relu_forward)
+#define blas_relu_backward BLAS_LAYER(blas_relu_backward)
+#define blas_dense_forward BLAS_LAYER(blas_dense_forward)
+#define blas_dense_scratch_floats BLAS_LAYER(blas_dense_scratch_floats)
+#define blas_dense_backward BLAS_LAYER(blas_dense_backward)
+#define blas_softmax_xent BLAS_LAYER(blas_softmax_xent)
+#if defined(LB_REAL_DIRECT) || defined(LB_LAYERS_DIRECT)
 #define blas_team_enter blas_team_enter_direct
 #endif
 

@@ -56,6 +56,14 @@ TESTS += test_kernel_choice
 TEST_SCRIPTS += tests/test_kernel_choice.sh
 $(BUILD)/backends/blas/%.o: CFLAGS += -fopenmp $(BLAS_INC)
 $(BUILD)/tests/test_blas: CFLAGS += $(BLAS_INC)
+# The share of the multiply-adds that reaches OpenBLAS, counted by a
+# library preloaded in front of it (tests/gemm_count.c)
+TESTS += test_blas_gemm_share
+$(BUILD)/tests/gemm_count.so: tests/gemm_count.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -o $@ $< -ldl
+$(BUILD)/tests/test_blas_gemm_share: $(BUILD)/tests/gemm_count.so
+$(BUILD)/tests/test_blas_gemm_share: CFLAGS += -DLB_GEMM_COUNT_SO='"$(abspath $(BUILD))/tests/gemm_count.so"'
 
 # The measured sgemm ceiling that the CPU benchmark divides by.
 $(BUILD)/sgemm-peak: backends/blas/sgemm_peak_tool.c $(BLAS_OBJS) $(MODULE_SHARED_OBJS)
