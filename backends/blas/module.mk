@@ -73,14 +73,15 @@ $(BUILD)/sgemm-peak: backends/blas/sgemm_peak_tool.c $(BLAS_OBJS) $(MODULE_SHARE
 # every CPU row (naive, blas, direct, the PyTorch peer, ...) on the full
 # training set (several minutes); ARGS go to scripts/bench-cpu (see its
 # --help).
-bench-cpu: $(BENCH) $(BUILD)/sgemm-peak
+bench-cpu: $(BENCH) modules $(BUILD)/sgemm-peak
 	BENCH=./$(BENCH) SGEMM_PEAK=$(BUILD)/sgemm-peak scripts/bench-cpu $(ARGS)
-else ifeq ($(BLAS),0)
+else
+ifeq ($(BLAS),0)
 SKIPPED += blas_backend:_left_out_with_make_BLAS=0
-bench-cpu:
-	@echo "error: the blas backend was left out (make BLAS=0)" >&2; exit 2
 else
 SKIPPED += blas_backend:_cblas.h,_libopenblas_or_OpenMP_not_found,_apt-get_install_libopenblas-dev_libopenblas0-openmp
-bench-cpu:
-	@echo "error: the blas backend is not built here (OpenBLAS or OpenMP missing); see make info" >&2; exit 2
+endif
+# the other CPU rows still run; blas is reported as skipped
+bench-cpu: $(BENCH) modules
+	BENCH=./$(BENCH) scripts/bench-cpu $(ARGS)
 endif
