@@ -24,7 +24,7 @@
 
 typedef struct direct_kernels {
     const char *isa;         /* "avx512", "avx2", "generic": LENET_BENCH_DIRECT_ISA's values */
-    const char *description; /* "AVX-512, 16-float vectors, 8x2-vector tiles" */
+    const char *description; /* "AVX-512, 16-float vectors, 8x3-vector tiles" */
     int vector_floats;
     /* 1 when this CPU (and its OS) can run these kernels */
     int (*cpu_runs)(void);

@@ -660,7 +660,7 @@ static int cpu_runs(void)
 #elif defined(__AVX__)
 #define ISA_WORDS "AVX"
 #else
-#define ISA_WORDS "no AVX"
+#define ISA_WORDS "SSE2"
 #endif
 
 const direct_kernels ISA_NAME(direct_kernels_, LB_DIRECT_ISA) = {
