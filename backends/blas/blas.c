@@ -40,7 +40,7 @@
  * sgemm per layer. The direct tiles read the input in place, and want rows
  * (OW x images floats) long enough for their column tiles: on a Zen 1 core
  * 32 ran 5% faster per step than 16 and 3% faster than 64 (batch 128, 1
- * and 2 threads). */
+ * and 2 threads). -DLB_GROUP_IMAGES=N builds another size, to measure. */
 #ifndef LB_GROUP_IMAGES
 #ifdef LB_REAL_DIRECT
 #define LB_GROUP_IMAGES 32
