@@ -37,7 +37,7 @@ vars=(BUILD="$asan" BENCH="$asan/bench" NVCC=/nonexistent CUDA_HOME=/nonexistent
 # -Wno-error: GCC warns differently at -O1 with the sanitisers (known
 # -Wformat-truncation and -Wstringop-overflow false positives); the normal
 # build keeps -Werror.
-skip_programs="test_naive test_blas test_blas_vl16 test_blas_vl4 test_equivalence"
+skip_programs="test_naive test_blas test_direct test_equivalence"
 programs=()
 for p in $(make -s "${vars[@]}" print-test-programs); do
     case " $skip_programs " in *" $(basename "$p") "*) continue ;; esac

@@ -1,5 +1,8 @@
-/* The blas backend from the inside: its layers (including strides and
- * overlapping pools the workloads do not use) against the naive layers;
+/* The blas backend from the inside (and, built with LB_LAYERS_DIRECT by
+ * tests/test_direct.c, the direct backend, the same engine with the direct
+ * kernels, once per build of them this CPU runs): its layers (including
+ * strides and overlapping pools the workloads do not use) against the
+ * naive layers;
  * 1 and 2 threads and both ways of splitting the GEMMs; the optional
  * contract (compute_gradients, apply_update, buffers, profile); errors;
  * model-parallel stages against naive's, their micro-batch slots,
@@ -31,7 +34,12 @@
 
 extern const backend naive_backend;
 static const backend *const nb = &naive_backend;
+#ifdef LB_LAYERS_DIRECT /* tests/test_direct.c */
+#include "backends/direct/direct.h"
+static const backend *const bb = &direct_backend;
+#else
 static const backend *const bb = &blas_backend;
+#endif
 
 enum { TRAIN_IMAGES = 512, TEST_IMAGES = 256, BATCH = 32 };
 
@@ -368,11 +376,14 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
 static void conv_layer_matches_naive(void **state)
 {
     (void)state;
+#ifndef LB_LAYERS_DIRECT /* the direct engine refuses strided convolutions */
     check_conv(3, 2, 9, 11, 4, 3, 2, 1); /* stride 2, not square */
     check_conv(3, 2, 9, 11, 4, 3, 2, 2);
+    check_conv(3, 20, 9, 9, 7, 5, 2, 2);  /* GEMMs through the transposed products */
+    check_conv(2, 6, 9, 9, 5, 5, 2, 1);   /* and with stride 2 */
+#endif
     check_conv(5, 3, 12, 12, 6, 5, 1, 2); /* conv2's kind */
     check_conv(17, 1, 8, 8, 3, 1, 1, 1);  /* 1x1 kernel, odd batch */
-    check_conv(3, 20, 9, 9, 7, 5, 2, 2);  /* GEMMs through the transposed products */
     check_conv(16, 1, 28, 28, 20, 5, 1, 2); /* conv1: direct, whole tiles */
     check_conv(16, 20, 12, 12, 50, 5, 1, 1); /* conv2 on a group of 16 images */
     check_conv(16, 20, 12, 12, 50, 5, 1, 2); /* its input gradient split by channels */
@@ -380,7 +391,7 @@ static void conv_layer_matches_naive(void **state)
     check_conv(3, 20, 8, 7, 13, 5, 1, 2);   /* partial row blocks, odd columns */
     check_conv(2, 1, 12, 12, 3, 9, 1, 1);   /* direct, a kernel above 8 wide */
     check_conv(2, 2, 6, 6, 260, 3, 1, 1);   /* many output channels, few rows */
-    check_conv(2, 6, 9, 9, 5, 5, 2, 1);   /* and with stride 2 */
+    check_conv(7, 3, 14, 13, 37, 3, 1, 2);  /* odd channels and columns at every tile size */
 }
 
 /* A dense layer of B images, I inputs and O outputs: blas (at `threads`,
@@ -409,6 +420,7 @@ static void check_dense(int B, int I, int O, int threads)
     float *out_c[2], *din_c[2], *dw_c[2], *db_c[2];
     for (int run = 0; run < 2; run++) {
         const blas_team team = {run ? 1 : threads, BLAS_SPLIT_OWN};
+        blas_team_enter(&team); /* OpenBLAS on one thread inside the tiles, as in the engine */
         out_c[run] = floats(n_out), din_c[run] = floats(n_in);
         dw_c[run] = floats(n_w), db_c[run] = floats(O);
         float *every[] = {out_c[run], din_c[run], dw_c[run], db_c[run]};
@@ -563,8 +575,14 @@ static void describes_itself(void **state)
     (void)state;
     char info[256] = "", text[256] = "", why[64] = "x";
     bb->library_info(info, sizeof info);
+#ifdef LB_LAYERS_DIRECT
+    char expected[128];
+    snprintf(expected, sizeof expected, "direct kernels %s (", direct_active()->isa);
+    assert_int_equal(strncmp(info, expected, strlen(expected)), 0);
+#else
     assert_int_equal(strncmp(info, "OpenBLAS ", 9), 0);
     assert_non_null(strchr(info, '('));
+#endif
     assert_int_equal(backend_runnable(bb, PREC_FP32, why, sizeof why), 1);
     assert_string_equal(why, "");
     workload w;
@@ -572,8 +590,14 @@ static void describes_itself(void **state)
     engine_config c = config(OPT_SGD, 3);
     engine *e = start(bb, &w, &c);
     bb->describe(e, text, sizeof text);
-    assert_non_null(strstr(text, "fp32 (direct register tiles, sgemm for strided convolutions), "
-                                 "3 threads, OpenBLAS"));
+#ifdef LB_LAYERS_DIRECT
+    snprintf(expected, sizeof expected, "fp32 (direct register tiles: %s), 3 threads, ISA %s",
+             direct_active()->description, direct_active()->isa);
+    if (!strstr(text, expected))
+        fail_msg("describe: \"%s\", not \"%s...\"", text, expected);
+#else
+    assert_non_null(strstr(text, "fp32 (sgemm), 3 threads, OpenBLAS"));
+#endif
     size_t n = 1;
     assert_non_null(bb->buffer(e, BUF_OPT_STATE, &n));
     assert_int_equal(n, 0); /* sgd keeps no state */
@@ -626,6 +650,7 @@ static void bad_requests_fail_cleanly(void **state)
     bb->destroy(NULL);
 }
 
+#ifndef LB_LAYERS_DIRECT /* OpenBLAS's bf16 GEMM */
 /* bf16 operands are rounded to nearest, ties to even; --precision bf16 runs
  * where the CPU and OpenBLAS can, and is refused with the reason
  * elsewhere (here, on a CPU without AVX512_BF16). */
@@ -663,6 +688,7 @@ static void bf16_rounds_and_is_refused_with_its_reason(void **state)
 }
 
 /* Each step's loss of `steps` steps of lenet at precision p. */
+
 static void losses_at(precision p, optimizer_kind kind, int steps, float *losses)
 {
     workload w;
@@ -719,6 +745,8 @@ static void bf16_tracks_fp32(void **state)
 
 /* ---------------------------------------------------------------------- */
 /* Model-parallel stages                                                    */
+
+#endif
 
 /* A micro-batch smaller than the engine's batch and not a multiple of the
  * engine's 16-image groups: a full group and a short one. */
@@ -1090,9 +1118,10 @@ static void stage_misuse_fails_cleanly(void **state)
     float *in = floats((size_t)(BATCH + 1) * shape3_size(s.input)),
           *out = floats((size_t)(BATCH + 1) * 10);
     assert_int_equal(bb->stage_backward(e, 1, out, NULL, 0), -1);
-    assert_non_null(strstr(bb->error(e), "blas: stage_backward of slot 1 before its stage_forward"));
+    assert_non_null(strstr(bb->error(e), ": stage_backward of slot 1 before its stage_forward"));
+    assert_int_equal(strncmp(bb->error(e), bb->name, strlen(bb->name)), 0);
     assert_int_equal(bb->stage_forward(e, 2, in, MICRO, out), -1);
-    assert_non_null(strstr(bb->error(e), "blas: stage slot 2"));
+    assert_non_null(strstr(bb->error(e), ": stage slot 2"));
     assert_int_equal(bb->stage_forward(e, -1, in, MICRO, out), -1);
     assert_non_null(strstr(bb->error(e), "stage slot -1"));
     assert_int_equal(bb->stage_backward(e, 2, out, NULL, 0), -1);
@@ -1106,6 +1135,7 @@ static void stage_misuse_fails_cleanly(void **state)
     free(in), free(out), free(parent);
 }
 
+#ifndef LB_LAYERS_DIRECT /* bf16 GEMMs and the sgemm probe: OpenBLAS */
 /* bf16 GEMM operands in a stage: within bf16's rounding (u = 2^-8) of
  * fp32, relative to the largest element; skipped where bf16 cannot run. */
 static void bf16_stage_tracks_fp32(void **state)
@@ -1160,6 +1190,56 @@ static void sgemm_peak_probe_measures(void **state)
     assert_true(blas_sgemm_peak_gflops_sized(-1, 256, 1) < 0);
 }
 
+#endif
+
+#ifdef LB_LAYERS_DIRECT
+/* LENET_BENCH_DIRECT_ISA picks a build; an unknown one, or one the CPU
+ * lacks, is refused with the reason by create and by backend_runnable. */
+static void forced_isa_is_checked(void **state)
+{
+    (void)state;
+    workload w;
+    assert_int_equal(workload_get("mlp", &w), 0);
+    engine_config c = config(OPT_SGD, 1);
+    char err[256] = "";
+    const char *was = getenv("LENET_BENCH_DIRECT_ISA");
+    char saved[32] = "";
+    snprintf(saved, sizeof saved, "%s", was ? was : "");
+    setenv("LENET_BENCH_DIRECT_ISA", "avx1024", 1);
+    assert_null(backend_create(bb, &w, &c, err, sizeof err));
+    if (!strstr(err, "LENET_BENCH_DIRECT_ISA=avx1024: not one of "))
+        fail_msg("unknown set: \"%s\"", err);
+    assert_int_equal(backend_runnable(bb, PREC_FP32, err, sizeof err), 0);
+    for (int i = 0; i < direct_kernels_count(); i++) {
+        const direct_kernels *k = direct_kernels_at(i);
+        setenv("LENET_BENCH_DIRECT_ISA", k->isa, 1);
+        engine *e = backend_create(bb, &w, &c, err, sizeof err);
+        if (k->cpu_runs()) {
+            if (!e)
+                fail_msg("%s: %s", k->isa, err);
+            assert_ptr_equal(direct_active(), k);
+            bb->destroy(e);
+            continue;
+        }
+        assert_null(e);
+        if (!strstr(err, "this CPU cannot run it"))
+            fail_msg("%s on a CPU without it: \"%s\"", k->isa, err);
+    }
+    /* unset: the first build the CPU runs, best first */
+    unsetenv("LENET_BENCH_DIRECT_ISA");
+    engine *e = backend_create(bb, &w, &c, err, sizeof err);
+    assert_non_null(e);
+    for (int i = 0; i < direct_kernels_count(); i++)
+        if (direct_kernels_at(i)->cpu_runs()) {
+            assert_ptr_equal(direct_active(), direct_kernels_at(i));
+            break;
+        }
+    bb->destroy(e);
+    if (saved[0])
+        setenv("LENET_BENCH_DIRECT_ISA", saved, 1);
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1173,15 +1253,46 @@ int main(void)
         cmocka_unit_test(profile_leaves_the_model_alone),
         cmocka_unit_test(describes_itself),
         cmocka_unit_test(bad_requests_fail_cleanly),
+#ifndef LB_LAYERS_DIRECT
         cmocka_unit_test(bf16_rounds_and_is_refused_with_its_reason),
         cmocka_unit_test(bf16_tracks_fp32),
+#endif
         cmocka_unit_test(stages_match_naive),
         cmocka_unit_test(slots_keep_micro_batches_apart),
         cmocka_unit_test(whole_network_stage_is_a_step),
         cmocka_unit_test(memory_use_counts_slots),
         cmocka_unit_test(stage_misuse_fails_cleanly),
+#ifndef LB_LAYERS_DIRECT
         cmocka_unit_test(bf16_stage_tracks_fp32),
         cmocka_unit_test(sgemm_peak_probe_measures),
+#endif
     };
+#ifndef LB_LAYERS_DIRECT
     return cmocka_run_group_tests(tests, setup, teardown);
+#else
+    /* every test once per build of the kernels this CPU runs, each forced
+     * (the engines read LENET_BENCH_DIRECT_ISA at create, the layer
+     * checks the kernels it chose); a build it cannot run is a visible
+     * skip */
+    const struct CMUnitTest forcing[] = {cmocka_unit_test(forced_isa_is_checked)};
+    int failed = cmocka_run_group_tests_name("direct: forcing a build", forcing, NULL, NULL);
+    for (int i = 0; i < direct_kernels_count(); i++) {
+        const direct_kernels *k = direct_kernels_at(i);
+        char name[160];
+        snprintf(name, sizeof name, "direct %s (%s)", k->isa, k->description);
+        if (!k->cpu_runs()) {
+            printf("[  SKIPPED ] %s: this CPU cannot run it\n", name);
+            continue;
+        }
+        setenv("LENET_BENCH_DIRECT_ISA", k->isa, 1);
+        char err[256];
+        if (direct_choose(err, sizeof err) != k) {
+            fprintf(stderr, "%s: not chosen: %s\n", name, err);
+            return 1;
+        }
+        failed += cmocka_run_group_tests_name(name, tests, setup, teardown);
+    }
+    unsetenv("LENET_BENCH_DIRECT_ISA");
+    return failed;
+#endif
 }

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "backends/blas/kernel_choice.h"
+#include "backends/common/openmp_setup.h"
 #include "backends/module.h"
 
 enum { AVX2_FMA = KC_AVX2 | KC_FMA,
@@ -315,7 +316,7 @@ static int wait_policy_child(const char *set, const char *want, int by_user)
         else
             unsetenv("OMP_WAIT_POLICY");
         blas_setup_prepare();
-        const blas_setup *s = blas_setup_get();
+        const openmp_setup *s = openmp_setup_get();
         const char *now = getenv("OMP_WAIT_POLICY");
         char line[2048];
         blas_setup_describe(line, sizeof line, 0);

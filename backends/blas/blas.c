@@ -1,29 +1,34 @@
-/* The blas engine: in fp32 the workload's dense layers over the whole
- * mini-batch and its convolutions computed directly in register tiles
- * (direct.h; a strided convolution as a GEMM over its unfolded input), in
- * fp64 and bf16 both as CBLAS GEMMs; everything else as OpenMP loops.
+/* The CHWN engine of the blas and direct backends: the workload's dense
+ * layers over the whole mini-batch and its convolutions group by group of
+ * images, every product an OpenBLAS GEMM (a convolution over its unfolded
+ * input) in the blas builds, or the direct register tiles in the direct
+ * build (backends/direct/direct.h); everything else as OpenMP loops.
  * Activations are CHWN (blas_layers.h); parameters, gradients and optimiser
  * state use the flat layout of every backend, so the harness and a
  * data-parallel coordinator see the same floats as with the naive backend.
  *
- * Written over `real` and built three times (backends/common/real.h): fp32
- * (direct kernels), fp64 (dgemm; double parameters, gradients, optimiser
+ * Written over `real` and built four times (backends/common/real.h): for
+ * blas fp32 (sgemm), fp64 (dgemm; double parameters, gradients, optimiser
  * state and activations) and bf16 (fp32 everything, bf16 GEMM operands,
- * bf16.h).
- * The plain float build also holds the backend's table, whose create picks
- * the build for the precision asked, and what does not depend on the type.
- * struct engine has the same layout in every build (pointers), so one
- * destroy frees them all. */
-#include <cblas.h>
+ * bf16.h), and for direct (fp32, the direct kernels, no OpenBLAS). The
+ * plain float build holds the blas backend's table, whose create picks the
+ * build for the precision asked; the direct build holds the direct
+ * backend's. struct engine has the same layout in every build (pointers),
+ * so one destroy frees them all. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef LB_REAL_DIRECT
+#include "backends/direct/direct.h"
+#else
+#include <cblas.h>
+
 #include "backends/blas/bf16.h"
-#include "backends/blas/blas.h"
-#include "backends/blas/direct.h"
 #include "backends/blas/sgemm_peak.h"
+#endif
+#include "backends/blas/blas.h"
 #include "backends/common/host_engine.h"
 #include "backends/common/optimizer.h"
 #include "backends/module.h"
@@ -31,10 +36,20 @@
 
 /* Images per group in the convolution stage when the engine shares out the
  * work: a group's activations stay in a core's L2 and L3 from one layer to
- * the next, and its rows (OW x images floats) are long enough for the direct
- * convolutions' tiles (direct.c). On a Zen 1 core 32 ran 5% faster
- * per step than 16 and 3% faster than 64 (batch 128, 1 and 2 threads). */
-enum { GROUP_IMAGES = 32 };
+ * the next. With GEMMs, small enough that a group's unfolded conv2 input
+ * (2 MiB at 16) stays in a core's cache, large enough for one efficient
+ * sgemm per layer. The direct tiles read the input in place, and want rows
+ * (OW x images floats) long enough for their column tiles: on a Zen 1 core
+ * 32 ran 5% faster per step than 16 and 3% faster than 64 (batch 128, 1
+ * and 2 threads). -DLB_GROUP_IMAGES=N builds another size, to measure. */
+#ifndef LB_GROUP_IMAGES
+#ifdef LB_REAL_DIRECT
+#define LB_GROUP_IMAGES 32
+#else
+#define LB_GROUP_IMAGES 16
+#endif
+#endif
+enum { GROUP_IMAGES = LB_GROUP_IMAGES };
 
 struct engine {
     host_engine h; /* first, so that the host_* entries find it */
@@ -80,6 +95,12 @@ static const host_layers R(blas_layers);
 engine *blas_create_f32(const workload *w, const engine_config *cfg, char *err, size_t err_len);
 engine *blas_create_f64(const workload *w, const engine_config *cfg, char *err, size_t err_len);
 engine *blas_create_bf16(const workload *w, const engine_config *cfg, char *err, size_t err_len);
+engine *blas_create_direct(const workload *w, const engine_config *cfg, char *err, size_t err_len);
+#ifdef LB_REAL_DIRECT
+#define THIS_BACKEND direct_backend
+#else
+#define THIS_BACKEND blas_backend
+#endif
 
 #ifdef LB_REAL_PLAIN
 static const char *parallel_name(void)
@@ -115,6 +136,9 @@ static double library_peak_gflops(int threads)
     return blas_sgemm_peak_gflops_sized(threads, 1024, 3);
 }
 
+#endif
+
+#if defined(LB_REAL_PLAIN) || defined(LB_REAL_DIRECT)
 static void destroy(engine *e)
 {
     if (!e)
@@ -163,6 +187,12 @@ static const char *check_workload(const workload *w, const engine_config *cfg)
         return "workload's last layer must be a dense layer";
     if (conv_stage_layers(w) < 0)
         return "a convolution or pool after a dense layer is not supported";
+#ifdef LB_REAL_DIRECT
+    for (int i = 0; i < w->n_layers; i++)
+        if (w->layers[i].kind == LAYER_CONV && !direct_conv_suits(w->layers[i].kernel,
+                                                                 w->layers[i].stride))
+            return "strided convolutions are not supported (the direct kernels take stride 1)";
+#endif
     for (int i = 0; i < w->n_layers; i++) {
         const layer *l = &w->layers[i];
         if (l->kind == LAYER_MAXPOOL && l->kernel > 15)
@@ -173,14 +203,14 @@ static const char *check_workload(const workload *w, const engine_config *cfg)
 
 static int group_count(int B) { return (B + GROUP_IMAGES - 1) / GROUP_IMAGES; }
 
-/* Whether conv layer l unfolds its input into col: the float build's
- * direct convolutions (direct.h) read the input itself. */
+/* Whether conv layer l unfolds its input into col: the direct build's
+ * kernels read the input itself. */
 static int conv_unfolds(const layer *l)
 {
-#ifdef LB_REAL_PLAIN
-    return !blas_conv_direct_suits(l->in.c, l->kernel, l->stride);
-#else
     (void)l;
+#ifdef LB_REAL_DIRECT
+    return 0;
+#else
     return 1;
 #endif
 }
@@ -229,7 +259,7 @@ static int allocate_slot(engine *e, int slot)
 
 engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, size_t err_len)
 {
-    engine *e = host_engine_create(&blas_backend, &R(blas_layers), sizeof *e, w, cfg,
+    engine *e = host_engine_create(&THIS_BACKEND, &R(blas_layers), sizeof *e, w, cfg,
                                    check_workload, err, err_len);
     if (!e)
         return NULL;
@@ -304,7 +334,7 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
     return e;
 }
 
-#ifdef LB_REAL_PLAIN
+#if defined(LB_REAL_PLAIN) || defined(LB_REAL_DIRECT)
 void blas_engine_set_split(engine *e, blas_split split) { e->team.split = split; }
 #endif
 
@@ -771,18 +801,62 @@ static const host_layers R(blas_layers) = {
     .stage_backward = stage_backward,
 };
 
-#ifdef LB_REAL_PLAIN
+#if defined(LB_REAL_PLAIN) || defined(LB_REAL_DIRECT)
 static void placement(engine *e, int *threads, int *devices, int *replicas)
 {
     *threads = e->team.threads;
     *devices = 0;
     *replicas = 1;
 }
+#endif
 
+#ifdef LB_REAL_DIRECT
+/* The kernels this engine was created with (direct_choose, at create) */
+static void describe(engine *e, char *buf, size_t len)
+{
+    const direct_kernels *k = direct_active();
+    snprintf(buf, len, "%s (direct register tiles: %s), %d thread%s, ISA %s (%s)",
+             precision_name(e->h.cfg.precision), k->description, e->team.threads,
+             e->team.threads == 1 ? "" : "s", k->isa,
+             getenv("LENET_BENCH_DIRECT_ISA") && *getenv("LENET_BENCH_DIRECT_ISA")
+                 ? "forced by LENET_BENCH_DIRECT_ISA"
+                 : "the best this CPU runs");
+}
+
+static void library_info(char *buf, size_t len)
+{
+    const direct_kernels *k = direct_active();
+    snprintf(buf, len, "direct kernels %s (%s)", k->isa, k->description);
+}
+
+/* A forced instruction set the CPU lacks makes the backend not runnable,
+ * with the reason. */
+static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
+{
+    (void)ctx, (void)p;
+    return direct_choose(why, why_len) != NULL;
+}
+
+/* fp32 only for now; a bf16 build of the kernels (AVX512_BF16) would be
+ * picked here by precision, as blas's create does. */
+static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
+                      size_t err_len)
+{
+    (void)ctx;
+    char why[256];
+    if (!direct_choose(why, sizeof why)) {
+        snprintf(err, err_len, "direct: %s", why);
+        return NULL;
+    }
+    return blas_create_direct(w, cfg, err, err_len);
+}
+#endif
+
+#ifdef LB_REAL_PLAIN
 static void describe(engine *e, char *buf, size_t len)
 {
     static const char *const gemms[PRECISION_COUNT] = {
-        [PREC_FP32] = "direct register tiles, sgemm for strided convolutions",
+        [PREC_FP32] = "sgemm",
         [PREC_BF16] = "sbgemm on bf16 operands, fp32 sums",
         [PREC_FP64] = "dgemm"};
     const precision p = e->h.cfg.precision;
@@ -856,8 +930,8 @@ static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
 #ifdef LB_REAL_PLAIN
 const backend blas_backend = {
     .name = "blas",
-    .summary = "direct convolutions + OpenBLAS GEMMs over the whole batch + OpenMP loops, "
-               "fp32, fp64 or bf16",
+    .summary = "OpenBLAS GEMMs (convolutions over unfolded inputs, dense layers over the "
+               "whole batch) + OpenMP loops, fp32, fp64 or bf16",
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_FP64 | 1u << PREC_BF16,
     HOST_ENGINE_ENTRIES,
@@ -880,6 +954,34 @@ LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)
         return &blas_backend;
     if (strcmp(table, "kernel_probe") == 0)
         return &blas_kernel_probe_table;
+    return NULL;
+}
+#endif
+
+#ifdef LB_REAL_DIRECT
+const backend direct_backend = {
+    .name = "direct",
+    .summary = "the project's own register tiles (no library), vector width and tiles "
+               "chosen per CPU when it runs (AVX-512, AVX2, generic) + OpenMP loops, fp32",
+    .built = 1,
+    .precisions = 1u << PREC_FP32,
+    HOST_ENGINE_ENTRIES,
+    .probe_precision = probe_precision,
+    .create = create,
+    .destroy = destroy,
+    .compute_gradients = host_compute_gradients,
+    .apply_update = host_apply_update,
+    .placement = placement,
+    .describe = describe,
+    .library_info = library_info,
+};
+
+LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)
+{
+    if (abi != LB_MODULE_ABI)
+        return NULL;
+    if (strcmp(table, "backend") == 0)
+        return &direct_backend;
     return NULL;
 }
 #endif

@@ -1,22 +1,29 @@
-/* The blas backend's layers (see blas_layers.h for the layout and the
- * threading). Every product is a row-major GEMM of the build's type:
- * cblas_sgemm, cblas_dgemm (fp64), or cblas_sbgemm on operands rounded to
- * bf16 (bf16.h). */
+/* The CHWN layers of the blas and direct backends (see blas_layers.h for
+ * the layout and the threading). In the blas builds every product is a
+ * row-major GEMM of the build's type: cblas_sgemm, cblas_dgemm (fp64), or
+ * cblas_sbgemm on operands rounded to bf16 (bf16.h). In the direct build
+ * (LB_REAL_DIRECT) they are the direct kernels chosen for this CPU
+ * (backends/direct/direct.h), and OpenBLAS is not used. */
 #include "backends/blas/blas_layers.h"
 
-#include <cblas.h>
 #include <omp.h>
 #include <string.h>
 
-#include "backends/blas/direct.h"
-#include "backends/blas/bf16.h"
 #include "backends/common/elementwise.h"
+
+#if defined(LB_REAL_DIRECT)
+#include "backends/direct/direct.h"
+#else
+#include <cblas.h>
+
+#include "backends/blas/bf16.h"
+#endif
 
 #if defined(LB_REAL_DOUBLE)
 #define gemm cblas_dgemm
 #elif defined(LB_REAL_BF16)
 #define gemm blas_bf16_gemm
-#else
+#elif !defined(LB_REAL_DIRECT)
 #define gemm cblas_sgemm
 #endif
 
@@ -26,13 +33,20 @@
  * omp_get_max_threads() but never rises again from 1 by that route alone.
  * Inside an active parallel region its OpenMP build always runs on one
  * thread; its pthreads build needs the count of 1 for that. */
-#ifdef LB_REAL_PLAIN
+#if defined(LB_REAL_PLAIN)
 void blas_team_enter(const blas_team *t)
 {
     const int library_threads = t->split == BLAS_SPLIT_LIBRARY ? t->threads : 1;
     omp_set_num_threads(library_threads);
     if (openblas_get_num_threads() != library_threads)
         openblas_set_num_threads(library_threads);
+}
+#elif defined(LB_REAL_DIRECT)
+/* (no library: the loops name their thread counts) */
+void blas_team_enter(const blas_team *t)
+{
+    (void)t;
+    omp_set_num_threads(1);
 }
 #endif
 
@@ -110,6 +124,7 @@ void blas_join_weight_bias(real *weight_bias, const real *weight, const real *bi
     }
 }
 
+#ifndef LB_REAL_DIRECT
 /* col[(c, ki, kj)][(oy, ox, b)] = in[c][oy*s + ki][ox*s + kj][b], then a row
  * of ones. With stride 1 a whole output row (ox, b) is one contiguous run
  * of the input. */
@@ -149,22 +164,22 @@ static void im2col(real *col, const real *in, int B, int C, int H, int W, int ke
  * shallow one (conv1: 26) neither is faster, and the plain product saves
  * the copy. */
 static int products_transposed(int R) { return R + 1 >= 128; }
+#endif
 
 size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, int stride)
 {
+#ifdef LB_REAL_DIRECT
+    (void)stride; /* stride 1 (the engine refuses others) */
+    return direct_conv_scratch_floats(B, C, H, W, K, kernel);
+#else
     const size_t col = blas_conv_col_floats(B, C, H, W, kernel, stride);
     const size_t out_t = (size_t)K * blas_out_size(H, kernel, stride) *
                          blas_out_size(W, kernel, stride) * B;
-    const size_t most = col > out_t ? col : out_t;
-#ifdef LB_REAL_PLAIN
-    if (blas_conv_direct_suits(C, kernel, stride)) {
-        const size_t direct = blas_conv_direct_scratch_floats(B, C, H, W, K, kernel);
-        return most > direct ? most : direct;
-    }
+    return col > out_t ? col : out_t;
 #endif
-    return most;
 }
 
+#ifndef LB_REAL_DIRECT
 /* dst[cols][rows] = src[rows][cols], in blocks that stay in L1. */
 static void transpose(real *dst, const real *src, size_t rows, size_t cols)
 {
@@ -176,74 +191,68 @@ static void transpose(real *dst, const real *src, size_t rows, size_t cols)
                 dst[c * rows + r] = src[r * cols + c];
     }
 }
+#endif
 
 void blas_conv_forward(real *out, real *col, const real *in, const real *weight_bias,
                        real *scratch, int B, int C, int H, int W, int K, int kernel,
                        int stride, int threads)
 {
+#ifdef LB_REAL_DIRECT
+    (void)col, (void)scratch, (void)stride; /* read in place; stride 1 */
+    direct_active()->conv_forward(out, in, weight_bias, B, C, H, W, K, kernel, threads);
+#else
+    (void)in; /* col holds it unfolded */
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
-#ifdef LB_REAL_PLAIN /* the direct convolutions are float code; fp64 and bf16 use GEMMs */
-    if (blas_conv_direct_suits(C, kernel, stride)) {
-        blas_conv_direct_forward(out, in, weight_bias, B, C, H, W, K, kernel, threads);
-        return; /* col is not needed */
-    }
-#else
-    (void)in; /* read by the direct path only */
-#endif
     im2col(col, in, B, C, H, W, kernel, stride, threads);
     if (!products_transposed(R)) {
-        gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, N, R + 1, 1.0f, weight_bias,
-                    R + 1, col, N, 0.0f, out, N);
+        gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, N, R + 1, 1.0f, weight_bias, R + 1,
+             col, N, 0.0f, out, N);
         return;
     }
     /* out^T[N][K] = col^T * weight_bias^T, then turned round */
-    gemm(CblasRowMajor, CblasTrans, CblasTrans, N, K, R + 1, 1.0f, col, N, weight_bias,
-                R + 1, 0.0f, scratch, K);
+    gemm(CblasRowMajor, CblasTrans, CblasTrans, N, K, R + 1, 1.0f, col, N, weight_bias, R + 1,
+         0.0f, scratch, K);
     transpose(out, scratch, (size_t)N, (size_t)K);
+#endif
 }
 
 void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const real *col,
                                const real *in, int B, int C, int H, int W, int K, int kernel,
                                int stride, int threads)
 {
-#ifdef LB_REAL_PLAIN /* the direct convolutions are float code; fp64 and bf16 use GEMMs */
-    if (blas_conv_direct_suits(C, kernel, stride)) {
-        blas_conv_direct_backward_params(d_weight_bias, d_out, in, B, C, H, W, K, kernel,
-                                         threads);
-        return;
-    }
+#ifdef LB_REAL_DIRECT
+    (void)col, (void)stride;
+    direct_active()->conv_backward_params(d_weight_bias, d_out, in, B, C, H, W, K, kernel,
+                                          threads);
 #else
-    (void)in; /* read by the direct path only */
-#endif
-    (void)threads; /* OpenBLAS's own count */
+    (void)in, (void)threads; /* col holds the input; OpenBLAS's own count */
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
     /* d_weight_bias[K][R + 1] = d_out[K][N] * col[R + 1][N]^T; the row of
      * ones gives the bias gradient, the sum of d_out's rows. (Its
      * transpose, faster on data in cache, was slower here: col was
      * written in the forward pass, long before.) */
-    gemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, R + 1, N, 1.0f, d_out, N, col, N,
-                0.0f, d_weight_bias, R + 1);
+    gemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, R + 1, N, 1.0f, d_out, N, col, N, 0.0f,
+         d_weight_bias, R + 1);
+#endif
 }
 
 void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
                              const real *weight_bias, int B, int C, int H, int W, int K,
                              int kernel, int stride, int threads)
 {
-#ifdef LB_REAL_PLAIN
-    if (blas_conv_direct_suits(C, kernel, stride)) {
-        blas_conv_direct_backward_data(d_in, d_out, weight_bias, d_col, B, C, H, W, K, kernel,
-                                       threads);
-        return; /* d_col is its scratch */
-    }
-#endif
+#ifdef LB_REAL_DIRECT
+    (void)stride; /* d_col is the kernels' scratch */
+    direct_active()->conv_backward_data(d_in, d_out, weight_bias, d_col, B, C, H, W, K, kernel,
+                                        threads);
+#else
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
     /* d_col[R][N] = weight^T * d_out, the weights being the first R columns
      * of weight_bias */
-    gemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, N, K, 1.0f, weight_bias, R + 1,
-                d_out, N, 0.0f, d_col, N);
+    gemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, N, K, 1.0f, weight_bias, R + 1, d_out, N,
+         0.0f, d_col, N);
     /* fold back, a channel at a time: windows of different channels never
      * overlap, so channels may go to different threads */
     const size_t row = (size_t)OW * B;
@@ -273,6 +282,7 @@ void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
                 }
             }
     }
+#endif
 }
 
 /* ---------------------------------------------------------------------- */
@@ -448,9 +458,9 @@ void blas_relu_backward(real *d_in, const real *d_out, const real *out, size_t n
 }
 
 /* ---------------------------------------------------------------------- */
-/* Dense layers: direct in fp32, else GEMMs over tiles of rows              */
+/* Dense layers: GEMMs over tiles of rows, or the direct kernels            */
 
-#ifndef LB_REAL_PLAIN
+#ifndef LB_REAL_DIRECT
 /* out[r] = sum of in[r][0..n) */
 static void row_sums(real *out, const real *in, int rows, size_t n, int threads)
 {
@@ -486,8 +496,8 @@ static int tile_count(int n, int size) { return (n + size - 1) / size; }
 void blas_dense_forward(real *out, const real *in, const real *weight, const real *bias,
                         int B, int n_in, int n_out, const blas_team *t)
 {
-#ifdef LB_REAL_PLAIN
-    blas_dense_direct_forward(out, in, weight, bias, B, n_in, n_out, t->threads);
+#ifdef LB_REAL_DIRECT
+    direct_active()->dense_forward(out, in, weight, bias, B, n_in, n_out, t->threads);
 #else
     for (int o = 0; o < n_out; o++)
         for (int b = 0; b < B; b++)
@@ -509,8 +519,8 @@ void blas_dense_forward(real *out, const real *in, const real *weight, const rea
 
 size_t blas_dense_scratch_floats(int B, int n_in)
 {
-#ifdef LB_REAL_PLAIN
-    return blas_dense_direct_scratch_floats(B, n_in);
+#ifdef LB_REAL_DIRECT
+    return direct_dense_scratch_floats(B, n_in);
 #else
     (void)B, (void)n_in;
     return 0;
@@ -521,9 +531,9 @@ void blas_dense_backward(real *d_weight, real *d_bias, real *d_in, const real *d
                          const real *in, const real *weight, real *scratch, int B, int n_in,
                          int n_out, const blas_team *t)
 {
-#ifdef LB_REAL_PLAIN
-    blas_dense_direct_backward(d_weight, d_bias, d_in, d_out, in, weight, scratch, B, n_in,
-                               n_out, t->threads);
+#ifdef LB_REAL_DIRECT
+    direct_active()->dense_backward(d_weight, d_bias, d_in, d_out, in, weight, scratch, B, n_in,
+                                    n_out, t->threads);
 #else
     (void)scratch;
     if (t->split == BLAS_SPLIT_LIBRARY) {

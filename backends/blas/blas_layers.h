@@ -1,15 +1,16 @@
-/* The blas backend's layers: dense layers as GEMMs through CBLAS;
- * stride-1 convolutions in fp32 computed directly from the images
- * (direct.h), other convolutions (strided ones, fp64, bf16) as GEMMs
- * over the unfolded input; pooling, ReLU and the loss as plain or OpenMP
- * loops.
+/* The CHWN layers of the blas backend, and of the direct backend, which is
+ * the same engine with other products: dense layers and convolutions as
+ * GEMMs through CBLAS (a convolution over its unfolded input), or in the
+ * direct build (LB_REAL_DIRECT) as the direct kernels
+ * (backends/direct/direct.h, stride-1 convolutions only); pooling, ReLU and
+ * the loss as plain or OpenMP loops.
  *
  * Layout: activations are CHWN, [C][H][W][B] with the images innermost
  * (a dense layer's [O][B] is CHWN with H = W = 1). Then
  *   - for a stride-1 convolution each tap's inputs over a whole output row
- *     of the group are one contiguous run, which the direct kernels read in
- *     place; im2col is a run of contiguous copies, and a convolution one
- *     GEMM for the whole group, not one per image;
+ *     of the group are one contiguous run: im2col is a run of contiguous
+ *     copies, and a convolution one GEMM for the whole group, not one per
+ *     image; the direct kernels read the runs in place;
  *   - a group's pool output, copied into its columns of a [C*H*W][B]
  *     matrix, is what the dense layer multiplies, features in the C,H,W
  *     order of the weights;
@@ -37,10 +38,11 @@
  * d_in, d_weight and d_bias (no accumulation). Buffers of one call never
  * overlap unless a function says so.
  *
- * One source for every precision: the layers are written over `real` and
- * built for float, double and float with bf16 GEMMs
- * (backends/common/real.h); the names below stand for that build's
- * version (blas_conv_forward is blas_conv_forward_f32, _f64 or _bf16). */
+ * One source for every precision and both backends: the layers are
+ * written over `real` and built for float, double, float with bf16 GEMMs
+ * and float with the direct kernels (backends/common/real.h); the names
+ * below stand for that build's version (blas_conv_forward is
+ * blas_conv_forward_f32, _f64, _bf16 or _direct). */
 #ifndef LB_BLAS_LAYERS_H
 #define LB_BLAS_LAYERS_H
 
@@ -49,25 +51,35 @@
 
 #include "backends/common/real.h"
 
-#define blas_gather_chwn R(blas_gather_chwn)
-#define blas_chwn_from_nchw R(blas_chwn_from_nchw)
-#define blas_nchw_from_chwn R(blas_nchw_from_chwn)
-#define blas_rows_from_group R(blas_rows_from_group)
-#define blas_group_from_rows R(blas_group_from_rows)
-#define blas_conv_col_floats R(blas_conv_col_floats)
-#define blas_conv_scratch_floats R(blas_conv_scratch_floats)
-#define blas_join_weight_bias R(blas_join_weight_bias)
-#define blas_conv_forward R(blas_conv_forward)
-#define blas_conv_backward_params R(blas_conv_backward_params)
-#define blas_conv_backward_data R(blas_conv_backward_data)
-#define blas_maxpool_forward R(blas_maxpool_forward)
-#define blas_maxpool_backward R(blas_maxpool_backward)
-#define blas_relu_forward R(blas_relu_forward)
-#define blas_relu_backward R(blas_relu_backward)
-#define blas_dense_forward R(blas_dense_forward)
-#define blas_dense_scratch_floats R(blas_dense_scratch_floats)
-#define blas_dense_backward R(blas_dense_backward)
-#define blas_softmax_xent R(blas_softmax_xent)
+/* A float program that drives the direct build's layers (its test)
+ * defines LB_LAYERS_DIRECT to reach their names. */
+#if defined(LB_REAL_DIRECT) || defined(LB_LAYERS_DIRECT)
+#define BLAS_LAYER(name) name##_direct
+#else
+#define BLAS_LAYER(name) R(name)
+#endif
+#define blas_gather_chwn BLAS_LAYER(blas_gather_chwn)
+#define blas_chwn_from_nchw BLAS_LAYER(blas_chwn_from_nchw)
+#define blas_nchw_from_chwn BLAS_LAYER(blas_nchw_from_chwn)
+#define blas_rows_from_group BLAS_LAYER(blas_rows_from_group)
+#define blas_group_from_rows BLAS_LAYER(blas_group_from_rows)
+#define blas_conv_col_floats BLAS_LAYER(blas_conv_col_floats)
+#define blas_conv_scratch_floats BLAS_LAYER(blas_conv_scratch_floats)
+#define blas_join_weight_bias BLAS_LAYER(blas_join_weight_bias)
+#define blas_conv_forward BLAS_LAYER(blas_conv_forward)
+#define blas_conv_backward_params BLAS_LAYER(blas_conv_backward_params)
+#define blas_conv_backward_data BLAS_LAYER(blas_conv_backward_data)
+#define blas_maxpool_forward BLAS_LAYER(blas_maxpool_forward)
+#define blas_maxpool_backward BLAS_LAYER(blas_maxpool_backward)
+#define blas_relu_forward BLAS_LAYER(blas_relu_forward)
+#define blas_relu_backward BLAS_LAYER(blas_relu_backward)
+#define blas_dense_forward BLAS_LAYER(blas_dense_forward)
+#define blas_dense_scratch_floats BLAS_LAYER(blas_dense_scratch_floats)
+#define blas_dense_backward BLAS_LAYER(blas_dense_backward)
+#define blas_softmax_xent BLAS_LAYER(blas_softmax_xent)
+#if defined(LB_REAL_DIRECT) || defined(LB_LAYERS_DIRECT)
+#define blas_team_enter blas_team_enter_direct
+#endif
 
 typedef enum blas_split { BLAS_SPLIT_OWN, BLAS_SPLIT_LIBRARY } blas_split;
 
@@ -78,7 +90,8 @@ typedef struct blas_team {
 
 /* Makes OpenBLAS's thread count what `t` needs (t->threads when it splits
  * the GEMMs, else 1); call on entry to the engine, from the thread that
- * drives it. The loops of the engine name their thread counts themselves. */
+ * drives it. The loops of the engine name their thread counts themselves.
+ * (The direct build has no library to tell.) */
 void blas_team_enter(const blas_team *t);
 
 /* Output size of a valid convolution or pool. */
@@ -107,12 +120,12 @@ void blas_group_from_rows(real *dst, const real *src, int ld, int b0, int F, int
  * the unfolded input that the forward pass fills and the backward pass
  * reads, ends with a row of ones. So there is no pass to add the bias and
  * none to sum its gradient. scratch and d_col: blas_conv_scratch_floats().
- * A layer that blas_conv_direct_suits (direct.h) is computed directly
- * instead, from `in`: col is then neither written nor read. */
+ * The direct build computes from `in` (stride 1 only): col is then neither
+ * written nor read. */
 size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride);
 /* Scratch the forward and data-gradient passes of B images need (they
  * take turns with it): the larger of d_col and the output's transpose, or
- * what the direct input gradient needs. */
+ * in the direct build what its input gradient needs. */
 size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, int stride);
 void blas_join_weight_bias(real *weight_bias, const real *weight, const real *bias, int K,
                            int R);
@@ -143,9 +156,8 @@ void blas_relu_backward(real *d_in, const real *d_out, const real *out, size_t n
                         int threads);
 
 /* Dense layers over the whole batch, shared out by the team:
- * out[n_out][B] = weight[n_out][n_in] * in[n_in][B] + bias. In fp32 they
- * are computed directly (direct.h), whatever the split; fp64 and bf16 use
- * GEMMs. */
+ * out[n_out][B] = weight[n_out][n_in] * in[n_in][B] + bias: GEMMs, or in
+ * the direct build the direct kernels, whatever the split. */
 void blas_dense_forward(real *out, const real *in, const real *weight, const real *bias,
                         int B, int n_in, int n_out, const blas_team *t);
 /* d_weight[n_out][n_in] = d_out * in^T, d_bias = row sums of d_out[n_out][B],

@@ -21,6 +21,7 @@
 #define KC_X86 1
 #endif
 
+#include "backends/common/openmp_setup.h"
 #include "backends/module.h"
 #include "base/clock.h"
 
@@ -467,11 +468,7 @@ void blas_setup_prepare(void)
 {
     if (setup.prepared)
         return;
-    const char *wait = getenv("OMP_WAIT_POLICY");
-    setup.wait_policy_by_user = wait != NULL;
-    if (!wait)
-        setenv("OMP_WAIT_POLICY", "passive", 1);
-    snprintf(setup.wait_policy, sizeof setup.wait_policy, "%s", getenv("OMP_WAIT_POLICY"));
+    openmp_setup_prepare();
     blas_setup_decide(NULL, &setup.kernels);
     if (setup.kernels.source == KC_SOURCE_CHOSEN)
         setenv("OPENBLAS_CORETYPE", setup.kernels.core, 1);
@@ -499,9 +496,10 @@ void blas_setup_describe(char *buf, size_t len, int with_reasons)
         snprintf(buf, len, "%s", "");
         return;
     }
-    snprintf(buf, len, "kernels %s (%s%s%s), OMP_WAIT_POLICY=%s (%s)",
+    char openmp[96];
+    openmp_setup_describe(openmp, sizeof openmp, with_reasons);
+    snprintf(buf, len, "kernels %s (%s%s%s), %s",
              setup.kernels.core[0] ? setup.kernels.core : "unknown",
              source_name(setup.kernels.source), with_reasons ? ": " : "",
-             with_reasons ? setup.kernels.reason : "", setup.wait_policy,
-             setup.wait_policy_by_user ? "set by the user" : "default");
+             with_reasons ? setup.kernels.reason : "", openmp);
 }

@@ -109,13 +109,12 @@ void blas_setup_decide(const kc_hooks *hooks, kc_decision *out);
 typedef struct blas_setup {
     int prepared;           /* blas_setup_prepare() ran */
     kc_decision kernels;
-    char wait_policy[32];   /* OMP_WAIT_POLICY as the libraries see it */
-    int wait_policy_by_user;
 } blas_setup;
 
 /* Decides, and sets OPENBLAS_CORETYPE (when chosen) and OMP_WAIT_POLICY
- * (when unset) in this process's environment. Runs once; later calls do
- * nothing. Call before the blas module is loaded. */
+ * (when unset: backends/common/openmp_setup.h) in this process's
+ * environment. Runs once; later calls do nothing. Call before the blas
+ * module is loaded. */
 void blas_setup_prepare(void);
 
 /* The setup this process prepared (prepared == 0 before). */

@@ -5,16 +5,12 @@
 #include "backends/blas/kernel_choice.h"
 #include "backends/registry.h"
 
-#ifdef HAVE_BLAS
-#define BLAS_BUILT 1
-#else
-#define BLAS_BUILT 0
-#endif
-
 backend_module blas_registration = {
     .b = {.name = "blas",
-          .summary = "OpenBLAS GEMMs over the whole batch + OpenMP loops, fp32",
-          .built = BLAS_BUILT,
+          .summary = "OpenBLAS GEMMs (convolutions over unfolded inputs) + OpenMP loops, fp32",
+#ifdef HAVE_BLAS
+          .built = 1,
+#endif
           .not_built_reason = "OpenBLAS (cblas.h, libopenblas) or OpenMP not found at build "
                               "time, or left out with make BLAS=0"},
     .module = "blas",

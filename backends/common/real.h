@@ -9,6 +9,11 @@
  * foo_bf16.o, names name_bf16. LB_REAL_PLAIN is defined in the plain float
  * build only, for what a file holds once whatever the type.
  *
+ * The direct backend builds the blas engine's sources once more, with
+ * -DLB_REAL_DIRECT: float, with the direct kernels as its products
+ * (backends/direct/direct.h) and no OpenBLAS; objects foo_direct.o, names
+ * name_direct.
+ *
  * TYPED(member) names the view of a member of a shared struct that has the
  * build's type (host_engine's params_f32 or params_f64). */
 #ifndef LB_REAL_H
@@ -21,6 +26,10 @@ typedef double real;
 #elif defined(LB_REAL_BF16)
 typedef float real;
 #define R(name) name##_bf16
+#define TYPED(member) member##_f32
+#elif defined(LB_REAL_DIRECT)
+typedef float real;
+#define R(name) name##_direct
 #define TYPED(member) member##_f32
 #else
 typedef float real;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "backends/blas/kernel_choice.h"
+#include "backends/common/openmp_setup.h"
 #include "backends/registry.h"
 #include "base/alloc.h"
 #include "harness/formats/csv.h"
@@ -249,8 +250,14 @@ static void read_environment(char *out, size_t len)
     }
 }
 
-static void read_blas_setup(sysinfo *s)
+static void read_cpu_setup(sysinfo *s)
 {
+    const openmp_setup *omp = openmp_setup_get();
+    if (omp->prepared) {
+        snprintf(s->omp_wait_policy, sizeof s->omp_wait_policy, "%s", omp->wait_policy);
+        snprintf(s->omp_wait_policy_source, sizeof s->omp_wait_policy_source, "%s",
+                 omp->wait_policy_by_user ? "user" : "default");
+    }
     const blas_setup *b = blas_setup_get();
     if (!b->prepared)
         return;
@@ -260,9 +267,6 @@ static void read_blas_setup(sysinfo *s)
     snprintf(s->blas_kernels_source, sizeof s->blas_kernels_source, "%s",
              sources[b->kernels.source]);
     snprintf(s->blas_kernels_reason, sizeof s->blas_kernels_reason, "%s", b->kernels.reason);
-    snprintf(s->omp_wait_policy, sizeof s->omp_wait_policy, "%s", b->wait_policy);
-    snprintf(s->omp_wait_policy_source, sizeof s->omp_wait_policy_source, "%s",
-             b->wait_policy_by_user ? "user" : "default");
 }
 
 void sysinfo_collect(sysinfo *s)
@@ -304,7 +308,7 @@ void sysinfo_collect(sysinfo *s)
     s->git_dirty = n > 6 && strcmp(s->git_commit + n - 6, "-dirty") == 0;
     read_libraries(s);
     read_environment(s->environment, sizeof s->environment);
-    read_blas_setup(s);
+    read_cpu_setup(s);
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);

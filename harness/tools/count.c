@@ -755,7 +755,7 @@ int count_main(int argc, char **argv)
             return rc;
     } else {
         snprintf(o.items[o.n_items++], ITEM_LEN, "load");
-        static const char *const cpu_backends[] = {"naive", "blas"};
+        static const char *const cpu_backends[] = {"naive", "blas", "direct"};
         for (size_t i = 0; i < sizeof cpu_backends / sizeof cpu_backends[0]; i++) {
             char why[512];
             if (!runnable(cpu_backends[i], why, sizeof why)) {

@@ -1,4 +1,7 @@
-/* Direct convolutions and dense layers for the blas backend (direct.h).
+/* The direct backend's register tiles (direct.h), built once per
+ * instruction set: LB_DIRECT_ISA names the build (its table is
+ * direct_kernels_<isa>), the Makefile puts that set's -march after the
+ * build's own, and everything else here is static.
  *
  * In the CHWN layout a stride-1 convolution is a GEMM whose unfolded
  * operand never needs building: for output row y, the inputs of tap
@@ -21,23 +24,30 @@
  * the weight gradient is d_out times the input transposed once, so that
  * its rows are read a vector at a time. On fc1 at batch 128 (one Zen 1
  * core) that is as fast as OpenBLAS at its best, 9.2 ms a step for the
- * three products, where OpenBLAS took 10.6 ms in the training step after
- * the direct convolutions (README: "Where a blas step goes").
+ * three products, where OpenBLAS took 10.6 ms.
  *
  * Built with -ffp-contract=fast (module.mk): each multiply-add is one FMA
  * where the CPU has them. The vectors are GCC's generic vector type as
- * wide as the target's registers (16 floats with AVX-512, 8 with AVX, 4
- * without), so the compiler picks the instructions; the tiles are sized
- * for 16 registers. */
-#include "backends/blas/direct.h"
+ * wide as the build's registers (16 floats with AVX-512, 8 with AVX2, 4
+ * with SSE), so the compiler picks the instructions; the tiles are sized
+ * for the build's register file (MR x NV accumulators: 16 registers below
+ * AVX-512, 32 with it). */
+#include "backends/direct/direct.h"
 
 #include <omp.h>
 #include <stddef.h>
 #include <string.h>
 
-/* Floats per vector: the target's register width. (-DLB_DIRECT_VL=16 on an
- * AVX2 machine runs the AVX-512 build's logic on pairs of registers, which
- * is how its tiling can be checked without such a CPU.) */
+#ifndef LB_DIRECT_ISA
+#error "kernels.c is built once per instruction set, with -DLB_DIRECT_ISA=avx512|avx2|generic"
+#endif
+#define ISA_PASTE(a, b) a##b
+#define ISA_NAME(a, b) ISA_PASTE(a, b)
+#define ISA_STRING_(x) #x
+#define ISA_STRING(x) ISA_STRING_(x)
+
+/* Floats per vector: the build's register width. (-DLB_DIRECT_VL=16 in a
+ * build for AVX2 runs the AVX-512 build's logic on pairs of registers.) */
 #ifndef LB_DIRECT_VL
 #if defined(__AVX512F__)
 #define LB_DIRECT_VL 16
@@ -60,10 +70,29 @@ typedef float vec __attribute__((vector_size(VL * sizeof(float))));
 #include <immintrin.h>
 #endif
 
-/* A forward or input-gradient tile: MR rows of NV vectors. */
-enum { MR = 6, NV = 2, NR = NV * VL };
-/* A weight-gradient tile: WK output channels by WT taps. */
-enum { WK = 2, WT = 5 };
+/* A forward or input-gradient tile: MR rows of NV vectors (at most 12 by
+ * 3), MR x NV accumulators plus NV loaded vectors and a broadcast. */
+#ifndef LB_DIRECT_MR
+#define LB_DIRECT_MR 6
+#endif
+#ifndef LB_DIRECT_NV
+#define LB_DIRECT_NV 2
+#endif
+enum { MR = LB_DIRECT_MR, NV = LB_DIRECT_NV, NR = NV * VL };
+/* A weight-gradient tile: WK output channels by WT taps (at most 4 by 8). */
+#ifndef LB_DIRECT_WK
+#define LB_DIRECT_WK 2
+#endif
+#ifndef LB_DIRECT_WT
+#define LB_DIRECT_WT 5
+#endif
+enum { WK = LB_DIRECT_WK, WT = LB_DIRECT_WT };
+/* the sizes tile() and weight_block() have cases for */
+#if !(LB_DIRECT_MR == 6 || LB_DIRECT_MR == 8 || LB_DIRECT_MR == 10 || LB_DIRECT_MR == 12) ||     \
+    !(LB_DIRECT_NV == 2 || LB_DIRECT_NV == 3) || !(LB_DIRECT_WK == 2 || LB_DIRECT_WK == 4) ||  \
+    !(LB_DIRECT_WT == 5 || LB_DIRECT_WT == 8)
+#error "tile shape: MR 6, 8, 10 or 12; NV 2 or 3; WK 2 or 4; WT 5 or 8"
+#endif
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -129,12 +158,6 @@ static float sum_run(const float *x, size_t n)
     for (; j < n; j++)
         tail += x[j];
     return sum_lanes(total) + tail;
-}
-
-int blas_conv_direct_suits(int C, int kernel, int stride)
-{
-    (void)C, (void)kernel;
-    return stride == 1;
 }
 
 /* Keeps v in a register from here: GCC would otherwise fold a loaded
@@ -230,13 +253,29 @@ static void tile(int m, int nv, float *const *rows, int add, const float *init, 
         row_tile(M, NVEC, rows, add, init, a, a_row, b, wk);                                 \
         return;                                                                              \
     }
+#if LB_DIRECT_NV >= 3
+#define TILE_CASES(M) TILE_CASE(M, 0) TILE_CASE(M, 1) TILE_CASE(M, 2) TILE_CASE(M, 3)
+#else
 #define TILE_CASES(M) TILE_CASE(M, 0) TILE_CASE(M, 1) TILE_CASE(M, 2)
+#endif
     TILE_CASES(1)
     TILE_CASES(2)
     TILE_CASES(3)
     TILE_CASES(4)
     TILE_CASES(5)
     TILE_CASES(6)
+#if LB_DIRECT_MR >= 8
+    TILE_CASES(7)
+    TILE_CASES(8)
+#endif
+#if LB_DIRECT_MR >= 10
+    TILE_CASES(9)
+    TILE_CASES(10)
+#endif
+#if LB_DIRECT_MR >= 12
+    TILE_CASES(11)
+    TILE_CASES(12)
+#endif
 #undef TILE_CASES
 #undef TILE_CASE
 }
@@ -251,7 +290,7 @@ static int tile_at(size_t j, size_t width, int *cols)
     return nv;
 }
 
-void blas_conv_direct_forward(float *out, const float *in, const float *weight_bias, int B,
+static void conv_forward(float *out, const float *in, const float *weight_bias, int B,
                               int C, int H, int W, int K, int kernel, int threads)
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
@@ -284,17 +323,9 @@ void blas_conv_direct_forward(float *out, const float *in, const float *weight_b
         }
 }
 
-/* Floats between the output gradient's rows as the input gradient reads
- * them (out_rows): 16 more than a row, so that the rows of a tile's taps
- * do not fall on a few sets of the L1 cache (a row of LeNet's is a power
- * of two bytes long). */
-enum { ROW_PAD = 16 };
-
-size_t blas_conv_direct_scratch_floats(int B, int C, int H, int W, int K, int kernel)
-{
-    const int OH = H - kernel + 1, OW = W - kernel + 1;
-    return (size_t)K * C * kernel * kernel + (size_t)OH * K * ((size_t)OW * B + ROW_PAD);
-}
+/* (the output gradient's rows as the input gradient reads them are
+ * DIRECT_ROW_PAD floats longer than a row: direct.h) */
+enum { ROW_PAD = DIRECT_ROW_PAD };
 
 /* The input gradient row by row: d_in[c][iy][kj * B + n] gets, for each
  * kj, the sum over the output channels k and the kernel rows ki that reach
@@ -337,7 +368,7 @@ static void input_gradient_row(float *d_in, const float *out_rows, const float *
     }
 }
 
-void blas_conv_direct_backward_data(float *d_in, const float *d_out, const float *weight_bias,
+static void conv_backward_data(float *d_in, const float *d_out, const float *weight_bias,
                                     float *scratch, int B, int C, int H, int W, int K,
                                     int kernel, int threads)
 {
@@ -450,14 +481,25 @@ static void weight_block(int mk, int nt, float *d_weight_bias, const float *d_ou
     WEIGHT_CASE(MK, 2)                                                                       \
     WEIGHT_CASE(MK, 3)                                                                       \
     WEIGHT_CASE(MK, 4)                                                                       \
-    WEIGHT_CASE(MK, 5)
+    WEIGHT_CASE(MK, 5)                                                                       \
+    WEIGHT_CASES_ABOVE_5(MK)
+#if LB_DIRECT_WT >= 8
+#define WEIGHT_CASES_ABOVE_5(MK) WEIGHT_CASE(MK, 6) WEIGHT_CASE(MK, 7) WEIGHT_CASE(MK, 8)
+#else
+#define WEIGHT_CASES_ABOVE_5(MK)
+#endif
     WEIGHT_CASES(1)
     WEIGHT_CASES(2)
+#if LB_DIRECT_WK >= 4
+    WEIGHT_CASES(3)
+    WEIGHT_CASES(4)
+#endif
+#undef WEIGHT_CASES_ABOVE_5
 #undef WEIGHT_CASES
 #undef WEIGHT_CASE
 }
 
-void blas_conv_direct_backward_params(float *d_weight_bias, const float *d_out,
+static void conv_backward_params(float *d_weight_bias, const float *d_out,
                                       const float *in, int B, int C, int H, int W, int K,
                                       int kernel, int threads)
 {
@@ -517,7 +559,7 @@ static int dense_threads(int threads, int B, int n_in, int n_out)
     return (double)B * n_in * n_out < (double)(1 << 20) ? 1 : threads;
 }
 
-void blas_dense_direct_forward(float *out, const float *in, const float *weight,
+static void dense_forward(float *out, const float *in, const float *weight,
                                const float *bias, int B, int n_in, int n_out, int threads)
 {
     threads = dense_threads(threads, B, n_in, n_out);
@@ -533,13 +575,11 @@ void blas_dense_direct_forward(float *out, const float *in, const float *weight,
     }
 }
 
-size_t blas_dense_direct_scratch_floats(int B, int n_in) { return (size_t)B * n_in; }
-
 /* Row blocks of the input gradient per piece of work: a piece about as
  * long as a column strip of the weight gradient. */
 enum { BAND = 4 };
 
-void blas_dense_direct_backward(float *d_weight, float *d_bias, float *d_in,
+static void dense_backward(float *d_weight, float *d_bias, float *d_in,
                                 const float *d_out, const float *in, const float *weight,
                                 float *scratch, int B, int n_in, int n_out, int threads)
 {
@@ -588,3 +628,50 @@ void blas_dense_direct_backward(float *d_weight, float *d_bias, float *d_in,
     for (int k = 0; k < n_out; k++)
         d_bias[k] = sum_run(d_out + (size_t)k * B, B);
 }
+
+/* ---------------------------------------------------------------------- */
+/* This build's table                                                       */
+
+/* Whether the CPU and its OS run what this build was compiled for
+ * (__builtin_cpu_supports checks that the OS saves the vector state). */
+static int cpu_runs(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+#if defined(__AVX512F__)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512cd");
+#elif defined(__AVX2__)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c");
+#else
+    return 1;
+#endif
+#else
+    return 1;
+#endif
+}
+
+#if defined(__AVX512F__)
+#define ISA_WORDS "AVX-512"
+#elif defined(__AVX2__)
+#define ISA_WORDS "AVX2 + FMA"
+#elif defined(__AVX__)
+#define ISA_WORDS "AVX"
+#else
+#define ISA_WORDS "SSE2"
+#endif
+
+const direct_kernels ISA_NAME(direct_kernels_, LB_DIRECT_ISA) = {
+    .isa = ISA_STRING(LB_DIRECT_ISA),
+    .description = ISA_WORDS ", " ISA_STRING(LB_DIRECT_VL) "-float vectors, " ISA_STRING(
+        LB_DIRECT_MR) "x" ISA_STRING(LB_DIRECT_NV) "-vector tiles",
+    .vector_floats = VL,
+    .cpu_runs = cpu_runs,
+    .conv_forward = conv_forward,
+    .conv_backward_params = conv_backward_params,
+    .conv_backward_data = conv_backward_data,
+    .dense_forward = dense_forward,
+    .dense_backward = dense_backward,
+};

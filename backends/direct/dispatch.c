@@ -1,0 +1,96 @@
+/* Which build of the direct kernels runs (direct.h): the best one this CPU
+ * runs, asked of cpuid when the program runs, or the one
+ * LENET_BENCH_DIRECT_ISA names. */
+#include "backends/direct/direct.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef LB_DIRECT_X86
+extern const direct_kernels direct_kernels_avx512, direct_kernels_avx2;
+#endif
+extern const direct_kernels direct_kernels_generic;
+
+static const direct_kernels *const builds[] = {
+#ifdef LB_DIRECT_X86
+    &direct_kernels_avx512,
+    &direct_kernels_avx2,
+#endif
+    &direct_kernels_generic,
+};
+enum { BUILDS = sizeof builds / sizeof builds[0] };
+
+int direct_kernels_count(void) { return BUILDS; }
+
+const direct_kernels *direct_kernels_at(int i) { return i >= 0 && i < BUILDS ? builds[i] : NULL; }
+
+const direct_kernels *direct_kernels_find(const char *isa)
+{
+    for (int i = 0; i < BUILDS; i++)
+        if (strcmp(builds[i]->isa, isa) == 0)
+            return builds[i];
+    return NULL;
+}
+
+static const direct_kernels *best_here(void)
+{
+    for (int i = 0; i < BUILDS; i++)
+        if (builds[i]->cpu_runs())
+            return builds[i];
+    return builds[BUILDS - 1]; /* the generic build runs anywhere */
+}
+
+/* Set by direct_choose; the layers read it inside their parallel loops. */
+static _Atomic(const direct_kernels *) active;
+
+const direct_kernels *direct_choose(char *err, size_t err_len)
+{
+    const char *forced = getenv("LENET_BENCH_DIRECT_ISA");
+    const direct_kernels *k = NULL;
+    if (forced && *forced) {
+        k = direct_kernels_find(forced);
+        if (!k) {
+            char names[128] = "";
+            for (int i = 0; i < BUILDS; i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                         i ? ", " : "", builds[i]->isa);
+            snprintf(err, err_len, "LENET_BENCH_DIRECT_ISA=%s: not one of %s", forced, names);
+            return NULL;
+        }
+        if (!k->cpu_runs()) {
+            snprintf(err, err_len, "LENET_BENCH_DIRECT_ISA=%s: this CPU cannot run it (%s)",
+                     forced, k->description);
+            return NULL;
+        }
+    } else
+        k = best_here();
+    atomic_store(&active, k);
+    return k;
+}
+
+const direct_kernels *direct_active(void)
+{
+    const direct_kernels *k = atomic_load(&active);
+    if (!k) {
+        k = best_here();
+        atomic_store(&active, k);
+    }
+    return k;
+}
+
+int direct_conv_suits(int kernel, int stride)
+{
+    (void)kernel;
+    return stride == 1;
+}
+
+size_t direct_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel)
+{
+    const int OH = H - kernel + 1, OW = W - kernel + 1;
+    /* the weights transposed, and the output gradient's rows padded */
+    return (size_t)K * C * kernel * kernel + (size_t)OH * K * ((size_t)OW * B + DIRECT_ROW_PAD);
+}
+
+size_t direct_dense_scratch_floats(int B, int n_in) { return (size_t)B * n_in; }
