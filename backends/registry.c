@@ -60,12 +60,28 @@ static module_entry cuda_entry = {
     .module = "cuda",
 };
 
-static module_entry *const modules[] = {&blas_entry, &cuda_entry};
+/* oneDNN primitives for every layer (backends/onednn) */
+#ifdef HAVE_ONEDNN
+#define ONEDNN_BUILT 1
+#else
+#define ONEDNN_BUILT 0
+#endif
+static module_entry onednn_entry = {
+    .b = {.name = "onednn",
+          .summary = "oneDNN primitives for every layer, layouts of the library's choosing",
+          .built = ONEDNN_BUILT,
+          .not_built_reason = "oneDNN (dnnl.h, libdnnl) or OpenMP not found at build time, "
+                              "or left out with make ONEDNN=0"},
+    .module = "onednn",
+};
+
+static module_entry *const modules[] = {&blas_entry, &cuda_entry, &onednn_entry};
 
 static const backend *const registry[] = {
     &naive_backend,
     &blas_entry.b,
     &cuda_entry.b,
+    &onednn_entry.b,
     &multi_gpu_backend,
     &pytorch_cpu_backend,
     &pytorch_cuda_backend,
