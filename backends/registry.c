@@ -66,6 +66,17 @@ static module_entry cuda_entry = {
 #else
 #define ONEDNN_BUILT 0
 #endif
+/* oneDNN's threads are libgomp's, which reads OMP_WAIT_POLICY once when it
+ * starts, whichever module maps it first: the process's OpenMP setup
+ * (backends/blas/kernel_choice.c, passive unless the user says) is made
+ * before onednn loads too, and onednn's rows say how its threads wait. */
+static void onednn_setup_describe(char *buf, size_t len, int with_reasons)
+{
+    (void)with_reasons;
+    const blas_setup *s = blas_setup_get();
+    snprintf(buf, len, "OMP_WAIT_POLICY=%s (%s)", s->wait_policy,
+             s->wait_policy_by_user ? "set by the user" : "default");
+}
 static module_entry onednn_entry = {
     .b = {.name = "onednn",
           .summary = "oneDNN primitives for every layer, layouts of the library's choosing",
@@ -73,6 +84,8 @@ static module_entry onednn_entry = {
           .not_built_reason = "oneDNN (dnnl.h, libdnnl) or OpenMP not found at build time, "
                               "or left out with make ONEDNN=0"},
     .module = "onednn",
+    .prepare = blas_setup_prepare,
+    .describe_setup = onednn_setup_describe,
 };
 
 static module_entry *const modules[] = {&blas_entry, &cuda_entry, &onednn_entry};

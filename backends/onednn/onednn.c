@@ -111,8 +111,11 @@ static int isa_has_bf16(dnnl_cpu_isa_t isa)
 
 static const char *isa_name(void)
 {
+    /* "cpu_isa_avx512_core_bf16" -> "avx512_core_bf16" */
     const char *s = dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa());
-    return s ? s : "unknown";
+    if (!s)
+        return "unknown ISA";
+    return strncmp(s, "cpu_isa_", 8) == 0 ? s + 8 : s;
 }
 
 static void library_info(char *buf, size_t len)
@@ -853,9 +856,9 @@ static void describe(engine *e, char *buf, size_t len)
 {
     char lib[128];
     library_info(lib, sizeof lib);
-    snprintf(buf, len, "%s (%s), %d thread%s, %s; %s",
-             precision_name(e->h.cfg.precision),
-             e->dt == dnnl_bf16 ? "bf16 activations and weights, fp32 master weights" : "fp32",
+    snprintf(buf, len, "%s, %d thread%s, %s; %s",
+             e->dt == dnnl_bf16 ? "bf16 (bf16 activations and weights, fp32 master weights)"
+                                : "fp32",
              e->threads, e->threads == 1 ? "" : "s", lib, e->impls);
 }
 
