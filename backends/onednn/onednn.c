@@ -68,6 +68,9 @@ typedef struct back_layer {
     dnnl_memory_t weights;  /* what backward data reads (the forward's when alike) */
     op to_weights;
     op backward_data, backward_weights;
+    /* the source and output gradient as the weight gradient's fp32 fallback
+     * reads them (see weights_from_f32) */
+    op to_weights_src, to_weights_diff_dst;
     op to_grads; /* the weight gradient into the flat vector, when its layout differs */
 } back_layer;
 
@@ -419,6 +422,64 @@ static int build_chain(engine *e, chain *c, dnnl_prop_kind_t prop)
     return primitive_to_host(e, &c->to_logits, c->layer[L - 1].dst, e->logits);
 }
 
+static int is_reference(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+           impl && strncmp(impl, "ref", 3) == 0;
+}
+
+/* The weight-gradient primitive of conv or dense layer l. */
+static int describe_weights_gradient(engine *e, const layer *l, const_dnnl_primitive_desc_t hint,
+                                     const dnnl_memory_desc_t *src_md,
+                                     const dnnl_memory_desc_t *grads_md,
+                                     const dnnl_memory_desc_t *bias_md,
+                                     const dnnl_memory_desc_t *dst_md, dnnl_primitive_desc_t *pd)
+{
+    host_engine *h = &e->h;
+    const dnnl_dims_t strides = {l->stride, l->stride};
+    if (l->kind == LAYER_CONV) {
+        dnnl_convolution_desc_t d;
+        DNNL_CHECK(h, dnnl_convolution_backward_weights_desc_init(
+                          &d, dnnl_convolution_direct, src_md, grads_md, bias_md, dst_md, strides,
+                          NO_PAD, NO_PAD));
+        return describe_op(e, pd, &d, hint);
+    }
+    dnnl_inner_product_desc_t d;
+    DNNL_CHECK(h, dnnl_inner_product_backward_weights_desc_init(&d, src_md, grads_md, bias_md,
+                                                                dst_md));
+    return describe_op(e, pd, &d, hint);
+}
+
+/* When the library has only its reference kernel for a weight gradient
+ * (oneDNN 2.6's bf16 one for a convolution of one input channel, LeNet's
+ * conv1: 5 s a step), the fp32 kernel computes it from fp32 copies of the
+ * source and the output gradient, in layouts of its choosing; the copies
+ * are fp32 views of bf16 numbers, so the result is what a bf16 kernel with
+ * fp32 sums would give. *pd and the two memories are replaced when it
+ * finds a faster kernel, else left as they are. */
+static int weights_from_f32(engine *e, const layer *l, const pass_layer *p, dnnl_memory_t diff_dst,
+                            const dnnl_memory_desc_t *grads_md, const dnnl_memory_desc_t *bias_md,
+                            dnnl_primitive_desc_t *pd, dnnl_memory_t *src, dnnl_memory_t *dst,
+                            back_layer *k)
+{
+    host_engine *h = &e->h;
+    const dnnl_memory_desc_t *src_md = memory_md(p->src), *dst_md = memory_md(diff_dst);
+    dnnl_memory_desc_t src_f32, dst_f32;
+    dnnl_primitive_desc_t chosen;
+    if (any_md(e, &src_f32, src_md->ndims, src_md->dims, dnnl_f32) ||
+        any_md(e, &dst_f32, dst_md->ndims, dst_md->dims, dnnl_f32) ||
+        describe_weights_gradient(e, l, NULL, &src_f32, grads_md, bias_md, &dst_f32, &chosen))
+        return -1;
+    if (is_reference(chosen))
+        return 0;
+    *pd = chosen;
+    return new_memory(e, src, md_of(chosen, dnnl_query_src_md), NULL, &h->activation_bytes) ||
+           new_reorder(e, &k->to_weights_src, p->src, *src) ||
+           new_memory(e, dst, md_of(chosen, dnnl_query_diff_dst_md), NULL, &h->workspace_bytes) ||
+           new_reorder(e, &k->to_weights_diff_dst, diff_dst, *dst);
+}
+
 /* Layer i's backward pass: its output gradient is diff_dst. */
 static int build_backward(engine *e, int i, dnnl_memory_t diff_dst)
 {
@@ -442,7 +503,7 @@ static int build_backward(engine *e, int i, dnnl_memory_t diff_dst)
             plain_md(e, &bias_md, 1, bias_dims, dnnl_f32))
             return -1;
         if (l->kind == LAYER_CONV) {
-            dnnl_convolution_desc_t dd, wd;
+            dnnl_convolution_desc_t dd;
             if (wants_data) {
                 DNNL_CHECK(h, dnnl_convolution_backward_data_desc_init(
                                   &dd, dnnl_convolution_direct, src_md, &weights_md, dst_md,
@@ -450,23 +511,14 @@ static int build_backward(engine *e, int i, dnnl_memory_t diff_dst)
                 if (describe_op(e, &data_pd, &dd, p->pd))
                     return -1;
             }
-            DNNL_CHECK(h, dnnl_convolution_backward_weights_desc_init(
-                              &wd, dnnl_convolution_direct, src_md, &grads_md, &bias_md, dst_md,
-                              strides, NO_PAD, NO_PAD));
-            if (describe_op(e, &weights_pd, &wd, p->pd))
-                return -1;
         } else {
-            dnnl_inner_product_desc_t dd, wd;
+            dnnl_inner_product_desc_t dd;
             if (wants_data) {
                 DNNL_CHECK(h, dnnl_inner_product_backward_data_desc_init(&dd, src_md, &weights_md,
                                                                          dst_md));
                 if (describe_op(e, &data_pd, &dd, p->pd))
                     return -1;
             }
-            DNNL_CHECK(h, dnnl_inner_product_backward_weights_desc_init(&wd, src_md, &grads_md,
-                                                                        &bias_md, dst_md));
-            if (describe_op(e, &weights_pd, &wd, p->pd))
-                return -1;
         }
         if (wants_data) {
             const dnnl_memory_desc_t *want = md_of(data_pd, dnnl_query_weights_md);
@@ -483,14 +535,22 @@ static int build_backward(engine *e, int i, dnnl_memory_t diff_dst)
             bind(&k->backward_data, DNNL_ARG_WEIGHTS, k->weights);
             bind(&k->backward_data, DNNL_ARG_DIFF_SRC, k->diff_src);
         }
+        if (describe_weights_gradient(e, l, p->pd, src_md, &grads_md, &bias_md, dst_md,
+                                      &weights_pd))
+            return -1;
+        dnnl_memory_t weights_src = p->src, weights_diff_dst = diff_dst;
+        if (is_reference(weights_pd) && (weights_from_f32(e, l, p, diff_dst, &grads_md, &bias_md,
+                                                          &weights_pd, &weights_src,
+                                                          &weights_diff_dst, k)))
+            return -1;
         dnnl_memory_t grads, bias_grads;
         if (output_to_host(e, &grads, &k->to_grads, md_of(weights_pd, dnnl_query_diff_weights_md),
                            h->grads + l->weight_offset, &h->workspace_bytes) ||
             new_memory(e, &bias_grads, &bias_md, h->grads + l->bias_offset, NULL) ||
             new_primitive(e, &k->backward_weights, weights_pd))
             return -1;
-        bind(&k->backward_weights, DNNL_ARG_SRC, p->src);
-        bind(&k->backward_weights, DNNL_ARG_DIFF_DST, diff_dst);
+        bind(&k->backward_weights, DNNL_ARG_SRC, weights_src);
+        bind(&k->backward_weights, DNNL_ARG_DIFF_DST, weights_diff_dst);
         bind(&k->backward_weights, DNNL_ARG_DIFF_WEIGHTS, grads);
         bind(&k->backward_weights, DNNL_ARG_DIFF_BIAS, bias_grads);
         return 0;
@@ -697,7 +757,9 @@ static int loss_and_dlogits(engine *e, int n, double *mean)
 static int backward_layer(engine *e, int i)
 {
     const back_layer *k = &e->back[i];
-    return run(e, &k->backward_weights) || run(e, &k->to_grads) || run(e, &k->backward_data);
+    return run(e, &k->to_weights_src) || run(e, &k->to_weights_diff_dst) ||
+           run(e, &k->backward_weights) || run(e, &k->to_grads) ||
+           run(e, &k->backward_data);
 }
 
 /* One training pass over n images; times added to t when given. */
