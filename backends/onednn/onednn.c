@@ -726,12 +726,11 @@ static int load_images(engine *e, const chain *c, const dataset *d, const int32_
     return run(e, &c->to_input);
 }
 
-/* The primitives' weights from the flat parameters. */
-static int load_weights(engine *e, const chain *c, int with_backward)
+/* The scoring primitives' weights from the flat parameters. */
+static int load_weights(engine *e, const chain *c)
 {
     for (int i = 0; i < e->h.w.n_layers; i++)
-        if (run(e, &c->layer[i].to_weights) ||
-            (with_backward && run(e, &e->back[i].to_weights)))
+        if (run(e, &c->layer[i].to_weights))
             return -1;
     return 0;
 }
@@ -766,11 +765,11 @@ static int backward_layer(engine *e, int i)
 static int step(engine *e, int n, double *mean, layer_times *t)
 {
     const int L = e->h.w.n_layers;
-    if (load_weights(e, &e->train, 1))
-        return -1;
     for (int i = 0; i < L; i++) {
+        /* a layer's time includes its weights' reorders from the flat vector */
         const double t0 = t ? host_now_ms() : 0;
-        if (run(e, &e->train.layer[i].forward) || (t && finish(e)))
+        if (run(e, &e->train.layer[i].to_weights) || run(e, &e->back[i].to_weights) ||
+            run(e, &e->train.layer[i].forward) || (t && finish(e)))
             return -1;
         if (t)
             t->forward_ms[i] += host_now_ms() - t0;
@@ -837,7 +836,7 @@ static int score(engine *e, int first, int n, double *loss_sum)
     host_engine *h = &e->h;
     const int L = h->w.n_layers, classes = h->w.classes;
     enter(e);
-    if (load_weights(e, &e->infer, 0) || load_images(e, &e->infer, &h->test, NULL, first, n))
+    if (load_weights(e, &e->infer) || load_images(e, &e->infer, &h->test, NULL, first, n))
         return -1;
     for (int i = 0; i < L; i++)
         if (run(e, &e->infer.layer[i].forward))
