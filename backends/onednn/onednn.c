@@ -71,6 +71,7 @@ typedef struct back_layer {
     /* the source and output gradient as the weight gradient's fp32 fallback
      * reads them (see weights_from_f32) */
     op to_weights_src, to_weights_diff_dst;
+    int weights_in_f32; /* that fallback is taken */
     op to_grads; /* the weight gradient into the flat vector, when its layout differs */
 } back_layer;
 
@@ -474,6 +475,7 @@ static int weights_from_f32(engine *e, const layer *l, const pass_layer *p, dnnl
     if (is_reference(chosen))
         return 0;
     *pd = chosen;
+    k->weights_in_f32 = 1;
     return new_memory(e, src, md_of(chosen, dnnl_query_src_md), NULL, &h->activation_bytes) ||
            new_reorder(e, &k->to_weights_src, p->src, *src) ||
            new_memory(e, dst, md_of(chosen, dnnl_query_diff_dst_md), NULL, &h->workspace_bytes) ||
@@ -611,8 +613,11 @@ static void note_implementations(engine *e)
         if (dnnl_primitive_desc_query(e->train.layer[i].pd, dnnl_query_impl_info_str, 0,
                                       &impl) != dnnl_success || !impl)
             impl = "?";
-        used += (size_t)snprintf(e->impls + used, sizeof e->impls - used, "%s%s %s",
-                                 i ? ", " : "", e->h.w.layers[i].name, impl);
+        used += (size_t)snprintf(e->impls + used, sizeof e->impls - used, "%s%s %s%s",
+                                 i ? ", " : "", e->h.w.layers[i].name, impl,
+                                 e->back[i].weights_in_f32 && e->dt != dnnl_f32
+                                     ? " (weight gradient by the fp32 kernel)"
+                                     : "");
     }
 }
 
