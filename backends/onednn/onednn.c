@@ -613,10 +613,13 @@ static void note_implementations(engine *e)
         if (dnnl_primitive_desc_query(e->train.layer[i].pd, dnnl_query_impl_info_str, 0,
                                       &impl) != dnnl_success || !impl)
             impl = "?";
-        used += (size_t)snprintf(e->impls + used, sizeof e->impls - used, "%s%s %s%s",
-                                 i ? ", " : "", e->h.w.layers[i].name, impl,
+        /* the ISA is named once in the details: "jit_bf16:avx512_core_bf16" -> "jit_bf16" */
+        const char *isa = strstr(impl, ":avx");
+        const int impl_len = isa ? (int)(isa - impl) : (int)strlen(impl);
+        used += (size_t)snprintf(e->impls + used, sizeof e->impls - used, "%s%s %.*s%s",
+                                 i ? ", " : "", e->h.w.layers[i].name, impl_len, impl,
                                  e->back[i].weights_in_f32 && e->dt != dnnl_f32
-                                     ? " (weight gradient by the fp32 kernel)"
+                                     ? " (fp32 weight gradient)"
                                      : "");
     }
 }
@@ -923,8 +926,7 @@ static void describe(engine *e, char *buf, size_t len)
     char lib[128];
     library_info(lib, sizeof lib);
     snprintf(buf, len, "%s, %d thread%s, %s; %s",
-             e->dt == dnnl_bf16 ? "bf16 (bf16 activations and weights, fp32 master weights)"
-                                : "fp32",
+             e->dt == dnnl_bf16 ? "bf16 (fp32 master weights)" : "fp32",
              e->threads, e->threads == 1 ? "" : "s", lib, e->impls);
 }
 
