@@ -11,13 +11,14 @@
 
 /* Each backend's registration, defined beside its code. */
 extern const backend naive_backend;      /* backends/naive/naive.c */
-extern backend_module blas_registration, direct_registration, cuda_registration;
+extern backend_module blas_registration, direct_registration, onednn_registration,
+    cuda_registration;
 /* Framework peers (backends/peer/pytorch.c): last, so a run's own
  * backends come first in its tables and charts */
 extern const backend pytorch_cpu_backend, pytorch_cuda_backend;
 
 static backend_module *const modules[] = {&blas_registration, &direct_registration,
-                                           &cuda_registration};
+                                           &onednn_registration, &cuda_registration};
 
 /* The suite's own engines, in the order --backend all runs them; then the
  * backends registered from above (backend_register), then the peers. */
@@ -25,6 +26,7 @@ static const backend *const engines[] = {
     &naive_backend,
     &blas_registration.b,
     &direct_registration.b,
+    &onednn_registration.b,
     &cuda_registration.b,
 };
 static const backend *const peers[] = {&pytorch_cpu_backend, &pytorch_cuda_backend};
