@@ -1,0 +1,155 @@
+/* The vdpbf16ps register tiles (bf16_tiles.h). Built with AVX-512 flags of
+ * its own (bf16.mk), whatever the target: nothing here runs unless
+ * direct_bf16_supported() said yes.
+ *
+ * Sized for AVX-512's 32 registers:
+ *   - pair tile: 6 rows x 4 vectors of 16 columns, 24 accumulators, the 4
+ *     column vectors of a step loaded once and each row's weight pair
+ *     broadcast from memory; 24 vdpbf16ps for 4 loads and 6 broadcasts, and
+ *     24 independent sums, enough to hide the instruction's latency.
+ *   - dot tile: 4 output channels x 5 taps, 20 accumulators; per 32
+ *     elements, 4 gradient vectors and 5 input vectors for 20 vdpbf16ps. */
+#include "backends/direct/bf16_tiles.h"
+
+#include <immintrin.h>
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* Keeps v in a register: GCC would otherwise fold the load into every
+ * instruction that uses it, one load each. */
+ALWAYS_INLINE void pinned(__m512i *v) { __asm__("" : "+v"(*v)); }
+
+ALWAYS_INLINE __m512 dot2(__m512 acc, __m512i a, __m512i b)
+{
+    return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
+}
+
+ALWAYS_INLINE void pair_body(const int m, const int nv, int cols, float *const *rows, int add,
+                             const float *init, const uint32_t *a, ptrdiff_t lda,
+                             const uint32_t *b, const ptrdiff_t *off, int steps)
+{
+    __m512 acc[PAIR_ROWS][PAIR_VECS];
+#pragma GCC unroll 8
+    for (int i = 0; i < m; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            acc[i][v] = init ? _mm512_set1_ps(init[i]) : _mm512_setzero_ps();
+    for (int s = 0; s < steps; s++) {
+        const uint32_t *run = b + off[s];
+        __m512i x[PAIR_VECS];
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) {
+            x[v] = _mm512_loadu_si512(run + 16 * v);
+            pinned(&x[v]);
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < m; i++) {
+            const __m512i w = _mm512_set1_epi32((int)a[i * lda + s]);
+#pragma GCC unroll 4
+            for (int v = 0; v < nv; v++)
+                acc[i][v] = dot2(acc[i][v], w, x[v]);
+        }
+    }
+    const int last_cols = cols - 16 * (nv - 1);
+    const __mmask16 last = last_cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << last_cols) - 1);
+#pragma GCC unroll 8
+    for (int i = 0; i < m; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) {
+            float *p = rows[i] + 16 * v;
+            const __mmask16 k = v == nv - 1 ? last : (__mmask16)0xffff;
+            __m512 r = acc[i][v];
+            if (add)
+                r = _mm512_add_ps(_mm512_maskz_loadu_ps(k, p), r);
+            _mm512_mask_storeu_ps(p, k, r);
+        }
+}
+
+void direct_bf16_pair_tile_avx512(int m, int cols, float *const *rows, int add,
+                                  const float *init, const uint32_t *a, ptrdiff_t lda,
+                                  const uint32_t *b, const ptrdiff_t *off, int steps)
+{
+    const int nv = (cols + 15) / 16;
+#define PAIR_CASE(M, NV)                                                                     \
+    case (M) * 8 + (NV):                                                                     \
+        pair_body(M, NV, cols, rows, add, init, a, lda, b, off, steps);                      \
+        return;
+#define PAIR_CASES(M) PAIR_CASE(M, 1) PAIR_CASE(M, 2) PAIR_CASE(M, 3) PAIR_CASE(M, 4)
+    switch (m * 8 + nv) {
+        PAIR_CASES(1)
+        PAIR_CASES(2)
+        PAIR_CASES(3)
+        PAIR_CASES(4)
+        PAIR_CASES(5)
+        PAIR_CASES(6)
+    default:
+        __builtin_trap(); /* a driver asked for a tile larger than the registers */
+    }
+#undef PAIR_CASES
+#undef PAIR_CASE
+}
+
+ALWAYS_INLINE void dot_step(const int mk, const int nt, __m512 acc[DOT_ROWS][DOT_COLS],
+                            const uint16_t *const *g, const uint16_t *const *x, ptrdiff_t g_at,
+                            ptrdiff_t x_at, __mmask32 k)
+{
+    __m512i e[DOT_ROWS];
+#pragma GCC unroll 4
+    for (int i = 0; i < mk; i++)
+        e[i] = _mm512_maskz_loadu_epi16(k, g[i] + g_at);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        __m512i s = _mm512_maskz_loadu_epi16(k, x[t] + x_at);
+        pinned(&s); /* one load for every channel */
+#pragma GCC unroll 4
+        for (int i = 0; i < mk; i++)
+            acc[i][t] = dot2(acc[i][t], e[i], s);
+    }
+}
+
+ALWAYS_INLINE void dot_body(const int mk, const int nt, float *out, ptrdiff_t out_row,
+                            const uint16_t *const *g, const uint16_t *const *x, int nrows,
+                            ptrdiff_t g_row, ptrdiff_t x_row, size_t len)
+{
+    __m512 acc[DOT_ROWS][DOT_COLS];
+#pragma GCC unroll 4
+    for (int i = 0; i < mk; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++)
+            acc[i][t] = _mm512_setzero_ps();
+    const size_t whole = len / 32 * 32;
+    const __mmask32 rest = (__mmask32)((1ull << (len - whole)) - 1);
+    for (int y = 0; y < nrows; y++) {
+        const ptrdiff_t g_at = y * g_row, x_at = y * x_row;
+        for (size_t j = 0; j < whole; j += 32)
+            dot_step(mk, nt, acc, g, x, g_at + (ptrdiff_t)j, x_at + (ptrdiff_t)j, (__mmask32)~0u);
+        if (rest) /* the elements past the last whole vector, the others read as 0 */
+            dot_step(mk, nt, acc, g, x, g_at + (ptrdiff_t)whole, x_at + (ptrdiff_t)whole, rest);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < mk; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++)
+            out[i * out_row + t] = _mm512_reduce_add_ps(acc[i][t]);
+}
+
+void direct_bf16_dot_tile_avx512(int mk, int nt, float *out, ptrdiff_t out_row,
+                                 const uint16_t *const *g, const uint16_t *const *x, int nrows,
+                                 ptrdiff_t g_row, ptrdiff_t x_row, size_t len)
+{
+#define DOT_CASE(MK, NT)                                                                     \
+    case (MK) * 8 + (NT):                                                                    \
+        dot_body(MK, NT, out, out_row, g, x, nrows, g_row, x_row, len);                      \
+        return;
+#define DOT_CASES(MK) DOT_CASE(MK, 1) DOT_CASE(MK, 2) DOT_CASE(MK, 3) DOT_CASE(MK, 4) DOT_CASE(MK, 5)
+    switch (mk * 8 + nt) {
+        DOT_CASES(1)
+        DOT_CASES(2)
+        DOT_CASES(3)
+        DOT_CASES(4)
+    default:
+        __builtin_trap();
+    }
+#undef DOT_CASES
+#undef DOT_CASE
+}
