@@ -11,12 +11,15 @@ $(DIRECT_BF16_OBJS): CFLAGS += -fopenmp
 $(BUILD)/backends/direct/bf16_avx512.o: CFLAGS += $(DIRECT_BF16_FLAGS)
 $(DIRECT_BF16_OBJS): $(BUILD)/build-flags
 
-# Its test needs none of the modules, so it has a rule of its own (the
-# pattern rule waits for every module).
+# Its test needs the naive layers and the seeded generator, none of the
+# modules, so it has a rule of its own (the pattern rule waits for every
+# module).
 TESTS += test_direct_bf16
-$(BUILD)/tests/test_direct_bf16: tests/test_direct_bf16.c $(LIB_OBJS) $(DIRECT_BF16_OBJS)
+DIRECT_BF16_TEST_OBJS := $(DIRECT_BF16_OBJS) \
+    $(foreach o,naive/conv naive/dense naive/matmul,$(BUILD)/backends/$(o).o) $(BUILD)/harness/init.o
+$(BUILD)/tests/test_direct_bf16: tests/test_direct_bf16.c $(DIRECT_BF16_TEST_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(LIB_OBJS) $(DIRECT_BF16_OBJS) $(LDLIBS) -fopenmp -lcmocka
+	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_BF16_TEST_OBJS) -fopenmp -lm -lcmocka
 
 # The products alone against the fp32 direct kernels, GFLOP/s (not a test:
 # make direct-bf16-speed ARGS='--threads 2 --repeats 20').
