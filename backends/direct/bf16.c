@@ -106,11 +106,50 @@ static inline uint32_t pair(float first, float second)
     return (uint32_t)direct_bf16_round(first) | (uint32_t)direct_bf16_round(second) << 16;
 }
 
+/* The runs every packing is made of: with vcvtneps2bf16, or plainly */
+static void round_run(uint16_t *dst, const float *src, size_t n)
+{
+    if (!direct_bf16_emulate) {
+        direct_bf16_round_run_avx512(dst, src, n);
+        return;
+    }
+    for (size_t e = 0; e < n; e++)
+        dst[e] = direct_bf16_round(src[e]);
+}
+
+static void pair_runs(uint32_t *dst, const float *lo, const float *hi, size_t n)
+{
+    if (!direct_bf16_emulate) {
+        direct_bf16_pair_runs_avx512(dst, lo, hi, n);
+        return;
+    }
+    for (size_t e = 0; e < n; e++)
+        dst[e] = pair(lo[e], hi ? hi[e] : 0.0f);
+}
+
 static void round_all(uint16_t *dst, const float *src, size_t n, int threads)
 {
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n > 65536)
-    for (size_t i = 0; i < n; i++)
-        dst[i] = direct_bf16_round(src[i]);
+    enum { PIECE = 16384 };
+    const size_t pieces = (n + PIECE - 1) / PIECE;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && pieces > 1)
+    for (size_t i = 0; i < pieces; i++)
+        round_run(dst + i * PIECE, src + i * PIECE, n - i * PIECE < PIECE ? n - i * PIECE : PIECE);
+}
+
+/* dst[c][r] = src[r][c], in blocks that stay in cache */
+static void transpose_words(uint32_t *dst, size_t ld_dst, const uint32_t *src, size_t ld_src,
+                            int rows, int cols, int threads)
+{
+    enum { BLOCK = 16 };
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int c0 = 0; c0 < cols; c0 += BLOCK)
+        for (int r0 = 0; r0 < rows; r0 += BLOCK) {
+            const int c1 = c0 + BLOCK < cols ? c0 + BLOCK : cols;
+            const int r1 = r0 + BLOCK < rows ? r0 + BLOCK : rows;
+            for (int c = c0; c < c1; c++)
+                for (int r = r0; r < r1; r++)
+                    dst[c * ld_dst + r] = src[r * ld_src + c];
+        }
 }
 
 int direct_bf16_conv_pairs_channels(int C) { return C % 2 == 0; }
@@ -135,15 +174,12 @@ void direct_bf16_pack_conv_input(uint32_t *packed, const float *in, int B, int C
         for (int h = 0; h < H; h++) {
             uint32_t *dst = packed + g * plane + h * row;
             if (by_channels) {
-                const float *lo = in + 2 * g * plane + h * row, *hi = lo + plane;
-                for (size_t e = 0; e < row; e++)
-                    dst[e] = pair(lo[e], hi[e]);
+                const float *lo = in + 2 * g * plane + h * row;
+                pair_runs(dst, lo, lo + plane, row);
             } else { /* the next column is B floats on */
                 const float *src = in + g * plane + h * row;
-                for (size_t e = 0; e + B < row; e++)
-                    dst[e] = pair(src[e], src[e + B]);
-                for (size_t e = row - B; e < row; e++)
-                    dst[e] = pair(src[e], 0.0f);
+                pair_runs(dst, src, src + B, row - B);
+                pair_runs(dst + row - B, src + row - B, NULL, (size_t)B);
             }
         }
     memset(packed + groups * plane, 0, sizeof(uint32_t) * OVERREAD);
@@ -159,8 +195,11 @@ static void pack_row_pairs_strided(uint32_t *packed, ptrdiff_t ld, const float *
         uint32_t *dst = packed + q * ld;
         const float *lo = x + 2 * q * sr, *hi = lo + sr;
         const int has_hi = 2 * q + 1 < n;
-        for (int c = 0; c < cols; c++)
-            dst[c] = pair(lo[c * sc], has_hi ? hi[c * sc] : 0.0f);
+        if (sc == 1)
+            pair_runs(dst, lo, has_hi ? hi : NULL, (size_t)cols);
+        else
+            for (int c = 0; c < cols; c++)
+                dst[c] = pair(lo[c * sc], has_hi ? hi[c * sc] : 0.0f);
         for (ptrdiff_t c = cols; c < ld; c++)
             dst[c] = 0;
     }
@@ -174,6 +213,13 @@ static void pack_col_pairs_strided(uint32_t *packed, const float *x, ptrdiff_t s
     for (int r = 0; r < rows; r++) {
         uint32_t *dst = packed + (size_t)r * pairs;
         const float *src = x + r * sr;
+        if (sc == 1) { /* the pairs are neighbours: a run rounded in place */
+            uint16_t *halves = (uint16_t *)dst;
+            round_run(halves, src, (size_t)n);
+            if (n % 2)
+                halves[n] = 0;
+            continue;
+        }
         for (int q = 0; q < n / 2; q++)
             dst[q] = pair(src[2 * q * sc], src[(2 * q + 1) * sc]);
         if (n % 2)
@@ -497,7 +543,7 @@ void direct_bf16_conv_backward_params(float *d_weight_bias, const float *d_out,
  * d_out image-paired with in transposed and image-paired. One set of
  * offsets (s * ld) serves each. */
 typedef struct dense_parts {
-    uint32_t *x, *w, *g, *wt, *gi, *xt;
+    uint32_t *x, *w, *g, *wt, *gi, *xt, *untransposed;
     ptrdiff_t *offsets;
 } dense_parts;
 
@@ -513,6 +559,7 @@ static dense_parts dense_layout(carver *c, int B, int n_in, int n_out)
     p.wt = carve(c, sizeof(uint32_t) * n_in * pout);
     p.gi = carve(c, sizeof(uint32_t) * n_out * pb);
     p.xt = carve(c, sizeof(uint32_t) * pb * cols_in);
+    p.untransposed = carve(c, sizeof(uint32_t) * n_in * (pb > pout ? pb : pout));
     const size_t most = pin > pout ? (pin > pb ? pin : pb) : (pout > pb ? pout : pb);
     p.offsets = carve(c, sizeof(ptrdiff_t) * most);
     return p;
@@ -577,14 +624,22 @@ void direct_bf16_dense_backward(float *d_weight, float *d_bias, float *d_in,
     /* d_weight = d_out x in^T, pairs of images */
     const size_t ld_in = round_up((size_t)n_in, 16);
     pack_col_pairs_strided(p.gi, d_out, B, 1, n_out, B, threads);
-    pack_row_pairs_strided(p.xt, (ptrdiff_t)ld_in, in, 1, B, B, n_in, threads);
+    /* in's rows image-paired, then transposed: xt[q][i] */
+    const int pb = (B + 1) / 2;
+    pack_col_pairs_strided(p.untransposed, in, B, 1, n_in, B, threads);
+    transpose_words(p.xt, ld_in, p.untransposed, (size_t)pb, n_in, pb, threads);
+    for (int q = 0; q < pb; q++)
+        memset(p.xt + q * ld_in + n_in, 0, sizeof(uint32_t) * (ld_in - n_in));
     pair_product(d_weight, n_in, NULL, p.gi, p.xt, ld_in, p.offsets, (B + 1) / 2, n_out, n_in,
                  threads);
     /* d_in = weight^T x d_out, pairs of outputs */
     if (d_in) {
         const size_t ld_b = round_up((size_t)B, 16);
         pack_row_pairs_strided(p.g, (ptrdiff_t)ld_b, d_out, B, 1, n_out, B, threads);
-        pack_col_pairs_strided(p.wt, weight, 1, n_in, n_in, n_out, threads);
+        /* the weights' rows paired, then transposed: wt[i][q] */
+        const int pout = (n_out + 1) / 2;
+        pack_row_pairs_strided(p.untransposed, n_in, weight, n_in, 1, n_out, n_in, threads);
+        transpose_words(p.wt, (size_t)pout, p.untransposed, (size_t)n_in, pout, n_in, threads);
         pair_product(d_in, B, NULL, p.wt, p.g, ld_b, p.offsets, (n_out + 1) / 2, n_in, B,
                      threads);
     }

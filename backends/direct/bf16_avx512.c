@@ -153,3 +153,38 @@ void direct_bf16_dot_tile_avx512(int mk, int nt, float *out, ptrdiff_t out_row,
 #undef DOT_CASES
 #undef DOT_CASE
 }
+
+void direct_bf16_round_run_avx512(uint16_t *dst, const float *src, size_t n)
+{
+    size_t e = 0;
+    for (; e + 16 <= n; e += 16)
+        _mm256_storeu_si256((__m256i *)(dst + e),
+                            (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + e)));
+    if (e < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - e)) - 1);
+        _mm256_mask_storeu_epi16(dst + e, k,
+                                 (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(k, src + e)));
+    }
+}
+
+/* 16 pairs: each half rounded, widened to 32 bits, the second shifted up */
+ALWAYS_INLINE __m512i pairs_of(__m512 lo, __m512 hi)
+{
+    const __m512i low = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(lo));
+    const __m512i high = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(hi));
+    return _mm512_or_si512(low, _mm512_slli_epi32(high, 16));
+}
+
+void direct_bf16_pair_runs_avx512(uint32_t *dst, const float *lo, const float *hi, size_t n)
+{
+    size_t e = 0;
+    for (; e + 16 <= n; e += 16)
+        _mm512_storeu_si512(dst + e, pairs_of(_mm512_loadu_ps(lo + e),
+                                              hi ? _mm512_loadu_ps(hi + e) : _mm512_setzero_ps()));
+    if (e < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - e)) - 1);
+        _mm512_mask_storeu_epi32(dst + e, k,
+                                 pairs_of(_mm512_maskz_loadu_ps(k, lo + e),
+                                          hi ? _mm512_maskz_loadu_ps(k, hi + e) : _mm512_setzero_ps()));
+    }
+}

@@ -40,6 +40,12 @@ typedef void dot_tile_fn(int mk, int nt, float *out, ptrdiff_t out_row,
 pair_tile_fn direct_bf16_pair_tile_avx512, direct_bf16_pair_tile_plain;
 dot_tile_fn direct_bf16_dot_tile_avx512, direct_bf16_dot_tile_plain;
 
+/* Rounding runs with vcvtneps2bf16 (which rounds as direct_bf16_round):
+ * dst[e] = round(src[e]); and pairs, dst[e] = (round(lo[e]), round(hi[e])),
+ * hi NULL for zeros. */
+void direct_bf16_round_run_avx512(uint16_t *dst, const float *src, size_t n);
+void direct_bf16_pair_runs_avx512(uint32_t *dst, const float *lo, const float *hi, size_t n);
+
 /* When set, the products use the plain tiles (tests on CPUs without the
  * instructions, and checks of the packing alone). Set it before a call,
  * never during one. */
