@@ -89,6 +89,16 @@ static double *rounded(const float *x, size_t n)
     return r;
 }
 
+/* Whether the vdpbf16ps checks run here; else a visible skip. */
+static int instructions_or_skip(void)
+{
+    char why[256];
+    if (direct_bf16_supported(why, sizeof why))
+        return 1;
+    print_message("skipped: %s\n", why);
+    return 0;
+}
+
 /* ---------------------------------------------------------------------- */
 /* Rounding                                                                 */
 
@@ -210,12 +220,12 @@ __attribute__((noipa)) static void check_conv_packing(int B, int C, int H, int W
     free(packed);
 }
 
-static void packing_pairs_along_the_sums(void **state)
+static void check_packing(void)
 {
-    (void)state;
     check_conv_packing(3, 4, 5, 6); /* channels paired */
     check_conv_packing(5, 3, 4, 7); /* columns paired */
     check_conv_packing(2, 1, 3, 1); /* one column: every partner 0 */
+    check_conv_packing(20, 2, 3, 3); /* whole vectors and a masked rest */
     /* rows paired, odd count, padded columns */
     const int n = 5, cols = 7, ld = 16;
     float x[5 * 7];
@@ -242,6 +252,57 @@ static void packing_pairs_along_the_sums(void **state)
             const float second = 2 * q + 1 < 7 ? y[rr * 9 + 2 * q + 1] : 0.0f;
             assert_int_equal(cols_packed[rr * 4 + q], expected_pair(y[rr * 9 + 2 * q], second));
         }
+}
+
+/* The packing rounds plainly when emulating, else with vcvtneps2bf16:
+ * both are checked */
+static void packing_pairs_along_the_sums(void **state)
+{
+    (void)state;
+    direct_bf16_emulate = 1;
+    check_packing();
+    direct_bf16_emulate = 0;
+    if (!instructions_or_skip())
+        skip();
+    check_packing();
+}
+
+/* vcvtneps2bf16, as the packing uses it, rounds as direct_bf16_round:
+ * special values, ties, and random bit patterns of every class */
+static void instruction_rounds_as_the_function(void **state)
+{
+    (void)state;
+    if (!instructions_or_skip())
+        skip();
+    enum { N = 1 << 16 };
+    float *x = floats(2 * N);
+    const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00800000u,
+                                0x3f808000u, 0x3f818000u, 0xbf808000u, 0x3f807fffu, 0x3f808001u,
+                                0x7f7f7fffu, 0x7f7f8000u, 0x7f7fffffu, 0x7f800000u, 0xff800000u,
+                                0x7f800001u, 0x7fc00000u, 0x7fffffffu, 0xffc00001u, 0x3fffc000u};
+    const size_t n_special = sizeof special / sizeof special[0];
+    rng r = {31415};
+    for (size_t i = 0; i < 2 * (size_t)N; i++) {
+        uint32_t u = (uint32_t)rng_next(&r);
+        if (i < n_special)
+            u = special[i];
+        else if (i % 3 == 0) /* ties and their neighbours */
+            u = (u & 0xffff0000u) | (0x7fffu + (uint32_t)(i % 5 == 0) + (u & 1));
+        x[i] = from_bits(u);
+    }
+    uint32_t *packed = malloc(sizeof(uint32_t) * N);
+    assert_non_null(packed);
+    direct_bf16_pack_row_pairs(packed, N, x, 2, N, 1);
+    for (size_t i = 0; i < (size_t)N; i++)
+        if (packed[i] != expected_pair(x[i], x[N + i])) {
+            uint32_t lo, hi;
+            memcpy(&lo, &x[i], sizeof lo);
+            memcpy(&hi, &x[N + i], sizeof hi);
+            fail_msg("0x%08x and 0x%08x: packed 0x%08x, rounded 0x%08x", lo, hi, packed[i],
+                     expected_pair(x[i], x[N + i]));
+        }
+    free(packed);
+    free(x);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -375,16 +436,6 @@ static void to_nchw(float *out, const float *in, int B, int C, int HW)
         for (int c = 0; c < C; c++)
             for (int p = 0; p < HW; p++)
                 out[((size_t)b * C + c) * HW + p] = in[((size_t)c * HW + p) * B + b];
-}
-
-/* Whether the vdpbf16ps checks run here; else a visible skip. */
-static int instructions_or_skip(void)
-{
-    char why[256];
-    if (direct_bf16_supported(why, sizeof why))
-        return 1;
-    print_message("skipped: %s\n", why);
-    return 0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -723,6 +774,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(rounding_is_nearest_even),
         cmocka_unit_test(packing_pairs_along_the_sums),
+        cmocka_unit_test(instruction_rounds_as_the_function),
         cmocka_unit_test(support_is_reported),
         cmocka_unit_test(plain_tiles_denses_match_reference),
         cmocka_unit_test(plain_tiles_convs_match_reference),
