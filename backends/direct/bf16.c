@@ -275,6 +275,32 @@ void direct_bf16_dot_tile_plain(int mk, int nt, float *out, ptrdiff_t out_row,
         }
 }
 
+void direct_bf16_dot_tile_f32_plain(int mk, int nt, float *out, ptrdiff_t out_row,
+                                    float *sums, const float *const *g,
+                                    const uint16_t *const *x, int nrows, ptrdiff_t g_row,
+                                    ptrdiff_t x_row, size_t len)
+{
+    for (int i = 0; sums && i < mk; i++) {
+        float part[16] = {0}; /* fp32, as the bias gradients always are */
+        for (int y = 0; y < nrows; y++)
+            for (size_t e = 0; e < len; e++)
+                part[e % 16] += g[i][y * g_row + (ptrdiff_t)e];
+        float total = 0.0f;
+        for (int l = 0; l < 16; l++)
+            total += part[l];
+        sums[i * out_row] = total;
+    }
+    for (int i = 0; i < mk; i++)
+        for (int t = 0; t < nt; t++) {
+            double sum = 0.0;
+            for (int y = 0; y < nrows; y++)
+                for (size_t e = 0; e < len; e++)
+                    sum += (double)direct_bf16_value(direct_bf16_round(g[i][y * g_row + (ptrdiff_t)e])) *
+                           direct_bf16_value(x[t][y * x_row + (ptrdiff_t)e]);
+            out[i * out_row + t] = (float)sum;
+        }
+}
+
 static pair_tile_fn *pair_tile(void)
 {
     return direct_bf16_emulate ? direct_bf16_pair_tile_plain : direct_bf16_pair_tile_avx512;
@@ -366,7 +392,10 @@ static conv_data_parts data_parts(carver *c, int B, int C, int H, int W, int K, 
     return p;
 }
 
-/* The weight gradient's: in and d_out rounded, as they are. */
+/* The weight gradient's: in and d_out rounded, as they are. Up to this
+ * many tiles of taps read d_out as fp32 and round it as they go. */
+enum { ROUNDED_AS_READ = 8 };
+
 typedef struct conv_params_parts {
     uint16_t *input, *grad;
 } conv_params_parts;
@@ -508,10 +537,17 @@ void direct_bf16_conv_backward_params(float *d_weight_bias, const float *d_out,
     carver cv = {scratch, 0};
     const conv_params_parts p = params_parts(&cv, B, C, H, W, K, kernel);
     const size_t row = (size_t)OW * B, plane_out = (size_t)OH * row;
-    round_all(p.input, in, (size_t)C * H * W * B, threads);
-    round_all(p.grad, d_out, (size_t)K * plane_out, threads);
     const int tap_tiles = (R + DOT_COLS - 1) / DOT_COLS, k_tiles = (K + DOT_ROWS - 1) / DOT_ROWS;
+    /* d_out rounded once, unless few tiles read it: then each rounds it as
+     * it loads it (conv1: 5 tiles of taps), which saves writing and
+     * reading back a copy half its size */
+    const int round_as_read = tap_tiles <= ROUNDED_AS_READ;
+    round_all(p.input, in, (size_t)C * H * W * B, threads);
+    if (!round_as_read)
+        round_all(p.grad, d_out, (size_t)K * plane_out, threads);
     dot_tile_fn *tile = dot_tile();
+    dot_tile_f32_fn *tile_f32 =
+        direct_bf16_emulate ? direct_bf16_dot_tile_f32_plain : direct_bf16_dot_tile_f32_avx512;
     /* the taps outside: a tile's runs of the input stay in cache while
      * every channel's gradient passes */
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads) if (threads > 1)
@@ -525,13 +561,25 @@ void direct_bf16_conv_backward_params(float *d_weight_bias, const float *d_out,
                 const int kj = r % kernel;
                 runs[t] = p.input + ((size_t)(c * H + ki) * W + kj) * B;
             }
+            float *const dst = d_weight_bias + (size_t)k0 * (R + 1) + r0;
+            if (round_as_read) {
+                const float *g32[DOT_ROWS];
+                for (int i = 0; i < mk; i++)
+                    g32[i] = d_out + (size_t)(k0 + i) * plane_out;
+                /* the first tile of taps sums the biases' gradients too */
+                tile_f32(mk, nt, dst, R + 1, r0 == 0 ? dst + R : NULL, g32, runs, OH,
+                         (ptrdiff_t)row, (ptrdiff_t)W * B, row);
+                continue;
+            }
             for (int i = 0; i < mk; i++)
                 g[i] = p.grad + (size_t)(k0 + i) * plane_out;
-            tile(mk, nt, d_weight_bias + (size_t)k0 * (R + 1) + r0, R + 1, g, runs, OH,
-                 (ptrdiff_t)row, (ptrdiff_t)W * B, row);
+            tile(mk, nt, dst, R + 1, g, runs, OH, (ptrdiff_t)row, (ptrdiff_t)W * B, row);
         }
-    for (int k = 0; k < K; k++)
-        d_weight_bias[(size_t)k * (R + 1) + R] = sum_floats(d_out + (size_t)k * plane_out, plane_out);
+    if (!round_as_read)
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+        for (int k = 0; k < K; k++)
+            d_weight_bias[(size_t)k * (R + 1) + R] =
+                sum_floats(d_out + (size_t)k * plane_out, plane_out);
 }
 
 /* ---------------------------------------------------------------------- */

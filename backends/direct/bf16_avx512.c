@@ -89,14 +89,32 @@ void direct_bf16_pair_tile_avx512(int m, int cols, float *const *rows, int add,
 #undef PAIR_CASE
 }
 
-ALWAYS_INLINE void dot_step(const int mk, const int nt, __m512 acc[DOT_ROWS][DOT_COLS],
-                            const uint16_t *const *g, const uint16_t *const *x, ptrdiff_t g_at,
+/* 32 elements of g from element `at` on: bf16 as they are, or fp32
+ * rounded (the first 16 in the low half, as consecutive bf16 lie), added
+ * to *sum in fp32 when sum is set. f32 and sum are constants where this
+ * is inlined. */
+ALWAYS_INLINE __m512i g_vector(const int f32, const int sum, __m512 *total, const void *g,
+                               ptrdiff_t at, __mmask32 k)
+{
+    if (!f32)
+        return _mm512_maskz_loadu_epi16(k, (const uint16_t *)g + at);
+    const float *p = (const float *)g + at;
+    const __m512 lo = _mm512_maskz_loadu_ps((__mmask16)k, p);
+    const __m512 hi = _mm512_maskz_loadu_ps((__mmask16)(k >> 16), p + 16);
+    if (sum)
+        *total = _mm512_add_ps(*total, _mm512_add_ps(lo, hi));
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
+ALWAYS_INLINE void dot_step(const int f32, const int sum, const int mk, const int nt,
+                            __m512 acc[DOT_ROWS][DOT_COLS], __m512 *totals,
+                            const void *const *g, const uint16_t *const *x, ptrdiff_t g_at,
                             ptrdiff_t x_at, __mmask32 k)
 {
     __m512i e[DOT_ROWS];
 #pragma GCC unroll 4
     for (int i = 0; i < mk; i++)
-        e[i] = _mm512_maskz_loadu_epi16(k, g[i] + g_at);
+        e[i] = g_vector(f32, sum, &totals[i], g[i], g_at, k);
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         __m512i s = _mm512_maskz_loadu_epi16(k, x[t] + x_at);
@@ -107,11 +125,15 @@ ALWAYS_INLINE void dot_step(const int mk, const int nt, __m512 acc[DOT_ROWS][DOT
     }
 }
 
-ALWAYS_INLINE void dot_body(const int mk, const int nt, float *out, ptrdiff_t out_row,
-                            const uint16_t *const *g, const uint16_t *const *x, int nrows,
-                            ptrdiff_t g_row, ptrdiff_t x_row, size_t len)
+ALWAYS_INLINE void dot_body(const int f32, const int sum, const int mk, const int nt,
+                            float *out, ptrdiff_t out_row, float *sums, const void *const *g,
+                            const uint16_t *const *x, int nrows, ptrdiff_t g_row,
+                            ptrdiff_t x_row, size_t len)
 {
-    __m512 acc[DOT_ROWS][DOT_COLS];
+    __m512 acc[DOT_ROWS][DOT_COLS], totals[DOT_ROWS];
+#pragma GCC unroll 4
+    for (int i = 0; i < mk; i++)
+        totals[i] = _mm512_setzero_ps();
 #pragma GCC unroll 4
     for (int i = 0; i < mk; i++)
 #pragma GCC unroll 8
@@ -122,10 +144,16 @@ ALWAYS_INLINE void dot_body(const int mk, const int nt, float *out, ptrdiff_t ou
     for (int y = 0; y < nrows; y++) {
         const ptrdiff_t g_at = y * g_row, x_at = y * x_row;
         for (size_t j = 0; j < whole; j += 32)
-            dot_step(mk, nt, acc, g, x, g_at + (ptrdiff_t)j, x_at + (ptrdiff_t)j, (__mmask32)~0u);
+            dot_step(f32, sum, mk, nt, acc, totals, g, x, g_at + (ptrdiff_t)j,
+                     x_at + (ptrdiff_t)j, (__mmask32)~0u);
         if (rest) /* the elements past the last whole vector, the others read as 0 */
-            dot_step(mk, nt, acc, g, x, g_at + (ptrdiff_t)whole, x_at + (ptrdiff_t)whole, rest);
+            dot_step(f32, sum, mk, nt, acc, totals, g, x, g_at + (ptrdiff_t)whole,
+                     x_at + (ptrdiff_t)whole, rest);
     }
+    if (sum)
+#pragma GCC unroll 4
+        for (int i = 0; i < mk; i++)
+            sums[i * out_row] = _mm512_reduce_add_ps(totals[i]);
 #pragma GCC unroll 4
     for (int i = 0; i < mk; i++)
 #pragma GCC unroll 8
@@ -133,13 +161,15 @@ ALWAYS_INLINE void dot_body(const int mk, const int nt, float *out, ptrdiff_t ou
             out[i * out_row + t] = _mm512_reduce_add_ps(acc[i][t]);
 }
 
-void direct_bf16_dot_tile_avx512(int mk, int nt, float *out, ptrdiff_t out_row,
-                                 const uint16_t *const *g, const uint16_t *const *x, int nrows,
-                                 ptrdiff_t g_row, ptrdiff_t x_row, size_t len)
+/* dot_body with mk and nt constants in each case */
+ALWAYS_INLINE void dot_tile(const int f32, const int sum, int mk, int nt, float *out,
+                            ptrdiff_t out_row, float *sums, const void *const *g,
+                            const uint16_t *const *x, int nrows, ptrdiff_t g_row,
+                            ptrdiff_t x_row, size_t len)
 {
 #define DOT_CASE(MK, NT)                                                                     \
     case (MK) * 8 + (NT):                                                                    \
-        dot_body(MK, NT, out, out_row, g, x, nrows, g_row, x_row, len);                      \
+        dot_body(f32, sum, MK, NT, out, out_row, sums, g, x, nrows, g_row, x_row, len);      \
         return;
 #define DOT_CASES(MK) DOT_CASE(MK, 1) DOT_CASE(MK, 2) DOT_CASE(MK, 3) DOT_CASE(MK, 4) DOT_CASE(MK, 5)
     switch (mk * 8 + nt) {
@@ -152,6 +182,27 @@ void direct_bf16_dot_tile_avx512(int mk, int nt, float *out, ptrdiff_t out_row,
     }
 #undef DOT_CASES
 #undef DOT_CASE
+}
+
+void direct_bf16_dot_tile_avx512(int mk, int nt, float *out, ptrdiff_t out_row,
+                                 const uint16_t *const *g, const uint16_t *const *x, int nrows,
+                                 ptrdiff_t g_row, ptrdiff_t x_row, size_t len)
+{
+    dot_tile(0, 0, mk, nt, out, out_row, NULL, (const void *const *)g, x, nrows, g_row, x_row,
+             len);
+}
+
+void direct_bf16_dot_tile_f32_avx512(int mk, int nt, float *out, ptrdiff_t out_row,
+                                     float *sums, const float *const *g,
+                                     const uint16_t *const *x, int nrows, ptrdiff_t g_row,
+                                     ptrdiff_t x_row, size_t len)
+{
+    if (sums)
+        dot_tile(1, 1, mk, nt, out, out_row, sums, (const void *const *)g, x, nrows, g_row,
+                 x_row, len);
+    else
+        dot_tile(1, 0, mk, nt, out, out_row, NULL, (const void *const *)g, x, nrows, g_row,
+                 x_row, len);
 }
 
 void direct_bf16_round_run_avx512(uint16_t *dst, const float *src, size_t n)

@@ -35,10 +35,19 @@ typedef void dot_tile_fn(int mk, int nt, float *out, ptrdiff_t out_row,
                          const uint16_t *const *g, const uint16_t *const *x, int nrows,
                          ptrdiff_t g_row, ptrdiff_t x_row, size_t len);
 
+/* The same with g in fp32, rounded as it is loaded: for a layer with few
+ * taps (conv1's 25), where rounding all of d_out first would cost about
+ * as much as the product. Unless sums is NULL, sums[i * out_row] also
+ * gets the fp32 sum of g[i]'s elements (a bias gradient), while they pass. */
+typedef void dot_tile_f32_fn(int mk, int nt, float *out, ptrdiff_t out_row, float *sums,
+                             const float *const *g, const uint16_t *const *x, int nrows,
+                             ptrdiff_t g_row, ptrdiff_t x_row, size_t len);
+
 /* The vdpbf16ps tiles (bf16_avx512.c) and the plain C ones (bf16.c),
  * which sum in double. */
 pair_tile_fn direct_bf16_pair_tile_avx512, direct_bf16_pair_tile_plain;
 dot_tile_fn direct_bf16_dot_tile_avx512, direct_bf16_dot_tile_plain;
+dot_tile_f32_fn direct_bf16_dot_tile_f32_avx512, direct_bf16_dot_tile_f32_plain;
 
 /* Rounding runs with vcvtneps2bf16 (which rounds as direct_bf16_round):
  * dst[e] = round(src[e]); and pairs, dst[e] = (round(lo[e]), round(hi[e])),
