@@ -65,6 +65,10 @@ static void fill(float *x, size_t n, rng *r, int positive)
         x[i] = positive ? (float)rng_uniform(r) : (float)(2.0 * rng_uniform(r) - 1.0);
 }
 
+/* Scratch as a product must not find it: every bf16 in it 0x7f7f, near
+ * the largest, so that a word read but never packed makes a sum huge */
+static void spoil(void *scratch, size_t bytes) { memset(scratch, 0x7f, bytes); }
+
 static void poison(float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -456,15 +460,19 @@ static void check_conv(conv_case cc, int positive)
     fill(in, n_in, &r, positive);
     fill(wb, n_wb, &r, positive);
     fill(d_out, n_out, &r, positive);
-    void *scratch = scratch_of(direct_bf16_conv_scratch_bytes(B, C, H, W, K, kernel));
+    const size_t scratch_bytes = direct_bf16_conv_scratch_bytes(B, C, H, W, K, kernel);
+    void *scratch = scratch_of(scratch_bytes);
     float *out[2], *d_in[2], *dwb[2];
     for (int run = 0; run < 2; run++) { /* at cc.threads, then at 1: the same floats */
         const int threads = run ? 1 : cc.threads;
         out[run] = floats(n_out), d_in[run] = floats(n_in), dwb[run] = floats(n_wb);
         poison(out[run], n_out), poison(d_in[run], n_in), poison(dwb[run], n_wb);
+        spoil(scratch, scratch_bytes);
         direct_bf16_conv_forward(out[run], in, wb, scratch, B, C, H, W, K, kernel, threads);
+        spoil(scratch, scratch_bytes);
         direct_bf16_conv_backward_data(d_in[run], d_out, wb, scratch, B, C, H, W, K, kernel,
                                        threads);
+        spoil(scratch, scratch_bytes);
         direct_bf16_conv_backward_params(dwb[run], d_out, in, scratch, B, C, H, W, K, kernel,
                                          threads);
     }
@@ -604,7 +612,8 @@ static void check_dense(dense_case dc, int positive)
     fill(w, n_w, &r, positive);
     fill(bias, O, &r, positive);
     fill(d_out, n_out, &r, positive);
-    void *scratch = scratch_of(direct_bf16_dense_scratch_bytes(B, I, O));
+    const size_t scratch_bytes = direct_bf16_dense_scratch_bytes(B, I, O);
+    void *scratch = scratch_of(scratch_bytes);
     float *out[2], *d_in[2], *dw[2], *db[2];
     for (int run = 0; run < 2; run++) {
         const int threads = run ? 1 : dc.threads;
@@ -612,7 +621,9 @@ static void check_dense(dense_case dc, int positive)
         db[run] = floats(O);
         poison(out[run], n_out), poison(d_in[run], n_in), poison(dw[run], n_w);
         poison(db[run], O);
+        spoil(scratch, scratch_bytes);
         direct_bf16_dense_forward(out[run], in, w, bias, scratch, B, I, O, threads);
+        spoil(scratch, scratch_bytes);
         direct_bf16_dense_backward(dw[run], db[run], d_in[run], d_out, in, w, scratch, B, I, O,
                                    threads);
     }

@@ -185,58 +185,45 @@ void direct_bf16_pack_conv_input(uint32_t *packed, const float *in, int B, int C
     memset(packed + groups * plane, 0, sizeof(uint32_t) * OVERREAD);
 }
 
-/* Generalised over strides: element (r, c) of x is x[r * sr + c * sc]. */
+/* Rows sr floats apart */
 static void pack_row_pairs_strided(uint32_t *packed, ptrdiff_t ld, const float *x,
-                                   ptrdiff_t sr, ptrdiff_t sc, int n, int cols, int threads)
+                                   ptrdiff_t sr, int n, int cols, int threads)
 {
     const int pairs = (n + 1) / 2;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int q = 0; q < pairs; q++) {
         uint32_t *dst = packed + q * ld;
         const float *lo = x + 2 * q * sr, *hi = lo + sr;
-        const int has_hi = 2 * q + 1 < n;
-        if (sc == 1)
-            pair_runs(dst, lo, has_hi ? hi : NULL, (size_t)cols);
-        else
-            for (int c = 0; c < cols; c++)
-                dst[c] = pair(lo[c * sc], has_hi ? hi[c * sc] : 0.0f);
+        pair_runs(dst, lo, 2 * q + 1 < n ? hi : NULL, (size_t)cols);
         for (ptrdiff_t c = cols; c < ld; c++)
             dst[c] = 0;
     }
 }
 
-static void pack_col_pairs_strided(uint32_t *packed, const float *x, ptrdiff_t sr,
-                                   ptrdiff_t sc, int rows, int n, int threads)
+/* The pairs are neighbours in a row: each row a run rounded in place */
+static void pack_col_pairs_strided(uint32_t *packed, const float *x, ptrdiff_t sr, int rows,
+                                   int n, int threads)
 {
     const int pairs = (n + 1) / 2;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int r = 0; r < rows; r++) {
-        uint32_t *dst = packed + (size_t)r * pairs;
-        const float *src = x + r * sr;
-        if (sc == 1) { /* the pairs are neighbours: a run rounded in place */
-            uint16_t *halves = (uint16_t *)dst;
-            round_run(halves, src, (size_t)n);
-            if (n % 2)
-                halves[n] = 0;
-            continue;
-        }
-        for (int q = 0; q < n / 2; q++)
-            dst[q] = pair(src[2 * q * sc], src[(2 * q + 1) * sc]);
+        uint16_t *halves = (uint16_t *)(packed + (size_t)r * pairs);
+        round_run(halves, x + r * sr, (size_t)n);
         if (n % 2)
-            dst[pairs - 1] = pair(src[(n - 1) * sc], 0.0f);
+            halves[n] = 0;
     }
 }
 
 void direct_bf16_pack_row_pairs(uint32_t *packed, ptrdiff_t ld, const float *x, int n,
                                 int cols, int threads)
 {
-    pack_row_pairs_strided(packed, ld, x, cols, 1, n, cols, threads);
+    pack_row_pairs_strided(packed, ld, x, cols, n, cols, threads);
 }
 
 void direct_bf16_pack_col_pairs(uint32_t *packed, const float *x, ptrdiff_t ldx, int rows,
                                 int n, int threads)
 {
-    pack_col_pairs_strided(packed, x, ldx, 1, rows, n, threads);
+    pack_col_pairs_strided(packed, x, ldx, rows, n, threads);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -481,7 +468,7 @@ void direct_bf16_conv_backward_data(float *d_in, const float *d_out, const float
     /* d_out's rows, channels paired: grad[oy][kp] */
     for (int oy = 0; oy < OH; oy++)
         pack_row_pairs_strided(p.grad + (size_t)oy * KP * p.ld, (ptrdiff_t)p.ld,
-                               d_out + oy * row, (ptrdiff_t)plane_out, 1, K, (int)row, threads);
+                               d_out + oy * row, (ptrdiff_t)plane_out, K, (int)row, threads);
     memset(p.grad + (size_t)OH * KP * p.ld, 0, sizeof(uint32_t) * OVERREAD);
     for (int c = 0; c < C; c++)
         for (int kj = 0; kj < kernel; kj++)
@@ -657,8 +644,8 @@ void direct_bf16_dense_forward(float *out, const float *in, const float *weight,
     carver c = {scratch, 0};
     const dense_parts p = dense_layout(&c, B, n_in, n_out);
     const size_t ld = round_up((size_t)B, 16);
-    pack_row_pairs_strided(p.x, (ptrdiff_t)ld, in, B, 1, n_in, B, threads);
-    pack_col_pairs_strided(p.w, weight, n_in, 1, n_out, n_in, threads);
+    pack_row_pairs_strided(p.x, (ptrdiff_t)ld, in, B, n_in, B, threads);
+    pack_col_pairs_strided(p.w, weight, n_in, n_out, n_in, threads);
     pair_product(out, B, bias, p.w, p.x, ld, p.offsets, (n_in + 1) / 2, n_out, B, threads);
 }
 
@@ -671,10 +658,10 @@ void direct_bf16_dense_backward(float *d_weight, float *d_bias, float *d_in,
     const dense_parts p = dense_layout(&c, B, n_in, n_out);
     /* d_weight = d_out x in^T, pairs of images */
     const size_t ld_in = round_up((size_t)n_in, 16);
-    pack_col_pairs_strided(p.gi, d_out, B, 1, n_out, B, threads);
+    pack_col_pairs_strided(p.gi, d_out, B, n_out, B, threads);
     /* in's rows image-paired, then transposed: xt[q][i] */
     const int pb = (B + 1) / 2;
-    pack_col_pairs_strided(p.untransposed, in, B, 1, n_in, B, threads);
+    pack_col_pairs_strided(p.untransposed, in, B, n_in, B, threads);
     transpose_words(p.xt, ld_in, p.untransposed, (size_t)pb, n_in, pb, threads);
     for (int q = 0; q < pb; q++)
         memset(p.xt + q * ld_in + n_in, 0, sizeof(uint32_t) * (ld_in - n_in));
@@ -683,10 +670,10 @@ void direct_bf16_dense_backward(float *d_weight, float *d_bias, float *d_in,
     /* d_in = weight^T x d_out, pairs of outputs */
     if (d_in) {
         const size_t ld_b = round_up((size_t)B, 16);
-        pack_row_pairs_strided(p.g, (ptrdiff_t)ld_b, d_out, B, 1, n_out, B, threads);
+        pack_row_pairs_strided(p.g, (ptrdiff_t)ld_b, d_out, B, n_out, B, threads);
         /* the weights' rows paired, then transposed: wt[i][q] */
         const int pout = (n_out + 1) / 2;
-        pack_row_pairs_strided(p.untransposed, n_in, weight, n_in, 1, n_out, n_in, threads);
+        pack_row_pairs_strided(p.untransposed, n_in, weight, n_in, n_out, n_in, threads);
         transpose_words(p.wt, (size_t)pout, p.untransposed, (size_t)n_in, pout, n_in, threads);
         pair_product(d_in, B, NULL, p.wt, p.g, ld_b, p.offsets, (n_out + 1) / 2, n_in, B,
                      threads);
