@@ -246,13 +246,14 @@ static inline double high_of(uint32_t w) { return direct_bf16_value((uint16_t)(w
 
 void direct_bf16_pair_tile_plain(int m, int cols, float *const *rows, int add,
                                  const float *init, const uint32_t *a, ptrdiff_t lda,
+                                 ptrdiff_t a_step,
                                  const uint32_t *b, const ptrdiff_t *off, int steps)
 {
     for (int i = 0; i < m; i++)
         for (int col = 0; col < cols; col++) {
             double sum = init ? init[i] : 0.0;
             for (int s = 0; s < steps; s++) {
-                const uint32_t wa = a[i * lda + s], wb = b[off[s] + col];
+                const uint32_t wa = a[i * lda + s * a_step], wb = b[off[s] + col];
                 sum += low_of(wa) * low_of(wb) + high_of(wa) * high_of(wb);
             }
             rows[i][col] = add ? rows[i][col] + (float)sum : (float)sum;
@@ -462,7 +463,7 @@ void direct_bf16_conv_forward(float *out, const float *in, const float *weight_b
                     rows[i] = out + (k0 + i) * plane_out + y * row + j;
                     bias[i] = weight_bias[(size_t)(k0 + i) * (R + 1) + R];
                 }
-                tile(m, cols, rows, 0, bias, p.weights + (size_t)k0 * S, S,
+                tile(m, cols, rows, 0, bias, p.weights + (size_t)k0 * S, S, 1,
                      p.input + (size_t)y * W * B + j, p.offsets, S);
             }
         }
@@ -521,7 +522,7 @@ void direct_bf16_conv_backward_data(float *d_in, const float *d_out, const float
                         rows[i] = dst + (size_t)(kj0 + i) * B + j;
                     const uint32_t *a =
                         p.weights + ((size_t)(c * kernel + kj0) * kernel + ki_lo) * KP;
-                    tile(m, cols, rows, 1, NULL, a, (ptrdiff_t)kernel * KP, b + j,
+                    tile(m, cols, rows, 1, NULL, a, (ptrdiff_t)kernel * KP, 1, b + j,
                          p.offsets + ki_lo * KP, steps);
                 }
             }
@@ -586,9 +587,9 @@ void direct_bf16_conv_backward_params(float *d_weight_bias, const float *d_out,
 
 /* Packed operands: forward in[n_in][B] row-paired (a column of images per
  * word, rows padded to whole vectors) and the weights column-paired;
- * backward d_out row-paired with the weights transposed and paired, and
- * d_out image-paired with in transposed and image-paired. One set of
- * offsets (s * ld) serves each. */
+ * backward d_out row-paired with the weights row-paired (read down their
+ * columns), and d_out image-paired with in image-paired and transposed.
+ * One set of offsets (s * ld) serves each. */
 typedef struct dense_parts {
     uint32_t *x, *w, *g, *wt, *gi, *xt, *untransposed;
     ptrdiff_t *offsets;
@@ -606,7 +607,7 @@ static dense_parts dense_layout(carver *c, int B, int n_in, int n_out)
     p.wt = carve(c, sizeof(uint32_t) * n_in * pout);
     p.gi = carve(c, sizeof(uint32_t) * n_out * pb);
     p.xt = carve(c, sizeof(uint32_t) * pb * cols_in);
-    p.untransposed = carve(c, sizeof(uint32_t) * n_in * (pb > pout ? pb : pout));
+    p.untransposed = carve(c, sizeof(uint32_t) * n_in * pb);
     const size_t most = pin > pout ? (pin > pb ? pin : pb) : (pout > pb ? pout : pb);
     p.offsets = carve(c, sizeof(ptrdiff_t) * most);
     return p;
@@ -625,11 +626,12 @@ static int dense_threads(int threads, int B, int n_in, int n_out)
     return (double)B * n_in * n_out < (double)(1 << 20) ? 1 : threads;
 }
 
-/* c[M][ldc] (columns [0, N)) = init + a[M][steps] x b[steps][ld], the
- * pair tile over every block of rows and strip of columns. */
+/* c[M][ldc] (columns [0, N)) = init + a x b[steps][ld], the pair tile
+ * over every block of rows and strip of columns; a's row i, step s is
+ * a[i * lda + s * a_step]. */
 static void pair_product(float *c, size_t ldc, const float *init, const uint32_t *a,
-                         const uint32_t *b, size_t ld, ptrdiff_t *offsets, int steps, int M,
-                         int N, int threads)
+                         ptrdiff_t lda, ptrdiff_t a_step, const uint32_t *b, size_t ld,
+                         ptrdiff_t *offsets, int steps, int M, int N, int threads)
 {
     for (int s = 0; s < steps; s++)
         offsets[s] = (ptrdiff_t)s * (ptrdiff_t)ld;
@@ -643,8 +645,8 @@ static void pair_product(float *c, size_t ldc, const float *init, const uint32_t
             float *rows[PAIR_ROWS];
             for (int i = 0; i < m; i++)
                 rows[i] = c + (size_t)(k0 + i) * ldc + j;
-            tile(m, cols, rows, 0, init ? init + k0 : NULL, a + (size_t)k0 * steps, steps,
-                 b + j, offsets, steps);
+            tile(m, cols, rows, 0, init ? init + k0 : NULL, a + k0 * lda, lda, a_step, b + j,
+                 offsets, steps);
         }
 }
 
@@ -658,7 +660,8 @@ void direct_bf16_dense_forward(float *out, const float *in, const float *weight,
     const size_t ld = round_up((size_t)B, 16);
     pack_row_pairs_strided(p.x, (ptrdiff_t)ld, in, B, n_in, B, threads);
     pack_col_pairs_strided(p.w, weight, n_in, n_out, n_in, threads);
-    pair_product(out, B, bias, p.w, p.x, ld, p.offsets, (n_in + 1) / 2, n_out, B, threads);
+    const int pairs = (n_in + 1) / 2;
+    pair_product(out, B, bias, p.w, pairs, 1, p.x, ld, p.offsets, pairs, n_out, B, threads);
 }
 
 void direct_bf16_dense_backward(float *d_weight, float *d_bias, float *d_in,
@@ -677,17 +680,17 @@ void direct_bf16_dense_backward(float *d_weight, float *d_bias, float *d_in,
     transpose_words(p.xt, ld_in, p.untransposed, (size_t)pb, n_in, pb, threads);
     for (int q = 0; q < pb; q++)
         memset(p.xt + q * ld_in + n_in, 0, sizeof(uint32_t) * (ld_in - n_in));
-    pair_product(d_weight, n_in, NULL, p.gi, p.xt, ld_in, p.offsets, (B + 1) / 2, n_out, n_in,
+    pair_product(d_weight, n_in, NULL, p.gi, pb, 1, p.xt, ld_in, p.offsets, pb, n_out, n_in,
                  threads);
     /* d_in = weight^T x d_out, pairs of outputs */
     if (d_in) {
         const size_t ld_b = round_up((size_t)B, 16);
         pack_row_pairs_strided(p.g, (ptrdiff_t)ld_b, d_out, B, n_out, B, threads);
-        /* the weights' rows paired, then transposed: wt[i][q] */
+        /* the weights' rows paired, wt[q][i]: d_in's row i takes its
+         * pairs down column i, so nothing is transposed */
         const int pout = (n_out + 1) / 2;
-        pack_row_pairs_strided(p.untransposed, n_in, weight, n_in, n_out, n_in, threads);
-        transpose_words(p.wt, (size_t)pout, p.untransposed, (size_t)n_in, pout, n_in, threads);
-        pair_product(d_in, B, NULL, p.wt, p.g, ld_b, p.offsets, (n_out + 1) / 2, n_in, B,
+        pack_row_pairs_strided(p.wt, n_in, weight, n_in, n_out, n_in, threads);
+        pair_product(d_in, B, NULL, p.wt, 1, n_in, p.g, ld_b, p.offsets, pout, n_in, B,
                      threads);
     }
     for (int k = 0; k < n_out; k++)

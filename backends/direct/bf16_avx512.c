@@ -25,7 +25,7 @@ ALWAYS_INLINE __m512 dot2(__m512 acc, __m512i a, __m512i b)
 }
 
 ALWAYS_INLINE void pair_body(const int m, const int nv, int cols, float *const *rows, int add,
-                             const float *init, const uint32_t *a, ptrdiff_t lda,
+                             const float *init, const uint32_t *a, ptrdiff_t lda, ptrdiff_t a_step,
                              const uint32_t *b, const ptrdiff_t *off, int steps)
 {
     __m512 acc[PAIR_ROWS][PAIR_VECS];
@@ -34,7 +34,8 @@ ALWAYS_INLINE void pair_body(const int m, const int nv, int cols, float *const *
 #pragma GCC unroll 4
         for (int v = 0; v < nv; v++)
             acc[i][v] = init ? _mm512_set1_ps(init[i]) : _mm512_setzero_ps();
-    for (int s = 0; s < steps; s++) {
+    const uint32_t *w_at = a; /* step s's weights */
+    for (int s = 0; s < steps; s++, w_at += a_step) {
         const uint32_t *run = b + off[s];
         __m512i x[PAIR_VECS];
 #pragma GCC unroll 4
@@ -44,7 +45,7 @@ ALWAYS_INLINE void pair_body(const int m, const int nv, int cols, float *const *
         }
 #pragma GCC unroll 8
         for (int i = 0; i < m; i++) {
-            const __m512i w = _mm512_set1_epi32((int)a[i * lda + s]);
+            const __m512i w = _mm512_set1_epi32((int)w_at[i * lda]);
 #pragma GCC unroll 4
             for (int v = 0; v < nv; v++)
                 acc[i][v] = dot2(acc[i][v], w, x[v]);
@@ -66,13 +67,13 @@ ALWAYS_INLINE void pair_body(const int m, const int nv, int cols, float *const *
 }
 
 void direct_bf16_pair_tile_avx512(int m, int cols, float *const *rows, int add,
-                                  const float *init, const uint32_t *a, ptrdiff_t lda,
+                                  const float *init, const uint32_t *a, ptrdiff_t lda, ptrdiff_t a_step,
                                   const uint32_t *b, const ptrdiff_t *off, int steps)
 {
     const int nv = (cols + 15) / 16;
 #define PAIR_CASE(M, NV)                                                                     \
     case (M) * 8 + (NV):                                                                     \
-        pair_body(M, NV, cols, rows, add, init, a, lda, b, off, steps);                      \
+        pair_body(M, NV, cols, rows, add, init, a, lda, a_step, b, off, steps);                      \
         return;
 #define PAIR_CASES(M) PAIR_CASE(M, 1) PAIR_CASE(M, 2) PAIR_CASE(M, 3) PAIR_CASE(M, 4)
     switch (m * 8 + nv) {

@@ -15,13 +15,13 @@
 /* A pair tile: rows i < m (at most PAIR_ROWS), columns [0, cols) (at most
  * PAIR_COLS):
  *   rows[i][col] (+)= init[i] (0 without init)
- *                   + sum over s < steps of dot2(a[i * lda + s], b[off[s] + col])
+ *                   + sum over s < steps of dot2(a[i * lda + s * a_step], b[off[s] + col])
  * stored, or added to what is there when add is set; rows are written in
  * order, so they may overlap. b is read up to 16 words past the last
  * column (a vector), whatever cols is. */
 enum { PAIR_ROWS = 6, PAIR_VECS = 4, PAIR_COLS = PAIR_VECS * 16 };
 typedef void pair_tile_fn(int m, int cols, float *const *rows, int add, const float *init,
-                          const uint32_t *a, ptrdiff_t lda, const uint32_t *b,
+                          const uint32_t *a, ptrdiff_t lda, ptrdiff_t a_step, const uint32_t *b,
                           const ptrdiff_t *off, int steps);
 
 /* A dot tile, for weight gradients (the sum runs over images and
