@@ -93,7 +93,9 @@ int direct_bf16_supported(char *why, size_t len)
 /* ---------------------------------------------------------------------- */
 /* Rounding and packing                                                     */
 
-/* Branch-free, so that the packing loops vectorise. */
+/* Branch-free (selects), so that loops over it vectorise; the packing
+ * of activations uses the instruction, which rounds the same way (as the
+ * test checks). */
 uint16_t direct_bf16_round(float x)
 {
     uint32_t u;

@@ -14,13 +14,13 @@
  * layer's weight is [n_out][n_in]. Outputs are overwritten, never added to.
  * `threads` OpenMP threads (1 inside a parallel region); every output is
  * one fixed sum, so any thread count gives the same floats. `scratch` is
- * the caller's, of the size the matching *_scratch_bytes function gives,
- * aligned to 64 bytes; it holds the packed bf16 operands. Buffers never
- * overlap.
+ * the caller's, of the size the matching *_scratch_bytes function gives
+ * (best aligned to 64 bytes: the packed rows then start on cache lines);
+ * it holds the packed bf16 operands. Buffers never overlap.
  *
- * Call nothing but direct_bf16_supported and the *_scratch_bytes functions
- * on a CPU where direct_bf16_supported returns 0: the products execute
- * AVX-512 instructions. */
+ * On a CPU where direct_bf16_supported returns 0, call only it, the
+ * rounding functions and the *_scratch_bytes functions: the products
+ * execute AVX-512 instructions. */
 #ifndef LB_DIRECT_BF16_H
 #define LB_DIRECT_BF16_H
 
