@@ -15,7 +15,7 @@
  * `threads` OpenMP threads (1 inside a parallel region); every output is
  * one fixed sum, so any thread count gives the same floats. `scratch` is
  * the caller's, of the size the matching *_scratch_bytes function gives
- * (best aligned to 64 bytes: the packed rows then start on cache lines);
+ * (best aligned to 64 bytes: the packed pieces then start on cache lines);
  * it holds the packed bf16 operands. Buffers never overlap.
  *
  * On a CPU where direct_bf16_supported returns 0, call only it, the
