@@ -30,9 +30,10 @@
  * processor time): vdpbf16ps alone 236 GFLOP/s; conv1 forward 140
  * (fp32 direct 58), conv1 weight gradient 179 (84), conv2 forward 175
  * (69), conv2 input gradient 175 (72), conv2 weight gradient 193 (92),
- * fc1 forward 209 (107), fc1 backward 152 (69); fc2, 500 -> 10, gains
- * little forward (106 against 98): packing its input costs what its 10
- * outputs' products do. */
+ * fc1 forward 209 (107), fc1 backward 187 (79, after the weights were
+ * no longer transposed); fc2, 500 -> 10, gains nothing forward (90 to 118
+ * against 97 to 104 over several runs): packing its input costs what its
+ * 10 outputs' products do. */
 #include "backends/direct/bf16.h"
 
 #include <cpuid.h>
