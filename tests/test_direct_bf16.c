@@ -34,7 +34,7 @@
 #include "backends/direct/bf16.h"
 #include "backends/direct/bf16_tiles.h"
 #include "backends/naive/layers.h"
-#include "harness/init.h"
+#include "harness/run/init.h"
 
 static const double U32 = 1.0 / 16777216.0; /* 2^-24, fp32's unit roundoff */
 

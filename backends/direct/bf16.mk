@@ -16,19 +16,20 @@ $(DIRECT_BF16_OBJS): $(BUILD)/build-flags
 # module).
 TESTS += test_direct_bf16
 DIRECT_BF16_TEST_OBJS := $(DIRECT_BF16_OBJS) \
-    $(foreach o,naive/conv naive/dense naive/matmul,$(BUILD)/backends/$(o).o) $(BUILD)/harness/init.o
+    $(foreach o,naive/conv naive/dense naive/matmul,$(BUILD)/backends/$(o).o) $(BUILD)/harness/run/init.o
 $(BUILD)/tests/test_direct_bf16: tests/test_direct_bf16.c $(DIRECT_BF16_TEST_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_BF16_TEST_OBJS) -fopenmp -lm -lcmocka
 
-# The products alone against the fp32 direct kernels, GFLOP/s (not a test:
-# make direct-bf16-speed ARGS='--threads 2 --repeats 20').
-DIRECT_BF16_FP32 ?= backends/blas/direct.c
+# The products alone against the fp32 direct kernels this CPU runs
+# (backends/direct/dispatch.c), GFLOP/s (not a test: make direct-bf16-speed
+# ARGS='--threads 2 --repeats 20').
 .PHONY: direct-bf16-speed
-$(BUILD)/direct-bf16-speed: backends/direct/bf16_speed.c $(DIRECT_BF16_OBJS) $(DIRECT_BF16_FP32)
+DIRECT_FP32_OBJS := $(BUILD)/backends/direct/dispatch.o $(DIRECT_KERNEL_OBJS)
+$(BUILD)/direct-bf16-speed: backends/direct/bf16_speed.c $(DIRECT_BF16_OBJS) $(DIRECT_FP32_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fopenmp -ffp-contract=fast -Wno-psabi $(LDFLAGS) -o $@ $< $(DIRECT_BF16_FP32) \
-	    $(DIRECT_BF16_OBJS) -fopenmp -lm
+	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_FP32_OBJS) $(DIRECT_BF16_OBJS) \
+	    -fopenmp -lm
 direct-bf16-speed: $(BUILD)/direct-bf16-speed
 	$(BUILD)/direct-bf16-speed $(ARGS)
 else

@@ -20,7 +20,7 @@
 
 #include <immintrin.h>
 
-#include "backends/blas/direct.h"
+#include "backends/direct/direct.h"
 #include "backends/direct/bf16.h"
 
 static double now(void)
@@ -86,13 +86,13 @@ static void run(int bf16, enum pass pass, const shapes *s, buffers *b, int threa
                 direct_bf16_dense_forward(b->out, b->in, b->wb, b->bias, b->bf16_scratch, s->B,
                                           s->C, s->K, threads);
             else
-                blas_dense_direct_forward(b->out, b->in, b->wb, b->bias, s->B, s->C, s->K,
+                direct_active()->dense_forward(b->out, b->in, b->wb, b->bias, s->B, s->C, s->K,
                                           threads);
         } else if (bf16) {
             direct_bf16_dense_backward(b->d_wb, b->d_bias, b->d_in, b->d_out, b->in, b->wb,
                                        b->bf16_scratch, s->B, s->C, s->K, threads);
         } else {
-            blas_dense_direct_backward(b->d_wb, b->d_bias, b->d_in, b->d_out, b->in, b->wb,
+            direct_active()->dense_backward(b->d_wb, b->d_bias, b->d_in, b->d_out, b->in, b->wb,
                                        b->fp32_scratch, s->B, s->C, s->K, threads);
         }
         return;
@@ -103,7 +103,7 @@ static void run(int bf16, enum pass pass, const shapes *s, buffers *b, int threa
             direct_bf16_conv_forward(b->out, b->in, b->wb, b->bf16_scratch, s->B, s->C, s->H,
                                      s->W, s->K, s->kernel, threads);
         else
-            blas_conv_direct_forward(b->out, b->in, b->wb, s->B, s->C, s->H, s->W, s->K,
+            direct_active()->conv_forward(b->out, b->in, b->wb, s->B, s->C, s->H, s->W, s->K,
                                      s->kernel, threads);
         break;
     case BACKWARD_DATA:
@@ -111,7 +111,7 @@ static void run(int bf16, enum pass pass, const shapes *s, buffers *b, int threa
             direct_bf16_conv_backward_data(b->d_in, b->d_out, b->wb, b->bf16_scratch, s->B,
                                            s->C, s->H, s->W, s->K, s->kernel, threads);
         else
-            blas_conv_direct_backward_data(b->d_in, b->d_out, b->wb, b->fp32_scratch, s->B,
+            direct_active()->conv_backward_data(b->d_in, b->d_out, b->wb, b->fp32_scratch, s->B,
                                            s->C, s->H, s->W, s->K, s->kernel, threads);
         break;
     default:
@@ -119,7 +119,7 @@ static void run(int bf16, enum pass pass, const shapes *s, buffers *b, int threa
             direct_bf16_conv_backward_params(b->d_wb, b->d_out, b->in, b->bf16_scratch, s->B,
                                              s->C, s->H, s->W, s->K, s->kernel, threads);
         else
-            blas_conv_direct_backward_params(b->d_wb, b->d_out, b->in, s->B, s->C, s->H, s->W,
+            direct_active()->conv_backward_params(b->d_wb, b->d_out, b->in, s->B, s->C, s->H, s->W,
                                              s->K, s->kernel, threads);
     }
 }
@@ -229,8 +229,8 @@ int main(int argc, char **argv)
                          filled(n_in, 5),  filled(n_wb, 6),  filled(s->K, 7), filled(s->K, 8),
                          NULL,             NULL};
             const size_t fp32_floats =
-                s->dense ? blas_dense_direct_scratch_floats(s->B, s->C)
-                         : blas_conv_direct_scratch_floats(s->B, s->C, s->H, s->W, s->K, s->kernel);
+                s->dense ? direct_dense_scratch_floats(s->B, s->C)
+                         : direct_conv_scratch_floats(s->B, s->C, s->H, s->W, s->K, s->kernel);
             const size_t bf16_bytes =
                 s->dense ? direct_bf16_dense_scratch_bytes(s->B, s->C, s->K)
                          : direct_bf16_conv_scratch_bytes(s->B, s->C, s->H, s->W, s->K, s->kernel);
