@@ -140,10 +140,10 @@ static void peak_and_percent(void **state)
     assert_close(percent_of_peak(50, 0), 0, 0);
     assert_close(percent_of_peak(0, 200), 0, 0);
     peak_measure a = cpu_peak_gflops(1);
-    assert_true(a.gflops > 0 && isfinite(a.gflops));
+    assert_true((a.gflops > 0 && isfinite(a.gflops)) || (a.uncertain && isnan(a.gflops)));
     assert_non_null(a.source);
     peak_measure b = cpu_peak_gflops(1); /* cached: measured once per run */
-    assert_close(a.gflops, b.gflops, 0);
+    assert_true(a.gflops == b.gflops || (isnan(a.gflops) && isnan(b.gflops)));
 }
 
 /* ---- the summary table ------------------------------------------------- */
