@@ -154,10 +154,13 @@ static double time_probe(int threads, long reps, const int *cpus)
     pthread_mutex_lock(&gate.lock);
     while (started == threads && gate.ready < started)
         pthread_cond_wait(&gate.changed, &gate.lock);
+    /* the clock starts before the threads may: were this thread preempted
+     * after opening the gate, a later start would time only part of the
+     * work and report a rate no core can reach */
+    double t0 = now_seconds();
     gate.go = started == threads ? 1 : -1;
     pthread_cond_broadcast(&gate.changed);
     pthread_mutex_unlock(&gate.lock);
-    double t0 = now_seconds();
     for (int t = 0; t < started; t++)
         pthread_join(ids[t], NULL);
     double seconds = now_seconds() - t0;
