@@ -4,7 +4,9 @@
  *
  * On a shared machine a neighbour can take a core for part of any second,
  * so the CPU probe runs many short trials spread over about a second and
- * keeps the best: a trial that met no load shows what the cores can do.
+ * keeps the best of those in which every thread had its core all along
+ * (its CPU time over the trial's wall time): such a trial shows what the
+ * cores can do.
  * It says "uncertain" rather than give a figure it cannot stand behind: when
  * its best trials disagree, or a rate measured in the same run beats it,
  * after one more round of trials. */
@@ -18,7 +20,9 @@
 #define PEAK_SETTLED_SPREAD 0.05
 
 typedef struct peak_trials {
-    int trials;          /* timed trials, all rounds */
+    int trials;          /* clean trials (every thread had its core), all rounds */
+    int waited;          /* trials in which a thread waited behind other work */
+    double best_waited;  /* GFLOP/s of the best of those */
     int rounds;          /* rounds of about PEAK_ROUND_SECONDS each */
     double best, third_best, median, worst; /* GFLOP/s of single trials */
     double top_spread;   /* 1 - third_best / best: 0 when the best recurs */
