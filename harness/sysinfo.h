@@ -35,7 +35,7 @@ typedef struct sysinfo {
     /* the CPU peaks measured in the run, a JSON array from cpu_peak_json
      * (harness/peak.h): figure, trials and their spread per thread count;
      * filled by the run after its rows, "" before */
-    char cpu_peak[8192];
+    char cpu_peak[16384];
     /* the data files read, and spellings beside them that were not (both
      * plain and .gz present); filled by the run, not by sysinfo_collect */
     char data_files[4 * 4096 + 16];
