@@ -217,7 +217,6 @@ typedef struct probe_entry {
     char beaten_what[64];
     int failed;            /* threads could not be started */
     char source[256];
-    peak_measure m;
 } probe_entry;
 
 static probe_entry cache[CACHE];
@@ -404,7 +403,6 @@ static peak_measure measure_of(probe_entry *e)
         m.gflops = NAN;
         m.uncertain = 1;
     }
-    e->m = m;
     return m;
 }
 

@@ -23,7 +23,7 @@ typedef struct peak_trials {
     int trials;          /* clean trials (every thread had its core), all rounds */
     int waited;          /* trials in which a thread waited behind other work */
     double best_waited;  /* GFLOP/s of the best of those */
-    int rounds;          /* rounds of about PEAK_ROUND_SECONDS each */
+    int rounds;          /* rounds of about a second each (LB_PEAK_SECONDS) */
     double best, third_best, median, worst; /* GFLOP/s of single trials */
     double top_spread;   /* 1 - third_best / best: 0 when the best recurs */
     double seconds;      /* wall time of the trials */
