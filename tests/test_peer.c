@@ -197,6 +197,92 @@ static void test_round_trip_and_errors(void **state)
     pair_close(&p);
 }
 
+/* The bf16 peer (CPU autocast) against the fp32 peer from the same
+ * parameters and batches: every loss finite, each within BF16_LOSS_BOUND
+ * relative of the fp32 peer's, and not all equal to it (autocast did
+ * something).
+ *
+ * Why 3e-2: autocast rounds the inputs and weights of each convolution and
+ * dense layer to bf16 (8 significant bits, unit roundoff 2^-9 = 2e-3) and
+ * sums in fp32; a product of two rounded operands is off by at most 2^-8
+ * relative, and five such layers in a row compound to about 5 x 2^-8 = 2e-2
+ * in the logits at worst (the errors of a sum have both signs, so less in
+ * practice). The loss of a batch moves by no more than the logits' error
+ * times the largest logit, which at these scales (losses near ln 10) keeps
+ * it within that relative order; 8 steps at lr 0.01 let the parameters
+ * drift apart by a small part of that. Measured here (PyTorch 1.13, Zen 4):
+ * at most 1e-4. */
+#define BF16_LOSS_BOUND 3e-2
+
+static void test_bf16_autocast(void **state)
+{
+    (void)state;
+    need_peer();
+    char why[512];
+    if (!backend_runnable(peer, PREC_BF16, why, sizeof why)) {
+        print_message("pytorch-cpu cannot run bf16 here: %s\n", why);
+        skip();
+    }
+    workload w;
+    assert_int_equal(workload_get("lenet", &w), 0);
+    engine_config cfg = make_config(OPT_NESTEROV);
+    char err[512] = "";
+    engine *fp32 = backend_create(peer, &w, &cfg, err, sizeof err);
+    if (!fp32)
+        fail_msg("pytorch-cpu fp32: %s", err);
+    cfg.precision = PREC_BF16;
+    engine *bf16 = backend_create(peer, &w, &cfg, err, sizeof err);
+    if (!bf16)
+        fail_msg("pytorch-cpu bf16: %s", err);
+    char details[256];
+    peer->describe(bf16, details, sizeof details);
+    if (!strstr(details, "autocast bf16"))
+        fail_msg("bf16 peer's details: %s", details);
+    synth_set train, test;
+    assert_int_equal(synth_make(&train, TRAIN, 28, 28, 10, 301), 0);
+    assert_int_equal(synth_make(&test, TEST, 28, 28, 10, 302), 0);
+    float *init = malloc(sizeof(float) * w.param_count);
+    assert_non_null(init);
+    init_params(&w, 303, init);
+    engine *both[2] = {fp32, bf16};
+    for (int k = 0; k < 2; k++)
+        if (peer->set_params(both[k], init) != 0 ||
+            peer->bind_dataset(both[k], &train.d, &test.d) != 0)
+            fail_msg("setup: %s", peer->error(both[k]));
+    int32_t order[TRAIN];
+    epoch_order(304, 0, TRAIN, 1, order);
+    float loss32[STEPS], loss16[STEPS];
+    if (peer->train_steps(fp32, order, BATCH, STEPS, loss32) != 0)
+        fail_msg("fp32 train: %s", peer->error(fp32));
+    if (peer->train_steps(bf16, order, BATCH, STEPS, loss16) != 0)
+        fail_msg("bf16 train: %s", peer->error(bf16));
+    double largest = 0;
+    for (int s = 0; s < STEPS; s++) {
+        if (!isfinite(loss16[s]))
+            fail_msg("bf16 step %d: loss %g", s + 1, loss16[s]);
+        double d = rel_diff(loss32[s], loss16[s], 1e-6);
+        print_message("step %d: fp32 %.6f bf16 %.6f (%.2g relative)\n", s + 1, loss32[s],
+                      loss16[s], d);
+        if (!(d <= BF16_LOSS_BOUND))
+            fail_msg("bf16 step %d: loss %.6f against fp32's %.6f (%.2g relative, bound %.0e)",
+                     s + 1, loss16[s], loss32[s], d, BF16_LOSS_BOUND);
+        if (d > largest)
+            largest = d;
+    }
+    /* fp32 against fp32 agrees to about 1e-6: bf16 rounding shows above that */
+    if (!(largest > 1e-5))
+        fail_msg("bf16 losses within %.2g of fp32's: autocast seems not to have run", largest);
+    eval_counts ev;
+    assert_int_equal(peer->evaluate(bf16, 0, &ev), 0);
+    assert_int_equal(ev.count, TEST);
+    assert_true(isfinite(ev.loss_sum));
+    peer->destroy(fp32);
+    peer->destroy(bf16);
+    synth_free(&train);
+    synth_free(&test);
+    free(init);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -204,6 +290,7 @@ int main(void)
         CASE_TEST("test_nesterov", test_same_training, &nesterov),
         CASE_TEST("test_adam", test_same_training, &adam),
         cmocka_unit_test(test_round_trip_and_errors),
+        cmocka_unit_test(test_bf16_autocast),
     };
     return cmocka_run_group_tests(tests, find_backends, NULL);
 }

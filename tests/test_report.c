@@ -140,10 +140,10 @@ static void peak_and_percent(void **state)
     assert_close(percent_of_peak(50, 0), 0, 0);
     assert_close(percent_of_peak(0, 200), 0, 0);
     peak_measure a = cpu_peak_gflops(1);
-    assert_true(a.gflops > 0 && isfinite(a.gflops));
+    assert_true((a.gflops > 0 && isfinite(a.gflops)) || (a.uncertain && isnan(a.gflops)));
     assert_non_null(a.source);
     peak_measure b = cpu_peak_gflops(1); /* cached: measured once per run */
-    assert_close(a.gflops, b.gflops, 0);
+    assert_true(a.gflops == b.gflops || (isnan(a.gflops) && isnan(b.gflops)));
 }
 
 /* ---- the summary table ------------------------------------------------- */
@@ -659,10 +659,18 @@ static void real_run_files(void **state)
     assert_close(num(sm, 1, "epoch_seconds_stddev"), st.stddev, 2e-6);
     assert_close(num(sm, 1, "images_per_second"), 512 / st.median, 0.1 + 1e-3 * 512 / st.median);
     assert_close(num(sm, 1, "speedup_vs_naive"), 1, 1e-9);
-    double gflops = num(sm, 1, "gflops_per_second"), peak = num(sm, 1, "peak_gflops");
-    assert_true(peak > 0);
-    assert_close(num(sm, 1, "percent_of_peak"), 100 * gflops / peak,
-                       0.01 + 0.02 * 100 * gflops / peak);
+    /* a busy machine may leave the peak uncertain: then both cells are
+     * empty and the source says why, never a number */
+    if (!strncmp(cell(sm, 1, "peak_source"), "peak uncertain", 14)) {
+        assert_string_equal(cell(sm, 1, "peak_gflops"), "");
+        assert_string_equal(cell(sm, 1, "percent_of_peak"), "");
+    } else {
+        double gflops = num(sm, 1, "gflops_per_second"), peak = num(sm, 1, "peak_gflops");
+        assert_true(peak > 0);
+        assert_true(peak >= gflops); /* held to the row's rate */
+        assert_close(num(sm, 1, "percent_of_peak"), 100 * gflops / peak,
+                     0.01 + 0.02 * 100 * gflops / peak);
+    }
     assert_close(num(sm, 1, "final_test_accuracy"), num(ep, 6, "test_accuracy"), 1e-6);
     /* time to target: reached at the first evaluation (0.05 is below any
      * 10-class model's accuracy), so it spans at least that epoch's training

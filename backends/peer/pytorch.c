@@ -408,6 +408,7 @@ typedef struct peer_probe {
     char script[PATH_MAX];
     char version[64];
     int gpus;
+    int cpu_bf16; /* CPU autocast to bfloat16 works (the bf16 peer) */
     char why[MSG_LEN];
 } peer_probe;
 
@@ -454,11 +455,16 @@ static int probe_python(const char *python, const char *script, peer_probe *p, c
     wait_result w = channel_line(&c, line, sizeof line, &deadline);
     int rc = -1;
     char ver[64];
-    int gpus, used = 0;
-    if (w == READY && sscanf(line, "pytorch %63s cuda %d%n", ver, &gpus, &used) == 2 &&
+    int gpus, used = 0, bf16 = 0;
+    /* "pytorch VERSION cpu-bf16 0|1 cuda N [NAME]"; a script without the
+     * cpu-bf16 field has no bf16 peer */
+    if (w == READY && (sscanf(line, "pytorch %63s cpu-bf16 %d cuda %d%n", ver, &bf16, &gpus,
+                              &used) == 3 ||
+                       (bf16 = 0, sscanf(line, "pytorch %63s cuda %d%n", ver, &gpus, &used) == 2)) &&
         used > 0 && gpus >= 0) {
         snprintf(p->version, sizeof p->version, "%s", ver);
         p->gpus = gpus;
+        p->cpu_bf16 = bf16 == 1;
         rc = 0;
     } else if (w == TIMED_OUT) {
         snprintf(why, why_len, "%s --probe gave no answer within %.0f s", python,
@@ -739,7 +745,11 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
     if (k->cuda && cfg->device >= p->gpus)
         return refuse(err, err_len, "PyTorch sees %d CUDA device%s, no device %d", p->gpus,
                       p->gpus == 1 ? "" : "s", cfg->device);
-    if (cfg->precision != PREC_FP32 && !(k->cuda && cfg->precision == PREC_TF32))
+    if (!k->cuda && cfg->precision == PREC_BF16 && !p->cpu_bf16)
+        return refuse(err, err_len, "PyTorch %s (%s) has no CPU autocast to bf16", p->version,
+                      p->python);
+    if (cfg->precision != PREC_FP32 && !(k->cuda && cfg->precision == PREC_TF32) &&
+        !(!k->cuda && cfg->precision == PREC_BF16))
         return refuse(err, err_len, "%s does not support --precision %s", k->name,
                       precision_name(cfg->precision));
     engine *e = calloc(1, sizeof *e);
@@ -955,9 +965,32 @@ static void library_info(char *buf, size_t len)
     .train_steps = train_steps, .evaluate = evaluate, .placement = placement,                  \
     .describe = describe, .library_info = library_info
 
+/* bf16 on the CPU is torch.autocast("cpu", dtype=torch.bfloat16), which
+ * PyTorch has had since 1.10: the peer's probe line says whether it works. */
+static int cpu_probe_precision(void *ctx, precision prec, char *why, size_t why_len)
+{
+    (void)ctx;
+    if (prec != PREC_BF16)
+        return 1;
+    const peer_probe *p = probe_once();
+    if (!p->ok) {
+        snprintf(why, why_len, "%s", p->why);
+        return 0;
+    }
+    if (!p->cpu_bf16) {
+        snprintf(why, why_len, "PyTorch %s (%s) has no CPU autocast to bf16", p->version,
+                 p->python);
+        return 0;
+    }
+    return 1;
+}
+
 const backend pytorch_cpu_backend = {
     .name = "pytorch-cpu",
-    .summary = "framework peer: PyTorch on the CPU (backends/peer/train.py as a child process), fp32",
+    .summary = "framework peer: PyTorch on the CPU (backends/peer/train.py as a child process), "
+               "fp32; bf16 by autocast",
+    .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
+    .probe_precision = cpu_probe_precision,
     .ctx = (void *)&cpu_kind,
     PEER_ENTRIES,
 };

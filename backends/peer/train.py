@@ -22,6 +22,7 @@ Needs python3 with torch and numpy (Debian: python3-torch). Nothing in the
 C suite depends on it.
 """
 import argparse
+import contextlib
 import gzip
 import math
 import os
@@ -277,12 +278,12 @@ def make_optimizer(net, args):
     return torch.optim.SGD(groups, lr=args.lr, momentum=args.momentum, nesterov=True)
 
 
-def evaluate(net, x, y, batch):
+def evaluate(net, x, y, batch, autocast=contextlib.nullcontext):
     net.eval()
     loss_sum, correct = 0.0, 0
     with torch.no_grad():
         for first in range(0, len(y), batch):
-            logits = net(x[first:first + batch])
+            logits = logits_of(net, x[first:first + batch], autocast)
             target = y[first:first + batch]
             loss_sum += F.cross_entropy(logits, target, reduction="sum").item()
             correct += (logits.argmax(1) == target).sum().item()
@@ -316,11 +317,47 @@ def evaluate(net, x, y, batch):
 # an answer.
 
 
+def cpu_autocast_bf16():
+    """Whether this PyTorch runs CPU autocast to bfloat16 (1.10 on): the
+    bf16 peer on the CPU is that. A small convolution and linear layer
+    under it must come out in bfloat16."""
+    if not hasattr(torch, "autocast") or not hasattr(torch, "bfloat16"):
+        return False
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = F.linear(F.conv2d(torch.ones(1, 1, 5, 5), torch.ones(2, 1, 3, 3)).flatten(1),
+                         torch.ones(3, 18))
+        return y.dtype == torch.bfloat16
+    except (RuntimeError, TypeError, ValueError):
+        return False
+
+
 def probe_line():
-    """One line for ./bench's probe: the torch version and the GPUs it sees."""
+    """One line for ./bench's probe: the torch version, whether CPU autocast
+    to bf16 works, and the GPUs it sees."""
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     name = torch.cuda.get_device_name(0) if count else ""
-    return f"pytorch {torch.__version__} cuda {count} {name}".rstrip()
+    bf16 = 1 if cpu_autocast_bf16() else 0
+    return f"pytorch {torch.__version__} cpu-bf16 {bf16} cuda {count} {name}".rstrip()
+
+
+def forward_context(device, precision):
+    """bf16 on the CPU is autocast: convolutions and matmuls in bfloat16,
+    fp32 master weights, gradients and optimiser (what the blas backend's
+    bf16 does with sbgemm); anything else runs as it is."""
+    if precision == "bf16":
+        if device.type != "cpu" or not cpu_autocast_bf16():
+            raise ValueError(f"--precision bf16 needs CPU autocast to bfloat16 "
+                             f"(torch {torch.__version__} on {device.type} has none)")
+        return lambda: torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext
+
+
+def logits_of(net, x, autocast):
+    """The forward pass under `autocast`, logits back in fp32 so the loss
+    and its softmax are fp32 as in every other engine."""
+    with autocast():
+        return net(x).float()
 
 
 def set_math(device, precision):
@@ -353,7 +390,8 @@ def describe(device, args):
         threads = torch.get_num_threads()
         where = (f", {threads} thread{'' if threads == 1 else 's'}, {onednn}, "
                  f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '')}")
-    math_mode = "fp32, TF32 on" if args.precision == "tf32" else "fp32, TF32 off"
+    math_mode = ("autocast bf16 (fp32 master weights)" if args.precision == "bf16" else
+                 "fp32, TF32 on" if args.precision == "tf32" else "fp32, TF32 off")
     return f"PyTorch {torch.__version__}{where}; {math_mode}"
 
 
@@ -386,13 +424,19 @@ def serve(args):
         device = torch.device("cpu")
 
     def configure(a):
+        nonlocal autocast
         torch.set_num_threads(a.threads)
         set_math(device, a.precision)
+        autocast = forward_context(device, a.precision)
         net = Net(a.workload).to(device)
         answer(f"ready\t{torch.__version__}\t{describe(device, a)}")
         return net, make_optimizer(net, a)
 
-    net, opt = configure(args)
+    autocast = contextlib.nullcontext
+    try:
+        net, opt = configure(args)
+    except ValueError as err:
+        sys.exit(f"train.py: {err}")
     train_x = train_y = test_x = test_y = None
     while True:
         line = commands.readline()
@@ -417,7 +461,7 @@ def serve(args):
                 except SystemExit:
                     raise ValueError("config: bad options " + " ".join(rest)) from None
                 net = opt = train_x = train_y = test_x = test_y = None
-                net, opt = configure(a)
+                net, opt = configure(a)  # a ValueError is answered, parked stays
                 continue
             if net is None:
                 raise ValueError(f"'{cmd}' while parked (config first)")
@@ -467,7 +511,7 @@ def serve(args):
                 for s in range(steps):
                     idx = order[s * batch:(s + 1) * batch]
                     opt.zero_grad(set_to_none=True)
-                    loss = F.cross_entropy(net(train_x[idx]), train_y[idx])
+                    loss = F.cross_entropy(logits_of(net, train_x[idx], autocast), train_y[idx])
                     loss.backward()
                     opt.step()
                     losses[s] = loss.detach()
@@ -482,7 +526,7 @@ def serve(args):
                 net.eval()
                 with torch.no_grad():
                     for first in range(0, n, 1000):
-                        logits = net(test_x[first:min(first + 1000, n)])
+                        logits = logits_of(net, test_x[first:min(first + 1000, n)], autocast)
                         target = test_y[first:min(first + 1000, n)]
                         loss_sum += F.cross_entropy(logits, target, reduction="sum").item()
                         cell = target * classes + logits.argmax(1)
@@ -524,8 +568,8 @@ def parse_args(argv):
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--out", help="epochs.csv to append rows to (header written if new)")
     p.add_argument("--quiet", action="store_true", help="no per-epoch lines on stderr")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "tf32"],
-                   help="tf32: TF32 matmuls and convolutions (GPU)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"],
+                   help="tf32: TF32 matmuls and convolutions (GPU); bf16: CPU autocast")
     p.add_argument("--device-index", type=int, default=0, help="with --device cuda")
     p.add_argument("--serve", action="store_true",
                    help="answer ./bench's commands on stdin/stdout (see serve())")
@@ -577,6 +621,10 @@ def main(argv):
         sys.exit("train.py: --device cuda but PyTorch sees no CUDA device")
     device = torch.device(args.device)
     set_math(device, args.precision)
+    try:
+        autocast = forward_context(device, args.precision)
+    except ValueError as err:
+        sys.exit(f"train.py: {err}")
     backend = "pytorch-cuda" if args.device == "cuda" else "pytorch-cpu"
 
     try:
@@ -635,14 +683,14 @@ def main(argv):
         for first, size in steps:
             idx = order[first:first + size]
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(net(train_x[idx]), train_y[idx])
+            loss = F.cross_entropy(logits_of(net, train_x[idx], autocast), train_y[idx])
             loss.backward()
             opt.step()
             # the harness weights a short last batch by its size
             loss_sum += loss.detach() * (size / batch)
         train_loss = loss_sum.item()  # waits for the device
         seconds = time.perf_counter() - start
-        test_loss, accuracy = evaluate(net, test_x, test_y, batch)
+        test_loss, accuracy = evaluate(net, test_x, test_y, batch, autocast)
         status = "ok" if math.isfinite(train_loss) else "diverged"
         train_loss /= n / batch
         ips = n / seconds

@@ -42,6 +42,17 @@ static void md_mebibytes(char *buf, size_t len, const summary_row *r)
         snprintf(buf, len, "-");
 }
 
+/* NaN: the peak was uncertain, which is not the same as not measured */
+static void md_percent_of_peak(char *buf, size_t len, const summary_row *r)
+{
+    if (isnan(r->percent_of_peak))
+        snprintf(buf, len, "peak uncertain");
+    else if (r->percent_of_peak > 0)
+        snprintf(buf, len, "%.1f", r->percent_of_peak);
+    else
+        snprintf(buf, len, "-");
+}
+
 /* ---- the lists ------------------------------------------------------------ */
 
 /* Each column names its kind; md_ fields follow as designated initialisers. */
@@ -81,7 +92,7 @@ const column summary_columns[] = {
     {REAL("gflops_per_second", S(gflops_per_second), "%.3f"), .md_title = "GFLOP/s",
      .md_format = "%.2f"},
     {REAL("percent_of_peak", S(percent_of_peak), "%.2f"), .md_title = "% of peak",
-     .md_format = "%.1f"},
+     .md_cell = md_percent_of_peak},
     {REAL("speedup_vs_naive", S(speedup_vs_naive), "%.3f"), .none_unless_positive = 1,
      .md_title = "speedup vs naive", .md_format = "%.2fx"},
     {REAL("final_train_loss", S(final_train_loss), "%.6f")},
@@ -204,8 +215,9 @@ void columns_csv_row(FILE *f, const column *cols, const void *row, const sysinfo
             fputc(',', f);
         if (is_text(c))
             csv_field(f, text_of(c, row, sys));
-        else if (!(c->kind == COL_REAL && is_none(c, real_of(c, row))))
-            write_number(f, c, row);
+        else if (!(c->kind == COL_REAL &&
+                   (!isfinite(real_of(c, row)) || is_none(c, real_of(c, row)))))
+            write_number(f, c, row); /* NaN (e.g. a peak uncertain): an empty cell */
     }
     fputc('\n', f);
 }

@@ -1,21 +1,65 @@
 /* The machine's peak, measured in the same run, so that "% of peak" in the
  * summary compares a backend's achieved GFLOP/s with what this CPU (or GPU)
- * did a moment ago rather than with a data-sheet number. */
+ * did a moment ago rather than with a data-sheet number.
+ *
+ * On a shared machine a neighbour can take a core for part of any second,
+ * so the CPU probe runs many short trials spread over about a second and
+ * keeps the best of those in which every thread had its core all along
+ * (its CPU time over the trial's wall time): such a trial shows what the
+ * cores can do.
+ * It says "uncertain" rather than give a figure it cannot stand behind: when
+ * its best trials disagree, or a rate measured in the same run beats it,
+ * after one more round of trials. */
 #ifndef LB_PEAK_H
 #define LB_PEAK_H
 
+#include <stddef.h>
+
+/* A best trial's lead over the third best above which the probe has not
+ * settled (it then runs another round of trials, once). */
+#define PEAK_SETTLED_SPREAD 0.05
+
+typedef struct peak_trials {
+    int trials;          /* clean trials (every thread had its core), all rounds */
+    int waited;          /* trials in which a thread waited behind other work */
+    double best_waited;  /* GFLOP/s of the best of those */
+    int rounds;          /* rounds of about a second each (LB_PEAK_SECONDS) */
+    double best, third_best, median, worst; /* GFLOP/s of single trials */
+    double top_spread;   /* 1 - third_best / best: 0 when the best recurs */
+    double seconds;      /* wall time of the trials */
+    int pinned;          /* each thread pinned to its own CPU */
+} peak_trials;
+
 typedef struct peak_measure {
-    double gflops;      /* 0: not measured */
+    double gflops;      /* 0: not measured; NaN: uncertain */
     const char *source; /* how it was measured, e.g. "sgemm of the blas backend's library, 2 threads" */
+    int uncertain;      /* gflops is NaN and source says why */
+    peak_trials kernel; /* the C kernel's trials behind it */
 } peak_measure;
 
 /* Peak single-precision GFLOP/s of `threads` CPU threads: the higher of a
  * register-blocked multiply-add kernel in C run on every thread at once
- * (about 0.2 s) and, when the blas backend is built, its sgemm probe.
- * Cached per thread count for the life of the process. */
+ * (many short trials over about a second, best kept) and, when the blas
+ * backend is loaded, its sgemm probe. Cached per thread count for the life
+ * of the process. LB_PEAK_SECONDS changes the length of a round (0.05..10). */
 peak_measure cpu_peak_gflops(int threads);
 
-/* Achieved as a percentage of peak; 0 when the peak is unknown. */
+/* Holds the peak of `threads` threads to a rate measured in this run on as
+ * many threads (`what` names it, e.g. "blas's row"): a rate above the peak
+ * has the probe run another round, and when the rate still beats it the
+ * peak becomes uncertain. Returns the peak as it now stands. */
+peak_measure cpu_peak_check(int threads, double measured_gflops, const char *what);
+
+/* Another round of trials for a peak already measured (a long run probes
+ * again after its rows), merged with the earlier ones. */
+peak_measure cpu_peak_measure_again(int threads);
+
+/* Every peak this process measured, as a JSON array for system.json
+ * ("[]" when none). */
+void cpu_peak_json(char *buf, size_t len);
+
+/* Achieved as a percentage of peak; 0 when the peak is unknown, NaN when
+ * it is uncertain. */
 double percent_of_peak(double achieved_gflops, double peak_gflops);
 
 #endif

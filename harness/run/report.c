@@ -138,6 +138,8 @@ static void print_notes(FILE *f, const summary_row *rows, int n, const results *
             if (r->peak_gflops > 0)
                 fprintf(f, "%s %.1f GFLOP/s (%s)", n_shown > 1 ? "," : "", r->peak_gflops,
                         r->peak_source);
+            else if (isnan(r->peak_gflops))
+                fprintf(f, "%s %s", n_shown > 1 ? "," : "", r->peak_source); /* "peak uncertain: ..." */
             else {
                 char label[128];
                 config_label(&r->key, label, sizeof label);

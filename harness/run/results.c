@@ -134,14 +134,8 @@ int results_open(results *r, const run_config *cfg, char *err, size_t err_len)
     return 0;
 }
 
-static int open_files(results *r, const run_config *cfg, char *err, size_t err_len)
+int results_write_system(results *r, const run_config *cfg, char *err, size_t err_len)
 {
-    if (!(r->epochs = create_exclusive(r, "epochs.csv", err, err_len)))
-        return -1;
-    r->created |= 1;
-    if (!(r->summary = create_exclusive(r, "summary.csv", err, err_len)))
-        return -1;
-    r->created |= 2;
     FILE *sys = results_file(r, "system.json");
     if (sys)
         r->created |= 4;
@@ -154,6 +148,19 @@ static int open_files(results *r, const run_config *cfg, char *err, size_t err_l
         snprintf(err, err_len, "cannot write %s/system.json: %s", r->dir, strerror(errno));
         return -1;
     }
+    return 0;
+}
+
+static int open_files(results *r, const run_config *cfg, char *err, size_t err_len)
+{
+    if (!(r->epochs = create_exclusive(r, "epochs.csv", err, err_len)))
+        return -1;
+    r->created |= 1;
+    if (!(r->summary = create_exclusive(r, "summary.csv", err, err_len)))
+        return -1;
+    r->created |= 2;
+    if (results_write_system(r, cfg, err, err_len) != 0)
+        return -1;
     columns_csv_header(r->epochs, epoch_columns);
     columns_csv_header(r->summary, summary_columns);
     if (fflush(r->epochs) != 0 || ferror(r->epochs) || fflush(r->summary) != 0 ||

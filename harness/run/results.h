@@ -91,6 +91,9 @@ int results_summary(results *r, const summary_row *row);
 /* Opens `name` inside the run directory for writing (confusion matrices,
  * profiles). NULL on failure. */
 FILE *results_file(results *r, const char *name);
+/* (Re)writes system.json from r->sys: at the start, and after the rows
+ * once the peaks they were held to are known. */
+int results_write_system(results *r, const run_config *cfg, char *err, size_t err_len);
 int results_close(results *r);
 
 #endif

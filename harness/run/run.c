@@ -246,6 +246,13 @@ static void note_engine_heap(attempt *a, size_t before)
         a->host_memory = now - before;
 }
 
+/* A run whose training is long enough for the machine's load to change
+ * under it: its CPU peaks are probed before the rows and again after. */
+static int long_run(const run_state *s)
+{
+    return (double)s->train.count * s->cfg->epochs * s->cfg->repeat >= 60000;
+}
+
 static engine *start_engine(run_state *s, const backend *b, attempt *a, size_t heap_before)
 {
     char err[512] = "";
@@ -265,6 +272,10 @@ static engine *start_engine(run_state *s, const backend *b, attempt *a, size_t h
     a->devices = 0;
     a->replicas = 1;
     backend_placement(b, e, &a->threads, &a->devices, &a->replicas);
+    /* a long run probes the CPU's peak before its rows too (kept per
+     * thread count; settle_cpu_peaks probes again after them) */
+    if (!s->cfg->no_peak && s->root && a->devices == 0 && long_run(s))
+        cpu_peak_gflops(a->threads);
     backend_describe(b, e, a->details, sizeof a->details);
     note_engine_heap(a, heap_before);
     return e;
@@ -429,6 +440,59 @@ static void describe_parallel(const backend *b, summary_row *row)
     row->prefetch = o ? o->prefetch : 0;
 }
 
+/* What a rate held to the peak is called in "peak uncertain: ...". */
+static const char *peak_rival(const backend *b)
+{
+    static char what[MAX_RUN_CONFIGS][64];
+    static int n;
+    char name[64];
+    snprintf(name, sizeof name, "%s's row", b->name);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(what[i], name))
+            return what[i];
+    if (n == MAX_RUN_CONFIGS)
+        return "a row";
+    snprintf(what[n], sizeof what[n], "%s", name);
+    return what[n++];
+}
+
+/* Before any row is written: every CPU row's rate is held to the peak of
+ * its thread count (a faster row has the probe run again, or makes the
+ * peak uncertain), so the rows of a run share one figure per thread count
+ * and none is over 100%. A long run's peaks are first probed once more. */
+static void settle_cpu_peaks(run_state *s, const configuration *configs, int n,
+                             const attempt *runs, const int *done_runs, double *samples)
+{
+    const run_config *cfg = s->cfg;
+    if (cfg->no_peak || !s->root)
+        return;
+    int again[MAX_RUN_CONFIGS], n_again = 0;
+    for (int i = 0; i < n; i++) {
+        if (!configs[i].runnable || done_runs[i] == 0)
+            continue;
+        const attempt *last = &runs[i * cfg->repeat + done_runs[i] - 1];
+        if (last->status != STATUS_OK || last->devices != 0 || last->device_peak_gflops > 0)
+            continue;
+        int seen = 0;
+        for (int k = 0; k < n_again && !seen; k++)
+            seen = again[k] == last->threads;
+        if (!seen && long_run(s)) {
+            again[n_again++] = last->threads;
+            cpu_peak_measure_again(last->threads);
+        }
+        int m = 0;
+        for (int r = 0; r < done_runs[i]; r++) {
+            const attempt *a = &runs[i * cfg->repeat + r];
+            m += timed_samples(a->epoch_seconds, a->epochs_done, cfg->epochs, samples + m);
+        }
+        double median = stats_of(samples, m).median;
+        if (median > 0)
+            cpu_peak_check(last->threads,
+                           s->train.count / median * cfg->work.train_flops_per_image * 1e-9,
+                           peak_rival(configs[i].b));
+    }
+}
+
 static void fill_summary(run_state *s, const backend *b, const attempt *runs, int n_runs,
                          summary_row *row, double *samples)
 {
@@ -473,12 +537,15 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
     row->time_to_target_seconds = reached ? stats_of(samples, reached).median : -1;
     row->target_accuracy = cfg->target_accuracy;
     if (last->status == STATUS_OK && s->root) {
-        peak_measure pk = {last->device_peak_gflops, "the backend's GEMM probe on its device"};
+        peak_measure pk = {.gflops = last->device_peak_gflops,
+                           .source = "the backend's GEMM probe on its device"};
         if (cfg->no_peak)
-            pk = (peak_measure){0, "not measured (--no-peak)"};
+            pk = (peak_measure){.source = "not measured (--no-peak)"};
+        else if (pk.gflops <= 0 && row->key.devices == 0)
+            pk = cpu_peak_check(row->key.threads, row->gflops_per_second, peak_rival(b));
         else if (pk.gflops <= 0)
-            pk = row->key.devices == 0 ? cpu_peak_gflops(row->key.threads)
-                                       : (peak_measure){0, "not measured"};
+            pk = (peak_measure){.source = "not measured"};
+        /* uncertain: NaN, so the percentage is left empty */
         row->peak_gflops = pk.gflops;
         row->peak_source = pk.source;
         row->percent_of_peak = percent_of_peak(row->gflops_per_second, pk.gflops);
@@ -763,6 +830,7 @@ static int run_backends(const run_config *cfg)
             stopped[i] = a->status != STATUS_OK;
         }
 
+    settle_cpu_peaks(&s, configs, n, runs, done_runs, samples);
     for (int i = 0; i < n; i++) {
         const backend *b = configs[i].b;
         use_configuration(&s, &configs[i]);
@@ -822,6 +890,14 @@ static int run_backends(const run_config *cfg)
     if (s.step_losses && fclose(s.step_losses) != 0) {
         fprintf(stderr, "bench: cannot finish writing --step-losses %s\n", cfg->step_losses);
         rc = 1;
+    }
+    if (s.root && !cfg->no_peak) {
+        /* the peaks the rows were held to, beside the rest of the system */
+        cpu_peak_json(s.res.sys.cpu_peak, sizeof s.res.sys.cpu_peak);
+        if (results_write_system(&s.res, cfg, err, sizeof err) != 0) {
+            fprintf(stderr, "bench: %s\n", err);
+            rc = 1;
+        }
     }
     if (s.root) {
         print_summary(stdout, cfg->format, rows, n_rows, &s.res);

@@ -331,7 +331,7 @@ void json_string(FILE *f, const char *str)
 
 /* system.json's fields in order, each keyed by its member's name in
  * sysinfo: the kind of value and, for numbers, how it is written. */
-typedef enum { FIELD_TEXT, FIELD_INT, FIELD_BOOL, FIELD_REAL, FIELD_REAL3 } field_kind;
+typedef enum { FIELD_TEXT, FIELD_INT, FIELD_BOOL, FIELD_REAL, FIELD_REAL3, FIELD_JSON } field_kind;
 
 typedef struct json_field {
     const char *key;
@@ -345,13 +345,14 @@ typedef struct json_field {
 #define BOOL(m) {#m, FIELD_BOOL, offsetof(sysinfo, m), NULL}
 #define REAL(m, fmt) {#m, FIELD_REAL, offsetof(sysinfo, m), fmt}
 #define REAL3(m, fmt) {#m, FIELD_REAL3, offsetof(sysinfo, m), fmt}
+#define JSON(m) {#m, FIELD_JSON, offsetof(sysinfo, m), NULL}
 
 static const json_field system_fields[] = {
     TEXT(date), TEXT(host), TEXT(os),
     /* the CPU and memory */
     TEXT(cpu_model), INT(cores), INT(physical_cores), REAL(cpu_mhz, "%.0f"),
     REAL(cpu_max_mhz, "%.0f"), TEXT(simd), TEXT(caches), REAL(memory_gib, "%.1f"),
-    REAL3(load_average, "%.2f"),
+    REAL3(load_average, "%.2f"), JSON(cpu_peak),
     /* the GPUs */
     INT(gpu_count), TEXT(gpu_model), REAL(gpu_memory_gib, "%.1f"), TEXT(gpu_driver),
     /* the build */
@@ -373,6 +374,7 @@ static void json_field_value(FILE *f, const json_field *field, const sysinfo *s)
     case FIELD_INT: fprintf(f, "%d", *(const int *)at); break;
     case FIELD_BOOL: fprintf(f, "%s", *(const int *)at ? "true" : "false"); break;
     case FIELD_REAL: fprintf(f, field->format, *reals); break;
+    case FIELD_JSON: fputs(*(const char *)at ? (const char *)at : "[]", f); break;
     case FIELD_REAL3:
         for (int i = 0; i < 3; i++) {
             fprintf(f, "%s", i ? ", " : "[");

@@ -32,6 +32,10 @@ typedef struct sysinfo {
     char blas_kernels[32], blas_kernels_source[32], blas_kernels_reason[512];
     char omp_wait_policy[32], omp_wait_policy_source[32];
     char date[64];         /* ISO 8601, UTC */
+    /* the CPU peaks measured in the run, a JSON array from cpu_peak_json
+     * (harness/peak.h): figure, trials and their spread per thread count;
+     * filled by the run after its rows, "" before */
+    char cpu_peak[16384];
     /* the data files read, and spellings beside them that were not (both
      * plain and .gz present); filled by the run, not by sysinfo_collect */
     char data_files[4 * 4096 + 16];

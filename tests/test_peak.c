@@ -1,0 +1,250 @@
+/* The CPU peak probe on a machine with a busy neighbour: a duty-cycled
+ * spinner this test starts holds one core most of the time while the probe
+ * runs, and the figure must stay near the unloaded one or say it is
+ * uncertain; and a rate above the peak must never leave a percentage over
+ * 100 or a peak below the rate. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness/run/columns.h"
+#include "harness/run/peak.h"
+#include "harness/run/results.h"
+#include "base/clock.h"
+
+/* How far below the unloaded figure a loaded one may fall before it must
+ * call itself uncertain. */
+#define LOADED_TOLERANCE 0.15
+/* The neighbour: busy 140 ms of every 200 ms on one core. */
+#define BUSY_MS 140
+#define PERIOD_MS 200
+
+static int online_cpus(void)
+{
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return 1;
+    return CPU_COUNT(&allowed);
+}
+
+/* The last CPU this process may use, where the spinner goes. */
+static int last_cpu(void)
+{
+    cpu_set_t allowed;
+    int last = 0;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &allowed))
+                last = c;
+    return last;
+}
+
+static pid_t start_spinner(int cpu)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0)
+        _exit(3);
+    volatile double sink = 0;
+    for (;;) {
+        double until = now_seconds() + BUSY_MS * 1e-3;
+        while (now_seconds() < until)
+            sink = sink * 0.5 + 1;
+        struct timespec rest = {0, (PERIOD_MS - BUSY_MS) * 1000000L};
+        nanosleep(&rest, NULL);
+    }
+}
+
+static void stop_spinner(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* The peak of `threads` threads measured in a fresh process (the probe
+ * caches per process), with whether it was uncertain. */
+static peak_measure fresh_peak(int threads)
+{
+    int fds[2];
+    peak_measure m = {0};
+    if (pipe(fds) != 0)
+        return m;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        peak_measure c = cpu_peak_gflops(threads);
+        double out[4] = {c.gflops, c.uncertain, c.kernel.best, c.kernel.trials};
+        ssize_t w = write(fds[1], out, sizeof out);
+        _exit(w == (ssize_t)sizeof out ? 0 : 1);
+    }
+    close(fds[1]);
+    double in[4];
+    if (pid > 0 && read(fds[0], in, sizeof in) == (ssize_t)sizeof in) {
+        m.gflops = in[0];
+        m.uncertain = (int)in[1];
+        m.kernel.best = in[2];
+        m.kernel.trials = (int)in[3];
+    }
+    close(fds[0]);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    return m;
+}
+
+static void print_peak(const char *what, peak_measure m)
+{
+    print_message("%s: %s %.1f GFLOP/s (C kernel best %.1f of %d trials)\n", what,
+                  m.uncertain ? "uncertain," : "", m.uncertain ? m.kernel.best : m.gflops,
+                  m.kernel.best, m.kernel.trials);
+}
+
+/* All cores, unloaded and then with the spinner on one of them: the loaded
+ * figure is within LOADED_TOLERANCE of the unloaded one, or uncertain. The
+ * machine may be shared, so one more pair is measured before failing. */
+static void busy_neighbour(void **state)
+{
+    (void)state;
+    const int threads = online_cpus();
+    if (threads < 2)
+        skip(); /* the spinner would share the probe's only core */
+    int ok = 0, compared = 0;
+    for (int attempt = 0; attempt < 2 && !ok; attempt++) {
+        peak_measure quiet = fresh_peak(threads);
+        pid_t spinner = start_spinner(last_cpu());
+        assert_true(spinner > 0);
+        peak_measure loaded = fresh_peak(threads);
+        stop_spinner(spinner);
+        print_peak("unloaded", quiet);
+        print_peak("one core busy 140 ms of 200", loaded);
+        assert_true(quiet.uncertain || quiet.gflops > 0);
+        assert_true(loaded.uncertain || loaded.gflops > 0);
+        /* uncertain is only ever said with no figure */
+        assert_true(!loaded.uncertain || isnan(loaded.gflops));
+        if (quiet.uncertain)
+            continue; /* no unloaded figure to hold the loaded one to */
+        compared = 1;
+        ok = loaded.uncertain || loaded.gflops >= (1 - LOADED_TOLERANCE) * quiet.gflops;
+    }
+    if (!compared)
+        skip(); /* other load all along: the unloaded probe never settled */
+    assert_true(ok);
+}
+
+/* A row faster than the peak has the probe measure again, and if it still
+ * loses the peak is uncertain: never a percentage over 100, never a peak
+ * below a measured rate. */
+static void faster_row(void **state)
+{
+    (void)state;
+    setenv("LB_PEAK_SECONDS", "0.3", 1); /* the rules, not the figure: short rounds */
+    peak_measure before = cpu_peak_gflops(1);
+    assert_true(before.kernel.trials + before.kernel.waited > 0);
+    if (!before.uncertain) {
+        /* a rate below the peak leaves it as it was, with no more rounds */
+        peak_measure same = cpu_peak_check(1, 0.5 * before.gflops, "a slow row");
+        assert_false(same.uncertain);
+        assert_true(same.gflops == before.gflops);
+        assert_int_equal(same.kernel.rounds, before.kernel.rounds);
+
+        const double fast = 1.10 * before.gflops;
+        peak_measure after = cpu_peak_check(1, fast, "a fast row");
+        assert_true(after.kernel.rounds > before.kernel.rounds); /* measured again */
+        if (after.uncertain) {
+            assert_true(isnan(after.gflops));
+            assert_non_null(strstr(after.source, "peak uncertain"));
+            assert_non_null(strstr(after.source, "a fast row"));
+        } else {
+            assert_true(after.gflops >= fast);
+            assert_true(percent_of_peak(fast, after.gflops) <= 100);
+        }
+    } else {
+        /* a busy machine: the probe said so, with no figure */
+        assert_true(isnan(before.gflops));
+        assert_non_null(strstr(before.source, "peak uncertain"));
+    }
+    /* ten times the best trial: no further round can find that */
+    const double impossible = 10 * fmax(before.kernel.best, before.kernel.best_waited);
+    peak_measure beaten = cpu_peak_check(1, impossible, "an impossible row");
+    assert_true(beaten.uncertain && isnan(beaten.gflops));
+    assert_true(isnan(percent_of_peak(impossible, beaten.gflops)));
+    /* and it stays so for the rest of the run */
+    assert_true(cpu_peak_gflops(1).uncertain);
+
+    char json[8192];
+    cpu_peak_json(json, sizeof json);
+    assert_non_null(strstr(json, "\"uncertain\": true"));
+    assert_non_null(strstr(json, "\"gflops\": null"));
+    assert_non_null(strstr(json, "\"top_spread\": "));
+}
+
+/* The CSV writer leaves an uncertain percentage's cell empty ("nan" would
+ * read as a number to some readers), JSON writes null. */
+static void uncertain_cell(void **state)
+{
+    (void)state;
+    summary_row row;
+    memset(&row, 0, sizeof row);
+    row.key = (row_key){.backend = "blas", .workload = "lenet", .precision = "fp32",
+                        .threads = 2, .batch_size = 128, .optimizer = "sgd"};
+    row.gflops_per_second = 120;
+    row.percent_of_peak = NAN;
+    row.peak_gflops = NAN;
+    row.peak_source = "peak uncertain: a test";
+    row.details = row.message = "";
+    sysinfo sys;
+    memset(&sys, 0, sizeof sys);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    assert_non_null(f);
+    columns_csv_header(f, summary_columns);
+    columns_csv_row(f, summary_columns, &row, &sys);
+    fclose(f);
+    char *header = text, *line = strchr(text, '\n');
+    assert_non_null(line);
+    *line++ = 0;
+    /* the percent_of_peak cell: as many commas in as in the header */
+    int col = 0;
+    for (char *p = header; strncmp(p, "percent_of_peak", 15); p++)
+        col += *p == ',';
+    char *cell = line;
+    for (int c = 0; c < col; c++)
+        cell = strchr(cell, ',') + 1;
+    assert_true(*cell == ',');
+    assert_null(strstr(line, "nan"));
+    free(text);
+    text = NULL;
+    f = open_memstream(&text, &size);
+    assert_non_null(f);
+    columns_json_object(f, summary_columns, &row, &sys);
+    fclose(f);
+    assert_non_null(strstr(text, "\"percent_of_peak\": null"));
+    assert_non_null(strstr(text, "\"peak_gflops\": null"));
+    free(text);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(uncertain_cell),
+        cmocka_unit_test(busy_neighbour),
+        cmocka_unit_test(faster_row),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
