@@ -2,7 +2,7 @@
 # this adds its tests.
 TESTS += test_idx test_paramfile
 TESTS += test_compare
-TEST_SCRIPTS += tests/test_compare.sh
+TEST_SCRIPTS += tests/test_compare.sh tests/test_mpi_config.sh
 TESTS += test_report
 TEST_SCRIPTS += tests/test_plot.sh
 # The instruction-count gate (./bench count, bench compare on counts.csv)

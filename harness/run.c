@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backends/registry.h"
+#include "harness/agree.h"
 #include "harness/alloc.h"
 #include "harness/fileio.h"
 #include "harness/idx.h"
@@ -659,7 +660,11 @@ int run_benchmark(const run_config *cfg)
         fprintf(stderr, "bench: %s\n", err);
         return 2;
     }
-    int rc = run_backends(cfg);
+    /* ranks told different things would train different models, or wait
+     * for each other in a collective forever */
+    int rc = agree_on_config(cfg);
+    if (rc == 0)
+        rc = run_backends(cfg);
     world_finalize();
     return rc;
 }
@@ -696,7 +701,14 @@ static int run_backends(const run_config *cfg)
         rc = 130;
     if (!rc && s.root)
         rc = open_destinations(&s);
+    /* every rank stops when one cannot start, or read other data */
+    rc = agree_on_inputs(rc, &s.train, &s.test, s.init_params, (size_t)cfg->work.param_count);
     if (rc) {
+        if (s.step_losses) {
+            fclose(s.step_losses);
+            if (s.step_losses_created)
+                unlink(cfg->step_losses);
+        }
         free_inputs(&s);
         free(configs);
         return rc;
