@@ -138,6 +138,38 @@ static int all_finite(const float *v, int n)
     return 1;
 }
 
+/* A loss above this many times the loss of a uniform guess, ln(classes),
+ * is divergence, as NaN and Inf are. Training starts near ln(classes)
+ * (2.3 for 10 classes) and goes down; a model that puts e^-23 on the right
+ * class on average, as a mean loss of 10 x ln(10) says, has blown up (its
+ * weights grow without bound and the loss would reach Inf a few epochs
+ * later), while a healthy run's worst epoch stays within 2 x. */
+#define DIVERGED_LOSS_FACTOR 10.0
+
+static double diverged_loss_limit(const workload *w)
+{
+    return DIVERGED_LOSS_FACTOR * log(w->classes > 1 ? w->classes : 2);
+}
+
+/* Marks a diverged when loss (named by what) is NaN, Inf or above the
+ * limit. 1 when it did. */
+static int check_divergence(const workload *w, attempt *a, const char *what, double loss,
+                            int epoch)
+{
+    if (a->status != STATUS_OK)
+        return 0;
+    if (!isfinite(loss))
+        snprintf(a->message, sizeof a->message, "%s became NaN or Inf in epoch %d", what, epoch);
+    else if (loss > diverged_loss_limit(w))
+        snprintf(a->message, sizeof a->message,
+                 "%s %.3g in epoch %d is above %.3g, %g x the loss of a uniform guess (ln %d)",
+                 what, loss, epoch, diverged_loss_limit(w), DIVERGED_LOSS_FACTOR, w->classes);
+    else
+        return 0;
+    a->status = STATUS_DIVERGED;
+    return 1;
+}
+
 /* Scores the test set; returns 0 or fills the failure into a. */
 static int evaluate(const run_state *s, const backend *b, engine *e, attempt *a,
                     eval_counts *ev)
@@ -341,6 +373,8 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         double train_loss = steps > 0 ? loss_sum / steps : NAN;
         eval_counts ev = {0};
         double test_loss = NAN, accuracy = NAN;
+        if (steps > 0)
+            check_divergence(&cfg->work, a, "train loss", train_loss, ep + 1);
         if (stop_signal && a->status == STATUS_OK) {
             a->status = STATUS_INTERRUPTED;
             snprintf(a->message, sizeof a->message, "stopped by signal %d during epoch %d",
@@ -348,11 +382,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         }
         if (a->status == STATUS_OK && evaluate(s, b, e, a, &ev) == 0 && ev.count > 0) {
             test_loss = ev.loss_sum / ev.count;
-            if (!isfinite(test_loss)) {
-                a->status = STATUS_DIVERGED;
-                snprintf(a->message, sizeof a->message,
-                         "test loss became NaN or Inf after epoch %d", ep + 1);
-            }
+            check_divergence(&cfg->work, a, "test loss", test_loss, ep + 1);
             long correct = 0;
             for (int k = 0; k < ev.classes; k++)
                 correct += ev.confusion[k * ev.classes + k];

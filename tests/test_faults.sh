@@ -292,7 +292,8 @@ else
     if [ -n "$next" ]; then
         first=$(awk -F, -v b="$next" '$1 == b' "$E" | head -1)
         case "$first" in
-        "$next,"*",1,"*",ok,"*) pass ;;
+        # (its own loss at this rate explodes too: it trained, ok or diverged)
+        "$next,"*",1,"*",ok,"* | "$next,"*",1,"*",diverged,"*) pass ;;
         *) fail "$next did not train after naive diverged: first row '$first'" ;;
         esac
     else
@@ -322,6 +323,19 @@ fi
     --limit 256 --data "$tmp/d" --out "$tmp/alldiv" >/dev/null 2>"$tmp/err"); rc=$?
 if [ "$rc" -eq 1 ] && grep -q "every one diverged" "$tmp/err"; then pass
 else fail "every backend diverged: exit status $rc (expected 1): $(tail -2 "$tmp/err")"; fi
+
+# A loss that explodes but stays finite is divergence too: above 10 x
+# ln(classes), the loss of a uniform guess (harness/run.c).
+(cd "$tmp/cwd" && "$BENCH" --backend naive --epochs 2 --lr 100 --batch-size 32 --limit 256 \
+    --test-limit 100 --no-peak --data "$tmp/d" --out "$tmp/blowup" >/dev/null 2>"$tmp/err"); rc=$?
+row=$(paste -d'|' <(csv_cell "$tmp/blowup/epochs.csv" train_loss) \
+    <(csv_cell "$tmp/blowup/epochs.csv" status) <(csv_cell "$tmp/blowup/epochs.csv" message) | head -1)
+case "$rc|$row" in
+1\|[0-9]*\|diverged\|"train loss "*" is above 23, 10 x the loss of a uniform guess (ln 10)") pass ;;
+*) fail "a finite blow-up (--lr 100): exit $rc, first epoch '$row', expected diverged" ;;
+esac
+grep -q '^naive,.*,diverged,' "$tmp/blowup/summary.csv" && pass ||
+    fail "a finite blow-up (--lr 100) is not diverged in summary.csv"
 
 # Two runs at once with the default results directory get two directories.
 (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" >/dev/null 2>&1) &
