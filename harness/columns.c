@@ -25,9 +25,9 @@ static void md_seconds(char *buf, size_t len, const summary_row *r)
 
 static void md_target(char *buf, size_t len, const summary_row *r)
 {
-    if (r->target_accuracy <= 0 || r->status != STATUS_OK)
+    if (!(r->target_accuracy > 0) || r->status != STATUS_OK)
         snprintf(buf, len, "-");
-    else if (r->time_to_target_seconds < 0)
+    else if (!(r->time_to_target_seconds >= 0))
         snprintf(buf, len, "not reached");
     else
         snprintf(buf, len, "%.2f", r->time_to_target_seconds);
@@ -138,9 +138,9 @@ const column epoch_columns[] = {
     {REAL("epoch_seconds", E(epoch_seconds), "%.6f")},
     {REAL("images_per_second", E(images_per_second), "%.1f")},
     {REAL("gflops_per_second", E(gflops_per_second), "%.3f")},
-    {REAL("train_loss", E(train_loss), "%.6f")},
-    {REAL("test_loss", E(test_loss), "%.6f")},
-    {REAL("test_accuracy", E(test_accuracy), "%.6f")},
+    {REAL("train_loss", E(train_loss), "%.6f"), .nan_is_value = 1},
+    {REAL("test_loss", E(test_loss), "%.6f"), .nan_is_value = 1},
+    {REAL("test_accuracy", E(test_accuracy), "%.6f"), .nan_is_value = 1},
     {STATUS("status", E(status))},
     {TEXT("message", E(message))},
     {.name = NULL},
@@ -175,7 +175,10 @@ static double real_of(const column *c, const void *row)
     return *(const double *)at(c, row, NULL);
 }
 
-static int is_none(const column *c, double v) { return c->none_unless_positive && !(v > 0); }
+static int is_none(const column *c, double v)
+{
+    return (c->none_unless_positive && !(v > 0)) || (isnan(v) && !c->nan_is_value);
+}
 
 /* Writes a number column's value the way CSV and JSON share. */
 static void write_number(FILE *f, const column *c, const void *row)
@@ -259,4 +262,12 @@ void columns_md_row(FILE *f, const column *cols, const summary_row *row)
         fprintf(f, "| %s ", cell);
     }
     fputs("|\n", f);
+}
+
+void summary_row_init(summary_row *row)
+{
+    memset(row, 0, sizeof *row);
+    for (const column *c = summary_columns; c->name; c++)
+        if (c->kind == COL_REAL)
+            *(double *)((char *)row + c->offset) = NOT_MEASURED;
 }

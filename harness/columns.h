@@ -30,6 +30,9 @@ typedef struct column {
     size_t offset;      /* of the value in the row, or in sysinfo (COL_SYSTEM) */
     const char *format; /* COL_REAL: printf format in CSV and JSON */
     int none_unless_positive; /* COL_REAL: 0 or less means none: empty, JSON null */
+    /* COL_REAL: NaN is a measured value, written "nan" in CSV (a loss that
+     * became NaN). Elsewhere NaN is NOT_MEASURED: empty, JSON null. */
+    int nan_is_value;
     /* The markdown table of summary rows: columns without a title are left
      * out. Numbers with md_format show "-" unless > 0; md_cell, when set,
      * writes the cell instead. */

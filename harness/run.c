@@ -472,7 +472,7 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
         all_epochs += runs[r].epochs_done;
     }
     sample_stats st = stats_of(samples, n);
-    memset(row, 0, sizeof *row);
+    summary_row_init(row); /* what is not set below was not measured */
     row->key = key_for(s, b, last);
     row->epochs = cfg->epochs;
     row->repeats = n_runs;
@@ -501,8 +501,10 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
     for (int r = 0; r < n_runs; r++)
         if (runs[r].time_to_target >= 0)
             samples[reached++] = runs[r].time_to_target;
-    row->time_to_target_seconds = reached ? stats_of(samples, reached).median : -1;
-    row->target_accuracy = cfg->target_accuracy;
+    if (cfg->target_accuracy > 0) {
+        row->time_to_target_seconds = reached ? stats_of(samples, reached).median : -1;
+        row->target_accuracy = cfg->target_accuracy;
+    }
     if (last->status == STATUS_OK && s->root) {
         peak_measure pk = {last->device_peak_gflops, "the backend's GEMM probe on its device"};
         if (cfg->no_peak)
@@ -510,14 +512,24 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
         else if (pk.gflops <= 0)
             pk = row->key.devices == 0 ? cpu_peak_gflops(row->key.threads)
                                        : (peak_measure){0, "not measured"};
-        row->peak_gflops = pk.gflops;
         row->peak_source = pk.source;
-        row->percent_of_peak = percent_of_peak(row->gflops_per_second, pk.gflops);
+        if (pk.gflops > 0) {
+            row->peak_gflops = pk.gflops;
+            row->percent_of_peak = percent_of_peak(row->gflops_per_second, pk.gflops);
+        }
     }
-    row->peak_memory_bytes = (double)last->peak_memory;
-    /* a GPU engine's own peak on its device, else what the harness saw the
-     * engine take from the heap */
-    if (last->peak_memory > 0) {
+    const int peer = backend_is_peer(b);
+    if (last->peak_memory > 0 && row->key.devices > 0)
+        row->peak_memory_bytes = (double)last->peak_memory; /* a device's; CPU rows have none */
+    /* a GPU engine's own peak on its device, a CPU peer's process's peak
+     * resident memory, else what the harness saw the engine take from the
+     * heap; a GPU peer's memory is in a process the heap count cannot see */
+    if (peer && row->key.devices == 0 && last->peak_memory > 0) {
+        row->memory_bytes = (double)last->peak_memory;
+        row->memory_source = "peak resident memory of the framework's process (VmHWM)";
+    } else if (peer && last->peak_memory == 0) {
+        row->memory_source = "not measured (the framework's own process)";
+    } else if (last->peak_memory > 0) {
         row->memory_bytes = (double)last->peak_memory;
         row->memory_source = "device peak (engine)";
     } else if (last->host_memory > 0) {
@@ -810,12 +822,11 @@ static int run_backends(const run_config *cfg)
         use_configuration(&s, &configs[i]);
         summary_row *row = &rows[n_rows];
         if (!configs[i].runnable) {
-            memset(row, 0, sizeof *row);
+            summary_row_init(row);
             attempt none = {.threads = 0, .replicas = 1};
             row->key = key_for(&s, b, &none);
             row->status = STATUS_SKIPPED;
             row->message = xstrdup(configs[i].reason);
-            row->time_to_target_seconds = -1;
             n_rows++;
             if (s.root && results_summary(&s.res, row) != 0)
                 rc = 1;

@@ -183,11 +183,21 @@ fi
 # --no-peak: no peak probe, so no % of peak, and the summary says why; the
 # control above measured one.
 column() { python3 -c 'import csv, sys; print(next(csv.DictReader(open(sys.argv[1])))[sys.argv[2]])' "$@"; }
-if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --limit 256 --no-peak --out "$tmp/nopeak" >/dev/null 2>"$tmp/err"); then
-    src=$(column "$tmp/nopeak/summary.csv" peak_source) pct=$(column "$tmp/nopeak/summary.csv" percent_of_peak)
+# What was not measured is empty in CSV and null in JSON, never 0 or -1:
+# the peak, % of peak, time to target and target with none asked, and a
+# CPU row's device memory.
+unmeasured="percent_of_peak peak_gflops time_to_target_seconds target_accuracy peak_memory_bytes"
+if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --limit 256 --no-peak --format json \
+        --out "$tmp/nopeak" >"$tmp/nopeak.json" 2>"$tmp/err"); then
+    src=$(column "$tmp/nopeak/summary.csv" peak_source)
+    cells="" nulls=""
+    for c in $unmeasured; do
+        cells="$cells$(column "$tmp/nopeak/summary.csv" "$c")"
+        grep -q "\"$c\": null" "$tmp/nopeak.json" || nulls="$nulls $c"
+    done
     measured=$(column "$tmp/good/summary.csv" peak_gflops)
-    if [ "$src" != "not measured (--no-peak)" ] || [ "$(awk "BEGIN{print ($pct == 0)}")" != 1 ]; then
-        fail "--no-peak: peak_source '$src', percent_of_peak '$pct'"
+    if [ "$src" != "not measured (--no-peak)" ] || [ -n "$cells" ] || [ -n "$nulls" ]; then
+        fail "--no-peak: peak_source '$src', unmeasured cells '$cells', not null in JSON:$nulls"
     elif [ "$(awk "BEGIN{print ($measured > 0)}")" != 1 ]; then
         fail "without --no-peak the peak was not measured ('$measured')"
     else

@@ -147,6 +147,14 @@ grep '^pytorch-cpu,' "$tmp/real/summary.csv" | grep -q "PyTorch .*fp32, TF32 off
     fail "pytorch-cpu's details do not say its torch and math: $(grep pytorch "$tmp/real/summary.csv")"
 grep -q '"[^"]*PyTorch [0-9]' "$tmp/real/system.json" && pass ||
     fail "system.json does not record the PyTorch version"
+# pytorch-cpu's memory is its process's (hundreds of MB with torch), not the
+# wrapper's heap (a few KiB); no CPU row has a device peak
+mem=$(row_of "$tmp/real" pytorch-cpu memory_bytes)
+awk -v m="$mem" 'BEGIN { exit !(m > 50e6) }' &&
+    row_of "$tmp/real" pytorch-cpu memory_source | grep -q VmHWM && pass ||
+    fail "pytorch-cpu memory_bytes '$mem' ($(row_of "$tmp/real" pytorch-cpu memory_source))"
+[ -z "$(row_of "$tmp/real" pytorch-cpu peak_memory_bytes)$(row_of "$tmp/real" naive peak_memory_bytes)" ] &&
+    pass || fail "CPU rows state a peak device memory: $(cat "$tmp/real/summary.csv")"
 # the charts tell the peer from the suite
 if command -v gnuplot >/dev/null; then
     grep -q "pytorch-cpu (peer)" "$tmp/real/throughput.svg" && grep -q "hatched: framework peer" \
