@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backends/registry.h"
@@ -653,6 +654,67 @@ static double scaling_efficiency(const run_state *s, const backend *b, const sum
     return one > 0 ? row->images_per_second / (replicas * one) : 0;
 }
 
+/* A name the run writes in its results directory (results.c, plot.c). */
+static int written_by_the_run(const char *name)
+{
+    static const char *const files[] = {"epochs.csv", "summary.csv", "system.json"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        if (!strcmp(name, files[i]))
+            return 1;
+    size_t n = strlen(name);
+    int csv = n > 4 && !strcmp(name + n - 4, ".csv");
+    return (csv && (!strncmp(name, "confusion-", 10) || !strncmp(name, "profile-", 8))) ||
+           (n > 4 && (!strcmp(name + n - 4, ".png") || !strcmp(name + n - 4, ".svg"))) ||
+           strstr(name, ".part-") != NULL;
+}
+
+/* Destinations that would overwrite each other or what is not ours: an
+ * --out that holds files and no run of ours (`--out /`, a home directory),
+ * --save-params or --step-losses on a file the run writes in --out, and
+ * the two on one path. 0, or 2 with the message printed. */
+static int check_collisions(const run_config *cfg)
+{
+    char out[PATH_LEN], file[2 * PATH_LEN];
+    if (cfg->out_dir[0]) {
+        canonical_path(cfg->out_dir, out, sizeof out);
+        struct stat st;
+        int entries = stat(cfg->out_dir, &st) == 0 && S_ISDIR(st.st_mode)
+                          ? directory_entries(cfg->out_dir) : 0;
+        char probe[PATH_LEN + 16];
+        snprintf(probe, sizeof probe, "%s/epochs.csv", cfg->out_dir);
+        if (entries > 0 && access(probe, F_OK) != 0) {
+            fprintf(stderr, "bench: --out %s is a directory that holds %d entr%s and no "
+                    "run: give a new or empty directory\n", cfg->out_dir, entries,
+                    entries == 1 ? "y" : "ies");
+            return 2;
+        }
+    }
+    const char *flags[2] = {"--save-params", "--step-losses"};
+    const char *paths[2] = {cfg->save_params, cfg->step_losses};
+    char canon[2][PATH_LEN] = {"", ""};
+    for (int i = 0; i < 2; i++) {
+        if (!paths[i][0])
+            continue;
+        canonical_path(paths[i], canon[i], sizeof canon[i]);
+        snprintf(file, sizeof file, "%s", canon[i]);
+        char *slash = strrchr(file, '/');
+        if (cfg->out_dir[0] && slash) {
+            *slash = 0;
+            if (!strcmp(file[0] ? file : "/", out) && written_by_the_run(slash + 1)) {
+                fprintf(stderr, "bench: %s %s is a file the run writes in --out %s: choose "
+                        "another name or place\n", flags[i], paths[i], cfg->out_dir);
+                return 2;
+            }
+        }
+    }
+    if (cfg->save_params[0] && cfg->step_losses[0] && !strcmp(canon[0], canon[1])) {
+        fprintf(stderr, "bench: --step-losses %s and --save-params %s are both one file: give "
+                "each its own\n", cfg->step_losses, cfg->save_params);
+        return 2;
+    }
+    return 0;
+}
+
 /* --step-losses and --save-params, checked before anything is trained or
  * written, so a mistyped destination costs no training. 0 or an exit
  * status (message printed). */
@@ -660,6 +722,8 @@ static int open_destinations(run_state *s)
 {
     const run_config *cfg = s->cfg;
     char err[PATH_LEN + 256];
+    if (check_collisions(cfg) != 0)
+        return 2;
     if (cfg->save_params[0] && check_output_path("--save-params", cfg->save_params, err,
                                                  sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);

@@ -211,6 +211,22 @@ refused "--step-losses: a missing directory" "$tmp/none/l.csv" "No such file or 
 mkfifo "$tmp/losses.fifo"
 refused "--step-losses: a FIFO" "$tmp/losses.fifo" "not a regular file" "" \
     -- --step-losses "$tmp/losses.fifo"
+# Destinations that collide: a file the run writes in --out (refused()'s
+# --out is $tmp/out-N, N the case's number), two options on one file, an
+# --out that holds other files and no run (/ among them).
+refused "--save-params: summary.csv in --out" "$tmp/out-$((cases + 1))/summary.csv" \
+    "a file the run writes" "" -- --save-params "$tmp/out-$((cases + 1))/summary.csv"
+refused "--save-params: a chart in --out" "$tmp/out-$((cases + 1))/loss.png" \
+    "a file the run writes" "" -- --save-params "$tmp/out-$((cases + 1))/loss.png"
+refused "--step-losses: epochs.csv in --out" "$tmp/out-$((cases + 1))/epochs.csv" \
+    "a file the run writes" "" -- --step-losses "$tmp/out-$((cases + 1))/epochs.csv"
+refused "--step-losses and --save-params on one file" "$tmp/same" "both" "" \
+    -- --step-losses "$tmp/same" --save-params "$tmp/cwd/../same"
+[ ! -e "$tmp/same" ] && pass || fail "the refused run left $tmp/same"
+refused "--out /" "--out /" "holds" "" -- --out /
+mkdir "$tmp/notours" && echo keep >"$tmp/notours/notes.txt"
+refused "--out: a directory of other files" "$tmp/notours" "no run" "" -- --out "$tmp/notours"
+[ "$(ls "$tmp/notours")" = notes.txt ] && pass || fail "--out of other files: it was written to"
 echo "$cases malformed inputs tried through ./bench"
 
 # An empty --step-losses file (made with mktemp or touch) is taken.
