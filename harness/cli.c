@@ -446,6 +446,10 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     if (cfg->hybrid_parallel && (cfg->workers % cfg->groups || cfg->workers < cfg->groups))
         return usage_error("--parallel hybrid needs --workers to be a multiple of --groups "
                            "(each group holds --workers / --groups workers)%s%s", "", "");
+    if (cfg->hybrid_parallel && cfg->groups == 1)
+        return usage_error("--parallel hybrid with --groups 1 is one model-parallel group: the "
+                           "training, and the row's name and key, of --parallel model; give "
+                           "--groups 2 or more, or use --parallel model%s%s", "", "");
     if (cfg->hybrid_parallel && cfg->averaging_frequency)
         return usage_error("--parallel hybrid all-reduces gradients every step; leave out "
                            "--averaging-frequency%s%s", "", "");
