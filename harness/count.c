@@ -29,6 +29,7 @@
 
 #include "backends/engine.h"
 #include "backends/registry.h"
+#include "harness/children.h"
 #include "harness/config.h"
 #include "harness/csv.h"
 #include "harness/fileio.h"
@@ -331,10 +332,9 @@ static int run_program(char *const argv[], const char *coretype, const char *log
         out[strcspn(out, "\n")] = 0;
         close(fds[0]);
     }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
+    int status = 0;
+    if (children_wait(pid, &status) != 0)
+        return -1;
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
@@ -581,7 +581,11 @@ static int parent_main(const count_options *o)
     int status = run_program(argv, coretype, log_path, NULL, 0);
     count_meta m;
     int rc = 0;
-    if (status != 0) {
+    if (children_signal()) {
+        fprintf(stderr, "bench count: stopped by signal %d; nothing counted\n",
+                children_signal());
+        rc = 128 + children_signal();
+    } else if (status != 0) {
         fprintf(stderr, "bench count: the counted run under valgrind failed (exit status %d):\n",
                 status);
         print_file(log_path, stderr);
@@ -776,6 +780,7 @@ int count_main(int argc, char **argv)
             return 3;
         }
     }
+    children_catch_signals(); /* a signal ends valgrind and removes the temporaries */
     return parent_main(&o);
 }
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "backends/registry.h"
+#include "harness/children.h"
 #include "harness/csv.h"
 #include "harness/status.h"
 #include "harness/report.h"
@@ -144,8 +145,10 @@ static int run_gnuplot(const char *gnuplot, const char *vars, const char *script
     for (;;) {
         char chunk[1024];
         ssize_t n = read(fds[0], chunk, sizeof chunk);
-        if (n < 0 && errno == EINTR)
+        if (n < 0 && errno == EINTR) {
+            children_end_if_signalled(pid); /* its end closes the pipe */
             continue;
+        }
         if (n <= 0)
             break;
         for (ssize_t i = 0; i < n && got + 1 < sizeof output; i++)
@@ -153,9 +156,8 @@ static int run_gnuplot(const char *gnuplot, const char *vars, const char *script
     }
     output[got] = 0;
     close(fds[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    int status = 0;
+    children_wait(pid, &status);
     /* keep the message to its first lines, on one line */
     for (char *c = output; *c; c++)
         if (*c == '\n')
@@ -415,7 +417,8 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
             add_var(vars, sizeof vars, "profiled", facts.profiled);
             add_var(vars, sizeof vars, "peers", peers);
             if (run_gnuplot(gnuplot, vars, script, msg, sizeof msg) != 0) {
-                fprintf(stderr, "bench plot: %s: %s\n", out, msg);
+                if (!children_signal()) /* else ended by us: said once by the caller */
+                    fprintf(stderr, "bench plot: %s: %s\n", out, msg);
                 ok = 0;
             } else if (!chart_complete(part, k == 1)) {
                 fprintf(stderr, "bench plot: %s: not written in full (is the disk full?); any "
@@ -426,6 +429,8 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
                 ok = 0;
             }
             unlink(part); /* left only by a failure */
+            if (children_signal())
+                return 128 + children_signal();
         }
         if (ok)
             used += (size_t)snprintf(drawn + used, used < drawn_len ? drawn_len - used : 0,
@@ -484,7 +489,13 @@ int plot_main(int argc, char **argv)
         return 2;
     }
     char drawn[256];
+    children_catch_signals();
     int rc = render(argv[1], drawn, sizeof drawn);
+    if (children_signal()) {
+        fprintf(stderr, "bench plot: stopped by signal %d; earlier charts kept\n",
+                children_signal());
+        return 128 + children_signal();
+    }
     say_drawn(argv[1], drawn);
     return rc;
 }
