@@ -297,6 +297,14 @@ static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
         "gflops_per_second", "percent_of_peak", "speedup_vs_naive", "final_test_accuracy",
         "cpu_model", "gpu_model", "date",
     };
+    if (t.n_rows > MAX_RUN_CONFIGS) {
+        /* gnuplot takes minutes over thousands of bars, and none can be read */
+        snprintf(msg, msg_len, "%s holds %d configurations, more than the %d one run makes and "
+                 "a chart can show; plot a run, or a summary.csv cut to the rows to compare",
+                 path, t.n_rows, MAX_RUN_CONFIGS);
+        csv_free(&t);
+        return 2;
+    }
     for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
         if (csv_column(&t, needed[i]) < 0) {
             snprintf(msg, msg_len, "%s has no column %s (written by an older bench?)", path,
