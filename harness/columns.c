@@ -1,6 +1,8 @@
 #include "harness/columns.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness/csv.h"
@@ -270,4 +272,57 @@ void summary_row_init(summary_row *row)
     for (const column *c = summary_columns; c->name; c++)
         if (c->kind == COL_REAL)
             *(double *)((char *)row + c->offset) = NOT_MEASURED;
+}
+
+/* What is wrong with a number cell, or NULL when it is one. */
+static const char *bad_number(const column *c, const char *s, int finished)
+{
+    if (!*s)
+        return NULL; /* not measured */
+    if (!(s[0] == '-' || s[0] == '.' || (s[0] >= '0' && s[0] <= '9') || s[0] == 'n' ||
+          s[0] == 'i'))
+        return "is not a number";
+    char *end;
+    errno = 0;
+    if (c->kind != COL_REAL) {
+        long v = strtol(s, &end, 10);
+        (void)v;
+        return end == s || *end ? "is not a whole number" : errno ? "is out of range" : NULL;
+    }
+    double v = strtod(s, &end);
+    if (end == s || *end)
+        return "is not a number";
+    if (errno == ERANGE && isinf(v))
+        return "is out of range";
+    if (!isfinite(v) && !(isnan(v) && !c->nan_is_value) && (finished || !c->nan_is_value))
+        return "is not finite";
+    return NULL;
+}
+
+int columns_check_csv(const column *cols, const csv_table *t, const char *path, char *err,
+                      size_t err_len)
+{
+    int status_col = csv_column(t, "status");
+    for (int r = 0; r < t->n_rows; r++) {
+        run_status st = STATUS_OK;
+        if (status_col >= 0 && status_parse(t->rows[r][status_col], &st) != 0) {
+            snprintf(err, err_len, "%s:%d: column 'status': '%.80s' is not a status", path,
+                     t->lines[r], t->rows[r][status_col]);
+            return -1;
+        }
+        for (const column *c = cols; c->name; c++) {
+            if (c->kind != COL_INT && c->kind != COL_LONG && c->kind != COL_REAL)
+                continue;
+            int col = csv_column(t, c->name);
+            if (col < 0)
+                continue;
+            const char *why = bad_number(c, t->rows[r][col], st == STATUS_OK);
+            if (why) {
+                snprintf(err, err_len, "%s:%d: column '%s': '%.80s' %s", path, t->lines[r],
+                         c->name, t->rows[r][col], why);
+                return -1;
+            }
+        }
+    }
+    return 0;
 }

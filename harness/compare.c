@@ -22,6 +22,7 @@
 #include "harness/alloc.h"
 #include "harness/config.h"
 #include "harness/count.h"
+#include "harness/columns.h"
 #include "harness/csv.h"
 #include "harness/options.h"
 #include "harness/stats.h"
@@ -270,7 +271,8 @@ static void push_sample(run_row *r, double v)
 
 static int read_summary(run_files *run, char *err, size_t err_len)
 {
-    if (csv_read(run->summary_path, &run->summary, err, err_len) != 0)
+    if (csv_read(run->summary_path, &run->summary, err, err_len) != 0 ||
+        columns_check_csv(summary_columns, &run->summary, run->summary_path, err, err_len) != 0)
         return -1;
     field_reader r = {&run->summary, run->summary_path, err, err_len, 0};
     key_columns k = find_key_columns(&r);
@@ -336,7 +338,8 @@ static int read_epochs(run_files *run, char *err, size_t err_len)
     struct stat st;
     if (stat(run->epochs_path, &st) != 0)
         return 0; /* a summary on its own: no samples */
-    if (csv_read(run->epochs_path, &run->epochs, err, err_len) != 0)
+    if (csv_read(run->epochs_path, &run->epochs, err, err_len) != 0 ||
+        columns_check_csv(epoch_columns, &run->epochs, run->epochs_path, err, err_len) != 0)
         return -1;
     run->have_epochs = 1;
     field_reader r = {&run->epochs, run->epochs_path, err, err_len, 0};

@@ -212,6 +212,25 @@ elif grep -q "summary.csv:2: column 'status': 'fine' is not a status" "$tmp/out"
 else
     fail "history with the status 'fine': $(cat "$tmp/out")"
 fi
+# values compare refuses, history refuses too, with the same message: one
+# check for both (history appended 'fast' and 1e999)
+for bad in "images_per_second:fast:is not a number" "images_per_second:1e999:is out of range" \
+    "final_test_accuracy:inf:is not finite" "epochs: 3:is not a number" "images_per_second:+5:is not a number"; do
+    col=${bad%%:*} rest=${bad#*:} value=${rest%%:*} why=${rest#*:}
+    rm -rf "$tmp/odd" "$tmp/odd-history.csv"
+    mkdir -p "$tmp/odd"
+    edit "$run/summary.csv" "$tmp/odd/summary.csv" "set=$col:$value"
+    msg="summary.csv:2: column '$col': '$value' $why"
+    "$BENCH" history --file "$tmp/odd-history.csv" "$tmp/odd" >"$tmp/out" 2>&1; hrc=$?
+    hout=$(cat "$tmp/out")
+    "$BENCH" compare "$run" "$tmp/odd" >"$tmp/out" 2>&1; crc=$?
+    if [ "$hrc" -eq 2 ] && [ "$crc" -eq 2 ] && [ ! -e "$tmp/odd-history.csv" ] &&
+        grep -qF -- "$msg" "$tmp/out" && printf '%s\n' "$hout" | grep -qF -- "$msg"; then
+        pass
+    else
+        fail "$col '$value': history exit $hrc ($hout), compare exit $crc ($(cat "$tmp/out"))"
+    fi
+done
 if command -v gnuplot >/dev/null; then
     edit "$hist" "$tmp/h2.csv" "set=commit:abc123,images_per_second:1234"
     tail -n +2 "$tmp/h2.csv" >>"$hist"
