@@ -182,6 +182,13 @@ int dp_expand_backends(const run_config *cfg, const backend *const *in, int n,
                                "and choose the count with mpirun -np N");
         return -1;
     }
+    if (world_size() > 1 && cfg->model_parallel && cfg->workers_given &&
+        cfg->workers != world_size()) {
+        snprintf(err, err_len, "under mpirun every rank is one model-parallel worker: --workers "
+                 "%d is not the %d ranks; leave --workers out or run mpirun -np %d",
+                 cfg->workers, world_size(), cfg->workers);
+        return -1;
+    }
     if (world_size() > 1 && cfg->hybrid_parallel) {
         snprintf(err, err_len, "--parallel hybrid runs its groups in one process; under mpirun "
                                "use --parallel model (one worker per rank) or data parallelism");

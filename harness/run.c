@@ -610,7 +610,8 @@ static int plan(const run_config *cfg, configuration *out)
     int n_wanted = dp_expand_backends(cfg, cfg->backends, cfg->n_backends, wanted,
                                       MAX_RUN_CONFIGS, err, sizeof err);
     if (n_wanted < 0) {
-        fprintf(stderr, "bench: %s\n", err);
+        if (world_rank() == 0) /* every rank refuses alike; one says why */
+            fprintf(stderr, "bench: %s\n", err);
         return -1;
     }
     long total = (long)n_wanted * cfg->n_precisions * cfg->n_batch_sizes;

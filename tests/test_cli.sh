@@ -115,6 +115,19 @@ refuse "batch larger than the data" "--batch-size 512" "300 training images" -- 
 refuse "batch larger than --limit" "--batch-size 128" "100 training images" -- "${D[@]}" --limit 100
 refuse "--limit beyond the data" "--limit 301" "300 training images" "$tmp/data" -- "${D[@]}" --limit 301
 refuse "--test-limit beyond the data" "--test-limit 101" "100 test images" -- "${D[@]}" --test-limit 101
+# options that would be silently ignored are refused (a line, and the
+# pointer to --help)
+for opt in "--split filters" "--workers 3" "--prefetch 2" "--micro-batches 2"; do
+    refuse "$opt without --parallel" "${opt% *} applies to model parallelism" -- "${D[@]}" $opt
+done
+refuse "--groups without hybrid" "--groups applies to --parallel hybrid" -- \
+    "${D[@]}" --parallel model --groups 3
+refuse "--averaging-frequency with one replica" "every configuration has one" -- \
+    "${D[@]}" --averaging-frequency 4
+(cd "$tmp/cwd" && LENET_BENCH_PEER_TIMEOUT=soon "$BENCH" --backend pytorch-cpu --data "$tmp/data" \
+    --epochs 1 --out "$tmp/peer-timeout" >/dev/null 2>"$tmp/err"); rc=$?
+[ "$rc" -eq 2 ] && grep -q "LENET_BENCH_PEER_TIMEOUT='soon' is not a number" "$tmp/err" && pass ||
+    fail "a garbage LENET_BENCH_PEER_TIMEOUT: exit $rc: $(head -2 "$tmp/err")"
 
 if [ -e "$tmp/cwd/results" ]; then
     fail "a refused command line left a results directory: $(ls "$tmp/cwd/results")"

@@ -43,4 +43,11 @@ mkdir "$dir/copy"
 cp "$DATA"/*-ubyte "$dir/copy/"
 printf '\x07' | dd of="$dir/copy/train-images-idx3-ubyte" bs=1 seek=1000 conv=notrunc 2>/dev/null
 mismatch data "" "--data $dir/copy" "rank 0 and rank 1 read different training and test data"
+# --workers that is not the rank count was replaced by it in silence
+timeout 60 mpirun --oversubscribe -np 3 "$BENCH" "${base[@]}" --parallel model --workers 2 \
+    --out "$dir/workers" >"$dir/workers.log" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && [ "$(grep -c '^bench: ' "$dir/workers.log")" -eq 1 ] &&
+    grep -q "^bench: under mpirun every rank is one model-parallel worker: --workers 2 is not the 3 ranks" \
+        "$dir/workers.log" || { cat "$dir/workers.log"; fail "--workers 2 under -np 3: exit $rc"; }
 echo "test_mpi_config: PASS"
