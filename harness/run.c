@@ -190,9 +190,12 @@ static void write_step_losses(run_state *s, const backend *b, const attempt *a, 
 {
     if (!s->step_losses)
         return;
+    const row_key k = key_for(s, b, a);
     for (int i = 0; i < steps; i++)
-        fprintf(s->step_losses, "%s,%d,%d,%d,%d,%d,%d,%.9g\n", b->name, a->replicas,
-                world_size(), s->repeat, epoch + 1, first_step + i + 1, batch, losses[i]);
+        fprintf(s->step_losses, "%s,%d,%d,%d,%d,%d,%d,%.9g,%s,%s,%d,%d,%d,%s\n", b->name,
+                a->replicas, world_size(), s->repeat, epoch + 1, first_step + i + 1, batch,
+                losses[i], k.workload, k.precision, k.threads, k.devices, k.batch_size,
+                k.optimizer);
     fflush(s->step_losses);
 }
 
@@ -737,7 +740,10 @@ static int open_destinations(run_state *s)
             fprintf(stderr, "bench: %s\n", err);
             return write_failure_status(errno);
         }
-        fprintf(s->step_losses, "backend,replicas,ranks,repeat,epoch,step,images,loss\n");
+        /* the first eight columns as they always were; the rest of the
+         * row's key after them, so that configurations can be told apart */
+        fprintf(s->step_losses, "backend,replicas,ranks,repeat,epoch,step,images,loss,"
+                                "workload,precision,threads,devices,batch_size,optimizer\n");
     }
     return 0;
 }

@@ -229,11 +229,24 @@ refused "--out: a directory of other files" "$tmp/notours" "no run" "" -- --out 
 [ "$(ls "$tmp/notours")" = notes.txt ] && pass || fail "--out of other files: it was written to"
 echo "$cases malformed inputs tried through ./bench"
 
+# --step-losses tells configurations apart: the row's key columns after the
+# first eight (two batch sizes, two precisions: four configurations).
+if (cd "$tmp/cwd" && "$BENCH" --backend naive --workload mlp --epochs 1 --limit 128 --data "$tmp/d" \
+        --batch-size 32,64 --precision fp32,fp64 --no-peak --out "$tmp/keyed" \
+        --step-losses "$tmp/keyed-losses.csv" >/dev/null 2>"$tmp/err"); then
+    got=$(tail -n +2 "$tmp/keyed-losses.csv" | awk -F, '{ print $9, $10, $11, $12, $13, $14 }' |
+        sort | uniq -c | sort | tr -s ' ')
+    want=$' 2 mlp fp32 1 0 64 nesterov\n 2 mlp fp64 1 0 64 nesterov\n 4 mlp fp32 1 0 32 nesterov\n 4 mlp fp64 1 0 32 nesterov'
+    [ "$got" = "$want" ] && pass || fail "--step-losses key columns: '$got', expected '$want'"
+else
+    fail "the --step-losses run over two axes failed: $(tail -2 "$tmp/err")"
+fi
+
 # An empty --step-losses file (made with mktemp or touch) is taken.
 : >"$tmp/empty-losses.csv"
 if (cd "$tmp/cwd" && "$BENCH" --backend naive --workload mlp --epochs 1 --limit 128 --data "$tmp/d" \
         --out "$tmp/losses-run" --step-losses "$tmp/empty-losses.csv" >/dev/null 2>"$tmp/err") &&
-        [ "$(head -1 "$tmp/empty-losses.csv")" = "backend,replicas,ranks,repeat,epoch,step,images,loss" ]; then
+        [ "$(head -1 "$tmp/empty-losses.csv")" = "backend,replicas,ranks,repeat,epoch,step,images,loss,workload,precision,threads,devices,batch_size,optimizer" ]; then
     pass
 else
     fail "an empty --step-losses file is not written: $(cat "$tmp/err")"
