@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,11 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: ./bench [options]           train and time each backend\n"
         "       ./bench --list              list backends and whether they run here\n"
+        "       ./bench compare BASE NEW    judge a run against a baseline (exit 1: regressed)\n"
+        "       ./bench history RUN         append a run's rows to results/history.csv\n"
+        "       ./bench plot RUN            draw a run's charts again\n"
+        "       ./bench count [options]     count instructions per item under callgrind\n"
+        "       (each takes --help)\n"
         "\n"
         "  --backend LIST       comma list of backends, or 'all' (default: all)\n"
         "  --no-peers           leave out the framework peers (pytorch-cpu, pytorch-cuda)\n"
@@ -104,20 +110,25 @@ static const char *precisions_here(const backend *b, char *buf, size_t len)
 
 static void list_backends(void)
 {
+    /* the names' column is as wide as the longest name (pytorch-cuda) */
+    int w = 0;
+    for (int i = 0; i < backend_count(); i++)
+        if ((int)strlen(backend_at(i)->name) > w)
+            w = (int)strlen(backend_at(i)->name);
     for (int i = 0; i < backend_count(); i++) {
         const backend *b = backend_at(i);
         char why[512] = "";
         if (!b->built)
-            printf("%-10s not built: %s\n", b->name, b->not_built_reason);
+            printf("%-*s not built: %s\n", w, b->name, b->not_built_reason);
         else if (!backend_runnable(b, PREC_FP32, why, sizeof why))
-            printf("%-10s built, not runnable here: %s\n", b->name, why);
+            printf("%-*s built, not runnable here: %s\n", w, b->name, why);
         else
-            printf("%-10s built, runnable: %s (%s)\n", b->name, b->summary,
+            printf("%-*s built, runnable: %s (%s)\n", w, b->name, b->summary,
                    precisions_here(b, why, sizeof why));
         char note[1024];
         backend_setup_note(b, 1, note, sizeof note);
         if (note[0])
-            printf("%-10s %s\n", "", note);
+            printf("%-*s %s\n", w, "", note);
     }
     dp_print_support(stdout);
 }
@@ -142,7 +153,13 @@ static int parse_double(const char *flag, const char *s, double lo, double hi, i
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo) || v > hi || (open_lo && v == lo)) {
+    /* a value too small for a double (1e-320) is an underflow, not out of
+     * range: it is taken as the nearest double; a leading space or '+' is
+     * not a number as written */
+    if (errno == ERANGE && fabs(v) < 1)
+        errno = 0;
+    if (errno || end == s || *end || !(v >= lo) || v > hi || (open_lo && v == lo) ||
+        s[0] == ' ' || s[0] == '+') {
         fprintf(stderr, "bench: %s expects a number %s %g and <= %g, got '%s'\n", flag,
                 open_lo ? ">" : ">=", lo, hi, s);
         return 2;

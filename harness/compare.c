@@ -574,6 +574,17 @@ static const char *numerics_incomparable(const run_files *base, const run_files 
             i++, j++;
             continue;
         }
+        if (i < base->n_settings && j < next->n_settings) {
+            /* one option with two values: sorted "name=value" puts them side by side */
+            const char *bs = base->settings[i], *ns = next->settings[j];
+            size_t bn = strcspn(bs, "="), nn = strcspn(ns, "=");
+            if (bn == nn && !strncmp(bs, ns, bn)) {
+                snprintf(why, len, "training options differ: --%.*s is %.60s in %s and %.60s in %s",
+                         (int)(bn < 60 ? bn : 60), bs, bs[bn] ? bs + bn + 1 : "", base->label,
+                         ns[nn] ? ns + nn + 1 : "", next->label);
+                return why;
+            }
+        }
         const char *s = c < 0 ? base->settings[i] : next->settings[j];
         snprintf(why, len, "training options differ: --%.160s only in %s", s,
                  c < 0 ? base->label : next->label);

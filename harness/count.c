@@ -674,7 +674,11 @@ static int parse_items(count_options *o, const char *list)
         int ok = !strcmp(t, "load");
         if (!strncmp(t, "train-", 6) || !strncmp(t, "eval-", 5))
             ok = backend_find(strchr(t, '-') + 1) != NULL;
-        if (!ok || strlen(t) >= ITEM_LEN || o->n_items == MAX_ITEMS || item_index(o, t) >= 0) {
+        if (ok && item_index(o, t) >= 0) {
+            fprintf(stderr, "bench count: --items: '%s' is listed twice\n", t);
+            return 2;
+        }
+        if (!ok || strlen(t) >= ITEM_LEN || o->n_items == MAX_ITEMS) {
             fprintf(stderr, "bench count: --items: '%s' is not an item (load, train-NAME, "
                             "eval-NAME with NAME a backend, each once)\n", t);
             return 2;

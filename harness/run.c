@@ -867,6 +867,7 @@ static int run_backends(const run_config *cfg)
      * the attempts that held them are reused by the next backend */
     summary_row *rows = xcalloc(MAX_RUN_CONFIGS, sizeof *rows);
     int n_rows = 0, failed = 0, trained = 0, finished = 0;
+    char first_failure[768] = ""; /* said again last, after the charts' lines */
     double *samples = xcalloc((size_t)cfg->epochs * cfg->repeat, sizeof(double));
     /* --repeat interleaves: round r trains every backend once (A B A B, not
      * A A B B), so a change in the machine's load falls on all of them. */
@@ -941,6 +942,8 @@ static int run_backends(const run_config *cfg)
             rc = 1;
         if (row->status != STATUS_OK)
             fprintf(stderr, "%-10s %s: %s\n", label, status_name(row->status), row->message);
+        if (row->status == STATUS_FAILED && !first_failure[0])
+            snprintf(first_failure, sizeof first_failure, "%s failed: %s", label, row->message);
     }
 
     if (s.step_losses && fclose(s.step_losses) != 0) {
@@ -972,5 +975,7 @@ static int run_backends(const run_config *cfg)
         return 130;
     if (trained > 0 && finished == 0 && !failed && s.root)
         fprintf(stderr, "bench: no backend finished: every one diverged\n");
+    if (first_failure[0] && s.root)
+        fprintf(stderr, "bench: %s\n", first_failure);
     return rc ? rc : failed || (trained > 0 && finished == 0) ? 1 : 0;
 }

@@ -589,6 +589,13 @@ static void test_changed_numerics(void **state)
     assert_int_equal(compare_pair(r, NULL, NULL), 0);
     assert_true(line_has(r->out, "not judged", "training options differ", "seed=7"));
 
+    /* one option with two values names both (it said "--epochs=4 only in BASE") */
+    c.extra_args = ", \"--epochs\", \"5\"";
+    pair *e = write_changed_pair(*state, "epochs", run, c);
+    assert_int_equal(compare_pair(e, NULL, NULL), 0);
+    assert_true(line_has(e->out, "training options differ", "--epochs is 4 in BASE and 5 in NEW",
+                         NULL));
+
     /* other library kernels: not judged either */
     c.extra_args = NULL;
     c.kernels = ", OpenBLAS Haswell";

@@ -51,11 +51,13 @@ fi
 
 bench=$fast/bench
 # Bad requests are refused before valgrind starts: one line, exit 2.
-for bad in "--items nothing" "--steps 0" "--workload none" "--batch-size x"; do
+for bad in "--items nothing" "--steps 0" "--workload none" "--batch-size x" "--items load,load"; do
     "$bench" count $bad --out "$tmp/bad" >/dev/null 2>"$tmp/err"; rc=$?
     [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] ||
         { cat "$tmp/err"; fail "count $bad exited $rc, expected 2 with one line"; }
 done
+# a duplicate is named as one, not as "not an item"
+grep -q "'load' is listed twice" "$tmp/err" || fail "count --items load,load: $(cat "$tmp/err")"
 # SIGINT and SIGTERM during the count end valgrind and remove the
 # temporary directory (both were left behind), exit 128 + the signal.
 for sig in INT TERM; do

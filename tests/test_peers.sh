@@ -67,6 +67,9 @@ fault() {
     esac
     grep -q "pytorch-cpu failed: .*$key" "$tmp/err-$mode" && pass ||
         fail "$mode: stderr does not say why: $(cat "$tmp/err-$mode")"
+    # the failure is the last line, after the charts' lines
+    tail -1 "$tmp/err-$mode" | grep -q "^bench: pytorch-cpu failed: .*$key" && pass ||
+        fail "$mode: the last line is not the failure: $(tail -1 "$tmp/err-$mode")"
     if [ -n "$next_backend" ]; then
         status=$(row_of "$out" "$next_backend" status)
         [ "$status" = ok ] && pass || fail "$mode: $next_backend after the peer: status '$status'"
