@@ -12,7 +12,8 @@ skip() { echo "test_mpi_config: SKIP: $*"; exit 77; }
 fail() { echo "test_mpi_config: FAIL: $*"; exit 1; }
 command -v mpirun >/dev/null 2>&1 || skip "mpirun not found"
 "$BENCH" --list | grep -q "^data-parallel over MPI: mpirun" || skip "bench built without MPI"
-[ -r "$DATA/train-images-idx3-ubyte" ] || skip "Fashion-MNIST (plain IDX) not found in $DATA"
+[ -r "$DATA/train-images-idx3-ubyte" ] || [ -r "$DATA/train-images-idx3-ubyte.gz" ] ||
+    skip "Fashion-MNIST not found in $DATA"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 dir=$(mktemp -d /tmp/test_mpi_config.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
@@ -40,7 +41,9 @@ mismatch workload "--workload mlp" "" "the ranks .*: --workload is mlp on rank 0
 
 # the same options, another copy of the data with one pixel changed
 mkdir "$dir/copy"
-cp "$DATA"/*-ubyte "$dir/copy/"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    if [ -r "$DATA/$f" ]; then cp "$DATA/$f" "$dir/copy/$f"; else zcat "$DATA/$f.gz" >"$dir/copy/$f"; fi
+done
 printf '\x07' | dd of="$dir/copy/train-images-idx3-ubyte" bs=1 seek=1000 conv=notrunc 2>/dev/null
 mismatch data "" "--data $dir/copy" "rank 0 and rank 1 read different training and test data"
 # --workers that is not the rank count was replaced by it in silence
