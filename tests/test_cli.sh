@@ -115,14 +115,11 @@ refuse "batch larger than the data" "--batch-size 512" "300 training images" -- 
 refuse "batch larger than --limit" "--batch-size 128" "100 training images" -- "${D[@]}" --limit 100
 refuse "--limit beyond the data" "--limit 301" "300 training images" "$tmp/data" -- "${D[@]}" --limit 301
 refuse "--test-limit beyond the data" "--test-limit 101" "100 test images" -- "${D[@]}" --test-limit 101
-# --help names the subcommands; --list lines its names up, pytorch-cuda too
+# --help names the subcommands
 "$BENCH" --help >"$tmp/help" 2>&1
 for sub in compare history plot count; do
     grep -q "^       ./bench $sub " "$tmp/help" && pass || fail "--help does not mention $sub"
 done
-"$BENCH" --list >"$tmp/list" 2>&1
-cols=$(grep -E '^[a-z][a-z0-9-]* +built' "$tmp/list" | sed 's/built.*//' | awk '{ print length($0) }' | sort -u)
-[ "$(echo "$cols" | wc -l)" -eq 1 ] && pass || fail "--list: the status starts at columns $(echo $cols)"
 # numbers as written: a leading '+' or space is refused in lists and single
 # values alike; a decay too small for a double (1e-320) is a number in 0..1
 for v in "--batch-size +32" "--batch-size 32,+64" "--replicas +2" "--epochs +1" "--lr +0.1"; do
