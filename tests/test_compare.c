@@ -609,7 +609,7 @@ static void test_changed_numerics(void **state)
     write_system_json(cc->base, "gcc 12.2.0");
     assert_int_equal(compare_pair(cc, NULL, NULL), 0);
     assert_true(line_has(cc->out, "not judged", "compilers differ", "gcc 14.2.0"));
-    free(p), free(q), free(o), free(r), free(k), free(cc);
+    free(p), free(q), free(o), free(r), free(e), free(k), free(cc);
 }
 
 /* Data-parallel rows of one backend differ only by replicas: each joins
