@@ -4,7 +4,7 @@
 # LIB_SRCS picks up their sources (less main.c); this adds their tests.
 TESTS += test_idx test_paramfile
 TESTS += test_compare
-TEST_SCRIPTS += tests/test_compare.sh
+TEST_SCRIPTS += tests/test_compare.sh tests/test_mpi_config.sh
 TESTS += test_report test_peak
 TEST_SCRIPTS += tests/test_plot.sh
 # The instruction-count gate (./bench count, bench compare on counts.csv)

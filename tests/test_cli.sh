@@ -115,6 +115,33 @@ refuse "batch larger than the data" "--batch-size 512" "300 training images" -- 
 refuse "batch larger than --limit" "--batch-size 128" "100 training images" -- "${D[@]}" --limit 100
 refuse "--limit beyond the data" "--limit 301" "300 training images" "$tmp/data" -- "${D[@]}" --limit 301
 refuse "--test-limit beyond the data" "--test-limit 101" "100 test images" -- "${D[@]}" --test-limit 101
+# --help names the subcommands
+"$BENCH" --help >"$tmp/help" 2>&1
+for sub in compare history plot count; do
+    grep -q "^       ./bench $sub " "$tmp/help" && pass || fail "--help does not mention $sub"
+done
+# numbers as written: a leading '+' or space is refused in lists and single
+# values alike; a decay too small for a double (1e-320) is a number in 0..1
+for v in "--batch-size +32" "--batch-size 32,+64" "--replicas +2" "--epochs +1" "--lr +0.1"; do
+    refuse "$v" "got '" -- "${D[@]}" ${v% *} "${v#* }"
+done
+refuse "a leading space" "got ' 32'" -- "${D[@]}" --batch-size " 32"
+if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --workload mlp --limit 128 --weight-decay 1e-320 --no-peak \
+        --out "$tmp/tiny-decay" >/dev/null 2>"$tmp/err"); then pass; else
+    fail "--weight-decay 1e-320 refused: $(head -2 "$tmp/err")"; fi
+# options that would be silently ignored are refused (a line, and the
+# pointer to --help)
+for opt in "--split filters" "--workers 3" "--prefetch 2" "--micro-batches 2"; do
+    refuse "$opt without --parallel" "${opt% *} applies to model parallelism" -- "${D[@]}" $opt
+done
+refuse "--groups without hybrid" "--groups applies to --parallel hybrid" -- \
+    "${D[@]}" --parallel model --groups 3
+refuse "--averaging-frequency with one replica" "every configuration has one" -- \
+    "${D[@]}" --averaging-frequency 4
+(cd "$tmp/cwd" && LENET_BENCH_PEER_TIMEOUT=soon "$BENCH" --backend pytorch-cpu --data "$tmp/data" \
+    --epochs 1 --out "$tmp/peer-timeout" >/dev/null 2>"$tmp/err"); rc=$?
+[ "$rc" -eq 2 ] && grep -q "LENET_BENCH_PEER_TIMEOUT='soon' is not a number" "$tmp/err" && pass ||
+    fail "a garbage LENET_BENCH_PEER_TIMEOUT: exit $rc: $(head -2 "$tmp/err")"
 
 if [ -e "$tmp/cwd/results" ]; then
     fail "a refused command line left a results directory: $(ls "$tmp/cwd/results")"
@@ -183,13 +210,23 @@ fi
 # --no-peak: no peak probe, so no % of peak, and the summary says why; the
 # control above measured one.
 column() { python3 -c 'import csv, sys; print(next(csv.DictReader(open(sys.argv[1])))[sys.argv[2]])' "$@"; }
-if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --limit 256 --no-peak --out "$tmp/nopeak" >/dev/null 2>"$tmp/err"); then
-    src=$(column "$tmp/nopeak/summary.csv" peak_source) pct=$(column "$tmp/nopeak/summary.csv" percent_of_peak)
+# What was not measured is empty in CSV and null in JSON, never 0 or -1:
+# the peak, % of peak, time to target and target with none asked, and a
+# CPU row's device memory.
+unmeasured="percent_of_peak peak_gflops time_to_target_seconds target_accuracy peak_memory_bytes"
+if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --limit 256 --no-peak --format json \
+        --out "$tmp/nopeak" >"$tmp/nopeak.json" 2>"$tmp/err"); then
+    src=$(column "$tmp/nopeak/summary.csv" peak_source)
+    cells="" nulls=""
+    for c in $unmeasured; do
+        cells="$cells$(column "$tmp/nopeak/summary.csv" "$c")"
+        grep -q "\"$c\": null" "$tmp/nopeak.json" || nulls="$nulls $c"
+    done
     measured=$(column "$tmp/good/summary.csv" peak_gflops)
     # a busy machine may leave it uncertain: no figure, and the source says so
     case $(column "$tmp/good/summary.csv" peak_source) in "peak uncertain: "*) measured=uncertain ;; esac
-    if [ "$src" != "not measured (--no-peak)" ] || [ "$(awk "BEGIN{print ($pct == 0)}")" != 1 ]; then
-        fail "--no-peak: peak_source '$src', percent_of_peak '$pct'"
+    if [ "$src" != "not measured (--no-peak)" ] || [ -n "$cells" ] || [ -n "$nulls" ]; then
+        fail "--no-peak: peak_source '$src', unmeasured cells '$cells', not null in JSON:$nulls"
     elif [ "$measured" != uncertain ] && [ "$(awk "BEGIN{print (${measured:-0} > 0)}")" != 1 ]; then
         fail "without --no-peak the peak was not measured ('$measured')"
     else

@@ -589,6 +589,13 @@ static void test_changed_numerics(void **state)
     assert_int_equal(compare_pair(r, NULL, NULL), 0);
     assert_true(line_has(r->out, "not judged", "training options differ", "seed=7"));
 
+    /* one option with two values names both (it said "--epochs=4 only in BASE") */
+    c.extra_args = ", \"--epochs\", \"5\"";
+    pair *e = write_changed_pair(*state, "epochs", run, c);
+    assert_int_equal(compare_pair(e, NULL, NULL), 0);
+    assert_true(line_has(e->out, "training options differ", "--epochs is 4 in BASE and 5 in NEW",
+                         NULL));
+
     /* other library kernels: not judged either */
     c.extra_args = NULL;
     c.kernels = ", OpenBLAS Haswell";
@@ -602,7 +609,7 @@ static void test_changed_numerics(void **state)
     write_system_json(cc->base, "gcc 12.2.0");
     assert_int_equal(compare_pair(cc, NULL, NULL), 0);
     assert_true(line_has(cc->out, "not judged", "compilers differ", "gcc 14.2.0"));
-    free(p), free(q), free(o), free(r), free(k), free(cc);
+    free(p), free(q), free(o), free(r), free(e), free(k), free(cc);
 }
 
 /* Data-parallel rows of one backend differ only by replicas: each joins

@@ -212,6 +212,25 @@ elif grep -q "summary.csv:2: column 'status': 'fine' is not a status" "$tmp/out"
 else
     fail "history with the status 'fine': $(cat "$tmp/out")"
 fi
+# values compare refuses, history refuses too, with the same message: one
+# check for both (history appended 'fast' and 1e999)
+for bad in "images_per_second:fast:is not a number" "images_per_second:1e999:is out of range" \
+    "final_test_accuracy:inf:is not finite" "epochs: 3:is not a number" "images_per_second:+5:is not a number"; do
+    col=${bad%%:*} rest=${bad#*:} value=${rest%%:*} why=${rest#*:}
+    rm -rf "$tmp/odd" "$tmp/odd-history.csv"
+    mkdir -p "$tmp/odd"
+    edit "$run/summary.csv" "$tmp/odd/summary.csv" "set=$col:$value"
+    msg="summary.csv:2: column '$col': '$value' $why"
+    "$BENCH" history --file "$tmp/odd-history.csv" "$tmp/odd" >"$tmp/out" 2>&1; hrc=$?
+    hout=$(cat "$tmp/out")
+    "$BENCH" compare "$run" "$tmp/odd" >"$tmp/out" 2>&1; crc=$?
+    if [ "$hrc" -eq 2 ] && [ "$crc" -eq 2 ] && [ ! -e "$tmp/odd-history.csv" ] &&
+        grep -qF -- "$msg" "$tmp/out" && printf '%s\n' "$hout" | grep -qF -- "$msg"; then
+        pass
+    else
+        fail "$col '$value': history exit $hrc ($hout), compare exit $crc ($(cat "$tmp/out"))"
+    fi
+done
 if command -v gnuplot >/dev/null; then
     edit "$hist" "$tmp/h2.csv" "set=commit:abc123,images_per_second:1234"
     tail -n +2 "$tmp/h2.csv" >>"$hist"
@@ -224,6 +243,28 @@ if command -v gnuplot >/dev/null; then
 else
     echo "SKIP: gnuplot not installed: plots/history.gp not drawn"
 fi
+
+# Many rows: 40,000 configurations (the run's row with batch sizes 1 ..
+# 40000) compare in a few seconds; the duplicate-key check and the pairing
+# were quadratic (32 s). bench plot refuses them in one line, before
+# gnuplot (which timed out at 5,000 rows).
+mkdir "$tmp/many"
+cp "$run/system.json" "$tmp/many/"
+for f in summary epochs; do
+    awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "batch_size") c = i; print; next }
+        NR == 2 { for (k = 1; k <= 40000; k++) { $c = k; print } }' "$run/$f.csv" >"$tmp/many/$f.csv"
+done
+start=$(date +%s)
+timeout 20 "$BENCH" compare "$tmp/many" "$tmp/many" >"$tmp/out" 2>&1; rc=$?
+took=$(($(date +%s) - start))
+if [ "$rc" -eq 0 ] && [ "$took" -le 12 ] && grep -q "40000 configurations compared" "$tmp/out"; then
+    pass
+else
+    fail "compare of 40,000 rows: exit $rc after ${took}s: $(tail -1 "$tmp/out")"
+fi
+"$BENCH" plot "$tmp/many" >"$tmp/out" 2>&1; rc=$?
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/out")" -eq 1 ] && grep -q "holds 40000 configurations" "$tmp/out" &&
+    pass || fail "plot of 40,000 rows: exit $rc: $(head -2 "$tmp/out")"
 
 echo "test_compare.sh: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]

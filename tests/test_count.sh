@@ -51,10 +51,34 @@ fi
 
 bench=$fast/bench
 # Bad requests are refused before valgrind starts: one line, exit 2.
-for bad in "--items nothing" "--steps 0" "--workload none" "--batch-size x"; do
+for bad in "--items nothing" "--steps 0" "--workload none" "--batch-size x" "--items load,load"; do
     "$bench" count $bad --out "$tmp/bad" >/dev/null 2>"$tmp/err"; rc=$?
     [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] ||
         { cat "$tmp/err"; fail "count $bad exited $rc, expected 2 with one line"; }
+done
+# a duplicate is named as one, not as "not an item"
+grep -q "'load' is listed twice" "$tmp/err" || fail "count --items load,load: $(cat "$tmp/err")"
+# SIGINT and SIGTERM during the count end valgrind and remove the
+# temporary directory (both were left behind), exit 128 + the signal.
+for sig in INT TERM; do
+    "$bench" count "${args[@]}" --out "$tmp/sig-$sig" >/dev/null 2>"$tmp/sig.log" &
+    p=$! child="" tmpdir=""
+    for _ in $(seq 100); do
+        child=$(pgrep -P $p | head -1)
+        [ -n "$child" ] && tmpdir=$(tr '\0' '\n' <"/proc/$child/cmdline" 2>/dev/null |
+            sed -n 's|^--callgrind-out-file=\(.*\)/callgrind.out$|\1|p')
+        [ -n "$tmpdir" ] && break
+        sleep 0.1
+    done
+    [ -n "$tmpdir" ] || { kill -KILL $p; fail "SIG$sig: valgrind did not start"; }
+    sleep 0.5
+    kill -$sig $p
+    wait $p; rc=$?
+    want=$((128 + $(kill -l $sig)))
+    [ "$rc" -eq "$want" ] || { cat "$tmp/sig.log"; fail "count: SIG$sig gave exit $rc, not $want"; }
+    sleep 0.2
+    kill -0 "$child" 2>/dev/null && { kill -KILL "$child"; fail "count: SIG$sig left valgrind running"; }
+    [ ! -e "$tmpdir" ] || fail "count: SIG$sig left $tmpdir behind"
 done
 # expect STATUS PATTERN -- compare arguments: the exit status and a line of the report
 expect() {

@@ -211,13 +211,42 @@ refused "--step-losses: a missing directory" "$tmp/none/l.csv" "No such file or 
 mkfifo "$tmp/losses.fifo"
 refused "--step-losses: a FIFO" "$tmp/losses.fifo" "not a regular file" "" \
     -- --step-losses "$tmp/losses.fifo"
+# Destinations that collide: a file the run writes in --out (refused()'s
+# --out is $tmp/out-N, N the case's number), two options on one file, an
+# --out that holds other files and no run (/ among them).
+refused "--save-params: summary.csv in --out" "$tmp/out-$((cases + 1))/summary.csv" \
+    "a file the run writes" "" -- --save-params "$tmp/out-$((cases + 1))/summary.csv"
+refused "--save-params: a chart in --out" "$tmp/out-$((cases + 1))/loss.png" \
+    "a file the run writes" "" -- --save-params "$tmp/out-$((cases + 1))/loss.png"
+refused "--step-losses: epochs.csv in --out" "$tmp/out-$((cases + 1))/epochs.csv" \
+    "a file the run writes" "" -- --step-losses "$tmp/out-$((cases + 1))/epochs.csv"
+refused "--step-losses and --save-params on one file" "$tmp/same" "both" "" \
+    -- --step-losses "$tmp/same" --save-params "$tmp/cwd/../same"
+[ ! -e "$tmp/same" ] && pass || fail "the refused run left $tmp/same"
+refused "--out /" "--out /" "holds" "" -- --out /
+mkdir "$tmp/notours" && echo keep >"$tmp/notours/notes.txt"
+refused "--out: a directory of other files" "$tmp/notours" "no run" "" -- --out "$tmp/notours"
+[ "$(ls "$tmp/notours")" = notes.txt ] && pass || fail "--out of other files: it was written to"
 echo "$cases malformed inputs tried through ./bench"
+
+# --step-losses tells configurations apart: the row's key columns after the
+# first eight (two batch sizes, two precisions: four configurations).
+if (cd "$tmp/cwd" && "$BENCH" --backend naive --workload mlp --epochs 1 --limit 128 --data "$tmp/d" \
+        --batch-size 32,64 --precision fp32,fp64 --no-peak --out "$tmp/keyed" \
+        --step-losses "$tmp/keyed-losses.csv" >/dev/null 2>"$tmp/err"); then
+    got=$(tail -n +2 "$tmp/keyed-losses.csv" | awk -F, '{ print $9, $10, $11, $12, $13, $14 }' |
+        sort | uniq -c | sort | tr -s ' ')
+    want=$' 2 mlp fp32 1 0 64 nesterov\n 2 mlp fp64 1 0 64 nesterov\n 4 mlp fp32 1 0 32 nesterov\n 4 mlp fp64 1 0 32 nesterov'
+    [ "$got" = "$want" ] && pass || fail "--step-losses key columns: '$got', expected '$want'"
+else
+    fail "the --step-losses run over two axes failed: $(tail -2 "$tmp/err")"
+fi
 
 # An empty --step-losses file (made with mktemp or touch) is taken.
 : >"$tmp/empty-losses.csv"
 if (cd "$tmp/cwd" && "$BENCH" --backend naive --workload mlp --epochs 1 --limit 128 --data "$tmp/d" \
         --out "$tmp/losses-run" --step-losses "$tmp/empty-losses.csv" >/dev/null 2>"$tmp/err") &&
-        [ "$(head -1 "$tmp/empty-losses.csv")" = "backend,replicas,ranks,repeat,epoch,step,images,loss" ]; then
+        [ "$(head -1 "$tmp/empty-losses.csv")" = "backend,replicas,ranks,repeat,epoch,step,images,loss,workload,precision,threads,devices,batch_size,optimizer" ]; then
     pass
 else
     fail "an empty --step-losses file is not written: $(cat "$tmp/err")"
@@ -292,7 +321,8 @@ else
     if [ -n "$next" ]; then
         first=$(awk -F, -v b="$next" '$1 == b' "$E" | head -1)
         case "$first" in
-        "$next,"*",1,"*",ok,"*) pass ;;
+        # (its own loss at this rate explodes too: it trained, ok or diverged)
+        "$next,"*",1,"*",ok,"* | "$next,"*",1,"*",diverged,"*) pass ;;
         *) fail "$next did not train after naive diverged: first row '$first'" ;;
         esac
     else
@@ -322,6 +352,19 @@ fi
     --limit 256 --data "$tmp/d" --out "$tmp/alldiv" >/dev/null 2>"$tmp/err"); rc=$?
 if [ "$rc" -eq 1 ] && grep -q "every one diverged" "$tmp/err"; then pass
 else fail "every backend diverged: exit status $rc (expected 1): $(tail -2 "$tmp/err")"; fi
+
+# A loss that explodes but stays finite is divergence too: above 10 x
+# ln(classes), the loss of a uniform guess (harness/run.c).
+(cd "$tmp/cwd" && "$BENCH" --backend naive --epochs 2 --lr 100 --batch-size 32 --limit 256 \
+    --test-limit 100 --no-peak --data "$tmp/d" --out "$tmp/blowup" >/dev/null 2>"$tmp/err"); rc=$?
+row=$(paste -d'|' <(csv_cell "$tmp/blowup/epochs.csv" train_loss) \
+    <(csv_cell "$tmp/blowup/epochs.csv" status) <(csv_cell "$tmp/blowup/epochs.csv" message) | head -1)
+case "$rc|$row" in
+1\|[0-9]*\|diverged\|"train loss "*" is above 23, 10 x the loss of a uniform guess (ln 10)") pass ;;
+*) fail "a finite blow-up (--lr 100): exit $rc, first epoch '$row', expected diverged" ;;
+esac
+grep -q '^naive,.*,diverged,' "$tmp/blowup/summary.csv" && pass ||
+    fail "a finite blow-up (--lr 100) is not diverged in summary.csv"
 
 # Two runs at once with the default results directory get two directories.
 (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" >/dev/null 2>&1) &

@@ -54,6 +54,18 @@ OPENBLAS_CORETYPE=Prescott "$BENCH" --list >"$tmp/list" 2>&1
 if grep -A1 '^blas ' "$tmp/list" | grep -q 'kernels Prescott (set by the user'; then pass; else
     fail "--list with a user value: $(cat "$tmp/list")"; fi
 
+# A core OpenBLAS does not know: it runs its own, and system.json records
+# that one as the kernels, with what was asked beside it (it recorded the
+# garbage as the kernels used while the details said what ran).
+OPENBLAS_CORETYPE=garbage "$BENCH" "${D[@]}" --out "$tmp/garbage" >/dev/null 2>"$tmp/err" ||
+    fail "blas run with OPENBLAS_CORETYPE=garbage: $(head -c 300 "$tmp/err")"
+ran=$(json "$tmp/garbage/system.json" libraries | sed -n 's/.*OpenBLAS [^ ]* \([^ ;(]*\).*/\1/p')
+if [ -n "$ran" ] && [ "$(json "$tmp/garbage/system.json" blas_kernels)" = "$ran" ] &&
+        [ "$(json "$tmp/garbage/system.json" blas_kernels_asked)" = garbage ] &&
+        json "$tmp/garbage/system.json" blas_kernels_reason | grep -q "asked for garbage, OpenBLAS ran $ran" &&
+        grep -q "^blas,.*OpenBLAS [a-z]* $ran," "$tmp/garbage/summary.csv"; then pass; else
+    fail "OPENBLAS_CORETYPE=garbage: $(grep -E 'libraries|blas_kernels' "$tmp/garbage/system.json")"; fi
+
 # A naive run neither decides nor records anything about OpenBLAS.
 "$BENCH" --data "$tmp/data" --workload mlp --epochs 1 --limit 256 --test-limit 100 \
     --backend naive --out "$tmp/naive" >/dev/null 2>&1

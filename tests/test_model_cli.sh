@@ -62,6 +62,9 @@ bad "lists filters twice" --split filters,filters
 bad "in 1..64" --parallel model --micro-batches 0
 bad "multiple of --groups" --parallel hybrid --workers 3 --groups 2
 bad "in 1..16" --workers 17
+# one hybrid group is --parallel model: two rows with one name and key
+bad "hybrid with --groups 1 is one model-parallel group" --parallel model,hybrid --groups 1 \
+    --workers 2
 bad "in 0..64" --prefetch -1
 # a split the network cannot take is a skipped row with the reason
 "$BENCH" --backend naive --data "$tmp/data" --epochs 1 --batch-size 32 --parallel model \

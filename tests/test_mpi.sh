@@ -47,13 +47,14 @@ timeout 300 $MPIRUN "$BENCH" "${args[@]}" --out "$dir/two" --step-losses "$dir/t
 grep -q "^$backend,lenet,fp32,[0-9]*,0,2,2," "$dir/two/summary.csv" ||
     fail "summary.csv lacks a row with replicas 2, ranks 2: $(cat "$dir/two/summary.csv")"
 
-# every step: backend,replicas,ranks,repeat,epoch,step,images,loss
+# every step: backend,replicas,ranks,repeat,epoch,step,images,loss and the
+# key columns workload,precision,threads,devices,batch_size,optimizer (14)
 n1=$(tail -n +2 "$dir/one.csv" | wc -l)
 n2=$(tail -n +2 "$dir/two.csv" | wc -l)
 [ "$n1" -eq 18 ] && [ "$n2" -eq 18 ] || fail "expected 18 steps in each run, got $n1 and $n2"
 paste -d, <(tail -n +2 "$dir/one.csv") <(tail -n +2 "$dir/two.csv") | awk -F, '
-    { a = $8; b = $16; d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a
-      if ($5 != $13 || $6 != $14 || $7 != $15) { print "step mismatch: " $0; bad = 1 }
+    { a = $8; b = $22; d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a
+      if ($5 != $19 || $6 != $20 || $7 != $21) { print "step mismatch: " $0; bad = 1 }
       if (!(d <= 1e-5 * m)) { printf "epoch %d step %d: %s vs %s\n", $5, $6, a, b; bad = 1 }
       if (d / m > worst) worst = d / m }
     END { printf "test_mpi: %d steps, largest relative loss difference %.3g\n", NR, worst

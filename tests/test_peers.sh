@@ -67,6 +67,9 @@ fault() {
     esac
     grep -q "pytorch-cpu failed: .*$key" "$tmp/err-$mode" && pass ||
         fail "$mode: stderr does not say why: $(cat "$tmp/err-$mode")"
+    # the failure is the last line, after the charts' lines
+    tail -1 "$tmp/err-$mode" | grep -q "^bench: pytorch-cpu failed: .*$key" && pass ||
+        fail "$mode: the last line is not the failure: $(tail -1 "$tmp/err-$mode")"
     if [ -n "$next_backend" ]; then
         status=$(row_of "$out" "$next_backend" status)
         [ "$status" = ok ] && pass || fail "$mode: $next_backend after the peer: status '$status'"
@@ -147,6 +150,14 @@ grep '^pytorch-cpu,' "$tmp/real/summary.csv" | grep -q "PyTorch .*fp32, TF32 off
     fail "pytorch-cpu's details do not say its torch and math: $(grep pytorch "$tmp/real/summary.csv")"
 grep -q '"[^"]*PyTorch [0-9]' "$tmp/real/system.json" && pass ||
     fail "system.json does not record the PyTorch version"
+# pytorch-cpu's memory is its process's (hundreds of MB with torch), not the
+# wrapper's heap (a few KiB); no CPU row has a device peak
+mem=$(row_of "$tmp/real" pytorch-cpu memory_bytes)
+awk -v m="$mem" 'BEGIN { exit !(m > 50e6) }' &&
+    row_of "$tmp/real" pytorch-cpu memory_source | grep -q VmHWM && pass ||
+    fail "pytorch-cpu memory_bytes '$mem' ($(row_of "$tmp/real" pytorch-cpu memory_source))"
+[ -z "$(row_of "$tmp/real" pytorch-cpu peak_memory_bytes)$(row_of "$tmp/real" naive peak_memory_bytes)" ] &&
+    pass || fail "CPU rows state a peak device memory: $(cat "$tmp/real/summary.csv")"
 # the charts tell the peer from the suite
 if command -v gnuplot >/dev/null; then
     grep -q "pytorch-cpu (peer)" "$tmp/real/throughput.svg" && grep -q "hatched: framework peer" \

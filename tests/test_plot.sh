@@ -113,6 +113,34 @@ grep -q "epochs.csv has no column" "$tmp/bad.err" || fail "bad epochs.csv: $(cat
 [ "$(cd "$tmp/badcsv" && cksum *.png *.svg)" = "$before" ] || fail "bad epochs.csv: charts changed"
 ls -A "$tmp/badcsv" | grep -q '\.part-' && fail "bad epochs.csv: partial charts left"
 
+# bad values reach no gnuplot: one line, exit 2, the charts as they were
+# (gnuplot drew them or failed on its own, exit 1, before)
+refused_plot() { # refused_plot NAME EXPECTED-TEXT: $tmp/bad2 as prepared
+    local before rc
+    before=$(cd "$tmp/bad2" && cksum *.png *.svg)
+    "$BENCH" plot "$tmp/bad2" >/dev/null 2>"$tmp/bad.err"; rc=$?
+    [ $rc -eq 2 ] || fail "$1: bench plot exited $rc, expected 2: $(head -2 "$tmp/bad.err")"
+    [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] || fail "$1: not one line: $(cat "$tmp/bad.err")"
+    grep -qF -- "$2" "$tmp/bad.err" || fail "$1: no '$2' in $(cat "$tmp/bad.err")"
+    [ "$(cd "$tmp/bad2" && cksum *.png *.svg)" = "$before" ] || fail "$1: charts changed"
+    if ls -A "$tmp/bad2" | grep -q '\.part-'; then fail "$1: partial charts left"; fi
+}
+set_cell() { # set_cell FILE COLUMN VALUE: row 2's cell
+    awk -F, -v OFS=, -v name="$2" -v v="$3" \
+        'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i } NR == 2 { $c = v } 1' \
+        "$1" >"$1.new" && mv "$1.new" "$1"
+}
+rm -rf "$tmp/bad2"; cp -r "$tmp/one" "$tmp/bad2"
+set_cell "$tmp/bad2/summary.csv" images_per_second fast
+refused_plot "a word in summary.csv" "column 'images_per_second': 'fast' is not a number"
+rm -rf "$tmp/bad2"; cp -r "$tmp/one" "$tmp/bad2"
+set_cell "$tmp/bad2/epochs.csv" train_loss inf
+refused_plot "inf in an ok row of epochs.csv" "column 'train_loss': 'inf' is not finite"
+rm -rf "$tmp/bad2"; cp -r "$tmp/one" "$tmp/bad2"
+short_run "$tmp/other" --epochs 1 --no-peak >/dev/null 2>&1
+cp "$tmp/other/epochs.csv" "$tmp/bad2/epochs.csv"
+refused_plot "another run's epochs.csv" "are not of one run"
+
 # an interrupted run whose only configuration did not finish, after one
 # timed epoch: its finished epochs are drawn
 cp -r "$tmp/one" "$tmp/interrupted"

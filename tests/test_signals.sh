@@ -105,4 +105,41 @@ elif [ -e "$tmp/startup" ]; then
 else
     pass
 fi
+# SIGINT to `./bench plot` ends gnuplot and leaves no .part- file behind:
+# 130, and the charts drawn before it are whole.
+if command -v gnuplot >/dev/null; then
+    "$BENCH" --backend naive --epochs 2 --limit 512 --data "$tmp/data" --no-peak \
+        --out "$tmp/plotted" >/dev/null 2>&1
+    caught=""
+    for _ in $(seq 5); do
+        "$BENCH" plot "$tmp/plotted" >/dev/null 2>"$tmp/plot.err" &
+        pid=$!
+        gp=""
+        for _ in $(seq 200); do
+            gp=$(pgrep -P $pid gnuplot | head -1)
+            [ -n "$gp" ] && break
+            sleep 0.01
+        done
+        [ -n "$gp" ] || { wait $pid; continue; } # drawn before we looked: again
+        kill -INT $pid
+        wait $pid; rc=$?
+        pid=""
+        caught=1
+        break
+    done
+    if [ -z "$caught" ]; then
+        skip_check "plot: never caught gnuplot running"
+    elif [ "$rc" -ne 130 ]; then
+        fail "plot: SIGINT gave exit status $rc, expected 130: $(cat "$tmp/plot.err")"
+    elif sleep 0.2; kill -0 "$gp" 2>/dev/null; then
+        kill -KILL "$gp"
+        fail "plot: SIGINT left gnuplot running"
+    elif ls -a "$tmp/plotted" | grep -q '\.part-'; then
+        fail "plot: SIGINT left $(ls -a "$tmp/plotted" | grep '\.part-')"
+    else
+        pass
+    fi
+else
+    skip_check "gnuplot is not installed"
+fi
 finish

@@ -948,6 +948,26 @@ static void placement(engine *e, int *threads, int *devices, int *replicas)
 
 static void describe(engine *e, char *buf, size_t len) { snprintf(buf, len, "%s", e->describe); }
 
+/* pytorch-cpu's memory is the child's: its peak resident set (VmHWM), read
+ * while it lives. The wrapper's own heap is a few KiB and says nothing. 0
+ * when it cannot be read. */
+static size_t child_peak_rss(engine *e)
+{
+    char path[64], line[256];
+    if (e->ch.pid <= 0)
+        return 0;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)e->ch.pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    unsigned long long kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %llu kB", &kib) == 1)
+            break;
+    fclose(f);
+    return (size_t)kib * 1024;
+}
+
 /* Only what an earlier probe found: asking must not start python. */
 static void library_info(char *buf, size_t len)
 {
@@ -992,6 +1012,7 @@ const backend pytorch_cpu_backend = {
     .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
     .probe_precision = cpu_probe_precision,
     .ctx = (void *)&cpu_kind,
+    .peak_memory = child_peak_rss,
     PEER_ENTRIES,
 };
 

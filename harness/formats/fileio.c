@@ -1,6 +1,9 @@
 #include "harness/formats/fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,4 +183,42 @@ int file_ends_with_newline(const char *path)
     if (f)
         fclose(f);
     return last == '\n';
+}
+
+void canonical_path(const char *path, char *out, size_t len)
+{
+    char copy[PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", path);
+    size_t n = strlen(copy);
+    while (n > 1 && copy[n - 1] == '/')
+        copy[--n] = 0;
+    char *slash = strrchr(copy, '/');
+    const char *dir = ".", *base = copy;
+    if (slash == copy) {
+        dir = "/";
+        base = copy + 1;
+    } else if (slash) {
+        *slash = 0;
+        dir = copy;
+        base = slash + 1;
+    }
+    char real[PATH_MAX];
+    if (!realpath(dir, real))
+        snprintf(real, sizeof real, "%s", dir);
+    if (!*base || !strcmp(base, "."))
+        snprintf(out, len, "%s", real);
+    else
+        snprintf(out, len, "%s%s%s", real, strcmp(real, "/") ? "/" : "", base);
+}
+
+int directory_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
 }

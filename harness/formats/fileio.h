@@ -48,4 +48,11 @@ int check_output_path(const char *flag, const char *path, char *err, size_t err_
 FILE *create_new_file(const char *flag, const char *path, int *created, char *err,
                       size_t err_len);
 
+/* path with its directory resolved (realpath) and its last name kept, so
+ * that two spellings of one destination compare equal before it exists. */
+void canonical_path(const char *path, char *out, size_t len);
+
+/* Entries in a directory besides . and ..; -1 when it cannot be read. */
+int directory_entries(const char *path);
+
 #endif

@@ -4,9 +4,11 @@
 #include "harness/run/plan.h"
 
 #include "backends/registry.h"
+#include "parallel/world.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,11 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: ./bench [options]           train and time each backend\n"
         "       ./bench --list              list backends and whether they run here\n"
+        "       ./bench compare BASE NEW    judge a run against a baseline (exit 1: regressed)\n"
+        "       ./bench history RUN         append a run's rows to results/history.csv\n"
+        "       ./bench plot RUN            draw a run's charts again\n"
+        "       ./bench count [options]     count instructions per item under callgrind\n"
+        "       (each takes --help)\n"
         "\n"
         "  --backend LIST       comma list of backends, or 'all' (default: all)\n"
         "  --no-peers           leave out the framework peers (pytorch-cpu, pytorch-cuda)\n"
@@ -103,20 +110,22 @@ static const char *precisions_here(const backend *b, char *buf, size_t len)
 
 static void list_backends(void)
 {
+    /* names in a column of 10 (tests/test_cuda.c and scripts read it so) */
+    const int w = 10;
     for (int i = 0; i < backend_count(); i++) {
         const backend *b = backend_at(i);
         char why[512] = "";
         if (!b->built)
-            printf("%-10s not built: %s\n", b->name, b->not_built_reason);
+            printf("%-*s not built: %s\n", w, b->name, b->not_built_reason);
         else if (!backend_runnable(b, PREC_FP32, why, sizeof why))
-            printf("%-10s built, not runnable here: %s\n", b->name, why);
+            printf("%-*s built, not runnable here: %s\n", w, b->name, why);
         else
-            printf("%-10s built, runnable: %s (%s)\n", b->name, b->summary,
+            printf("%-*s built, runnable: %s (%s)\n", w, b->name, b->summary,
                    precisions_here(b, why, sizeof why));
         char note[1024];
         backend_setup_note(b, 1, note, sizeof note);
         if (note[0])
-            printf("%-10s %s\n", "", note);
+            printf("%-*s %s\n", w, "", note);
     }
     dp_print_support(stdout);
 }
@@ -141,7 +150,13 @@ static int parse_double(const char *flag, const char *s, double lo, double hi, i
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo) || v > hi || (open_lo && v == lo)) {
+    /* a value too small for a double (1e-320) is an underflow, not out of
+     * range: it is taken as the nearest double; a leading space or '+' is
+     * not a number as written */
+    if (errno == ERANGE && fabs(v) < 1)
+        errno = 0;
+    if (errno || end == s || *end || !(v >= lo) || v > hi || (open_lo && v == lo) ||
+        s[0] == ' ' || s[0] == '+') {
         fprintf(stderr, "bench: %s expects a number %s %g and <= %g, got '%s'\n", flag,
                 open_lo ? ">" : ">=", lo, hi, s);
         return 2;
@@ -328,6 +343,39 @@ static void warn_threads_beyond_cores(int threads)
                 "threads will share them and run slower\n", threads, cores);
 }
 
+/* Some configuration of the run has more than one replica to average. */
+static int several_replicas(const run_config *cfg)
+{
+    if (world_launched_by_mpirun())
+        return 1;
+    for (int i = 0; i < cfg->n_replicas; i++)
+        if (cfg->replicas[i] > 1)
+            return 1;
+    for (int i = 0; i < cfg->n_backends; i++)
+        if (cfg->backends[i] == &multi_gpu_backend)
+            return 1;
+    return 0;
+}
+
+/* LENET_BENCH_PEER_TIMEOUT, read by the peers: a value that is not a
+ * number of seconds was silently replaced by the default. */
+static int check_peer_timeout(const run_config *cfg)
+{
+    const char *env = getenv("LENET_BENCH_PEER_TIMEOUT");
+    int peers = 0;
+    for (int i = 0; i < cfg->n_backends; i++)
+        peers |= backend_is_peer(cfg->backends[i]);
+    if (!env || !peers)
+        return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(env, &end);
+    if (end == env || *end || errno || !(v > 0) || v > 1e6 || env[0] == ' ' || env[0] == '+')
+        return usage_error("LENET_BENCH_PEER_TIMEOUT='%s' is not a number of seconds in "
+                           "(0, 1e6]%s", env, "");
+    return 0;
+}
+
 int cli_parse(int argc, char **argv, run_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -336,6 +384,9 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     const char *workload_name = "lenet";
     const char *backend_list = "all";
     int no_peers = 0;
+    /* the model-parallel options given, to refuse them without --parallel */
+    const char *model_option = NULL;
+    int groups_given = 0;
     int epochs = -1, optimizer = OPT_NESTEROV, fmt = FORMAT_MD;
     double lr = -1, momentum = -1, decay = -1, seed = -1;
     cfg->shuffle = 1;
@@ -417,6 +468,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
             break;
         }
         case O_SPLIT: {
+            model_option = model_option ? model_option : "--split";
             static const char *const splits[] = {"layers", "filters"};
             int got[2];
             rc = plan_parse_names("--split", "split", optarg, splits, 2, got, 2, &cfg->n_splits);
@@ -424,13 +476,22 @@ int cli_parse(int argc, char **argv, run_config *cfg)
                 cfg->splits[i] = (mp_split)got[i];
             break;
         }
-        case O_WORKERS: rc = parse_int("--workers", optarg, 1, MP_MAX_WORKERS, &cfg->workers); break;
-        case O_GROUPS: rc = parse_int("--groups", optarg, 1, DP_MAX_REPLICAS, &cfg->groups); break;
+        case O_WORKERS:
+            model_option = model_option ? model_option : "--workers";
+            cfg->workers_given = 1;
+            rc = parse_int("--workers", optarg, 1, MP_MAX_WORKERS, &cfg->workers); break;
+        case O_GROUPS:
+            model_option = model_option ? model_option : "--groups";
+            groups_given = 1;
+            rc = parse_int("--groups", optarg, 1, DP_MAX_REPLICAS, &cfg->groups);
+            break;
         case O_MICRO:
+            model_option = model_option ? model_option : "--micro-batches";
             rc = plan_parse_counts("--micro-batches", optarg, 1, MP_MAX_MICRO_BATCHES,
                                    cfg->micro_batches, MAX_AXIS_VALUES, &cfg->n_micro_batches);
             break;
         case O_PREFETCH:
+            model_option = model_option ? model_option : "--prefetch";
             rc = plan_parse_counts("--prefetch", optarg, 0, 64, cfg->prefetch, MAX_AXIS_VALUES,
                                    &cfg->n_prefetch);
             break;
@@ -446,6 +507,15 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     if (cfg->hybrid_parallel && (cfg->workers % cfg->groups || cfg->workers < cfg->groups))
         return usage_error("--parallel hybrid needs --workers to be a multiple of --groups "
                            "(each group holds --workers / --groups workers)%s%s", "", "");
+    if (model_option && !cfg->model_parallel && !cfg->hybrid_parallel)
+        return usage_error("%s applies to model parallelism: add --parallel model (or hybrid), "
+                           "or leave %s out", model_option, model_option);
+    if (groups_given && !cfg->hybrid_parallel)
+        return usage_error("--groups applies to --parallel hybrid only%s%s", "", "");
+    if (cfg->hybrid_parallel && cfg->groups == 1)
+        return usage_error("--parallel hybrid with --groups 1 is one model-parallel group: the "
+                           "training, and the row's name and key, of --parallel model; give "
+                           "--groups 2 or more, or use --parallel model%s%s", "", "");
     if (cfg->hybrid_parallel && cfg->averaging_frequency)
         return usage_error("--parallel hybrid all-reduces gradients every step; leave out "
                            "--averaging-frequency%s%s", "", "");
@@ -462,6 +532,12 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     if ((rc = parse_backends(backend_list, cfg)))
         return rc;
     if (no_peers && (rc = drop_peers(cfg)))
+        return rc;
+    if (cfg->averaging_frequency && !several_replicas(cfg))
+        return usage_error("--averaging-frequency averages replicas, and every configuration "
+                           "has one: add --replicas N (N > 1), multi-gpu, or mpirun -np N%s%s",
+                           "", "");
+    if ((rc = check_peer_timeout(cfg)))
         return rc;
 
     warn_threads_beyond_cores(cfg->engine.threads);

@@ -1,6 +1,8 @@
 #include "harness/run/columns.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness/formats/csv.h"
@@ -25,9 +27,9 @@ static void md_seconds(char *buf, size_t len, const summary_row *r)
 
 static void md_target(char *buf, size_t len, const summary_row *r)
 {
-    if (r->target_accuracy <= 0 || r->status != STATUS_OK)
+    if (!(r->target_accuracy > 0) || r->status != STATUS_OK)
         snprintf(buf, len, "-");
-    else if (r->time_to_target_seconds < 0)
+    else if (!(r->time_to_target_seconds >= 0))
         snprintf(buf, len, "not reached");
     else
         snprintf(buf, len, "%.2f", r->time_to_target_seconds);
@@ -149,9 +151,9 @@ const column epoch_columns[] = {
     {REAL("epoch_seconds", E(epoch_seconds), "%.6f")},
     {REAL("images_per_second", E(images_per_second), "%.1f")},
     {REAL("gflops_per_second", E(gflops_per_second), "%.3f")},
-    {REAL("train_loss", E(train_loss), "%.6f")},
-    {REAL("test_loss", E(test_loss), "%.6f")},
-    {REAL("test_accuracy", E(test_accuracy), "%.6f")},
+    {REAL("train_loss", E(train_loss), "%.6f"), .nan_is_value = 1},
+    {REAL("test_loss", E(test_loss), "%.6f"), .nan_is_value = 1},
+    {REAL("test_accuracy", E(test_accuracy), "%.6f"), .nan_is_value = 1},
     {STATUS("status", E(status))},
     {TEXT("message", E(message))},
     {.name = NULL},
@@ -186,7 +188,10 @@ static double real_of(const column *c, const void *row)
     return *(const double *)at(c, row, NULL);
 }
 
-static int is_none(const column *c, double v) { return c->none_unless_positive && !(v > 0); }
+static int is_none(const column *c, double v)
+{
+    return (c->none_unless_positive && !(v > 0)) || (isnan(v) && !c->nan_is_value);
+}
 
 /* Writes a number column's value the way CSV and JSON share. */
 static void write_number(FILE *f, const column *c, const void *row)
@@ -271,4 +276,65 @@ void columns_md_row(FILE *f, const column *cols, const summary_row *row)
         fprintf(f, "| %s ", cell);
     }
     fputs("|\n", f);
+}
+
+void summary_row_init(summary_row *row)
+{
+    memset(row, 0, sizeof *row);
+    for (const column *c = summary_columns; c->name; c++)
+        if (c->kind == COL_REAL)
+            *(double *)((char *)row + c->offset) = NOT_MEASURED;
+}
+
+/* What is wrong with a number cell, or NULL when it is one. */
+static const char *bad_number(const column *c, const char *s, int finished)
+{
+    if (!*s)
+        return NULL; /* not measured */
+    if (!(s[0] == '-' || s[0] == '.' || (s[0] >= '0' && s[0] <= '9') || s[0] == 'n' ||
+          s[0] == 'i'))
+        return "is not a number";
+    char *end;
+    errno = 0;
+    if (c->kind != COL_REAL) {
+        long v = strtol(s, &end, 10);
+        (void)v;
+        return end == s || *end ? "is not a whole number" : errno ? "is out of range" : NULL;
+    }
+    double v = strtod(s, &end);
+    if (end == s || *end)
+        return "is not a number";
+    if (errno == ERANGE && isinf(v))
+        return "is out of range";
+    if (!isfinite(v) && !(isnan(v) && !c->nan_is_value) && (finished || !c->nan_is_value))
+        return "is not finite";
+    return NULL;
+}
+
+int columns_check_csv(const column *cols, const csv_table *t, const char *path, char *err,
+                      size_t err_len)
+{
+    int status_col = csv_column(t, "status");
+    for (int r = 0; r < t->n_rows; r++) {
+        run_status st = STATUS_OK;
+        if (status_col >= 0 && status_parse(t->rows[r][status_col], &st) != 0) {
+            snprintf(err, err_len, "%s:%d: column 'status': '%.80s' is not a status", path,
+                     t->lines[r], t->rows[r][status_col]);
+            return -1;
+        }
+        for (const column *c = cols; c->name; c++) {
+            if (c->kind != COL_INT && c->kind != COL_LONG && c->kind != COL_REAL)
+                continue;
+            int col = csv_column(t, c->name);
+            if (col < 0)
+                continue;
+            const char *why = bad_number(c, t->rows[r][col], st == STATUS_OK);
+            if (why) {
+                snprintf(err, err_len, "%s:%d: column '%s': '%.80s' %s", path, t->lines[r],
+                         c->name, t->rows[r][col], why);
+                return -1;
+            }
+        }
+    }
+    return 0;
 }

@@ -30,6 +30,9 @@ typedef struct column {
     size_t offset;      /* of the value in the row, or in sysinfo (COL_SYSTEM) */
     const char *format; /* COL_REAL: printf format in CSV and JSON */
     int none_unless_positive; /* COL_REAL: 0 or less means none: empty, JSON null */
+    /* COL_REAL: NaN is a measured value, written "nan" in CSV (a loss that
+     * became NaN). Elsewhere NaN is NOT_MEASURED: empty, JSON null. */
+    int nan_is_value;
     /* The markdown table of summary rows: columns without a title are left
      * out. Numbers with md_format show "-" unless > 0; md_cell, when set,
      * writes the cell instead. */
@@ -53,5 +56,16 @@ void columns_json_object(FILE *f, const column *cols, const void *row, const sys
  * (text left, numbers right), then one line per row. */
 void columns_md_header(FILE *f, const column *cols);
 void columns_md_row(FILE *f, const column *cols, const summary_row *row);
+
+/* The one check of a results CSV read back (compare, history, plot): every
+ * number column of cols that t holds must be empty (not measured) or a
+ * number of its kind: a whole integer, or a finite real written as the
+ * bench writes one (no leading space or '+', nothing after it, not out of
+ * range like 1e999); NaN or Inf only where a row that did not finish
+ * recorded one (a diverged loss); status a known status. 0, or -1 with
+ * "PATH:LINE: column 'NAME': 'VALUE' is not ..." in err. */
+typedef struct csv_table csv_table;
+int columns_check_csv(const column *cols, const csv_table *t, const char *path, char *err,
+                      size_t err_len);
 
 #endif

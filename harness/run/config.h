@@ -59,6 +59,7 @@ typedef struct run_config {
     int n_micro_batches;
     int prefetch[MAX_AXIS_VALUES]; /* --prefetch, ascending */
     int n_prefetch;
+    int workers_given; /* --workers was on the command line (mpirun checks it) */
     char data_dir[PATH_LEN];
     char out_dir[PATH_LEN]; /* empty: results/<date>-<time>-<host>/ */
     char init_params[PATH_LEN];

@@ -35,7 +35,7 @@ int option_int(const char *subcommand, const char *flag, const char *s, long lo,
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
+    if (errno || end == s || *end || v < lo || v > hi || s[0] == ' ' || s[0] == '+') {
         fprintf(stderr, COMMAND_FORMAT ": %s expects a whole number in %ld..%ld, got '%s'\n",
                 COMMAND_ARGS(subcommand), flag, lo, hi, s);
         return 2;

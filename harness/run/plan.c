@@ -17,7 +17,9 @@ int dp_parse_replicas(const char *list, int *out, int max, int *n)
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (errno || end == p || (*end && *end != ',') || v < 1 || v > DP_MAX_REPLICAS) {
+        /* strtol takes a leading space or '+': a list as written may not */
+        if (errno || end == p || (*end && *end != ',') || v < 1 || v > DP_MAX_REPLICAS ||
+            !(*p >= '0' && *p <= '9')) {
             fprintf(stderr, "bench: --replicas expects a comma list of whole numbers in 1..%d, "
                             "got '%s'\n", DP_MAX_REPLICAS, list);
             return 2;
@@ -86,7 +88,9 @@ int plan_parse_counts(const char *flag, const char *list, int lo, int hi, int *o
         p = next_item(p, item, sizeof item, &more);
         errno = 0;
         long v = strtol(item, &end, 10);
-        if (errno || end == item || *end || v < lo || v > hi) {
+        /* strtol takes a leading space or '+': a list as written may not */
+        if (errno || end == item || *end || v < lo || v > hi ||
+            !(item[0] == '-' || (item[0] >= '0' && item[0] <= '9'))) {
             fprintf(stderr, "bench: %s expects a comma list of whole numbers in %d..%d, got '%s'\n",
                     flag, lo, hi, list);
             return 2;
@@ -180,6 +184,13 @@ int dp_expand_backends(const run_config *cfg, const backend *const *in, int n,
     if (world_size() > 1 && (cfg->n_replicas > 1 || cfg->replicas[0] != 1)) {
         snprintf(err, err_len, "under mpirun every rank is one replica: leave out --replicas "
                                "and choose the count with mpirun -np N");
+        return -1;
+    }
+    if (world_size() > 1 && cfg->model_parallel && cfg->workers_given &&
+        cfg->workers != world_size()) {
+        snprintf(err, err_len, "under mpirun every rank is one model-parallel worker: --workers "
+                 "%d is not the %d ranks; leave --workers out or run mpirun -np %d",
+                 cfg->workers, world_size(), cfg->workers);
         return -1;
     }
     if (world_size() > 1 && cfg->hybrid_parallel) {

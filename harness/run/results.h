@@ -4,6 +4,7 @@
 #ifndef LB_RESULTS_H
 #define LB_RESULTS_H
 
+#include <math.h>
 #include <stdio.h>
 
 #include "harness/run/config.h"
@@ -36,6 +37,13 @@ typedef struct epoch_row {
     const char *message;
 } epoch_row;
 
+/* A summary figure that was not measured (no peak probe, no target asked,
+ * no device, a row that was skipped): written empty in CSV, null in JSON
+ * and "-" in the table, never as a 0 or -1 that reads like a measurement.
+ * summary_row_init starts every figure of a row so; a row sets what it
+ * measured. Epoch rows keep NaN as a value: a NaN loss was measured. */
+#define NOT_MEASURED NAN
+
 typedef struct summary_row {
     row_key key;
     int epochs, repeats;
@@ -49,7 +57,7 @@ typedef struct summary_row {
     double scaling_efficiency;
     double final_train_loss, final_test_accuracy;
     double macro_precision, macro_recall, macro_f1;
-    double time_to_target_seconds; /* < 0: not reached or not asked */
+    double time_to_target_seconds; /* < 0: asked, not reached; NOT_MEASURED: not asked */
     double peak_memory_bytes;
     const char *details; /* precision, math mode, algorithms, threads */
     run_status status;
@@ -88,6 +96,9 @@ typedef struct results {
 int results_open(results *r, const run_config *cfg, char *err, size_t err_len);
 int results_epoch(results *r, const epoch_row *row);
 int results_summary(results *r, const summary_row *row);
+/* A row of zeros whose every number column (summary_columns' COL_REAL) is
+ * NOT_MEASURED. */
+void summary_row_init(summary_row *row);
 /* Opens `name` inside the run directory for writing (confusion matrices,
  * profiles). NULL on failure. */
 FILE *results_file(results *r, const char *name);

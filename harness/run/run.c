@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backends/registry.h"
+#include "harness/run/agree.h"
 #include "base/alloc.h"
 #include "harness/formats/fileio.h"
 #include "harness/formats/idx.h"
@@ -137,6 +139,38 @@ static int all_finite(const float *v, int n)
     return 1;
 }
 
+/* A loss above this many times the loss of a uniform guess, ln(classes),
+ * is divergence, as NaN and Inf are. Training starts near ln(classes)
+ * (2.3 for 10 classes) and goes down; a model that puts e^-23 on the right
+ * class on average, as a mean loss of 10 x ln(10) says, has blown up (its
+ * weights grow without bound and the loss would reach Inf a few epochs
+ * later), while a healthy run's worst epoch stays within 2 x. */
+#define DIVERGED_LOSS_FACTOR 10.0
+
+static double diverged_loss_limit(const workload *w)
+{
+    return DIVERGED_LOSS_FACTOR * log(w->classes > 1 ? w->classes : 2);
+}
+
+/* Marks a diverged when loss (named by what) is NaN, Inf or above the
+ * limit. 1 when it did. */
+static int check_divergence(const workload *w, attempt *a, const char *what, double loss,
+                            int epoch)
+{
+    if (a->status != STATUS_OK)
+        return 0;
+    if (!isfinite(loss))
+        snprintf(a->message, sizeof a->message, "%s became NaN or Inf in epoch %d", what, epoch);
+    else if (loss > diverged_loss_limit(w))
+        snprintf(a->message, sizeof a->message,
+                 "%s %.3g in epoch %d is above %.3g, %g x the loss of a uniform guess (ln %d)",
+                 what, loss, epoch, diverged_loss_limit(w), DIVERGED_LOSS_FACTOR, w->classes);
+    else
+        return 0;
+    a->status = STATUS_DIVERGED;
+    return 1;
+}
+
 /* Scores the test set; returns 0 or fills the failure into a. */
 static int evaluate(const run_state *s, const backend *b, engine *e, attempt *a,
                     eval_counts *ev)
@@ -156,9 +190,12 @@ static void write_step_losses(run_state *s, const backend *b, const attempt *a, 
 {
     if (!s->step_losses)
         return;
+    const row_key k = key_for(s, b, a);
     for (int i = 0; i < steps; i++)
-        fprintf(s->step_losses, "%s,%d,%d,%d,%d,%d,%d,%.9g\n", b->name, a->replicas,
-                world_size(), s->repeat, epoch + 1, first_step + i + 1, batch, losses[i]);
+        fprintf(s->step_losses, "%s,%d,%d,%d,%d,%d,%d,%.9g,%s,%s,%d,%d,%d,%s\n", b->name,
+                a->replicas, world_size(), s->repeat, epoch + 1, first_step + i + 1, batch,
+                losses[i], k.workload, k.precision, k.threads, k.devices, k.batch_size,
+                k.optimizer);
     fflush(s->step_losses);
 }
 
@@ -351,6 +388,8 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         double train_loss = steps > 0 ? loss_sum / steps : NAN;
         eval_counts ev = {0};
         double test_loss = NAN, accuracy = NAN;
+        if (steps > 0)
+            check_divergence(&cfg->work, a, "train loss", train_loss, ep + 1);
         if (stop_signal && a->status == STATUS_OK) {
             a->status = STATUS_INTERRUPTED;
             snprintf(a->message, sizeof a->message, "stopped by signal %d during epoch %d",
@@ -358,11 +397,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         }
         if (a->status == STATUS_OK && evaluate(s, b, e, a, &ev) == 0 && ev.count > 0) {
             test_loss = ev.loss_sum / ev.count;
-            if (!isfinite(test_loss)) {
-                a->status = STATUS_DIVERGED;
-                snprintf(a->message, sizeof a->message,
-                         "test loss became NaN or Inf after epoch %d", ep + 1);
-            }
+            check_divergence(&cfg->work, a, "test loss", test_loss, ep + 1);
             long correct = 0;
             for (int k = 0; k < ev.classes; k++)
                 correct += ev.confusion[k * ev.classes + k];
@@ -505,7 +540,7 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
         all_epochs += runs[r].epochs_done;
     }
     sample_stats st = stats_of(samples, n);
-    memset(row, 0, sizeof *row);
+    summary_row_init(row); /* what is not set below was not measured */
     row->key = key_for(s, b, last);
     row->epochs = cfg->epochs;
     row->repeats = n_runs;
@@ -534,8 +569,10 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
     for (int r = 0; r < n_runs; r++)
         if (runs[r].time_to_target >= 0)
             samples[reached++] = runs[r].time_to_target;
-    row->time_to_target_seconds = reached ? stats_of(samples, reached).median : -1;
-    row->target_accuracy = cfg->target_accuracy;
+    if (cfg->target_accuracy > 0) {
+        row->time_to_target_seconds = reached ? stats_of(samples, reached).median : -1;
+        row->target_accuracy = cfg->target_accuracy;
+    }
     if (last->status == STATUS_OK && s->root) {
         peak_measure pk = {.gflops = last->device_peak_gflops,
                            .source = "the backend's GEMM probe on its device"};
@@ -545,15 +582,26 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
             pk = cpu_peak_check(row->key.threads, row->gflops_per_second, peak_rival(b));
         else if (pk.gflops <= 0)
             pk = (peak_measure){.source = "not measured"};
-        /* uncertain: NaN, so the percentage is left empty */
-        row->peak_gflops = pk.gflops;
+        /* measured: the figure and its percentage; uncertain (NaN) or not
+         * measured: both stay NOT_MEASURED, empty in CSV, null in JSON */
         row->peak_source = pk.source;
-        row->percent_of_peak = percent_of_peak(row->gflops_per_second, pk.gflops);
+        if (pk.gflops > 0) {
+            row->peak_gflops = pk.gflops;
+            row->percent_of_peak = percent_of_peak(row->gflops_per_second, pk.gflops);
+        }
     }
-    row->peak_memory_bytes = (double)last->peak_memory;
-    /* a GPU engine's own peak on its device, else what the harness saw the
-     * engine take from the heap */
-    if (last->peak_memory > 0) {
+    const int peer = backend_is_peer(b);
+    if (last->peak_memory > 0 && row->key.devices > 0)
+        row->peak_memory_bytes = (double)last->peak_memory; /* a device's; CPU rows have none */
+    /* a GPU engine's own peak on its device, a CPU peer's process's peak
+     * resident memory, else what the harness saw the engine take from the
+     * heap; a GPU peer's memory is in a process the heap count cannot see */
+    if (peer && row->key.devices == 0 && last->peak_memory > 0) {
+        row->memory_bytes = (double)last->peak_memory;
+        row->memory_source = "peak resident memory of the framework's process (VmHWM)";
+    } else if (peer && last->peak_memory == 0) {
+        row->memory_source = "not measured (the framework's own process)";
+    } else if (last->peak_memory > 0) {
         row->memory_bytes = (double)last->peak_memory;
         row->memory_source = "device peak (engine)";
     } else if (last->host_memory > 0) {
@@ -633,7 +681,8 @@ static int plan(const run_config *cfg, configuration *out)
     int n_wanted = dp_expand_backends(cfg, cfg->backends, cfg->n_backends, wanted,
                                       MAX_RUN_CONFIGS, err, sizeof err);
     if (n_wanted < 0) {
-        fprintf(stderr, "bench: %s\n", err);
+        if (world_rank() == 0) /* every rank refuses alike; one says why */
+            fprintf(stderr, "bench: %s\n", err);
         return -1;
     }
     long total = (long)n_wanted * cfg->n_precisions * cfg->n_batch_sizes;
@@ -677,6 +726,67 @@ static double scaling_efficiency(const run_state *s, const backend *b, const sum
     return one > 0 ? row->images_per_second / (replicas * one) : 0;
 }
 
+/* A name the run writes in its results directory (results.c, plot.c). */
+static int written_by_the_run(const char *name)
+{
+    static const char *const files[] = {"epochs.csv", "summary.csv", "system.json"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        if (!strcmp(name, files[i]))
+            return 1;
+    size_t n = strlen(name);
+    int csv = n > 4 && !strcmp(name + n - 4, ".csv");
+    return (csv && (!strncmp(name, "confusion-", 10) || !strncmp(name, "profile-", 8))) ||
+           (n > 4 && (!strcmp(name + n - 4, ".png") || !strcmp(name + n - 4, ".svg"))) ||
+           strstr(name, ".part-") != NULL;
+}
+
+/* Destinations that would overwrite each other or what is not ours: an
+ * --out that holds files and no run of ours (`--out /`, a home directory),
+ * --save-params or --step-losses on a file the run writes in --out, and
+ * the two on one path. 0, or 2 with the message printed. */
+static int check_collisions(const run_config *cfg)
+{
+    char out[PATH_LEN], file[2 * PATH_LEN];
+    if (cfg->out_dir[0]) {
+        canonical_path(cfg->out_dir, out, sizeof out);
+        struct stat st;
+        int entries = stat(cfg->out_dir, &st) == 0 && S_ISDIR(st.st_mode)
+                          ? directory_entries(cfg->out_dir) : 0;
+        char probe[PATH_LEN + 16];
+        snprintf(probe, sizeof probe, "%s/epochs.csv", cfg->out_dir);
+        if (entries > 0 && access(probe, F_OK) != 0) {
+            fprintf(stderr, "bench: --out %s is a directory that holds %d entr%s and no "
+                    "run: give a new or empty directory\n", cfg->out_dir, entries,
+                    entries == 1 ? "y" : "ies");
+            return 2;
+        }
+    }
+    const char *flags[2] = {"--save-params", "--step-losses"};
+    const char *paths[2] = {cfg->save_params, cfg->step_losses};
+    char canon[2][PATH_LEN] = {"", ""};
+    for (int i = 0; i < 2; i++) {
+        if (!paths[i][0])
+            continue;
+        canonical_path(paths[i], canon[i], sizeof canon[i]);
+        snprintf(file, sizeof file, "%s", canon[i]);
+        char *slash = strrchr(file, '/');
+        if (cfg->out_dir[0] && slash) {
+            *slash = 0;
+            if (!strcmp(file[0] ? file : "/", out) && written_by_the_run(slash + 1)) {
+                fprintf(stderr, "bench: %s %s is a file the run writes in --out %s: choose "
+                        "another name or place\n", flags[i], paths[i], cfg->out_dir);
+                return 2;
+            }
+        }
+    }
+    if (cfg->save_params[0] && cfg->step_losses[0] && !strcmp(canon[0], canon[1])) {
+        fprintf(stderr, "bench: --step-losses %s and --save-params %s are both one file: give "
+                "each its own\n", cfg->step_losses, cfg->save_params);
+        return 2;
+    }
+    return 0;
+}
+
 /* --step-losses and --save-params, checked before anything is trained or
  * written, so a mistyped destination costs no training. 0 or an exit
  * status (message printed). */
@@ -684,6 +794,8 @@ static int open_destinations(run_state *s)
 {
     const run_config *cfg = s->cfg;
     char err[PATH_LEN + 256];
+    if (check_collisions(cfg) != 0)
+        return 2;
     if (cfg->save_params[0] && check_output_path("--save-params", cfg->save_params, err,
                                                  sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
@@ -696,7 +808,10 @@ static int open_destinations(run_state *s)
             fprintf(stderr, "bench: %s\n", err);
             return write_failure_status(errno);
         }
-        fprintf(s->step_losses, "backend,replicas,ranks,repeat,epoch,step,images,loss\n");
+        /* the first eight columns as they always were; the rest of the
+         * row's key after them, so that configurations can be told apart */
+        fprintf(s->step_losses, "backend,replicas,ranks,repeat,epoch,step,images,loss,"
+                                "workload,precision,threads,devices,batch_size,optimizer\n");
     }
     return 0;
 }
@@ -726,7 +841,11 @@ int run_benchmark(const run_config *cfg)
         fprintf(stderr, "bench: %s\n", err);
         return 2;
     }
-    int rc = run_backends(cfg);
+    /* ranks told different things would train different models, or wait
+     * for each other in a collective forever */
+    int rc = agree_on_config(cfg);
+    if (rc == 0)
+        rc = run_backends(cfg);
     world_finalize();
     return rc;
 }
@@ -763,7 +882,14 @@ static int run_backends(const run_config *cfg)
         rc = 130;
     if (!rc && s.root)
         rc = open_destinations(&s);
+    /* every rank stops when one cannot start, or read other data */
+    rc = agree_on_inputs(rc, &s.train, &s.test, s.init_params, (size_t)cfg->work.param_count);
     if (rc) {
+        if (s.step_losses) {
+            fclose(s.step_losses);
+            if (s.step_losses_created)
+                unlink(cfg->step_losses);
+        }
         free_inputs(&s);
         free(configs);
         return rc;
@@ -809,6 +935,7 @@ static int run_backends(const run_config *cfg)
      * the attempts that held them are reused by the next backend */
     summary_row *rows = xcalloc(MAX_RUN_CONFIGS, sizeof *rows);
     int n_rows = 0, failed = 0, trained = 0, finished = 0;
+    char first_failure[768] = ""; /* said again last, after the charts' lines */
     double *samples = xcalloc((size_t)cfg->epochs * cfg->repeat, sizeof(double));
     /* --repeat interleaves: round r trains every backend once (A B A B, not
      * A A B B), so a change in the machine's load falls on all of them. */
@@ -836,12 +963,11 @@ static int run_backends(const run_config *cfg)
         use_configuration(&s, &configs[i]);
         summary_row *row = &rows[n_rows];
         if (!configs[i].runnable) {
-            memset(row, 0, sizeof *row);
+            summary_row_init(row);
             attempt none = {.threads = 0, .replicas = 1};
             row->key = key_for(&s, b, &none);
             row->status = STATUS_SKIPPED;
             row->message = xstrdup(configs[i].reason);
-            row->time_to_target_seconds = -1;
             n_rows++;
             if (s.root && results_summary(&s.res, row) != 0)
                 rc = 1;
@@ -885,6 +1011,8 @@ static int run_backends(const run_config *cfg)
             rc = 1;
         if (row->status != STATUS_OK)
             fprintf(stderr, "%-10s %s: %s\n", label, status_name(row->status), row->message);
+        if (row->status == STATUS_FAILED && !first_failure[0])
+            snprintf(first_failure, sizeof first_failure, "%s failed: %s", label, row->message);
     }
 
     if (s.step_losses && fclose(s.step_losses) != 0) {
@@ -924,5 +1052,7 @@ static int run_backends(const run_config *cfg)
         return 130;
     if (trained > 0 && finished == 0 && !failed && s.root)
         fprintf(stderr, "bench: no backend finished: every one diverged\n");
+    if (first_failure[0] && s.root)
+        fprintf(stderr, "bench: %s\n", first_failure);
     return rc ? rc : failed || (trained > 0 && finished == 0) ? 1 : 0;
 }

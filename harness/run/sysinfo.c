@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -264,9 +265,29 @@ static void read_cpu_setup(sysinfo *s)
     static const char *const sources[] = {
         [KC_SOURCE_USER] = "user", [KC_SOURCE_LIBRARY] = "library", [KC_SOURCE_CHOSEN] = "chosen"};
     snprintf(s->blas_kernels, sizeof s->blas_kernels, "%s", b->kernels.core);
+    snprintf(s->blas_kernels_asked, sizeof s->blas_kernels_asked, "%s", b->kernels.core);
     snprintf(s->blas_kernels_source, sizeof s->blas_kernels_source, "%s",
              sources[b->kernels.source]);
     snprintf(s->blas_kernels_reason, sizeof s->blas_kernels_reason, "%s", b->kernels.reason);
+    /* What ran: the loaded library's corename, "OpenBLAS 0.3.21 Haswell
+     * (openmp)" in the libraries (an unknown OPENBLAS_CORETYPE is ignored
+     * by OpenBLAS, which then runs its own choice). */
+    const char *lib = strstr(s->libraries, "OpenBLAS ");
+    if (!lib)
+        return;
+    lib += strlen("OpenBLAS ");
+    lib += strcspn(lib, " ");
+    lib += strspn(lib, " ");
+    size_t n = strcspn(lib, " ;(");
+    char ran[32];
+    snprintf(ran, sizeof ran, "%.*s", (int)n, lib);
+    if (!ran[0] || !strcasecmp(ran, b->kernels.core))
+        return;
+    snprintf(s->blas_kernels, sizeof s->blas_kernels, "%s", ran);
+    snprintf(s->blas_kernels_reason, sizeof s->blas_kernels_reason,
+             "asked for %.31s, OpenBLAS ran %.31s (it ignores a core it does not know or "
+             "cannot run); %.300s", b->kernels.core[0] ? b->kernels.core : "no core", ran,
+             b->kernels.reason);
 }
 
 void sysinfo_collect(sysinfo *s)
@@ -360,6 +381,7 @@ static const json_field system_fields[] = {
     TEXT(environment),
     /* the blas backend's start */
     TEXT(blas_kernels), TEXT(blas_kernels_source), TEXT(blas_kernels_reason),
+    TEXT(blas_kernels_asked),
     TEXT(omp_wait_policy), TEXT(omp_wait_policy_source),
     /* the data */
     TEXT(data_files), TEXT(data_files_not_read),

@@ -29,7 +29,12 @@ typedef struct sysinfo {
     char environment[512]; /* variables that change how the backends run */
     /* What the blas backend started with, when it was loaded ("" when
      * not): OpenBLAS's kernels, who chose them and why; OpenMP waiting. */
+    /* blas_kernels: the core OpenBLAS ran (its own corename, which
+     * `libraries` holds); blas_kernels_asked: the one decided or set in
+     * OPENBLAS_CORETYPE, which the library may not know (it then runs its
+     * own choice, and the reason says so). */
     char blas_kernels[32], blas_kernels_source[32], blas_kernels_reason[512];
+    char blas_kernels_asked[32];
     char omp_wait_policy[32], omp_wait_policy_source[32];
     char date[64];         /* ISO 8601, UTC */
     /* the CPU peaks measured in the run, a JSON array from cpu_peak_json

@@ -22,6 +22,7 @@
 #include "base/alloc.h"
 #include "harness/run/config.h"
 #include "harness/tools/count.h"
+#include "harness/run/columns.h"
 #include "harness/formats/csv.h"
 #include "harness/run/options.h"
 #include "harness/tools/stats.h"
@@ -70,6 +71,11 @@ typedef struct run_files {
     int have_epochs;
     run_row *rows;
     int n_rows;
+    /* rows by the hash of their loose key (same_loose_key): bucket heads
+     * and a chain, -1 ending each; so that finding a row is not a scan of
+     * every row (40k rows took 32 s) */
+    int *bucket, *chain;
+    size_t n_buckets;
     char **settings; /* training options from system.json, sorted "name=value" */
     int n_settings;
     int have_settings;
@@ -195,6 +201,55 @@ static int same_loose_key(const run_row *a, const run_row *b)
            !strcmp(a->precision, b->precision) && a->batch_size == b->batch_size;
 }
 
+static size_t hash_text(size_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (h ^ 0xff) * 1099511628211ull;
+}
+
+static size_t loose_key_hash(const run_row *r)
+{
+    size_t h = hash_text(hash_text(hash_text(14695981039346656037ull, r->backend), r->workload),
+                         r->precision);
+    return (h ^ (size_t)(unsigned)r->batch_size) * 1099511628211ull;
+}
+
+static void index_init(run_files *run, int capacity)
+{
+    run->n_buckets = 16;
+    while (run->n_buckets < 2 * (size_t)capacity)
+        run->n_buckets *= 2;
+    run->bucket = xmalloc(sizeof(int) * run->n_buckets);
+    run->chain = xmalloc(sizeof(int) * (size_t)(capacity > 0 ? capacity : 1));
+    for (size_t i = 0; i < run->n_buckets; i++)
+        run->bucket[i] = -1;
+}
+
+static void index_add(run_files *run, int i)
+{
+    size_t b = loose_key_hash(&run->rows[i]) & (run->n_buckets - 1);
+    run->chain[i] = run->bucket[b];
+    run->bucket[b] = i;
+}
+
+/* The first row of run (in the chain's order) that has `like`'s exact key
+ * (exact) or loose key, and is unpaired when unpaired_only; -1 if none. */
+static int index_find(const run_files *run, const run_row *like, int exact, int unpaired_only)
+{
+    if (!run->bucket)
+        return -1;
+    int found = -1;
+    for (int j = run->bucket[loose_key_hash(like) & (run->n_buckets - 1)]; j >= 0;
+         j = run->chain[j]) {
+        const run_row *r = &run->rows[j];
+        if ((exact ? same_key(r, like) : same_loose_key(r, like)) &&
+            !(unpaired_only && r->paired))
+            found = j; /* chains run newest first: keep going for the earliest */
+    }
+    return found;
+}
+
 static void describe_row(const run_row *r, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "%s %s %s batch=%d threads=%d devices=%d", r->backend,
@@ -216,7 +271,8 @@ static void push_sample(run_row *r, double v)
 
 static int read_summary(run_files *run, char *err, size_t err_len)
 {
-    if (csv_read(run->summary_path, &run->summary, err, err_len) != 0)
+    if (csv_read(run->summary_path, &run->summary, err, err_len) != 0 ||
+        columns_check_csv(summary_columns, &run->summary, run->summary_path, err, err_len) != 0)
         return -1;
     field_reader r = {&run->summary, run->summary_path, err, err_len, 0};
     key_columns k = find_key_columns(&r);
@@ -235,6 +291,7 @@ static int read_summary(run_files *run, char *err, size_t err_len)
     int images = csv_column(&run->summary, "images_per_epoch");
 
     run->rows = xcalloc((size_t)run->summary.n_rows, sizeof(run_row));
+    index_init(run, run->summary.n_rows);
     for (int i = 0; i < run->summary.n_rows && !r.failed; i++) {
         run_row *row = &run->rows[run->n_rows];
         row->backend = text_at(&r, i, k.backend);
@@ -263,15 +320,15 @@ static int read_summary(run_files *run, char *err, size_t err_len)
             snprintf(err, err_len, "%s:%d: empty backend name", run->summary_path, row->line);
             return -1;
         }
-        for (int j = 0; j < run->n_rows; j++)
-            if (same_key(&run->rows[j], row)) {
-                char name[512];
-                describe_row(row, name, sizeof name);
-                snprintf(err, err_len, "%s:%d: a second row for %.300s (the first is line %d)",
-                         run->summary_path, row->line, name, run->rows[j].line);
-                return -1;
-            }
-        run->n_rows++;
+        int j = index_find(run, row, 1, 0);
+        if (j >= 0) {
+            char name[512];
+            describe_row(row, name, sizeof name);
+            snprintf(err, err_len, "%s:%d: a second row for %.300s (the first is line %d)",
+                     run->summary_path, row->line, name, run->rows[j].line);
+            return -1;
+        }
+        index_add(run, run->n_rows++);
     }
     return r.failed ? -1 : 0;
 }
@@ -281,7 +338,8 @@ static int read_epochs(run_files *run, char *err, size_t err_len)
     struct stat st;
     if (stat(run->epochs_path, &st) != 0)
         return 0; /* a summary on its own: no samples */
-    if (csv_read(run->epochs_path, &run->epochs, err, err_len) != 0)
+    if (csv_read(run->epochs_path, &run->epochs, err, err_len) != 0 ||
+        columns_check_csv(epoch_columns, &run->epochs, run->epochs_path, err, err_len) != 0)
         return -1;
     run->have_epochs = 1;
     field_reader r = {&run->epochs, run->epochs_path, err, err_len, 0};
@@ -308,15 +366,11 @@ static int read_epochs(run_files *run, char *err, size_t err_len)
             return -1;
         if (status != STATUS_OK || !(v > 0))
             continue;
-        for (int j = 0; j < run->n_rows; j++)
-            if (same_key(&run->rows[j], &e)) {
-                /* the summary's figures leave out warm-up epochs; so do the samples */
-                if (run->rows[j].epochs > 0 && epoch >= 1 &&
-                    epoch <= warmup_epochs(run->rows[j].epochs))
-                    break;
-                push_sample(&run->rows[j], v);
-                break;
-            }
+        int j = index_find(run, &e, 1, 0);
+        /* the summary's figures leave out warm-up epochs; so do the samples */
+        if (j >= 0 && !(run->rows[j].epochs > 0 && epoch >= 1 &&
+                        epoch <= warmup_epochs(run->rows[j].epochs)))
+            push_sample(&run->rows[j], v);
     }
     return 0;
 }
@@ -435,6 +489,8 @@ static void close_run(run_files *run)
     for (int i = 0; i < run->n_rows; i++)
         free(run->rows[i].samples);
     free(run->rows);
+    free(run->bucket);
+    free(run->chain);
     for (int i = 0; i < run->n_settings; i++)
         free(run->settings[i]);
     free(run->settings);
@@ -517,6 +573,17 @@ static const char *numerics_incomparable(const run_files *base, const run_files 
         if (c == 0) {
             i++, j++;
             continue;
+        }
+        if (i < base->n_settings && j < next->n_settings) {
+            /* one option with two values: sorted "name=value" puts them side by side */
+            const char *bs = base->settings[i], *ns = next->settings[j];
+            size_t bn = strcspn(bs, "="), nn = strcspn(ns, "=");
+            if (bn == nn && !strncmp(bs, ns, bn)) {
+                snprintf(why, len, "training options differ: --%.*s is %.60s in %s and %.60s in %s",
+                         (int)(bn < 60 ? bn : 60), bs, bs[bn] ? bs + bn + 1 : "", base->label,
+                         ns[nn] ? ns + nn + 1 : "", next->label);
+                return why;
+            }
         }
         const char *s = c < 0 ? base->settings[i] : next->settings[j];
         snprintf(why, len, "training options differ: --%.160s only in %s", s,
@@ -750,21 +817,28 @@ static int compare_runs(const compare_options *o, run_files *base, run_files *ne
     /* Pair exactly first, then by the loose key when a row did not run. */
     int *partner = xcalloc((size_t)base->n_rows, sizeof(int));
     for (int i = 0; i < base->n_rows; i++) {
-        partner[i] = -1;
-        for (int j = 0; j < next->n_rows && partner[i] < 0; j++)
-            if (!next->rows[j].paired && same_key(&base->rows[i], &next->rows[j])) {
-                partner[i] = j;
-                next->rows[j].paired = base->rows[i].paired = 1;
-            }
+        partner[i] = index_find(next, &base->rows[i], 1, 1);
+        if (partner[i] >= 0)
+            next->rows[partner[i]].paired = base->rows[i].paired = 1;
     }
-    for (int i = 0; i < base->n_rows; i++)
-        for (int j = 0; j < next->n_rows && partner[i] < 0; j++) {
-            run_row *b = &base->rows[i], *n = &next->rows[j];
-            if (!n->paired && same_loose_key(b, n) && (!is_ok(b) || !is_ok(n))) {
-                partner[i] = j;
-                n->paired = b->paired = 1;
-            }
+    for (int i = 0; i < base->n_rows; i++) {
+        run_row *b = &base->rows[i];
+        if (partner[i] >= 0)
+            continue;
+        /* the earliest unpaired row of the loose key for which one of the
+         * two did not finish */
+        int found = -1;
+        for (int j = next->bucket ? next->bucket[loose_key_hash(b) & (next->n_buckets - 1)] : -1;
+             j >= 0; j = next->chain[j]) {
+            run_row *n = &next->rows[j];
+            if (!n->paired && same_loose_key(b, n) && (!is_ok(b) || !is_ok(n)))
+                found = j;
         }
+        if (found >= 0) {
+            partner[i] = found;
+            next->rows[found].paired = b->paired = 1;
+        }
+    }
     int pairs = 0;
     for (int i = 0; i < base->n_rows; i++)
         pairs += partner[i] >= 0;

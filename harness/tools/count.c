@@ -29,6 +29,7 @@
 
 #include "backends/engine.h"
 #include "backends/registry.h"
+#include "harness/tools/children.h"
 #include "harness/run/config.h"
 #include "harness/formats/csv.h"
 #include "harness/formats/fileio.h"
@@ -331,10 +332,9 @@ static int run_program(char *const argv[], const char *coretype, const char *log
         out[strcspn(out, "\n")] = 0;
         close(fds[0]);
     }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
+    int status = 0;
+    if (children_wait(pid, &status) != 0)
+        return -1;
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
@@ -581,7 +581,11 @@ static int parent_main(const count_options *o)
     int status = run_program(argv, coretype, log_path, NULL, 0);
     count_meta m;
     int rc = 0;
-    if (status != 0) {
+    if (children_signal()) {
+        fprintf(stderr, "bench count: stopped by signal %d; nothing counted\n",
+                children_signal());
+        rc = 128 + children_signal();
+    } else if (status != 0) {
         fprintf(stderr, "bench count: the counted run under valgrind failed (exit status %d):\n",
                 status);
         print_file(log_path, stderr);
@@ -670,7 +674,11 @@ static int parse_items(count_options *o, const char *list)
         int ok = !strcmp(t, "load");
         if (!strncmp(t, "train-", 6) || !strncmp(t, "eval-", 5))
             ok = backend_find(strchr(t, '-') + 1) != NULL;
-        if (!ok || strlen(t) >= ITEM_LEN || o->n_items == MAX_ITEMS || item_index(o, t) >= 0) {
+        if (ok && item_index(o, t) >= 0) {
+            fprintf(stderr, "bench count: --items: '%s' is listed twice\n", t);
+            return 2;
+        }
+        if (!ok || strlen(t) >= ITEM_LEN || o->n_items == MAX_ITEMS) {
             fprintf(stderr, "bench count: --items: '%s' is not an item (load, train-NAME, "
                             "eval-NAME with NAME a backend, each once)\n", t);
             return 2;
@@ -776,6 +784,7 @@ int count_main(int argc, char **argv)
             return 3;
         }
     }
+    children_catch_signals(); /* a signal ends valgrind and removes the temporaries */
     return parent_main(&o);
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "harness/run/columns.h"
 #include "harness/run/config.h"
 #include "harness/tools/count.h"
 #include "harness/formats/csv.h"
@@ -202,16 +203,12 @@ int history_main(int argc, char **argv)
             csv_free(&s);
             return 2;
         }
-    /* every row's status is known before anything is appended */
-    int status = csv_column(&s, "status");
-    for (int i = 0; i < s.n_rows; i++) {
-        run_status st;
-        if (status_parse(s.rows[i][status], &st) != 0) {
-            fprintf(stderr, "bench history: %s:%d: column 'status': '%s' is not a status\n",
-                    summary_path, s.lines[i], s.rows[i][status]);
-            csv_free(&s);
-            return 2;
-        }
+    /* every row's status and numbers are checked before anything is
+     * appended, by the check compare makes */
+    if (columns_check_csv(summary_columns, &s, summary_path, err, sizeof err) != 0) {
+        fprintf(stderr, "bench history: %s\n", err);
+        csv_free(&s);
+        return 2;
     }
     if (is_special_file(file)) { /* appending to a FIFO would wait for a reader */
         fprintf(stderr, "bench history: %s is not a regular file (a FIFO, device or socket)\n",
@@ -248,6 +245,7 @@ int history_main(int argc, char **argv)
         fputc('\n', out); /* a file edited by hand may lack its last newline */
     }
     int added = 0, known = 0, not_ok = 0;
+    const int status = csv_column(&s, "status");
     const char *values[sizeof history_columns / sizeof history_columns[0]];
     for (int i = 0; i < s.n_rows; i++) {
         run_status st;

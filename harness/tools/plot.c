@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "backends/registry.h"
+#include "harness/tools/children.h"
+#include "harness/run/columns.h"
 #include "harness/formats/csv.h"
 #include "harness/run/status.h"
 #include "harness/run/report.h"
@@ -144,8 +146,10 @@ static int run_gnuplot(const char *gnuplot, const char *vars, const char *script
     for (;;) {
         char chunk[1024];
         ssize_t n = read(fds[0], chunk, sizeof chunk);
-        if (n < 0 && errno == EINTR)
+        if (n < 0 && errno == EINTR) {
+            children_end_if_signalled(pid); /* its end closes the pipe */
             continue;
+        }
         if (n <= 0)
             break;
         for (ssize_t i = 0; i < n && got + 1 < sizeof output; i++)
@@ -153,9 +157,8 @@ static int run_gnuplot(const char *gnuplot, const char *vars, const char *script
     }
     output[got] = 0;
     close(fds[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    int status = 0;
+    children_wait(pid, &status);
     /* keep the message to its first lines, on one line */
     for (char *c = output; *c; c++)
         if (*c == '\n')
@@ -214,12 +217,87 @@ static int check_epochs_csv(const char *dir, char *msg, size_t msg_len)
                      needed[i]);
             rc = 2;
         }
+    if (!rc && columns_check_csv(epoch_columns, &t, path, err, sizeof err) != 0) {
+        snprintf(msg, msg_len, "%s", err);
+        rc = 2;
+    }
     for (int r = 0; r < t.n_rows && !rc; r++)
         if (atoi(field(&t, r, "epoch")) < 1) {
             snprintf(msg, msg_len, "%s: row %d has no epoch number", path, r + 2);
             rc = 2;
         }
     csv_free(&t);
+    return rc;
+}
+
+static int same_configuration(const csv_table *a, int ra, const csv_table *b, int rb)
+{
+    static const char *const key[] = {"backend", "precision", "threads", "devices",
+                                      "replicas", "ranks", "batch_size"};
+    for (size_t k = 0; k < sizeof key / sizeof *key; k++)
+        if (strcmp(field(a, ra, key[k]), field(b, rb, key[k])))
+            return 0;
+    return 1;
+}
+
+/* summary.csv and epochs.csv of one run: every finished configuration of
+ * the summary has its epochs x repeats rows in epochs.csv, each of its
+ * images per epoch. A summary beside another run's epochs is refused (2)
+ * rather than drawn as a chart of neither. */
+static int check_one_run(const char *dir, char *msg, size_t msg_len)
+{
+    char spath[PATH_MAX + 64], epath[PATH_MAX + 64], err[1024];
+    snprintf(spath, sizeof spath, "%s/summary.csv", dir);
+    snprintf(epath, sizeof epath, "%s/epochs.csv", dir);
+    csv_table s, e;
+    if (csv_read(spath, &s, err, sizeof err) != 0) {
+        snprintf(msg, msg_len, "%s", err);
+        csv_free(&s);
+        return 2;
+    }
+    if (csv_read(epath, &e, err, sizeof err) != 0) {
+        snprintf(msg, msg_len, "%s", err);
+        csv_free(&s);
+        csv_free(&e);
+        return 2;
+    }
+    int rc = 0;
+    for (int r = 0; r < s.n_rows && !rc; r++) {
+        if (strcmp(field(&s, r, "status"), "ok"))
+            continue;
+        long want = atol(field(&s, r, "epochs")) * atol(field(&s, r, "repeats"));
+        long images = atol(field(&s, r, "images_per_epoch")), have = 0, other_images = 0;
+        /* the summary's fastest and slowest epochs are epochs of this file,
+         * to the microsecond as both were written: another run of the same
+         * shape has other times */
+        const char *fastest = field(&s, r, "epoch_seconds_min");
+        const char *slowest = field(&s, r, "epoch_seconds_max");
+        int times_found = !*fastest + !*slowest;
+        for (int k = 0; k < e.n_rows; k++)
+            if (same_configuration(&s, r, &e, k)) {
+                have++;
+                other_images += atol(field(&e, k, "images")) != images;
+                times_found += !strcmp(field(&e, k, "epoch_seconds"), fastest) +
+                               (strcmp(fastest, slowest) &&
+                                !strcmp(field(&e, k, "epoch_seconds"), slowest));
+            }
+        if (have != want || other_images || times_found < 1 + !!strcmp(fastest, slowest))
+            rc = 2;
+        if (rc && have == want && !other_images) {
+            snprintf(msg, msg_len, "%s/{summary,epochs}.csv are not of one run: %.64s's "
+                     "summary row (line %d) has epoch times that epochs.csv does not hold",
+                     dir, field(&s, r, "backend"), s.lines[r]);
+            break;
+        }
+        if (rc)
+            snprintf(msg, msg_len, "%s/{summary,epochs}.csv are not of one run: %.64s's "
+                     "summary row (line %d) has %ld epoch%s of %ld images, epochs.csv %ld row%s%s",
+                     dir, field(&s, r, "backend"), s.lines[r], want, want == 1 ? "" : "s",
+                     images, have, have == 1 ? "" : "s",
+                     other_images ? " of other sizes" : "");
+    }
+    csv_free(&s);
+    csv_free(&e);
     return rc;
 }
 
@@ -295,6 +373,19 @@ static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
         "gflops_per_second", "percent_of_peak", "speedup_vs_naive", "final_test_accuracy",
         "cpu_model", "gpu_model", "date",
     };
+    if (columns_check_csv(summary_columns, &t, path, err, sizeof err) != 0) {
+        snprintf(msg, msg_len, "%s", err);
+        csv_free(&t);
+        return 2;
+    }
+    if (t.n_rows > MAX_RUN_CONFIGS) {
+        /* gnuplot takes minutes over thousands of bars, and none can be read */
+        snprintf(msg, msg_len, "%s holds %d configurations, more than the %d one run makes and "
+                 "a chart can show; plot a run, or a summary.csv cut to the rows to compare",
+                 path, t.n_rows, MAX_RUN_CONFIGS);
+        csv_free(&t);
+        return 2;
+    }
     for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
         if (csv_column(&t, needed[i]) < 0) {
             snprintf(msg, msg_len, "%s has no column %s (written by an older bench?)", path,
@@ -342,7 +433,8 @@ static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
                  "nor an interrupted one with a timed epoch)", dir);
         return 2;
     }
-    return check_epochs_csv(dir, msg, msg_len);
+    int rc = check_epochs_csv(dir, msg, msg_len);
+    return rc ? rc : check_one_run(dir, msg, msg_len);
 }
 
 /* Renders what dir has data for; lists the charts drawn in drawn. */
@@ -415,7 +507,8 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
             add_var(vars, sizeof vars, "profiled", facts.profiled);
             add_var(vars, sizeof vars, "peers", peers);
             if (run_gnuplot(gnuplot, vars, script, msg, sizeof msg) != 0) {
-                fprintf(stderr, "bench plot: %s: %s\n", out, msg);
+                if (!children_signal()) /* else ended by us: said once by the caller */
+                    fprintf(stderr, "bench plot: %s: %s\n", out, msg);
                 ok = 0;
             } else if (!chart_complete(part, k == 1)) {
                 fprintf(stderr, "bench plot: %s: not written in full (is the disk full?); any "
@@ -426,6 +519,8 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
                 ok = 0;
             }
             unlink(part); /* left only by a failure */
+            if (children_signal())
+                return 128 + children_signal();
         }
         if (ok)
             used += (size_t)snprintf(drawn + used, used < drawn_len ? drawn_len - used : 0,
@@ -484,7 +579,13 @@ int plot_main(int argc, char **argv)
         return 2;
     }
     char drawn[256];
+    children_catch_signals();
     int rc = render(argv[1], drawn, sizeof drawn);
+    if (children_signal()) {
+        fprintf(stderr, "bench plot: stopped by signal %d; earlier charts kept\n",
+                children_signal());
+        return 128 + children_signal();
+    }
     say_drawn(argv[1], drawn);
     return rc;
 }

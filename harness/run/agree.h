@@ -1,0 +1,29 @@
+/* Under mpirun every rank parses its own command line and reads its own
+ * files. Ranks told different things would train different models (a loss
+ * that matches neither) or wait for each other forever, so before training
+ * they compare what they were told and what they read. */
+#ifndef LB_AGREE_H
+#define LB_AGREE_H
+
+#include <stddef.h>
+
+#include "backends/engine.h"
+#include "harness/run/config.h"
+
+/* The parsed configuration as "option value" lines, in a fixed order
+ * (what every rank must share; paths of files only rank 0 writes, and
+ * --device, are left out). Returns the length written. */
+size_t agree_describe(const run_config *cfg, char *buf, size_t len);
+
+/* Every rank's configuration against rank 0's. 0, or 2 on every rank when
+ * one differs (rank 0 names the option and both values). A plain process: 0. */
+int agree_on_config(const run_config *cfg);
+
+/* Every rank's start-up status (rc: 0 or the exit status it would end
+ * with) and a checksum of the data and initial parameters it holds. Returns
+ * on every rank the first non-zero status of any rank, else 2 when the
+ * checksums differ (rank 0 says so), else 0. A plain process: rc. */
+int agree_on_inputs(int rc, const dataset *train, const dataset *test, const float *params,
+                    size_t n_params);
+
+#endif

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Ranks of one mpirun job given different arguments (Open MPI's `A : B`
+# form) are refused before training, exit 2, with the option and both
+# values named; so are ranks that read different data. Before the check
+# these hung (--epochs, --limit), trained a model matching neither
+# (--backend, --lr) or died in MPI_ERR_TRUNCATE (--workload).
+# Skips (77) without mpirun, an MPI build or the Fashion-MNIST files.
+set -u
+BENCH=${BENCH:-./bench}
+DATA=${DATA:-/usr/share/datasets/fashion-mnist}
+skip() { echo "test_mpi_config: SKIP: $*"; exit 77; }
+fail() { echo "test_mpi_config: FAIL: $*"; exit 1; }
+command -v mpirun >/dev/null 2>&1 || skip "mpirun not found"
+"$BENCH" --list | grep -q "^data-parallel over MPI: mpirun" || skip "bench built without MPI"
+[ -r "$DATA/train-images-idx3-ubyte" ] || [ -r "$DATA/train-images-idx3-ubyte.gz" ] ||
+    skip "Fashion-MNIST not found in $DATA"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+dir=$(mktemp -d /tmp/test_mpi_config.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+base=(--backend naive --data "$DATA" --limit 128 --test-limit 64 --batch-size 64 --epochs 1
+      --no-peak)
+
+# mismatch NAME 'ARGS OF RANK 0' 'ARGS OF RANK 1' 'EXPECTED MESSAGE'
+mismatch() {
+    local name=$1 out=$dir/$1
+    # shellcheck disable=SC2086
+    timeout 60 mpirun --oversubscribe -np 1 "$BENCH" "${base[@]}" $2 --out "$out" : \
+        -np 1 "$BENCH" "${base[@]}" $3 --out "$out" >"$dir/$name.log" 2>&1
+    local rc=$?
+    [ "$rc" -eq 124 ] && fail "$name: the job hung"
+    [ "$rc" -eq 2 ] || { cat "$dir/$name.log"; fail "$name: exit $rc, not 2"; }
+    grep -q "^bench: $4" "$dir/$name.log" || { cat "$dir/$name.log"; fail "$name: no '$4'"; }
+    [ ! -e "$out" ] || { ls -la "$out"; cat "$dir/$name.log"; fail "$name: a results directory was made"; }
+}
+mismatch epochs "--epochs 1" "--epochs 2" \
+    "the ranks were given different configurations: --epochs is 1 on rank 0 and 2 on rank 1"
+mismatch limit "" "--limit 192" "the ranks .*: --limit is 128 on rank 0 and 192 on rank 1"
+mismatch backend "" "--backend blas" "the ranks .*: --backend is naive on rank 0 and blas"
+mismatch lr "--lr 0.1" "--lr 0.2" "the ranks .*: --lr is 0.100000001 on rank 0 and 0.200000003"
+mismatch workload "--workload mlp" "" "the ranks .*: --workload is mlp on rank 0 and lenet"
+
+# the same options, another copy of the data with one pixel changed
+mkdir "$dir/copy"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    if [ -r "$DATA/$f" ]; then cp "$DATA/$f" "$dir/copy/$f"; else zcat "$DATA/$f.gz" >"$dir/copy/$f"; fi
+done
+printf '\x07' | dd of="$dir/copy/train-images-idx3-ubyte" bs=1 seek=1000 conv=notrunc 2>/dev/null
+mismatch data "" "--data $dir/copy" "rank 0 and rank 1 read different training and test data"
+# --workers that is not the rank count was replaced by it in silence
+timeout 60 mpirun --oversubscribe -np 3 "$BENCH" "${base[@]}" --parallel model --workers 2 \
+    --out "$dir/workers" >"$dir/workers.log" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && [ "$(grep -c '^bench: ' "$dir/workers.log")" -eq 1 ] &&
+    grep -q "^bench: under mpirun every rank is one model-parallel worker: --workers 2 is not the 3 ranks" \
+        "$dir/workers.log" || { cat "$dir/workers.log"; fail "--workers 2 under -np 3: exit $rc"; }
+echo "test_mpi_config: PASS"
