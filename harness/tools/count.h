@@ -42,8 +42,8 @@ int count_path(const char *arg, char *path, size_t len);
 /* 1 when arg holds counts and no timings (no summary.csv beside them). */
 int count_only(const char *arg);
 
-/* The gate's default limit on growth, percent (see README, "Instruction
- * counts"). */
+/* The gate's default limit on growth, percent (see
+ * docs/regression-tracking.md, "The gate and its threshold"). */
 #define COUNT_MAX_GROWTH_PCT 0.5
 
 #endif
