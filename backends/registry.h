@@ -30,6 +30,18 @@ typedef struct backend_module {
     char why[512];
 } backend_module;
 
+/* A module backend's registration, as its folder writes it:
+ *   backend_module blas_registration = BACKEND_MODULE("blas", "summary",
+ *       HAVE_BLAS, "why it may not be built", prepare, describe_setup);
+ * BUILT is 1 when the build has the backend (the Makefile's -DHAVE_...),
+ * 0 when not; the module is named for the backend. */
+#define BACKEND_MODULE(NAME, SUMMARY, BUILT, NOT_BUILT_REASON, PREPARE, DESCRIBE_SETUP)           \
+    {                                                                                              \
+        .b = {.name = NAME, .summary = SUMMARY, .built = BUILT,                                    \
+              .not_built_reason = NOT_BUILT_REASON},                                               \
+        .module = NAME, .prepare = PREPARE, .describe_setup = DESCRIBE_SETUP,                     \
+    }
+
 /* Adds b after the suite's own engines (before the framework peers): for
  * backends built above the registry, such as the multi-gpu coordinator,
  * which register themselves when the program starts. */

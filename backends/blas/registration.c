@@ -5,15 +5,12 @@
 #include "backends/blas/kernel_choice.h"
 #include "backends/registry.h"
 
-backend_module blas_registration = {
-    .b = {.name = "blas",
-          .summary = "OpenBLAS GEMMs (convolutions over unfolded inputs) + OpenMP loops, fp32",
-#ifdef HAVE_BLAS
-          .built = 1,
+#ifndef HAVE_BLAS
+#define HAVE_BLAS 0
 #endif
-          .not_built_reason = "OpenBLAS (cblas.h, libopenblas) or OpenMP not found at build "
-                              "time, or left out with make BLAS=0"},
-    .module = "blas",
-    .prepare = blas_setup_prepare,
-    .describe_setup = blas_setup_describe,
-};
+
+backend_module blas_registration = BACKEND_MODULE(
+    "blas", "OpenBLAS GEMMs (convolutions over unfolded inputs) + OpenMP loops, fp32", HAVE_BLAS,
+    "OpenBLAS (cblas.h, libopenblas) or OpenMP not found at build time, or left out with "
+    "make BLAS=0",
+    blas_setup_prepare, blas_setup_describe);

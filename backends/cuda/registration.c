@@ -2,13 +2,10 @@
  * (part of the program, built or not). */
 #include "backends/registry.h"
 
-backend_module cuda_registration = {
-    .b = {.name = "cuda",
-          .summary = "one GPU: cuDNN convolutions, cuBLAS dense layers",
-#ifdef HAVE_CUDA
-          .built = 1,
+#ifndef HAVE_CUDA
+#define HAVE_CUDA 0
 #endif
-          .not_built_reason = "nvcc, cuDNN or cuBLAS not found at build time, or left out "
-                              "with make CUDA=0"},
-    .module = "cuda",
-};
+
+backend_module cuda_registration = BACKEND_MODULE(
+    "cuda", "one GPU: cuDNN convolutions, cuBLAS dense layers", HAVE_CUDA,
+    "nvcc, cuDNN or cuBLAS not found at build time, or left out with make CUDA=0", NULL, NULL);

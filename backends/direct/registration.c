@@ -4,15 +4,11 @@
 #include "backends/common/openmp_setup.h"
 #include "backends/registry.h"
 
-backend_module direct_registration = {
-    .b = {.name = "direct",
-          .summary = "the project's own register tiles, chosen per CPU when it runs, fp32",
-#ifdef HAVE_DIRECT
-          .built = 1,
+#ifndef HAVE_DIRECT
+#define HAVE_DIRECT 0
 #endif
-          .not_built_reason = "OpenMP (omp.h, -fopenmp) not found at build time, or left out "
-                              "with make DIRECT=0"},
-    .module = "direct",
-    .prepare = openmp_setup_prepare,
-    .describe_setup = openmp_setup_describe,
-};
+
+backend_module direct_registration = BACKEND_MODULE(
+    "direct", "the project's own register tiles, chosen per CPU when it runs, fp32", HAVE_DIRECT,
+    "OpenMP (omp.h, -fopenmp) not found at build time, or left out with make DIRECT=0",
+    openmp_setup_prepare, openmp_setup_describe);

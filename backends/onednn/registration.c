@@ -6,15 +6,13 @@
 #include "backends/common/openmp_setup.h"
 #include "backends/registry.h"
 
-backend_module onednn_registration = {
-    .b = {.name = "onednn",
-          .summary = "oneDNN primitives for every layer, layouts of the library's choosing",
-#ifdef HAVE_ONEDNN
-          .built = 1,
+#ifndef HAVE_ONEDNN
+#define HAVE_ONEDNN 0
 #endif
-          .not_built_reason = "oneDNN (dnnl.h, libdnnl) or OpenMP not found at build time, "
-                              "or left out with make ONEDNN=0"},
-    .module = "onednn",
-    .prepare = openmp_setup_prepare,
-    .describe_setup = openmp_setup_describe,
-};
+
+backend_module onednn_registration = BACKEND_MODULE(
+    "onednn", "oneDNN primitives for every layer, layouts of the library's choosing",
+    HAVE_ONEDNN,
+    "oneDNN (dnnl.h, libdnnl) or OpenMP not found at build time, or left out with make "
+    "ONEDNN=0",
+    openmp_setup_prepare, openmp_setup_describe);
