@@ -4,12 +4,12 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "harness/tools/compare.h"
 #include "harness/run/config.h"
+#include "harness/run/run.h"
+#include "harness/tools/compare.h"
 #include "harness/tools/count.h"
 #include "harness/tools/history.h"
 #include "harness/tools/plot.h"
-#include "harness/run/run.h"
 
 typedef struct subcommand {
     const char *name;

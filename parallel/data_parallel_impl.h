@@ -17,8 +17,8 @@
 #include "backends/registry.h"
 #include "parallel/comm.h"
 #include "parallel/workers.h"
-#include "parallel/wrap.h"
 #include "parallel/world.h"
+#include "parallel/wrap.h"
 
 typedef enum job_kind {
     JOB_CREATE,

@@ -19,8 +19,8 @@
 #include "parallel/comm.h"
 #include "parallel/prefetch.h"
 #include "parallel/workers.h"
-#include "parallel/wrap.h"
 #include "parallel/world.h"
+#include "parallel/wrap.h"
 
 typedef enum job_kind {
     JOB_CREATE,

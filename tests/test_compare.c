@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness/tools/compare.h"
 #include "harness/formats/csv.h"
+#include "harness/tools/compare.h"
 #include "harness/tools/stats.h"
 #include "tests/scratch.h"
 

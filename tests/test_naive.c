@@ -16,8 +16,8 @@
 
 #include "backends/common/host_engine.h"
 #include "backends/engine.h"
-#include "backends/registry.h"
 #include "backends/naive/layers.h"
+#include "backends/registry.h"
 #include "harness/run/init.h"
 #include "tests/testing.h"
 #include "workloads/workload.h"

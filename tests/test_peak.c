@@ -19,10 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "harness/run/columns.h"
 #include "harness/run/peak.h"
 #include "harness/run/results.h"
-#include "base/clock.h"
 
 /* How far below the unloaded figure a loaded one may fall before it must
  * call itself uncertain. */

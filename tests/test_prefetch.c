@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include "backends/common/elementwise.h"
-#include "harness/run/init.h"
 #include "base/clock.h"
+#include "harness/run/init.h"
 #include "parallel/prefetch.h"
 
 #define ROWS 28

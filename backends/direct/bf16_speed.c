@@ -20,8 +20,8 @@
 
 #include <immintrin.h>
 
-#include "backends/direct/direct.h"
 #include "backends/direct/bf16.h"
+#include "backends/direct/direct.h"
 
 static double now(void)
 {

@@ -1,5 +1,5 @@
-#include "harness/run/config.h"
 #include "harness/formats/idx.h"
+#include "harness/run/config.h"
 #include "harness/run/options.h"
 #include "harness/run/plan.h"
 

@@ -14,20 +14,20 @@
 #include <unistd.h>
 
 #include "backends/registry.h"
-#include "harness/run/agree.h"
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "harness/formats/fileio.h"
 #include "harness/formats/idx.h"
-#include "harness/run/init.h"
 #include "harness/formats/paramfile.h"
+#include "harness/run/agree.h"
+#include "harness/run/init.h"
 #include "harness/run/peak.h"
-#include "harness/tools/plot.h"
+#include "harness/run/plan.h"
 #include "harness/run/progress.h"
 #include "harness/run/report.h"
 #include "harness/run/results.h"
+#include "harness/tools/plot.h"
 #include "harness/tools/stats.h"
-#include "base/clock.h"
-#include "harness/run/plan.h"
 #include "parallel/world.h"
 
 static volatile sig_atomic_t stop_signal;

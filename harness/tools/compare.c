@@ -20,14 +20,14 @@
 #include <sys/stat.h>
 
 #include "base/alloc.h"
-#include "harness/run/config.h"
-#include "harness/tools/count.h"
-#include "harness/run/columns.h"
 #include "harness/formats/csv.h"
+#include "harness/run/columns.h"
+#include "harness/run/config.h"
 #include "harness/run/options.h"
-#include "harness/tools/stats.h"
 #include "harness/run/status.h"
 #include "harness/run/sysinfo.h"
+#include "harness/tools/count.h"
+#include "harness/tools/stats.h"
 
 /* ---- judging speed ------------------------------------------------------- */
 

@@ -29,14 +29,14 @@
 
 #include "backends/engine.h"
 #include "backends/registry.h"
-#include "harness/tools/children.h"
-#include "harness/run/config.h"
 #include "harness/formats/csv.h"
 #include "harness/formats/fileio.h"
 #include "harness/formats/idx.h"
+#include "harness/run/config.h"
 #include "harness/run/init.h"
 #include "harness/run/options.h"
 #include "harness/run/sysinfo.h"
+#include "harness/tools/children.h"
 
 #ifndef COUNT_BUILD_FLAGS
 #define COUNT_BUILD_FLAGS "unknown flags"

@@ -10,13 +10,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "harness/run/columns.h"
-#include "harness/run/config.h"
-#include "harness/tools/count.h"
 #include "harness/formats/csv.h"
 #include "harness/formats/fileio.h"
+#include "harness/run/columns.h"
+#include "harness/run/config.h"
 #include "harness/run/options.h"
 #include "harness/run/status.h"
+#include "harness/tools/count.h"
 
 #define DEFAULT_HISTORY "results/history.csv"
 

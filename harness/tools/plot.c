@@ -18,11 +18,11 @@
 #include <unistd.h>
 
 #include "backends/registry.h"
-#include "harness/tools/children.h"
-#include "harness/run/columns.h"
 #include "harness/formats/csv.h"
-#include "harness/run/status.h"
+#include "harness/run/columns.h"
 #include "harness/run/report.h"
+#include "harness/run/status.h"
+#include "harness/tools/children.h"
 
 enum { VARS_LEN = 16384, OUTPUT_LEN = 2048, MSG_LEN = 2 * PATH_MAX + 1024 };
 
