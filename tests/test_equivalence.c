@@ -292,8 +292,9 @@ static eval_counts score(const backend *b, const run *r, const float *params)
 }
 
 /* Each run once: naive's serves every backend, a backend's own its
- * data-parallel wrapper. */
-static run runs[64];
+ * data-parallel wrapper (room for every backend, precision, workload and
+ * optimiser the registry holds, with some to spare). */
+static run runs[128];
 static int run_count;
 
 static const run *run_of(const backend *b, const char *workload_name, optimizer_kind kind,
