@@ -301,7 +301,8 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     for (size_t i = 0; i < n_out; i++) /* whatever was there must go */
         out_c[i] = 12345.0f;
     blas_conv_forward(out_c, col, in_c, wb, dcol, B, C, H, W, K, kernel, stride, threads);
-    blas_conv_backward_params(dwb, dout_c, col, in_c, B, C, H, W, K, kernel, stride, threads);
+    blas_conv_backward_params(dwb, dout_c, col, in_c, dcol, B, C, H, W, K, kernel, stride,
+                              threads);
     for (size_t i = 0; i < n_in; i++) /* whatever was there must go */
         din_c[i] = 12345.0f;
     blas_conv_backward_data(din_c, dcol, dout_c, wb, B, C, H, W, K, kernel, stride, threads);
@@ -414,7 +415,7 @@ static void check_dense(int B, int I, int O, int threads)
     dense_backward_bias(db_n, dout, B, O);
     /* blas, [features][B]; twice: at `threads` and at 1 */
     float *in_c = floats(n_in), *dout_c = floats(n_out), *dense_scratch;
-    dense_scratch = floats(blas_dense_scratch_floats(B, I));
+    dense_scratch = floats(blas_dense_scratch_floats(B, I, O));
     to_chwn(in_c, in, B, I, 1);
     to_chwn(dout_c, dout, B, O, 1);
     float *out_c[2], *din_c[2], *dw_c[2], *db_c[2];
@@ -428,7 +429,7 @@ static void check_dense(int B, int I, int O, int threads)
         for (int k = 0; k < 4; k++) /* whatever was there must go */
             for (size_t i = 0; i < count[k]; i++)
                 every[k][i] = 12345.0f;
-        blas_dense_forward(out_c[run], in_c, w, bias, B, I, O, &team);
+        blas_dense_forward(out_c[run], in_c, w, bias, dense_scratch, B, I, O, &team);
         blas_dense_backward(dw_c[run], db_c[run], din_c[run], dout_c, in_c, w, dense_scratch, B,
                             I, O, &team);
     }

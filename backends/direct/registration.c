@@ -6,7 +6,7 @@
 
 backend_module direct_registration = {
     .b = {.name = "direct",
-          .summary = "the project's own register tiles, chosen per CPU when it runs, fp32",
+          .summary = "the project's own register tiles, chosen per CPU when it runs, fp32 or bf16",
 #ifdef HAVE_DIRECT
           .built = 1,
 #endif
