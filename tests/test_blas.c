@@ -1174,9 +1174,22 @@ static void stage_misuse_fails_cleanly(void **state)
     free(in), free(out), free(parent);
 }
 
-/* bf16 operands in a stage: within bf16's rounding (u = 2^-8) of
- * fp32, relative to the largest element; skipped where bf16 cannot run. */
-static void bf16_stage_tracks_fp32(void **state)
+/* bf16 operands in a stage (lenet [1, 4): pool1, conv2, pool2, one
+ * product whose operands are the stage's own values) against fp32, on
+ * values bf16 holds exactly: the inputs in sixteenths, the parameters and
+ * the output gradient multiples of 2^-7 (8 significant bits at most; a
+ * product fed by another's output, fc1 after conv2, would be rounded). Rounding them to bf16 then changes nothing,
+ * their products are exact in fp32, and the sums stay exact in any order
+ * (the argument of STAGE_BOUND), so the pools decide alike and bf16 must
+ * agree with fp32 to STAGE_BOUND: what is left to differ is where the
+ * engine puts the products' operands and results (a wrong index, a
+ * scratch shared by two calls at once, a missing group), off by an
+ * element's own size. On values bf16 rounds, its near-ties send pool
+ * gradients elsewhere: measured 0.11 of the largest input-gradient
+ * element, 0.09 of the parameters' (direct on a Zen 4 core), so rounding
+ * is held by bf16_tracks_fp32 and tests/test_equivalence.c instead.
+ * Skipped where bf16 cannot run. */
+static void bf16_stage_matches_fp32_on_exact_values(void **state)
 {
     (void)state;
     char why[512] = "";
@@ -1186,10 +1199,12 @@ static void bf16_stage_tracks_fp32(void **state)
     }
     workload w, s;
     assert_int_equal(workload_get("lenet", &w), 0);
-    assert_null(workload_stage(&w, 2, 6, 0, 1, &s));
+    assert_null(workload_stage(&w, 1, 4, 0, 1, &s));
     float *parent = floats(w.param_count), *in, *d_out;
     init_params(&w, 321, parent);
-    stage_data(&s, 2, 9, &in, &d_out);
+    quantize(parent, w.param_count, 0x1p-7f);
+    stage_data(&s, 1, 9, &in, &d_out);
+    quantize(d_out, (size_t)MICRO * shape3_size(s.layers[s.n_layers - 1].out), 0x1p-7f);
     engine *a = start_stage(bb, &s, 1, 2, parent);
     engine_config c = config(OPT_SGD, 2);
     c.stage_slots = 1;
@@ -1211,7 +1226,9 @@ static void bf16_stage_tracks_fp32(void **state)
                  d_g = scaled_diff(ra.grads, rb.grads, s.param_count);
     print_message("bf16 stage against fp32: output %.3g, input gradient %.3g, gradients %.3g\n",
                   d_o, d_i, d_g);
-    assert_true(d_o < 5e-2 && d_i < 5e-2 && d_g < 5e-2);
+    if (!(d_o <= STAGE_BOUND && d_i <= STAGE_BOUND && d_g <= STAGE_BOUND))
+        fail_msg("bf16 stage on exact values: output %.3g, input gradient %.3g, gradients "
+                 "%.3g (allowed %.3g)", d_o, d_i, d_g, STAGE_BOUND);
     stage_result_free(&ra);
     stage_result_free(&rb);
     bb->destroy(a);
@@ -1303,7 +1320,7 @@ int main(void)
         cmocka_unit_test(whole_network_stage_is_a_step),
         cmocka_unit_test(memory_use_counts_slots),
         cmocka_unit_test(stage_misuse_fails_cleanly),
-        cmocka_unit_test(bf16_stage_tracks_fp32),
+        cmocka_unit_test(bf16_stage_matches_fp32_on_exact_values),
 #ifndef LB_LAYERS_DIRECT
         cmocka_unit_test(sgemm_peak_probe_measures),
 #endif
