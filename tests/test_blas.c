@@ -301,7 +301,8 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     for (size_t i = 0; i < n_out; i++) /* whatever was there must go */
         out_c[i] = 12345.0f;
     blas_conv_forward(out_c, col, in_c, wb, dcol, B, C, H, W, K, kernel, stride, threads);
-    blas_conv_backward_params(dwb, dout_c, col, in_c, B, C, H, W, K, kernel, stride, threads);
+    blas_conv_backward_params(dwb, dout_c, col, in_c, dcol, B, C, H, W, K, kernel, stride,
+                              threads);
     for (size_t i = 0; i < n_in; i++) /* whatever was there must go */
         din_c[i] = 12345.0f;
     blas_conv_backward_data(din_c, dcol, dout_c, wb, B, C, H, W, K, kernel, stride, threads);
@@ -414,7 +415,7 @@ static void check_dense(int B, int I, int O, int threads)
     dense_backward_bias(db_n, dout, B, O);
     /* blas, [features][B]; twice: at `threads` and at 1 */
     float *in_c = floats(n_in), *dout_c = floats(n_out), *dense_scratch;
-    dense_scratch = floats(blas_dense_scratch_floats(B, I));
+    dense_scratch = floats(blas_dense_scratch_floats(B, I, O));
     to_chwn(in_c, in, B, I, 1);
     to_chwn(dout_c, dout, B, O, 1);
     float *out_c[2], *din_c[2], *dw_c[2], *db_c[2];
@@ -428,7 +429,7 @@ static void check_dense(int B, int I, int O, int threads)
         for (int k = 0; k < 4; k++) /* whatever was there must go */
             for (size_t i = 0; i < count[k]; i++)
                 every[k][i] = 12345.0f;
-        blas_dense_forward(out_c[run], in_c, w, bias, B, I, O, &team);
+        blas_dense_forward(out_c[run], in_c, w, bias, dense_scratch, B, I, O, &team);
         blas_dense_backward(dw_c[run], db_c[run], din_c[run], dout_c, in_c, w, dense_scratch, B,
                             I, O, &team);
     }
@@ -687,23 +688,62 @@ static void bf16_rounds_and_is_refused_with_its_reason(void **state)
     assert_non_null(strstr(err, why));
 }
 
-/* Each step's loss of `steps` steps of lenet at precision p. */
+/* bf16 runs against this backend's own fp32 */
+static const backend *const bf16_reference = &blas_backend;
+#else
+/* The direct backend's bf16 (the bf16 products, backends/direct/bf16.h)
+ * describes itself as such where the CPU has AVX512_BF16, and is refused
+ * with direct_bf16_supported's reason by backend_runnable and create
+ * elsewhere. */
+static void bf16_is_described_or_refused_with_its_reason(void **state)
+{
+    (void)state;
+    char why[512] = "", runnable_why[512] = "", err[512] = "";
+    workload w;
+    assert_int_equal(workload_get("mlp", &w), 0);
+    engine_config c = config(OPT_SGD, 2);
+    c.precision = PREC_BF16;
+    assert_true(backend_precisions(bb) & (1u << PREC_BF16));
+    if (direct_bf16_supported(why, sizeof why)) {
+        assert_int_equal(backend_runnable(bb, PREC_BF16, runnable_why, sizeof runnable_why), 1);
+        engine *e = start(bb, &w, &c);
+        char text[256] = "";
+        bb->describe(e, text, sizeof text);
+        if (!strstr(text, "bf16 (bf16 products (vdpbf16ps), fp32 master weights), 2 threads, "
+                          "ISA avx512_bf16"))
+            fail_msg("describe: \"%s\"", text);
+        bb->destroy(e);
+        return;
+    }
+    print_message("bf16 not available here: %s\n", why);
+    assert_non_null(strstr(why, "AVX"));
+    assert_int_equal(backend_runnable(bb, PREC_BF16, runnable_why, sizeof runnable_why), 0);
+    assert_string_equal(runnable_why, why);
+    assert_null(backend_create(bb, &w, &c, err, sizeof err));
+    assert_non_null(strstr(err, why));
+}
 
-static void losses_at(precision p, optimizer_kind kind, int steps, float *losses)
+/* bf16 runs against the naive reference's fp32 */
+static const backend *const bf16_reference = &naive_backend;
+#endif
+
+/* Each step's loss of `steps` steps of lenet on b at precision p. */
+static void losses_at(const backend *b, precision p, optimizer_kind kind, int steps,
+                      float *losses)
 {
     workload w;
     assert_int_equal(workload_get("lenet", &w), 0);
     engine_config c = config(kind, 2);
     c.precision = p;
-    engine *e = start(bb, &w, &c);
+    engine *e = start(b, &w, &c);
     int32_t *order = batch_order(steps, BATCH);
-    if (bb->train_steps(e, order, BATCH, steps, losses))
-        fail_msg("blas %s: %s", precision_name(p), bb->error(e));
+    if (b->train_steps(e, order, BATCH, steps, losses))
+        fail_msg("%s %s: %s", b->name, precision_name(p), b->error(e));
     for (int s = 0; s < steps; s++)
         if (!isfinite(losses[s]))
-            fail_msg("blas %s: loss of step %d is %g", precision_name(p), s, losses[s]);
+            fail_msg("%s %s: loss of step %d is %g", b->name, precision_name(p), s, losses[s]);
     free(order);
-    bb->destroy(e);
+    b->destroy(e);
 }
 
 /* bf16 GEMMs against fp32, 20 steps of lenet: each step's loss within
@@ -728,15 +768,16 @@ static void bf16_tracks_fp32(void **state)
     const optimizer_kind kinds[2] = {OPT_NESTEROV, OPT_ADAM};
     for (int k = 0; k < 2; k++) {
         float ref[STEPS], got[STEPS];
-        losses_at(PREC_FP32, kinds[k], STEPS, ref);
-        losses_at(PREC_BF16, kinds[k], STEPS, got);
+        losses_at(bf16_reference, PREC_FP32, kinds[k], STEPS, ref);
+        losses_at(bb, PREC_BF16, kinds[k], STEPS, got);
         double worst = 0;
         int at = 0;
         for (int s = 0; s < STEPS; s++)
             if (rel_diff(ref[s], got[s], 5e-2) > worst)
                 worst = rel_diff(ref[s], got[s], 5e-2), at = s;
-        print_message("bf16 against fp32 (%s): worst step %d, %.6f against %.6f, %.3g\n",
-                      kinds[k] == OPT_ADAM ? "adam" : "nesterov", at, got[at], ref[at], worst);
+        print_message("bf16 against %s fp32 (%s): worst step %d, %.6f against %.6f, %.3g\n",
+                      bf16_reference->name, kinds[k] == OPT_ADAM ? "adam" : "nesterov", at,
+                      got[at], ref[at], worst);
         if (!(worst <= 6e-2))
             fail_msg("bf16: loss of step %d is %.6f, fp32's %.6f (relative %.3g > 6e-2)", at,
                      got[at], ref[at], worst);
@@ -745,8 +786,6 @@ static void bf16_tracks_fp32(void **state)
 
 /* ---------------------------------------------------------------------- */
 /* Model-parallel stages                                                    */
-
-#endif
 
 /* A micro-batch smaller than the engine's batch and not a multiple of the
  * engine's 16-image groups: a full group and a short one. */
@@ -1135,10 +1174,22 @@ static void stage_misuse_fails_cleanly(void **state)
     free(in), free(out), free(parent);
 }
 
-#ifndef LB_LAYERS_DIRECT /* bf16 GEMMs and the sgemm probe: OpenBLAS */
-/* bf16 GEMM operands in a stage: within bf16's rounding (u = 2^-8) of
- * fp32, relative to the largest element; skipped where bf16 cannot run. */
-static void bf16_stage_tracks_fp32(void **state)
+/* bf16 operands in a stage (lenet [1, 4): pool1, conv2, pool2, one
+ * product whose operands are the stage's own values) against fp32, on
+ * values bf16 holds exactly: the inputs in sixteenths, the parameters and
+ * the output gradient multiples of 2^-7 (8 significant bits at most; a
+ * product fed by another's output, fc1 after conv2, would be rounded). Rounding them to bf16 then changes nothing,
+ * their products are exact in fp32, and the sums stay exact in any order
+ * (the argument of STAGE_BOUND), so the pools decide alike and bf16 must
+ * agree with fp32 to STAGE_BOUND: what is left to differ is where the
+ * engine puts the products' operands and results (a wrong index, a
+ * scratch shared by two calls at once, a missing group), off by an
+ * element's own size. On values bf16 rounds, its near-ties send pool
+ * gradients elsewhere: measured 0.11 of the largest input-gradient
+ * element, 0.09 of the parameters' (direct on a Zen 4 core), so rounding
+ * is held by bf16_tracks_fp32 and tests/test_equivalence.c instead.
+ * Skipped where bf16 cannot run. */
+static void bf16_stage_matches_fp32_on_exact_values(void **state)
 {
     (void)state;
     char why[512] = "";
@@ -1148,10 +1199,12 @@ static void bf16_stage_tracks_fp32(void **state)
     }
     workload w, s;
     assert_int_equal(workload_get("lenet", &w), 0);
-    assert_null(workload_stage(&w, 2, 6, 0, 1, &s));
+    assert_null(workload_stage(&w, 1, 4, 0, 1, &s));
     float *parent = floats(w.param_count), *in, *d_out;
     init_params(&w, 321, parent);
-    stage_data(&s, 2, 9, &in, &d_out);
+    quantize(parent, w.param_count, 0x1p-7f);
+    stage_data(&s, 1, 9, &in, &d_out);
+    quantize(d_out, (size_t)MICRO * shape3_size(s.layers[s.n_layers - 1].out), 0x1p-7f);
     engine *a = start_stage(bb, &s, 1, 2, parent);
     engine_config c = config(OPT_SGD, 2);
     c.stage_slots = 1;
@@ -1173,7 +1226,9 @@ static void bf16_stage_tracks_fp32(void **state)
                  d_g = scaled_diff(ra.grads, rb.grads, s.param_count);
     print_message("bf16 stage against fp32: output %.3g, input gradient %.3g, gradients %.3g\n",
                   d_o, d_i, d_g);
-    assert_true(d_o < 5e-2 && d_i < 5e-2 && d_g < 5e-2);
+    if (!(d_o <= STAGE_BOUND && d_i <= STAGE_BOUND && d_g <= STAGE_BOUND))
+        fail_msg("bf16 stage on exact values: output %.3g, input gradient %.3g, gradients "
+                 "%.3g (allowed %.3g)", d_o, d_i, d_g, STAGE_BOUND);
     stage_result_free(&ra);
     stage_result_free(&rb);
     bb->destroy(a);
@@ -1181,6 +1236,7 @@ static void bf16_stage_tracks_fp32(void **state)
     free(p), free(parent), free(in), free(d_out);
 }
 
+#ifndef LB_LAYERS_DIRECT /* the sgemm probe: OpenBLAS */
 static void sgemm_peak_probe_measures(void **state)
 {
     (void)state;
@@ -1255,15 +1311,17 @@ int main(void)
         cmocka_unit_test(bad_requests_fail_cleanly),
 #ifndef LB_LAYERS_DIRECT
         cmocka_unit_test(bf16_rounds_and_is_refused_with_its_reason),
-        cmocka_unit_test(bf16_tracks_fp32),
+#else
+        cmocka_unit_test(bf16_is_described_or_refused_with_its_reason),
 #endif
+        cmocka_unit_test(bf16_tracks_fp32),
         cmocka_unit_test(stages_match_naive),
         cmocka_unit_test(slots_keep_micro_batches_apart),
         cmocka_unit_test(whole_network_stage_is_a_step),
         cmocka_unit_test(memory_use_counts_slots),
         cmocka_unit_test(stage_misuse_fails_cleanly),
+        cmocka_unit_test(bf16_stage_matches_fp32_on_exact_values),
 #ifndef LB_LAYERS_DIRECT
-        cmocka_unit_test(bf16_stage_tracks_fp32),
         cmocka_unit_test(sgemm_peak_probe_measures),
 #endif
     };

@@ -7,13 +7,15 @@
  * state use the flat layout of every backend, so the harness and a
  * data-parallel coordinator see the same floats as with the naive backend.
  *
- * Written over `real` and built four times (backends/common/real.h): for
+ * Written over `real` and built five times (backends/common/real.h): for
  * blas fp32 (sgemm), fp64 (dgemm; double parameters, gradients, optimiser
  * state and activations) and bf16 (fp32 everything, bf16 GEMM operands,
- * bf16.h), and for direct (fp32, the direct kernels, no OpenBLAS). The
- * plain float build holds the blas backend's table, whose create picks the
- * build for the precision asked; the direct build holds the direct
- * backend's. struct engine has the same layout in every build (pointers),
+ * bf16.h), and for direct fp32 (the direct kernels, no OpenBLAS) and
+ * direct bf16 (fp32 everything, the direct bf16 products of
+ * backends/direct/bf16.h, each packing its operands as bf16 in the
+ * engine's scratch). The plain float build holds the blas backend's table,
+ * whose create picks the build for the precision asked; the direct fp32
+ * build holds the direct backend's. struct engine has the same layout in every build (pointers),
  * so one destroy frees them all. */
 #include <omp.h>
 #include <stdio.h>
@@ -96,6 +98,8 @@ engine *blas_create_f32(const workload *w, const engine_config *cfg, char *err, 
 engine *blas_create_f64(const workload *w, const engine_config *cfg, char *err, size_t err_len);
 engine *blas_create_bf16(const workload *w, const engine_config *cfg, char *err, size_t err_len);
 engine *blas_create_direct(const workload *w, const engine_config *cfg, char *err, size_t err_len);
+engine *blas_create_direct_bf16(const workload *w, const engine_config *cfg, char *err,
+                                size_t err_len);
 #ifdef LB_REAL_DIRECT
 #define THIS_BACKEND direct_backend
 #else
@@ -138,7 +142,7 @@ static double library_peak_gflops(int threads)
 
 #endif
 
-#if defined(LB_REAL_PLAIN) || defined(LB_REAL_DIRECT)
+#if defined(LB_REAL_PLAIN) || defined(LB_REAL_DIRECT_FP32)
 static void destroy(engine *e)
 {
     if (!e)
@@ -202,6 +206,17 @@ static const char *check_workload(const workload *w, const engine_config *cfg)
 }
 
 static int group_count(int B) { return (B + GROUP_IMAGES - 1) / GROUP_IMAGES; }
+
+/* Floats per image of d_col scratch that conv layer l needs in groups of n
+ * images (the scratch of some products is not a multiple of one image's),
+ * in whole cache lines so that every thread's slot starts on one. */
+static size_t conv_scratch_per_image(const layer *l, int n)
+{
+    const size_t floats = blas_conv_scratch_floats(n, l->in.c, l->in.h, l->in.w, l->units,
+                                                   l->kernel, l->stride);
+    const size_t per_image = (floats + n - 1) / n, line = 64 / sizeof(real);
+    return (per_image + line - 1) / line * line;
+}
 
 /* Whether conv layer l unfolds its input into col: the direct build's
  * kernels read the input itself. */
@@ -287,11 +302,20 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
         if (!e->weight_bias[i] || !e->partial[i])
             return host_engine_out_of_memory(e, err, err_len);
         /* the forward pass's scratch too (blas_conv_scratch_floats); the
-         * first layer passes a gradient back only in a stage */
-        const size_t scratch = i > 0 || cfg->stage_slots
-                                   ? blas_conv_scratch_floats(1, l->in.c, l->in.h, l->in.w,
-                                                              l->units, l->kernel, l->stride)
-                                   : (size_t)shape3_size(l->out);
+         * first layer passes a gradient back only in a stage, but the bf16
+         * products pack their operands there in every pass; a group is
+         * GROUP_IMAGES images, or the whole batch in one */
+#ifdef LB_DIRECT_BF16
+        const int full_scratch = 1;
+#else
+        const int full_scratch = i > 0 || cfg->stage_slots;
+#endif
+        size_t scratch = (size_t)shape3_size(l->out);
+        if (full_scratch) {
+            const size_t grouped = conv_scratch_per_image(l, GROUP_IMAGES < B ? GROUP_IMAGES : B);
+            const size_t whole = conv_scratch_per_image(l, B);
+            scratch = grouped > whole ? grouped : whole;
+        }
         if (scratch > e->d_col_per_image)
             e->d_col_per_image = scratch;
     }
@@ -317,7 +341,8 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
     size_t dense_scratch = 0;
     for (int i = C; i < L; i++)
         if (w->layers[i].kind == LAYER_DENSE) {
-            const size_t n = blas_dense_scratch_floats(B, shape3_size(w->layers[i].in));
+            const size_t n = blas_dense_scratch_floats(B, shape3_size(w->layers[i].in),
+                                                       w->layers[i].units);
             dense_scratch = n > dense_scratch ? n : dense_scratch;
         }
     if (dense_scratch &&
@@ -334,7 +359,7 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
     return e;
 }
 
-#if defined(LB_REAL_PLAIN) || defined(LB_REAL_DIRECT)
+#if defined(LB_REAL_PLAIN) || defined(LB_REAL_DIRECT_FP32)
 void blas_engine_set_split(engine *e, blas_split split) { e->team.split = split; }
 #endif
 
@@ -435,8 +460,9 @@ static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, 
     switch (l->kind) {
     case LAYER_CONV: {
         real *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
-        blas_conv_backward_params(part, d, col_block(e, i, b0), group_block(e->act[i], l->in, b0), n, l->in.c, l->in.h, l->in.w, l->units,
-                                  l->kernel, l->stride, threads);
+        blas_conv_backward_params(part, d, col_block(e, i, b0),
+                                  group_block(e->act[i], l->in, b0), d_col, n, l->in.c,
+                                  l->in.h, l->in.w, l->units, l->kernel, l->stride, threads);
         if (d_in)
             blas_conv_backward_data(d_in, d_col, d, e->weight_bias[i], n, l->in.c, l->in.h,
                                     l->in.w, l->units, l->kernel, l->stride, threads);
@@ -589,8 +615,8 @@ static void dense_forward_layer(engine *e, int i, int B)
     const real *in = dense_input(e, i);
     if (l->kind == LAYER_DENSE)
         blas_dense_forward(e->act[i + 1], in, e->h.TYPED(params) + l->weight_offset,
-                           e->h.TYPED(params) + l->bias_offset, B, shape3_size(l->in), l->units,
-                           &e->team);
+                           e->h.TYPED(params) + l->bias_offset, e->dense_scratch, B,
+                           shape3_size(l->in), l->units, &e->team);
     else /* a ReLU */
         blas_relu_forward(e->act[i + 1], in, (size_t)B * shape3_size(l->in), e->team.threads);
 }
@@ -801,7 +827,7 @@ static const host_layers R(blas_layers) = {
     .stage_backward = stage_backward,
 };
 
-#if defined(LB_REAL_PLAIN) || defined(LB_REAL_DIRECT)
+#if defined(LB_REAL_PLAIN) || defined(LB_REAL_DIRECT_FP32)
 static void placement(engine *e, int *threads, int *devices, int *replicas)
 {
     *threads = e->team.threads;
@@ -810,14 +836,37 @@ static void placement(engine *e, int *threads, int *devices, int *replicas)
 }
 #endif
 
-#ifdef LB_REAL_DIRECT
-/* The kernels this engine was created with (direct_choose, at create) */
+#ifdef LB_REAL_DIRECT_FP32
+/* Whether bf16 runs: the build has the products (bf16.mk) and the CPU
+ * AVX512_BF16; else 0 and the reason. */
+static int bf16_runs(char *why, size_t why_len)
+{
+#ifdef HAVE_DIRECT_BF16
+    return direct_bf16_supported(why, why_len);
+#else
+    snprintf(why, why_len, "bf16 products left out of this build (the compiler has no "
+                           "-mavx512bf16)");
+    return 0;
+#endif
+}
+
+/* The fp32 kernels this engine was created with (direct_choose, at
+ * create); bf16 runs the one AVX512_BF16 build of its products, whatever
+ * LENET_BENCH_DIRECT_ISA says. */
 static void describe(engine *e, char *buf, size_t len)
 {
+    const int threads = e->team.threads;
+    if (e->h.cfg.precision == PREC_BF16) {
+        snprintf(buf, len,
+                 "bf16 (bf16 products (vdpbf16ps), fp32 master weights), %d thread%s, ISA "
+                 "avx512_bf16 (AVX-512 with AVX512_BF16)",
+                 threads, threads == 1 ? "" : "s");
+        return;
+    }
     const direct_kernels *k = direct_active();
     snprintf(buf, len, "%s (direct register tiles: %s), %d thread%s, ISA %s (%s)",
-             precision_name(e->h.cfg.precision), k->description, e->team.threads,
-             e->team.threads == 1 ? "" : "s", k->isa,
+             precision_name(e->h.cfg.precision), k->description, threads,
+             threads == 1 ? "" : "s", k->isa,
              getenv("LENET_BENCH_DIRECT_ISA") && *getenv("LENET_BENCH_DIRECT_ISA")
                  ? "forced by LENET_BENCH_DIRECT_ISA"
                  : "the best this CPU runs");
@@ -826,24 +875,36 @@ static void describe(engine *e, char *buf, size_t len)
 static void library_info(char *buf, size_t len)
 {
     const direct_kernels *k = direct_active();
-    snprintf(buf, len, "direct kernels %s (%s)", k->isa, k->description);
+    char why[256];
+    snprintf(buf, len, "direct kernels %s (%s); bf16 products (vdpbf16ps): %s", k->isa,
+             k->description, bf16_runs(why, sizeof why) ? "available" : "not on this CPU");
 }
 
-/* A forced instruction set the CPU lacks makes the backend not runnable,
- * with the reason. */
+/* A forced instruction set the CPU lacks makes fp32 not runnable, a CPU
+ * without AVX512_BF16 (or a build without the products) bf16, with the
+ * reason. */
 static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
 {
-    (void)ctx, (void)p;
+    (void)ctx;
+    if (p == PREC_BF16)
+        return bf16_runs(why, why_len);
     return direct_choose(why, why_len) != NULL;
 }
 
-/* fp32 only for now; a bf16 build of the kernels (AVX512_BF16) would be
- * picked here by precision, as blas's create does. */
 static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
                       size_t err_len)
 {
     (void)ctx;
     char why[256];
+    if (cfg && cfg->precision == PREC_BF16) {
+        if (!bf16_runs(why, sizeof why)) {
+            snprintf(err, err_len, "direct: %s", why);
+            return NULL;
+        }
+#ifdef HAVE_DIRECT_BF16
+        return blas_create_direct_bf16(w, cfg, err, err_len);
+#endif
+    }
     if (!direct_choose(why, sizeof why)) {
         snprintf(err, err_len, "direct: %s", why);
         return NULL;
@@ -958,13 +1019,14 @@ LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)
 }
 #endif
 
-#ifdef LB_REAL_DIRECT
+#ifdef LB_REAL_DIRECT_FP32
 const backend direct_backend = {
     .name = "direct",
     .summary = "the project's own register tiles (no library), vector width and tiles "
-               "chosen per CPU when it runs (AVX-512, AVX2, generic) + OpenMP loops, fp32",
+               "chosen per CPU when it runs (AVX-512, AVX2, generic) + OpenMP loops, fp32; "
+               "bf16 products (vdpbf16ps, AVX512_BF16) with fp32 master weights",
     .built = 1,
-    .precisions = 1u << PREC_FP32,
+    .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
     HOST_ENGINE_ENTRIES,
     .probe_precision = probe_precision,
     .create = create,

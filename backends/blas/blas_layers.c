@@ -3,7 +3,9 @@
  * row-major GEMM of the build's type: cblas_sgemm, cblas_dgemm (fp64), or
  * cblas_sbgemm on operands rounded to bf16 (bf16.h). In the direct build
  * (LB_REAL_DIRECT) they are the direct kernels chosen for this CPU
- * (backends/direct/direct.h), and OpenBLAS is not used. */
+ * (backends/direct/direct.h), or with LB_DIRECT_BF16 the direct bf16
+ * products (backends/direct/bf16.h, in the caller's scratch), and OpenBLAS
+ * is not used. */
 #include "backends/blas/blas_layers.h"
 
 #include <omp.h>
@@ -41,7 +43,7 @@ void blas_team_enter(const blas_team *t)
     if (openblas_get_num_threads() != library_threads)
         openblas_set_num_threads(library_threads);
 }
-#elif defined(LB_REAL_DIRECT)
+#elif defined(LB_REAL_DIRECT_FP32)
 /* (no library: the loops name their thread counts) */
 void blas_team_enter(const blas_team *t)
 {
@@ -168,7 +170,11 @@ static int products_transposed(int R) { return R + 1 >= 128; }
 
 size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, int stride)
 {
-#ifdef LB_REAL_DIRECT
+#if defined(LB_DIRECT_BF16)
+    (void)stride;
+    return (direct_bf16_conv_scratch_bytes(B, C, H, W, K, kernel) + sizeof(real) - 1) /
+           sizeof(real);
+#elif defined(LB_REAL_DIRECT)
     (void)stride; /* stride 1 (the engine refuses others) */
     return direct_conv_scratch_floats(B, C, H, W, K, kernel);
 #else
@@ -197,7 +203,10 @@ void blas_conv_forward(real *out, real *col, const real *in, const real *weight_
                        real *scratch, int B, int C, int H, int W, int K, int kernel,
                        int stride, int threads)
 {
-#ifdef LB_REAL_DIRECT
+#if defined(LB_DIRECT_BF16)
+    (void)col, (void)stride;
+    direct_bf16_conv_forward(out, in, weight_bias, scratch, B, C, H, W, K, kernel, threads);
+#elif defined(LB_REAL_DIRECT)
     (void)col, (void)scratch, (void)stride; /* read in place; stride 1 */
     direct_active()->conv_forward(out, in, weight_bias, B, C, H, W, K, kernel, threads);
 #else
@@ -218,15 +227,19 @@ void blas_conv_forward(real *out, real *col, const real *in, const real *weight_
 }
 
 void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const real *col,
-                               const real *in, int B, int C, int H, int W, int K, int kernel,
-                               int stride, int threads)
+                               const real *in, real *scratch, int B, int C, int H, int W,
+                               int K, int kernel, int stride, int threads)
 {
-#ifdef LB_REAL_DIRECT
+#if defined(LB_DIRECT_BF16)
     (void)col, (void)stride;
+    direct_bf16_conv_backward_params(d_weight_bias, d_out, in, scratch, B, C, H, W, K, kernel,
+                                     threads);
+#elif defined(LB_REAL_DIRECT)
+    (void)col, (void)scratch, (void)stride;
     direct_active()->conv_backward_params(d_weight_bias, d_out, in, B, C, H, W, K, kernel,
                                           threads);
 #else
-    (void)in, (void)threads; /* col holds the input; OpenBLAS's own count */
+    (void)in, (void)scratch, (void)threads; /* col holds the input; OpenBLAS's own count */
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int N = OH * OW * B, R = C * kernel * kernel;
     /* d_weight_bias[K][R + 1] = d_out[K][N] * col[R + 1][N]^T; the row of
@@ -242,7 +255,11 @@ void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
                              const real *weight_bias, int B, int C, int H, int W, int K,
                              int kernel, int stride, int threads)
 {
-#ifdef LB_REAL_DIRECT
+#if defined(LB_DIRECT_BF16)
+    (void)stride;
+    direct_bf16_conv_backward_data(d_in, d_out, weight_bias, d_col, B, C, H, W, K, kernel,
+                                   threads);
+#elif defined(LB_REAL_DIRECT)
     (void)stride; /* d_col is the kernels' scratch */
     direct_active()->conv_backward_data(d_in, d_out, weight_bias, d_col, B, C, H, W, K, kernel,
                                         threads);
@@ -494,11 +511,15 @@ static int tile_count(int n, int size) { return (n + size - 1) / size; }
 #endif
 
 void blas_dense_forward(real *out, const real *in, const real *weight, const real *bias,
-                        int B, int n_in, int n_out, const blas_team *t)
+                        real *scratch, int B, int n_in, int n_out, const blas_team *t)
 {
-#ifdef LB_REAL_DIRECT
+#if defined(LB_DIRECT_BF16)
+    direct_bf16_dense_forward(out, in, weight, bias, scratch, B, n_in, n_out, t->threads);
+#elif defined(LB_REAL_DIRECT)
+    (void)scratch;
     direct_active()->dense_forward(out, in, weight, bias, B, n_in, n_out, t->threads);
 #else
+    (void)scratch;
     for (int o = 0; o < n_out; o++)
         for (int b = 0; b < B; b++)
             out[(size_t)o * B + b] = bias[o];
@@ -517,12 +538,15 @@ void blas_dense_forward(real *out, const real *in, const real *weight, const rea
 #endif
 }
 
-size_t blas_dense_scratch_floats(int B, int n_in)
+size_t blas_dense_scratch_floats(int B, int n_in, int n_out)
 {
-#ifdef LB_REAL_DIRECT
+#if defined(LB_DIRECT_BF16)
+    return (direct_bf16_dense_scratch_bytes(B, n_in, n_out) + sizeof(real) - 1) / sizeof(real);
+#elif defined(LB_REAL_DIRECT)
+    (void)n_out;
     return direct_dense_scratch_floats(B, n_in);
 #else
-    (void)B, (void)n_in;
+    (void)B, (void)n_in, (void)n_out;
     return 0;
 #endif
 }
@@ -531,7 +555,10 @@ void blas_dense_backward(real *d_weight, real *d_bias, real *d_in, const real *d
                          const real *in, const real *weight, real *scratch, int B, int n_in,
                          int n_out, const blas_team *t)
 {
-#ifdef LB_REAL_DIRECT
+#if defined(LB_DIRECT_BF16)
+    direct_bf16_dense_backward(d_weight, d_bias, d_in, d_out, in, weight, scratch, B, n_in,
+                               n_out, t->threads);
+#elif defined(LB_REAL_DIRECT)
     direct_active()->dense_backward(d_weight, d_bias, d_in, d_out, in, weight, scratch, B, n_in,
                                     n_out, t->threads);
 #else

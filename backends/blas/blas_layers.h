@@ -53,7 +53,9 @@
 
 /* A float program that drives the direct build's layers (its test)
  * defines LB_LAYERS_DIRECT to reach their names. */
-#if defined(LB_REAL_DIRECT) || defined(LB_LAYERS_DIRECT)
+#if defined(LB_REAL_DIRECT) && defined(LB_DIRECT_BF16)
+#define BLAS_LAYER(name) name##_direct_bf16
+#elif defined(LB_REAL_DIRECT) || defined(LB_LAYERS_DIRECT)
 #define BLAS_LAYER(name) name##_direct
 #else
 #define BLAS_LAYER(name) R(name)
@@ -132,9 +134,10 @@ void blas_join_weight_bias(real *weight_bias, const real *weight, const real *bi
 void blas_conv_forward(real *out, real *col, const real *in, const real *weight_bias,
                        real *scratch, int B, int C, int H, int W, int K, int kernel,
                        int stride, int threads);
-/* d_weight_bias[K][R + 1]: the weight and bias gradients of these B images. */
+/* d_weight_bias[K][R + 1]: the weight and bias gradients of these B images
+ * (scratch as the data gradient's, used by the direct bf16 build only). */
 void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const real *col,
-                               const real *in, int B, int C, int H, int W, int K, int kernel,
+                               const real *in, real *scratch, int B, int C, int H, int W, int K, int kernel,
                                int stride, int threads);
 /* d_in[C][H][W][B] from d_out[K][OH][OW][B]. */
 void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
@@ -159,11 +162,11 @@ void blas_relu_backward(real *d_in, const real *d_out, const real *out, size_t n
  * out[n_out][B] = weight[n_out][n_in] * in[n_in][B] + bias: GEMMs, or in
  * the direct build the direct kernels, whatever the split. */
 void blas_dense_forward(real *out, const real *in, const real *weight, const real *bias,
-                        int B, int n_in, int n_out, const blas_team *t);
+                        real *scratch, int B, int n_in, int n_out, const blas_team *t);
 /* d_weight[n_out][n_in] = d_out * in^T, d_bias = row sums of d_out[n_out][B],
- * and d_in[n_in][B] = weight^T * d_out unless d_in is NULL; scratch holds
- * blas_dense_scratch_floats() floats. */
-size_t blas_dense_scratch_floats(int B, int n_in);
+ * and d_in[n_in][B] = weight^T * d_out unless d_in is NULL; scratch (the
+ * forward pass's too) holds blas_dense_scratch_floats() floats. */
+size_t blas_dense_scratch_floats(int B, int n_in, int n_out);
 void blas_dense_backward(real *d_weight, real *d_bias, real *d_in, const real *d_out,
                          const real *in, const real *weight, real *scratch, int B, int n_in,
                          int n_out, const blas_team *t);

@@ -12,7 +12,11 @@
  * The direct backend builds the blas engine's sources once more, with
  * -DLB_REAL_DIRECT: float, with the direct kernels as its products
  * (backends/direct/direct.h) and no OpenBLAS; objects foo_direct.o, names
- * name_direct.
+ * name_direct. LB_REAL_DIRECT_FP32 is defined in that build only, for what
+ * the direct backend holds once. With -DLB_REAL_DIRECT -DLB_DIRECT_BF16 it
+ * builds them a fifth time: float, with the bf16 products
+ * (backends/direct/bf16.h) instead; objects foo_direct_bf16.o, names
+ * name_direct_bf16.
  *
  * TYPED(member) names the view of a member of a shared struct that has the
  * build's type (host_engine's params_f32 or params_f64). */
@@ -27,10 +31,15 @@ typedef double real;
 typedef float real;
 #define R(name) name##_bf16
 #define TYPED(member) member##_f32
+#elif defined(LB_REAL_DIRECT) && defined(LB_DIRECT_BF16)
+typedef float real;
+#define R(name) name##_direct_bf16
+#define TYPED(member) member##_f32
 #elif defined(LB_REAL_DIRECT)
 typedef float real;
 #define R(name) name##_direct
 #define TYPED(member) member##_f32
+#define LB_REAL_DIRECT_FP32 1
 #else
 typedef float real;
 #define R(name) name##_f32

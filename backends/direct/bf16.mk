@@ -1,16 +1,7 @@
-# The direct backend's bf16 products (backends/direct/bf16.h): the
-# vdpbf16ps tiles built with AVX-512 flags of their own, after the build's
-# -march, so that the object builds on any x86-64 machine whose compiler
-# knows the instructions; whether they run is decided at run time
-# (direct_bf16_supported). A compiler without -mavx512bf16 leaves them out.
-DIRECT_BF16_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512bf16
-HAVE_DIRECT_BF16 := $(call probe,$(H)include <immintrin.h>\n__m512 f(__m512 a,__m512bh b){return _mm512_dpbf16_ps(a,b,b);}\nint main(void){return 0;}\n,$(DIRECT_BF16_FLAGS))
+# The direct backend's bf16 products (backends/direct/bf16.h): their test
+# and speed tool. The objects, and the probe that leaves them out
+# (HAVE_DIRECT_BF16), are in module.mk, which links them into the module.
 ifeq ($(HAVE_DIRECT_BF16),1)
-DIRECT_BF16_OBJS := $(BUILD)/backends/direct/bf16.o $(BUILD)/backends/direct/bf16_avx512.o
-$(DIRECT_BF16_OBJS): CFLAGS += -fopenmp
-$(BUILD)/backends/direct/bf16_avx512.o: CFLAGS += $(DIRECT_BF16_FLAGS)
-$(DIRECT_BF16_OBJS): $(BUILD)/build-flags
-
 # Its test needs the naive layers and the seeded generator, none of the
 # modules, so it has a rule of its own (the pattern rule waits for every
 # module).

@@ -16,11 +16,16 @@
  * Layout and conventions as backends/blas/blas_layers.h: CHWN, stride 1,
  * weight_bias [K][R + 1] with each channel's bias last; outputs
  * overwritten; `threads` OpenMP threads (1 inside a parallel region), the
- * same floats for any count. */
+ * same floats for any count.
+ *
+ * The bf16 products (bf16.h, AVX512_BF16) come with this header: the
+ * engine's bf16 build (LB_DIRECT_BF16) reaches them from here. */
 #ifndef LB_DIRECT_H
 #define LB_DIRECT_H
 
 #include <stddef.h>
+
+#include "backends/direct/bf16.h"
 
 typedef struct direct_kernels {
     const char *isa;         /* "avx512", "avx2", "generic": LENET_BENCH_DIRECT_ISA's values */

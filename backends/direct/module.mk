@@ -15,6 +15,22 @@
 # 30% slower, larger weight-gradient tiles (4x5, 2x8) no faster.
 # what the registry knows of the backend, built or not
 LIB_SRCS += backends/direct/registration.c
+
+# The bf16 products (bf16.h): the vdpbf16ps tiles built with AVX-512 flags
+# of their own, after the build's -march, so that the object builds on any
+# x86-64 machine whose compiler knows the instructions; whether they run is
+# decided at run time (direct_bf16_supported). A compiler without
+# -mavx512bf16 leaves them out, and the backend's bf16 with them. Here,
+# before DIRECT_OBJS, since the module links them (bf16.mk, read later,
+# has their test and speed tool).
+DIRECT_BF16_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512bf16
+HAVE_DIRECT_BF16 := $(call probe,$(H)include <immintrin.h>\n__m512 f(__m512 a,__m512bh b){return _mm512_dpbf16_ps(a,b,b);}\nint main(void){return 0;}\n,$(DIRECT_BF16_FLAGS))
+ifeq ($(HAVE_DIRECT_BF16),1)
+DIRECT_BF16_OBJS := $(BUILD)/backends/direct/bf16.o $(BUILD)/backends/direct/bf16_avx512.o
+$(DIRECT_BF16_OBJS): CFLAGS += -fopenmp
+$(BUILD)/backends/direct/bf16_avx512.o: CFLAGS += $(DIRECT_BF16_FLAGS)
+$(DIRECT_BF16_OBJS): $(BUILD)/build-flags
+endif
 DIRECT ?= 1
 ifneq ($(DIRECT),0)
 DIRECT_PROBE := $(call probe,$(H)include <omp.h>\nint main(void){return omp_get_max_threads()<0;}\n,-fopenmp)
@@ -34,11 +50,21 @@ DIRECT_FLAGS_generic := $(if $(filter avx2,$(DIRECT_ISAS)),-march=x86-64 -mtune=
 DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/kernels_%.o)
 DIRECT_OBJS := $(BUILD)/backends/blas/blas_direct.o $(BUILD)/backends/blas/blas_layers_direct.o \
                $(BUILD)/backends/direct/dispatch.o $(DIRECT_KERNEL_OBJS)
+# the engine once more with the bf16 products (LB_DIRECT_BF16, objects
+# *_direct_bf16.o) when the compiler has them
+ifeq ($(HAVE_DIRECT_BF16),1)
+DIRECT_OBJS += $(BUILD)/backends/blas/blas_direct_bf16.o \
+               $(BUILD)/backends/blas/blas_layers_direct_bf16.o $(DIRECT_BF16_OBJS)
+$(BUILD)/backends/blas/blas_direct.o: CFLAGS += -DHAVE_DIRECT_BF16
+endif
 $(eval $(call module_rule,direct,$(DIRECT_OBJS) $(MODULE_SHARED_OBJS),-fopenmp))
 
 $(BUILD)/backends/blas/%_direct.o: backends/blas/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp -DLB_REAL_DIRECT -c -o $@ $<
+$(BUILD)/backends/blas/%_direct_bf16.o: backends/blas/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fopenmp -DLB_REAL_DIRECT -DLB_DIRECT_BF16 -c -o $@ $<
 # (static pattern: a plain %-pattern would also offer make a way to remake
 # the .d files it includes, through its built-in %: %.o); one FMA per
 # multiply-add

@@ -9,6 +9,7 @@
 #endif
 
 backend_module direct_registration = BACKEND_MODULE(
-    "direct", "the project's own register tiles, chosen per CPU when it runs, fp32", HAVE_DIRECT,
+    "direct", "the project's own register tiles, chosen per CPU when it runs, fp32 or bf16",
+    HAVE_DIRECT,
     "OpenMP (omp.h, -fopenmp) not found at build time, or left out with make DIRECT=0",
     openmp_setup_prepare, openmp_setup_describe);
