@@ -44,10 +44,12 @@ static void md_mebibytes(char *buf, size_t len, const summary_row *r)
         snprintf(buf, len, "-");
 }
 
-/* NaN: the peak was uncertain, which is not the same as not measured */
+/* Not a number either way: the peak was uncertain (its source says so),
+ * which is not the same as not measured (a skipped row, --no-peak) */
 static void md_percent_of_peak(char *buf, size_t len, const summary_row *r)
 {
-    if (isnan(r->percent_of_peak))
+    if (isnan(r->percent_of_peak) && r->peak_source &&
+        strncmp(r->peak_source, "peak uncertain", 14) == 0)
         snprintf(buf, len, "peak uncertain");
     else if (r->percent_of_peak > 0)
         snprintf(buf, len, "%.1f", r->percent_of_peak);
