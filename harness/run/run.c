@@ -670,6 +670,18 @@ static void free_inputs(run_state *s)
     free(s->losses);
 }
 
+/* A run that cannot start leaves nothing it made behind: the step-loss
+ * file it created, its inputs. */
+static void abandon_start(run_state *s, const run_config *cfg)
+{
+    if (s->step_losses) {
+        fclose(s->step_losses);
+        if (s->step_losses_created)
+            unlink(cfg->step_losses);
+    }
+    free_inputs(s);
+}
+
 /* The configurations of the run, into out (at most MAX_RUN_CONFIGS):
  * each backend (as --replicas, multi-gpu and MPI make it), naive first so
  * the others' speedup can be stated, at each --precision and then each
@@ -885,12 +897,7 @@ static int run_backends(const run_config *cfg)
     /* every rank stops when one cannot start, or read other data */
     rc = agree_on_inputs(rc, &s.train, &s.test, s.init_params, (size_t)cfg->work.param_count);
     if (rc) {
-        if (s.step_losses) {
-            fclose(s.step_losses);
-            if (s.step_losses_created)
-                unlink(cfg->step_losses);
-        }
-        free_inputs(&s);
+        abandon_start(&s, cfg);
         free(configs);
         return rc;
     }
@@ -899,12 +906,7 @@ static int run_backends(const run_config *cfg)
         int status = write_failure_status(errno);
         fprintf(stderr, "bench: %s\n", err);
         results_close(&s.res);
-        if (s.step_losses) {
-            fclose(s.step_losses);
-            if (s.step_losses_created)
-                unlink(cfg->step_losses);
-        }
-        free_inputs(&s);
+        abandon_start(&s, cfg);
         free(configs);
         return status;
     }
