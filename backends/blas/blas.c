@@ -988,6 +988,14 @@ static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
     }
 }
 
+/* The entries the blas and direct tables share: each build's own create
+ * and layers, the host engine's bookkeeping. */
+#define CHWN_ENGINE_ENTRIES                                                                        \
+    HOST_ENGINE_ENTRIES, .probe_precision = probe_precision, .create = create,                    \
+    .destroy = destroy, .compute_gradients = host_compute_gradients,                              \
+    .apply_update = host_apply_update, .placement = placement, .describe = describe,              \
+    .library_info = library_info
+
 #ifdef LB_REAL_PLAIN
 const backend blas_backend = {
     .name = "blas",
@@ -995,15 +1003,7 @@ const backend blas_backend = {
                "whole batch) + OpenMP loops, fp32, fp64 or bf16",
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_FP64 | 1u << PREC_BF16,
-    HOST_ENGINE_ENTRIES,
-    .probe_precision = probe_precision,
-    .create = create,
-    .destroy = destroy,
-    .compute_gradients = host_compute_gradients,
-    .apply_update = host_apply_update,
-    .placement = placement,
-    .describe = describe,
-    .library_info = library_info,
+    CHWN_ENGINE_ENTRIES,
     .library_peak_gflops = library_peak_gflops,
 };
 
@@ -1027,15 +1027,7 @@ const backend direct_backend = {
                "bf16 products (vdpbf16ps, AVX512_BF16) with fp32 master weights",
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
-    HOST_ENGINE_ENTRIES,
-    .probe_precision = probe_precision,
-    .create = create,
-    .destroy = destroy,
-    .compute_gradients = host_compute_gradients,
-    .apply_update = host_apply_update,
-    .placement = placement,
-    .describe = describe,
-    .library_info = library_info,
+    CHWN_ENGINE_ENTRIES,
 };
 
 LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)
