@@ -13,4 +13,4 @@ TEST_SCRIPTS += tests/test_count.sh
 
 # ./bench count records the optimisation and target flags of its build (the
 # counts depend on them; objects are rebuilt when the flags change).
-$(BUILD)/harness/tools/count.o: CFLAGS += -DCOUNT_BUILD_FLAGS='"$(OPT)"'
+$(BUILD)/harness/tools/count_child.o: CFLAGS += -DCOUNT_BUILD_FLAGS='"$(OPT)"'
