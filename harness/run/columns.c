@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "harness/formats/csv.h"
 #include "harness/run/label.h"
 
@@ -288,6 +289,19 @@ void summary_row_init(summary_row *row)
             *(double *)((char *)row + c->offset) = NOT_MEASURED;
 }
 
+static int is_number(const column *c)
+{
+    return c->kind == COL_INT || c->kind == COL_LONG || c->kind == COL_REAL;
+}
+
+static const column *status_column(const column *cols)
+{
+    for (const column *c = cols; c->name; c++)
+        if (c->kind == COL_STATUS)
+            return c;
+    return NULL;
+}
+
 /* What is wrong with a number cell, or NULL when it is one. */
 static const char *bad_number(const column *c, const char *s, int finished)
 {
@@ -313,30 +327,108 @@ static const char *bad_number(const column *c, const char *s, int finished)
     return NULL;
 }
 
-int columns_check_csv(const column *cols, const csv_table *t, const char *path, char *err,
-                      size_t err_len)
+int result_table_check(const result_table *t, char *err, size_t err_len)
 {
-    int status_col = csv_column(t, "status");
-    for (int r = 0; r < t->n_rows; r++) {
+    const csv_table *csv = &t->csv;
+    const column *status = status_column(t->cols);
+    for (int r = 0; r < csv->n_rows; r++) {
         run_status st = STATUS_OK;
-        if (status_col >= 0 && status_parse(t->rows[r][status_col], &st) != 0) {
-            snprintf(err, err_len, "%s:%d: column 'status': '%.80s' is not a status", path,
-                     t->lines[r], t->rows[r][status_col]);
+        if (status && result_has(t, status) && status_parse(result_text(t, r, status), &st) != 0) {
+            snprintf(err, err_len, "%s:%d: column '%s': '%.80s' is not a status", t->path,
+                     csv->lines[r], status->name, result_text(t, r, status));
             return -1;
         }
-        for (const column *c = cols; c->name; c++) {
-            if (c->kind != COL_INT && c->kind != COL_LONG && c->kind != COL_REAL)
+        for (const column *c = t->cols; c->name; c++) {
+            if (!is_number(c) || !result_has(t, c))
                 continue;
-            int col = csv_column(t, c->name);
-            if (col < 0)
-                continue;
-            const char *why = bad_number(c, t->rows[r][col], st == STATUS_OK);
+            const char *why = bad_number(c, result_text(t, r, c), st == STATUS_OK);
             if (why) {
-                snprintf(err, err_len, "%s:%d: column '%s': '%.80s' %s", path, t->lines[r],
-                         c->name, t->rows[r][col], why);
+                snprintf(err, err_len, "%s:%d: column '%s': '%.80s' %s", t->path, csv->lines[r],
+                         c->name, result_text(t, r, c), why);
                 return -1;
             }
         }
     }
     return 0;
+}
+
+/* ---- reading the files back ------------------------------------------------ */
+
+const column *column_of(const column *cols, column_field at)
+{
+    for (const column *c = cols; c->name; c++)
+        if ((c->kind == COL_SYSTEM) == (at.system != 0) && c->offset == at.offset)
+            return c;
+    fprintf(stderr, "bench: internal error: no column is written from field offset %zu\n",
+            at.offset);
+    abort();
+}
+
+int result_table_read(result_table *t, const column *cols, const char *path, char *err,
+                      size_t err_len)
+{
+    memset(t, 0, sizeof *t);
+    t->cols = cols;
+    t->path = path;
+    if (csv_read(path, &t->csv, err, err_len) != 0)
+        return -1;
+    size_t n = 0;
+    while (cols[n].name)
+        n++;
+    t->at = xmalloc(sizeof(int) * (n ? n : 1));
+    for (size_t k = 0; k < n; k++)
+        t->at[k] = csv_column(&t->csv, cols[k].name);
+    return 0;
+}
+
+void result_table_free(result_table *t)
+{
+    csv_free(&t->csv);
+    free(t->at);
+    t->at = NULL;
+}
+
+int result_has(const result_table *t, const column *c)
+{
+    return t->at[c - t->cols] >= 0;
+}
+
+const column *result_table_missing(const result_table *t, const column_field *needed, int n)
+{
+    for (int k = 0; k < n; k++) {
+        const column *c = column_of(t->cols, needed[k]);
+        if (!result_has(t, c))
+            return c;
+    }
+    return NULL;
+}
+
+const char *result_text(const result_table *t, int i, const column *c)
+{
+    int field = t->at[c - t->cols];
+    return field < 0 ? "" : t->csv.rows[i][field];
+}
+
+void result_table_row(const result_table *t, int i, void *row)
+{
+    for (const column *c = t->cols; c->name; c++) {
+        if (c->kind == COL_SYSTEM || !result_has(t, c))
+            continue;
+        const char *s = result_text(t, i, c);
+        void *p = (char *)row + c->offset;
+        switch (c->kind) {
+        case COL_TEXT: *(const char **)p = s; break;
+        case COL_INT:
+            if (*s)
+                *(int *)p = (int)strtol(s, NULL, 10);
+            break;
+        case COL_LONG:
+            if (*s)
+                *(long *)p = strtol(s, NULL, 10);
+            break;
+        case COL_REAL: *(double *)p = *s ? strtod(s, NULL) : NOT_MEASURED; break;
+        case COL_STATUS: status_parse(s, (run_status *)p); break;
+        case COL_SYSTEM: break;
+        }
+    }
 }

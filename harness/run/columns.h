@@ -4,14 +4,16 @@
  * `--format csv|json|md` prints all loop over these lists (as llama-bench's
  * printers loop over its field list), so `--format csv` prints summary.csv
  * again, and a new metric is its field in results.h and one line in
- * columns.c. Other tools (compare, history, plots/, scripts/) read the
- * columns by name: keep names and meanings, add new ones at the end. */
+ * columns.c. compare, history and plot read the files back through the
+ * same lists (result_table below); plots/ and scripts/ read the columns by
+ * name: keep names and meanings, add new ones at the end. */
 #ifndef LB_COLUMNS_H
 #define LB_COLUMNS_H
 
 #include <stddef.h>
 #include <stdio.h>
 
+#include "harness/formats/csv.h"
 #include "harness/run/results.h"
 #include "harness/run/sysinfo.h"
 
@@ -57,15 +59,65 @@ void columns_json_object(FILE *f, const column *cols, const void *row, const sys
 void columns_md_header(FILE *f, const column *cols);
 void columns_md_row(FILE *f, const column *cols, const summary_row *row);
 
-/* The one check of a results CSV read back (compare, history, plot): every
- * number column of cols that t holds must be empty (not measured) or a
+/* ---- reading the files back (compare, history, plot) -------------------- */
+
+/* Where a column's value sits, as a constant: in the row (summary_row or
+ * epoch_row), or in the run's sysinfo. IN_SUMMARY(images_per_second) names
+ * summary.csv's column by the field it is written from, so a reader never
+ * spells a column's name again. */
+typedef struct column_field {
+    int system;
+    size_t offset;
+} column_field;
+#define IN_SUMMARY(field) {0, offsetof(summary_row, field)}
+#define IN_EPOCH(field) {0, offsetof(epoch_row, field)}
+#define IN_SYSTEM(field) {1, offsetof(sysinfo, field)}
+
+/* The column of cols written from `at`; the program stops when there is
+ * none (a reader's mistake, found by its first test). */
+const column *column_of(const column *cols, column_field at);
+#define SUMMARY_COLUMN(field) column_of(summary_columns, (column_field)IN_SUMMARY(field))
+#define EPOCH_COLUMN(field) column_of(epoch_columns, (column_field)IN_EPOCH(field))
+#define SYSTEM_COLUMN(field) column_of(summary_columns, (column_field)IN_SYSTEM(field))
+
+/* A results CSV read back: summary.csv (summary_columns) or epochs.csv
+ * (epoch_columns), its cells found by their column's definition whatever
+ * order the file has them in. */
+typedef struct result_table {
+    csv_table csv;
+    const column *cols;
+    const char *path; /* the caller's string, for messages */
+    int *at;          /* per column of cols: its field in csv, -1 when absent */
+} result_table;
+
+/* Reads path as a file of cols. 0, or -1 with a one-line message naming
+ * the file (and line). Free with result_table_free either way. */
+int result_table_read(result_table *t, const column *cols, const char *path, char *err,
+                      size_t err_len);
+void result_table_free(result_table *t);
+
+/* The one check of a results file read back (compare, history, plot):
+ * every number column the file holds must be empty (not measured) or a
  * number of its kind: a whole integer, or a finite real written as the
  * bench writes one (no leading space or '+', nothing after it, not out of
  * range like 1e999); NaN or Inf only where a row that did not finish
  * recorded one (a diverged loss); status a known status. 0, or -1 with
  * "PATH:LINE: column 'NAME': 'VALUE' is not ..." in err. */
-typedef struct csv_table csv_table;
-int columns_check_csv(const column *cols, const csv_table *t, const char *path, char *err,
-                      size_t err_len);
+int result_table_check(const result_table *t, char *err, size_t err_len);
+
+/* The first of the n columns at `needed` that the file lacks, or NULL. */
+const column *result_table_missing(const result_table *t, const column_field *needed, int n);
+int result_has(const result_table *t, const column *c);
+
+/* Row i's cell of column c as written; "" when the file lacks the column. */
+const char *result_text(const result_table *t, int i, const column *c);
+
+/* Row i as the row it was written from (summary_row or epoch_row, as
+ * t->cols): each column the file holds is parsed by its kind, text
+ * pointing into t, an empty number cell (not measured) NOT_MEASURED for a
+ * real and left as it was for a whole number. Columns the file lacks, and
+ * COL_SYSTEM ones (read with result_text), keep what row held, so the
+ * caller sets what an older file's missing column means first. */
+void result_table_row(const result_table *t, int i, void *row);
 
 #endif

@@ -44,8 +44,8 @@ typedef struct tally {
     FILE *findings; /* printed after the table */
 } tally;
 
-static int is_ok(const run_row *r) { return r->status == STATUS_OK; }
-static int is_skipped(const run_row *r) { return r->status == STATUS_SKIPPED; }
+static int is_ok(const run_row *r) { return r->s.status == STATUS_OK; }
+static int is_skipped(const run_row *r) { return r->s.status == STATUS_SKIPPED; }
 
 static void finding(tally *t, const char *kind, const char *row, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -74,9 +74,11 @@ static const run_row *reference_row(const run_files *run, const char *ref, const
     for (int single = 1; single >= 0; single--)
         for (int i = 0; i < run->n_rows; i++) {
             const run_row *r = &run->rows[i];
-            if (!strcmp(r->backend, ref) && !strcmp(r->workload, like->workload) &&
-                r->batch_size == like->batch_size && is_ok(r) && r->images_per_second > 0 &&
-                r->epoch_seconds > 0 && (!single || (r->replicas == 1 && r->ranks == 1)))
+            if (!strcmp(r->s.key.backend, ref) &&
+                !strcmp(r->s.key.workload, like->s.key.workload) &&
+                r->s.key.batch_size == like->s.key.batch_size && is_ok(r) &&
+                r->s.images_per_second > 0 && r->s.epoch_seconds_median > 0 &&
+                (!single || (r->s.key.replicas == 1 && r->s.key.ranks == 1)))
                 return r;
         }
     return NULL;
@@ -118,16 +120,17 @@ static const char *numerics_incomparable(const run_files *base, const run_files 
                  c < 0 ? base->label : next->label);
         return why;
     }
-    if (b->epochs < 0 || n->epochs < 0 || b->images_per_epoch < 0 || n->images_per_epoch < 0) {
+    if (b->s.epochs < 0 || n->s.epochs < 0 || b->s.images_per_epoch < 0 ||
+        n->s.images_per_epoch < 0) {
         snprintf(why, len, "epochs or images_per_epoch not recorded");
         return why;
     }
-    if (b->epochs != n->epochs || b->images_per_epoch != n->images_per_epoch) {
-        snprintf(why, len, "different length: %d x %ld images vs %d x %ld", b->epochs,
-                 b->images_per_epoch, n->epochs, n->images_per_epoch);
+    if (b->s.epochs != n->s.epochs || b->s.images_per_epoch != n->s.images_per_epoch) {
+        snprintf(why, len, "different length: %d x %ld images vs %d x %ld", b->s.epochs,
+                 b->s.images_per_epoch, n->s.epochs, n->s.images_per_epoch);
         return why;
     }
-    if (strcmp(b->optimizer, n->optimizer)) {
+    if (strcmp(b->s.key.optimizer, n->s.key.optimizer)) {
         snprintf(why, len, "different optimizer");
         return why;
     }
@@ -146,8 +149,8 @@ static const char *numerics_incomparable(const run_files *base, const run_files 
         return why;
     }
     /* the engine's own account of its precision, math mode, library kernels */
-    if (strcmp(b->details, n->details)) {
-        snprintf(why, len, "engine details differ: '%.80s' vs '%.80s'", b->details, n->details);
+    if (strcmp(b->s.details, n->s.details)) {
+        snprintf(why, len, "engine details differ: '%.80s' vs '%.80s'", b->s.details, n->s.details);
         return why;
     }
     return NULL;
@@ -169,8 +172,8 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
     /* speed */
     const char *metric = "images/s";
     char metric_buf[96];
-    double fig_b = b->images_per_second, fig_n = n->images_per_second;
-    double sec_b = b->epoch_seconds, sec_n = n->epoch_seconds;
+    double fig_b = b->s.images_per_second, fig_n = n->s.images_per_second;
+    double sec_b = b->s.epoch_seconds_median, sec_n = n->s.epoch_seconds_median;
     double scale_b = 1, scale_n = 1;
     int speed_known = fig_b > 0 && fig_n > 0;
     const char *speed_why = "no images/s figure";
@@ -184,12 +187,12 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
             speed_known = 0;
             speed_why = !rb ? "no ok reference row in BASE" : "no ok reference row in NEW";
         } else {
-            scale_b = rb->images_per_second;
-            scale_n = rn->images_per_second;
+            scale_b = rb->s.images_per_second;
+            scale_n = rn->s.images_per_second;
             fig_b /= scale_b;
             fig_n /= scale_n;
-            sec_b /= rb->epoch_seconds;
-            sec_n /= rn->epoch_seconds;
+            sec_b /= rb->s.epoch_seconds_median;
+            sec_n /= rn->s.epoch_seconds_median;
         }
     }
     if (is_reference) {
@@ -242,37 +245,39 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
         snprintf(metric_buf, sizeof metric_buf, "s/epoch%s%s", o->relative_to && !is_reference ? " / " : "",
                  o->relative_to && !is_reference ? o->relative_to : "");
         table_row("", metric_buf, cell_b, cell_n, change,
-                  b->images_per_epoch == n->images_per_epoch ? "shown, not judged"
+                  b->s.images_per_epoch == n->s.images_per_epoch ? "shown, not judged"
                                                              : "different epoch sizes");
     }
 
     /* accuracy, in percentage points */
-    double drop = (b->accuracy - n->accuracy) * 100;
-    snprintf(cell_b, sizeof cell_b, "%.4f", b->accuracy);
-    snprintf(cell_n, sizeof cell_n, "%.4f", n->accuracy);
+    double drop = (b->s.final_test_accuracy - n->s.final_test_accuracy) * 100;
+    snprintf(cell_b, sizeof cell_b, "%.4f", b->s.final_test_accuracy);
+    snprintf(cell_n, sizeof cell_n, "%.4f", n->s.final_test_accuracy);
     snprintf(change, sizeof change, "%+.2f pt", -drop);
-    if (isfinite(b->accuracy) && !isfinite(n->accuracy)) {
+    if (isfinite(b->s.final_test_accuracy) && !isfinite(n->s.final_test_accuracy)) {
         table_row("", "test accuracy", cell_b, cell_n, "-", "REGRESSION: no accuracy in NEW");
-        finding(t, "REGRESSION", name, "test accuracy missing in NEW (was %.4f)", b->accuracy);
+        finding(t, "REGRESSION", name, "test accuracy missing in NEW (was %.4f)",
+                b->s.final_test_accuracy);
     } else if (drop > o->max_accuracy_drop_points) {
         snprintf(verdict, sizeof verdict, "REGRESSION: %.2f points lower", drop);
         table_row("", "test accuracy", cell_b, cell_n, change, verdict);
         finding(t, "REGRESSION", name,
                 "test accuracy %.4f -> %.4f, %.2f points lower, beyond the %g point limit",
-                b->accuracy, n->accuracy, drop, o->max_accuracy_drop_points);
+                b->s.final_test_accuracy, n->s.final_test_accuracy, drop,
+                o->max_accuracy_drop_points);
     } else {
         table_row("", "test accuracy", cell_b, cell_n, change, "ok");
     }
 
     /* train loss: deterministic for the same seed and settings */
-    snprintf(cell_b, sizeof cell_b, "%.6f", b->train_loss);
-    snprintf(cell_n, sizeof cell_n, "%.6f", n->train_loss);
-    snprintf(change, sizeof change, "%.6f", n->train_loss / b->train_loss);
+    snprintf(cell_b, sizeof cell_b, "%.6f", b->s.final_train_loss);
+    snprintf(cell_n, sizeof cell_n, "%.6f", n->s.final_train_loss);
+    snprintf(change, sizeof change, "%.6f", n->s.final_train_loss / b->s.final_train_loss);
     char why[256];
     const char *incomparable = numerics_incomparable(base, next, b, n, why, sizeof why);
-    double diff = fabs(n->train_loss - b->train_loss);
+    double diff = fabs(n->s.final_train_loss - b->s.final_train_loss);
     /* the CSV prints 6 decimals: allow one unit of the last digit as well */
-    int changed = !(diff <= o->loss_tolerance * fabs(b->train_loss) + 1e-6);
+    int changed = !(diff <= o->loss_tolerance * fabs(b->s.final_train_loss) + 1e-6);
     if (!changed) {
         table_row("", "train loss", cell_b, cell_n, change, diff == 0 ? "identical" : "same");
     } else if (incomparable) {
@@ -282,10 +287,12 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
         snprintf(verdict, sizeof verdict, "CHANGED NUMERICS%s",
                  o->numerics_gate ? "" : " (reported, not gated)");
         table_row("", "train loss", cell_b, cell_n, change, verdict);
-        finding(t, o->numerics_gate ? "NUMERICS" : "NOTE", name,
-                "final train loss %.6f -> %.6f (relative change %.2e, tolerance %.0e) with the same "
-                "seed, options, epochs and CPU: the arithmetic changed",
-                b->train_loss, n->train_loss, diff / fabs(b->train_loss), o->loss_tolerance);
+        finding(
+            t, o->numerics_gate ? "NUMERICS" : "NOTE", name,
+            "final train loss %.6f -> %.6f (relative change %.2e, tolerance %.0e) with the same "
+            "seed, options, epochs and CPU: the arithmetic changed",
+            b->s.final_train_loss, n->s.final_train_loss, diff / fabs(b->s.final_train_loss),
+            o->loss_tolerance);
     }
 }
 
@@ -294,14 +301,14 @@ static void judge_status(const run_row *b, const run_row *n, tally *t)
     char name[512];
     describe_row(is_ok(b) ? b : n, name, sizeof name);
     t->compared++;
-    const char *was = status_name(b->status), *now = status_name(n->status);
+    const char *was = status_name(b->s.status), *now = status_name(n->s.status);
     table_row(name, "status", was, now, "-",
               is_ok(b) && !is_skipped(n) ? "REGRESSION" : "not compared");
     if (is_ok(b) && is_skipped(n))
-        finding(t, "NOTE", name, "skipped in NEW (%s); not compared", n->message);
+        finding(t, "NOTE", name, "skipped in NEW (%s); not compared", n->s.message);
     else if (is_ok(b))
         finding(t, "REGRESSION", name, "ok in BASE, %s in NEW: %s", now,
-                *n->message ? n->message : "(no message)");
+                *n->s.message ? n->s.message : "(no message)");
     else if (is_ok(n))
         finding(t, "NOTE", name, "%s in BASE, ok in NEW", was);
     else
@@ -334,7 +341,7 @@ int compare_runs(const compare_options *o, run_files *base, run_files *next)
             const run_files *run = s ? next : base;
             int found = 0;
             for (int i = 0; i < run->n_rows; i++)
-                found |= !strcmp(run->rows[i].backend, o->relative_to);
+                found |= !strcmp(run->rows[i].s.key.backend, o->relative_to);
             if (!found) {
                 fprintf(stderr, "bench compare: --relative-to %s: %s has no %s row\n",
                         o->relative_to, run->summary_path, o->relative_to);
@@ -345,7 +352,7 @@ int compare_runs(const compare_options *o, run_files *base, run_files *next)
     /* Pair exactly first, then by the loose key when a row did not run. */
     int *partner = xcalloc((size_t)base->n_rows, sizeof(int));
     for (int i = 0; i < base->n_rows; i++) {
-        partner[i] = index_find(next, &base->rows[i], 1, 1);
+        partner[i] = index_find(next, &base->rows[i].s.key, 1, 1);
         if (partner[i] >= 0)
             next->rows[partner[i]].paired = base->rows[i].paired = 1;
     }
@@ -356,10 +363,11 @@ int compare_runs(const compare_options *o, run_files *base, run_files *next)
         /* the earliest unpaired row of the loose key for which one of the
          * two did not finish */
         int found = -1;
-        for (int j = next->bucket ? next->bucket[loose_key_hash(b) & (next->n_buckets - 1)] : -1;
+        for (int j = next->bucket ? next->bucket[loose_key_hash(&b->s.key) & (next->n_buckets - 1)]
+                                  : -1;
              j >= 0; j = next->chain[j]) {
             run_row *n = &next->rows[j];
-            if (!n->paired && same_loose_key(b, n) && (!is_ok(b) || !is_ok(n)))
+            if (!n->paired && same_loose_key(&b->s.key, &n->s.key) && (!is_ok(b) || !is_ok(n)))
                 found = j;
         }
         if (found >= 0) {
@@ -414,7 +422,7 @@ int compare_runs(const compare_options *o, run_files *base, run_files *next)
             char name[512];
             describe_row(r, name, sizeof name);
             finding(&t, "NOTE", name, "only in %s (%s); not compared", run->label,
-                    status_name(r->status));
+                    status_name(r->s.status));
         }
     }
     if (t.findings && fclose(t.findings) == 0 && findings_len) {

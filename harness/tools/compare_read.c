@@ -2,7 +2,6 @@
 #include "harness/tools/compare_read.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,119 +11,69 @@
 #include "harness/run/columns.h"
 #include "harness/tools/stats.h"
 
-typedef struct field_reader {
-    const csv_table *t;
-    const char *path;
-    char *err;
-    size_t err_len;
-    int failed;
-} field_reader;
+/* The columns compare cannot do without, in the order a missing one is
+ * named; the others are optional (without them the numerics check says it
+ * cannot tell, and replicas and ranks are 1 as in runs from before data
+ * parallelism). */
+static const column_field summary_needed[] = {
+    IN_SUMMARY(key.backend), IN_SUMMARY(key.workload), IN_SUMMARY(key.precision),
+    IN_SUMMARY(key.batch_size), IN_SUMMARY(key.threads), IN_SUMMARY(key.devices),
+    IN_SUMMARY(status), IN_SUMMARY(images_per_second), IN_SUMMARY(epoch_seconds_median),
+    IN_SUMMARY(final_test_accuracy), IN_SUMMARY(final_train_loss),
+};
+static const column_field epoch_needed[] = {
+    IN_EPOCH(key.backend), IN_EPOCH(key.workload), IN_EPOCH(key.precision),
+    IN_EPOCH(key.batch_size), IN_EPOCH(key.threads), IN_EPOCH(key.devices),
+    IN_EPOCH(status), IN_EPOCH(images_per_second),
+};
 
-static int need_column(field_reader *r, const char *name)
+/* Reads and checks one of the run's files, which must have `needed`. */
+static int read_table(result_table *t, const column *cols, const char *path,
+                      const column_field *needed, int n_needed, char *err, size_t err_len)
 {
-    int c = csv_column(r->t, name);
-    if (c < 0 && !r->failed) {
-        snprintf(r->err, r->err_len, "%s: no column '%s' in the header", r->path, name);
-        r->failed = 1;
-    }
-    return c;
-}
-
-static const char *text_at(const field_reader *r, int row, int col)
-{
-    return col < 0 ? "" : r->t->rows[row][col];
-}
-
-static long integer_at(field_reader *r, int row, int col)
-{
-    if (col < 0 || r->failed)
+    if (result_table_read(t, cols, path, err, err_len) != 0 ||
+        result_table_check(t, err, err_len) != 0)
         return -1;
-    const char *s = r->t->rows[row][col];
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end) {
-        snprintf(r->err, r->err_len, "%s:%d: column '%s': '%s' is not a whole number", r->path,
-                 r->t->lines[row], r->t->header[col], s);
-        r->failed = 1;
+    const column *missing = result_table_missing(t, needed, n_needed);
+    if (missing) {
+        snprintf(err, err_len, "%s: no column '%s' in the header", path, missing->name);
         return -1;
     }
-    return v;
+    return 0;
 }
 
-static double number_at(field_reader *r, int row, int col)
+/* Rows are joined on whole numbers and judged by them, so an empty one
+ * (which the check lets pass as not measured) is refused. */
+static int whole_numbers_given(const result_table *t, int i, char *err, size_t err_len)
 {
-    if (col < 0 || r->failed)
-        return NAN;
-    const char *s = r->t->rows[row][col];
-    if (!*s)
-        return NAN;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end) {
-        snprintf(r->err, r->err_len, "%s:%d: column '%s': '%s' is not a number", r->path,
-                 r->t->lines[row], r->t->header[col], s);
-        r->failed = 1;
-        return NAN;
-    }
-    return v;
+    for (const column *c = t->cols; c->name; c++)
+        if ((c->kind == COL_INT || c->kind == COL_LONG) && result_has(t, c) &&
+            !*result_text(t, i, c)) {
+            snprintf(err, err_len, "%s:%d: column '%s': '' is not a whole number", t->path,
+                     t->csv.lines[i], c->name);
+            return -1;
+        }
+    return 0;
 }
 
-typedef struct key_columns {
-    int backend, workload, precision, batch_size, threads, devices, status;
-    int replicas, ranks; /* optional: 1 when absent (older runs) */
-} key_columns;
-
-static key_columns find_key_columns(field_reader *r)
+/* What a column an older file lacks means; the reader fills in the rest. */
+static row_key key_defaults(void)
 {
-    key_columns k = {
-        .backend = need_column(r, "backend"),
-        .workload = need_column(r, "workload"),
-        .precision = need_column(r, "precision"),
-        .batch_size = need_column(r, "batch_size"),
-        .threads = need_column(r, "threads"),
-        .devices = need_column(r, "devices"),
-        .status = need_column(r, "status"),
-        .replicas = csv_column(r->t, "replicas"),
-        .ranks = csv_column(r->t, "ranks"),
-    };
-    return k;
-}
-
-static run_status status_at(field_reader *r, int row, int col)
-{
-    run_status s = STATUS_FAILED;
-    if (col < 0 || r->failed)
-        return s;
-    const char *text = r->t->rows[row][col];
-    if (status_parse(text, &s) != 0) {
-        snprintf(r->err, r->err_len,
-                 "%s:%d: column 'status': '%s' is not a status (ok, failed, diverged, "
-                 "interrupted, skipped)",
-                 r->path, r->t->lines[row], text);
-        r->failed = 1;
-    }
-    return s;
-}
-
-static int count_at(field_reader *r, int row, int col)
-{
-    return col < 0 ? 1 : (int)integer_at(r, row, col);
+    return (row_key){.backend = "", .workload = "", .precision = "", .optimizer = "",
+                     .replicas = 1, .ranks = 1};
 }
 
 /* Data-parallel rows of one backend differ by replicas and ranks, so those
  * join too when the files have them. */
-static int same_key(const run_row *a, const run_row *b)
+static int same_key(const row_key *a, const row_key *b)
 {
-    return !strcmp(a->backend, b->backend) && !strcmp(a->workload, b->workload) &&
-           !strcmp(a->precision, b->precision) && a->batch_size == b->batch_size &&
-           a->threads == b->threads && a->devices == b->devices && a->replicas == b->replicas &&
-           a->ranks == b->ranks;
+    return same_loose_key(a, b) && a->threads == b->threads && a->devices == b->devices &&
+           a->replicas == b->replicas && a->ranks == b->ranks;
 }
 
 /* The configuration without the placement, which a failed or skipped row
  * may not know (threads 0 when the engine never started). */
-int same_loose_key(const run_row *a, const run_row *b)
+int same_loose_key(const row_key *a, const row_key *b)
 {
     return !strcmp(a->backend, b->backend) && !strcmp(a->workload, b->workload) &&
            !strcmp(a->precision, b->precision) && a->batch_size == b->batch_size;
@@ -137,11 +86,11 @@ static size_t hash_text(size_t h, const char *s)
     return (h ^ 0xff) * 1099511628211ull;
 }
 
-size_t loose_key_hash(const run_row *r)
+size_t loose_key_hash(const row_key *k)
 {
-    size_t h = hash_text(hash_text(hash_text(14695981039346656037ull, r->backend), r->workload),
-                         r->precision);
-    return (h ^ (size_t)(unsigned)r->batch_size) * 1099511628211ull;
+    size_t h = hash_text(hash_text(hash_text(14695981039346656037ull, k->backend), k->workload),
+                         k->precision);
+    return (h ^ (size_t)(unsigned)k->batch_size) * 1099511628211ull;
 }
 
 static void index_init(run_files *run, int capacity)
@@ -157,14 +106,14 @@ static void index_init(run_files *run, int capacity)
 
 static void index_add(run_files *run, int i)
 {
-    size_t b = loose_key_hash(&run->rows[i]) & (run->n_buckets - 1);
+    size_t b = loose_key_hash(&run->rows[i].s.key) & (run->n_buckets - 1);
     run->chain[i] = run->bucket[b];
     run->bucket[b] = i;
 }
 
 /* The first row of run (in the chain's order) that has `like`'s exact key
  * (exact) or loose key, and is unpaired when unpaired_only; -1 if none. */
-int index_find(const run_files *run, const run_row *like, int exact, int unpaired_only)
+int index_find(const run_files *run, const row_key *like, int exact, int unpaired_only)
 {
     if (!run->bucket)
         return -1;
@@ -172,7 +121,7 @@ int index_find(const run_files *run, const run_row *like, int exact, int unpaire
     for (int j = run->bucket[loose_key_hash(like) & (run->n_buckets - 1)]; j >= 0;
          j = run->chain[j]) {
         const run_row *r = &run->rows[j];
-        if ((exact ? same_key(r, like) : same_loose_key(r, like)) &&
+        if ((exact ? same_key(&r->s.key, like) : same_loose_key(&r->s.key, like)) &&
             !(unpaired_only && r->paired))
             found = j; /* chains run newest first: keep going for the earliest */
     }
@@ -181,12 +130,13 @@ int index_find(const run_files *run, const run_row *like, int exact, int unpaire
 
 void describe_row(const run_row *r, char *buf, size_t len)
 {
-    int n = snprintf(buf, len, "%s %s %s batch=%d threads=%d devices=%d", r->backend,
-                     r->workload, r->precision, r->batch_size, r->threads, r->devices);
-    if (r->replicas != 1 && n > 0 && (size_t)n < len)
-        n += snprintf(buf + n, len - (size_t)n, " replicas=%d", r->replicas);
-    if (r->ranks != 1 && n > 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, " ranks=%d", r->ranks);
+    int n = snprintf(buf, len, "%s %s %s batch=%d threads=%d devices=%d", r->s.key.backend,
+                     r->s.key.workload, r->s.key.precision, r->s.key.batch_size, r->s.key.threads,
+                     r->s.key.devices);
+    if (r->s.key.replicas != 1 && n > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " replicas=%d", r->s.key.replicas);
+    if (r->s.key.ranks != 1 && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " ranks=%d", r->s.key.ranks);
 }
 
 static void push_sample(run_row *r, double v)
@@ -200,56 +150,32 @@ static void push_sample(run_row *r, double v)
 
 static int read_summary(run_files *run, char *err, size_t err_len)
 {
-    if (csv_read(run->summary_path, &run->summary, err, err_len) != 0 ||
-        columns_check_csv(summary_columns, &run->summary, run->summary_path, err, err_len) != 0)
+    result_table *t = &run->summary;
+    if (read_table(t, summary_columns, run->summary_path, summary_needed,
+                   (int)(sizeof summary_needed / sizeof *summary_needed), err, err_len) != 0)
         return -1;
-    field_reader r = {&run->summary, run->summary_path, err, err_len, 0};
-    key_columns k = find_key_columns(&r);
-    int ips = need_column(&r, "images_per_second");
-    int secs = need_column(&r, "epoch_seconds_median");
-    int acc = need_column(&r, "final_test_accuracy");
-    int loss = need_column(&r, "final_train_loss");
-    if (r.failed)
-        return -1;
-    /* Optional: without them the numerics check says it cannot tell. */
-    int message = csv_column(&run->summary, "message");
-    int optimizer = csv_column(&run->summary, "optimizer");
-    int cpu = csv_column(&run->summary, "cpu_model");
-    int details = csv_column(&run->summary, "details");
-    int epochs = csv_column(&run->summary, "epochs");
-    int images = csv_column(&run->summary, "images_per_epoch");
-
-    run->rows = xcalloc((size_t)run->summary.n_rows, sizeof(run_row));
-    index_init(run, run->summary.n_rows);
-    for (int i = 0; i < run->summary.n_rows && !r.failed; i++) {
+    const column *cpu = SYSTEM_COLUMN(cpu_model);
+    run->rows = xcalloc((size_t)t->csv.n_rows, sizeof(run_row));
+    index_init(run, t->csv.n_rows);
+    for (int i = 0; i < t->csv.n_rows; i++) {
         run_row *row = &run->rows[run->n_rows];
-        row->backend = text_at(&r, i, k.backend);
-        row->workload = text_at(&r, i, k.workload);
-        row->precision = text_at(&r, i, k.precision);
-        row->batch_size = (int)integer_at(&r, i, k.batch_size);
-        row->threads = (int)integer_at(&r, i, k.threads);
-        row->devices = (int)integer_at(&r, i, k.devices);
-        row->replicas = count_at(&r, i, k.replicas);
-        row->ranks = count_at(&r, i, k.ranks);
-        row->status = status_at(&r, i, k.status);
-        row->message = text_at(&r, i, message);
-        row->optimizer = text_at(&r, i, optimizer);
-        row->cpu_model = text_at(&r, i, cpu);
-        row->details = text_at(&r, i, details);
-        row->epochs = (int)integer_at(&r, i, epochs);
-        row->images_per_epoch = integer_at(&r, i, images);
-        row->images_per_second = number_at(&r, i, ips);
-        row->epoch_seconds = number_at(&r, i, secs);
-        row->accuracy = number_at(&r, i, acc);
-        row->train_loss = number_at(&r, i, loss);
-        row->line = run->summary.lines[i];
-        if (r.failed)
-            break;
-        if (!*row->backend) {
+        summary_row *s = &row->s;
+        summary_row_init(s);
+        s->key = key_defaults();
+        s->message = s->details = "";
+        s->status = STATUS_FAILED;
+        s->epochs = -1;
+        s->images_per_epoch = -1;
+        if (whole_numbers_given(t, i, err, err_len) != 0)
+            return -1;
+        result_table_row(t, i, s);
+        row->cpu_model = result_text(t, i, cpu);
+        row->line = t->csv.lines[i];
+        if (!*row->s.key.backend) {
             snprintf(err, err_len, "%s:%d: empty backend name", run->summary_path, row->line);
             return -1;
         }
-        int j = index_find(run, row, 1, 0);
+        int j = index_find(run, &row->s.key, 1, 0);
         if (j >= 0) {
             char name[512];
             describe_row(row, name, sizeof name);
@@ -259,7 +185,7 @@ static int read_summary(run_files *run, char *err, size_t err_len)
         }
         index_add(run, run->n_rows++);
     }
-    return r.failed ? -1 : 0;
+    return 0;
 }
 
 static int read_epochs(run_files *run, char *err, size_t err_len)
@@ -267,39 +193,24 @@ static int read_epochs(run_files *run, char *err, size_t err_len)
     struct stat st;
     if (stat(run->epochs_path, &st) != 0)
         return 0; /* a summary on its own: no samples */
-    if (csv_read(run->epochs_path, &run->epochs, err, err_len) != 0 ||
-        columns_check_csv(epoch_columns, &run->epochs, run->epochs_path, err, err_len) != 0)
+    result_table *t = &run->epochs;
+    if (read_table(t, epoch_columns, run->epochs_path, epoch_needed,
+                   (int)(sizeof epoch_needed / sizeof *epoch_needed), err, err_len) != 0)
         return -1;
     run->have_epochs = 1;
-    field_reader r = {&run->epochs, run->epochs_path, err, err_len, 0};
-    key_columns k = find_key_columns(&r);
-    int ips = need_column(&r, "images_per_second");
-    if (r.failed)
-        return -1;
-    int epoch_col = csv_column(&run->epochs, "epoch"); /* optional: warm-up unknown */
-    for (int i = 0; i < run->epochs.n_rows; i++) {
-        run_row e = {
-            .backend = text_at(&r, i, k.backend),
-            .workload = text_at(&r, i, k.workload),
-            .precision = text_at(&r, i, k.precision),
-            .batch_size = (int)integer_at(&r, i, k.batch_size),
-            .threads = (int)integer_at(&r, i, k.threads),
-            .devices = (int)integer_at(&r, i, k.devices),
-            .replicas = count_at(&r, i, k.replicas),
-            .ranks = count_at(&r, i, k.ranks),
-        };
-        double v = number_at(&r, i, ips);
-        long epoch = integer_at(&r, i, epoch_col);
-        run_status status = status_at(&r, i, k.status);
-        if (r.failed)
+    for (int i = 0; i < t->csv.n_rows; i++) {
+        epoch_row e = {.key = key_defaults(), .status = STATUS_FAILED,
+                       .epoch = -1 /* no column: warm-up unknown */};
+        if (whole_numbers_given(t, i, err, err_len) != 0)
             return -1;
-        if (status != STATUS_OK || !(v > 0))
+        result_table_row(t, i, &e);
+        if (e.status != STATUS_OK || !(e.images_per_second > 0))
             continue;
-        int j = index_find(run, &e, 1, 0);
+        int j = index_find(run, &e.key, 1, 0);
         /* the summary's figures leave out warm-up epochs; so do the samples */
-        if (j >= 0 && !(run->rows[j].epochs > 0 && epoch >= 1 &&
-                        epoch <= warmup_epochs(run->rows[j].epochs)))
-            push_sample(&run->rows[j], v);
+        if (j >= 0 && !(run->rows[j].s.epochs > 0 && e.epoch >= 1 &&
+                        e.epoch <= warmup_epochs(run->rows[j].s.epochs)))
+            push_sample(&run->rows[j], e.images_per_second);
     }
     return 0;
 }
@@ -424,6 +335,6 @@ void close_run(run_files *run)
         free(run->settings[i]);
     free(run->settings);
     sysinfo_record_free(&run->system);
-    csv_free(&run->summary);
-    csv_free(&run->epochs);
+    result_table_free(&run->summary);
+    result_table_free(&run->epochs);
 }

@@ -6,19 +6,16 @@
 
 #include <stddef.h>
 
-#include "harness/formats/csv.h"
+#include "harness/run/columns.h"
 #include "harness/run/config.h"
 #include "harness/run/status.h"
 #include "harness/run/sysinfo.h"
 
 typedef struct run_row {
-    const char *backend, *workload, *precision;
-    int batch_size, threads, devices, replicas, ranks;
-    run_status status;
-    const char *message, *optimizer, *cpu_model, *details; /* "" when absent */
-    int epochs;            /* -1 when absent */
-    long images_per_epoch; /* -1 when absent */
-    double images_per_second, epoch_seconds, accuracy, train_loss;
+    /* as written, text "" when absent; replicas and ranks 1, epochs and
+     * images_per_epoch -1 when the file has no such column */
+    summary_row s;
+    const char *cpu_model;
     int line;
     double *samples; /* per-epoch images/s of the ok epochs in epochs.csv */
     int n_samples, samples_cap;
@@ -28,7 +25,7 @@ typedef struct run_row {
 typedef struct run_files {
     const char *label; /* BASE or NEW */
     char summary_path[PATH_LEN + 32], epochs_path[PATH_LEN + 32], system_path[PATH_LEN + 32];
-    csv_table summary, epochs;
+    result_table summary, epochs;
     int have_epochs;
     run_row *rows;
     int n_rows;
@@ -51,13 +48,13 @@ void close_run(run_files *run);
 
 /* The configuration without the placement, which a failed or skipped row
  * may not know (threads 0 when the engine never started). */
-int same_loose_key(const run_row *a, const run_row *b);
+int same_loose_key(const row_key *a, const row_key *b);
 /* Its hash: run->bucket[loose_key_hash(r) & (run->n_buckets - 1)] heads
  * the chain of rows that may share r's loose key. */
-size_t loose_key_hash(const run_row *r);
+size_t loose_key_hash(const row_key *k);
 /* The first row of run (in the chain's order) that has `like`'s exact key
  * (exact) or loose key, and is unpaired when unpaired_only; -1 if none. */
-int index_find(const run_files *run, const run_row *like, int exact, int unpaired_only);
+int index_find(const run_files *run, const row_key *like, int exact, int unpaired_only);
 /* "backend workload precision batch=B threads=T devices=D" and replicas
  * and ranks when not 1: the row as the findings name it. */
 void describe_row(const run_row *r, char *buf, size_t len);

@@ -2,7 +2,6 @@
  * `./bench history` appending one to the count history (see count.h). */
 #include "harness/tools/count.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +10,9 @@
 #include <unistd.h>
 
 #include "harness/formats/csv.h"
-#include "harness/formats/fileio.h"
 #include "harness/run/config.h"
 #include "harness/tools/count_run.h"
+#include "harness/tools/history_file.h"
 
 static int is_dir(const char *path)
 {
@@ -200,89 +199,37 @@ done:
 
 static const char *const history_columns[] = {
     "commit", "date", "item", "workload", "batch", "instructions_per_image", "compiler",
-    "build", "blas", "cpu_seen", "run", NULL,
+    "build", "blas", "cpu_seen", "run",
 };
+enum { HISTORY_COLUMNS = sizeof history_columns / sizeof *history_columns };
 
 int count_history(const char *counts_path, const char *history_path, const char *run)
 {
     count_table c = {0};
-    csv_table h = {0};
+    history_file h = {0};
     int rc = 2;
-    FILE *out = NULL;
-    if (open_counts("RUN", counts_path, &c) != 0)
+    if (open_counts("RUN", counts_path, &c) != 0 ||
+        history_file_open(&h, history_path, history_columns, HISTORY_COLUMNS,
+                          "count history", "--counts-file") != 0)
         goto done;
-    int n_cols = 0;
-    while (history_columns[n_cols])
-        n_cols++;
-    struct stat st;
-    int have = stat(history_path, &st) == 0 && st.st_size > 0;
-    char err[PATH_LEN + 256];
-    if (have) {
-        if (csv_read(history_path, &h, err, sizeof err) != 0) {
-            fprintf(stderr, "bench history: %s\n", err);
-            goto done;
-        }
-        int same = h.n_cols == n_cols;
-        for (int i = 0; same && i < n_cols; i++)
-            same = !strcmp(h.header[i], history_columns[i]);
-        if (!same) {
-            fprintf(stderr, "bench history: %s:1: not the count history header; move it aside "
-                            "or pick another --counts-file\n", history_path);
-            goto done;
-        }
-    }
-    out = fopen(history_path, "a");
-    if (!out) {
-        fprintf(stderr, "bench history: cannot append to %s: %s\n", history_path,
-                strerror(errno));
-        goto done;
-    }
-    if (!have) {
-        for (int i = 0; i < n_cols; i++)
-            fprintf(out, "%s%s", i ? "," : "", history_columns[i]);
-        fputc('\n', out);
-    } else if (!file_ends_with_newline(history_path)) {
-        fputc('\n', out); /* a file edited by hand may lack its last newline */
-    }
-    int added = 0, known = 0;
     for (int r = 0; r < c.t.n_rows; r++) {
-        const char *values[16];
-        for (int i = 0; i < n_cols; i++) {
+        const char *values[HISTORY_COLUMNS];
+        for (int i = 0; i < HISTORY_COLUMNS; i++) {
             int col = csv_column(&c.t, history_columns[i]);
             values[i] = !strcmp(history_columns[i], "run") ? run : col >= 0 ? c.t.rows[r][col] : "";
         }
         int seen = 0; /* same commit, date and item: recorded already */
-        for (int k = 0; k < h.n_rows && !seen; k++)
-            seen = !strcmp(h.rows[k][0], values[0]) && !strcmp(h.rows[k][1], values[1]) &&
-                   !strcmp(h.rows[k][2], values[2]);
-        if (seen) {
-            known++;
-            continue;
-        }
-        for (int i = 0; i < n_cols; i++) {
-            if (i)
-                fputc(',', out);
-            csv_field(out, values[i]);
-        }
-        fputc('\n', out);
-        added++;
+        for (int k = 0; k < h.known.n_rows && !seen; k++)
+            seen = !strcmp(h.known.rows[k][0], values[0]) &&
+                   !strcmp(h.known.rows[k][1], values[1]) && !strcmp(h.known.rows[k][2], values[2]);
+        if (seen)
+            h.already_there++;
+        else
+            history_file_append(&h, values, HISTORY_COLUMNS);
     }
-    int bad = fclose(out) != 0;
-    out = NULL;
-    if (bad) {
-        fprintf(stderr, "bench history: cannot write %s: %s\n", history_path, strerror(errno));
-        goto done;
-    }
-    printf("history: %d count row%s of %s appended to %s", added, added == 1 ? "" : "s", run,
-           history_path);
-    if (known)
-        printf(", %d already there", known);
-    printf("\n");
     rc = 0;
 done:
-    if (out)
-        fclose(out);
+    rc = history_file_close(&h, "count row", run, NULL) || rc ? 2 : 0;
     csv_free(&c.t);
-    csv_free(&h);
     return rc;
 }

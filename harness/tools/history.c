@@ -17,27 +17,50 @@
 #include "harness/run/options.h"
 #include "harness/run/status.h"
 #include "harness/tools/count.h"
+#include "harness/tools/history_file.h"
 
 #define DEFAULT_HISTORY "results/history.csv"
 
-/* History columns, each taken from the summary column of the same name
- * except commit (git_commit) and run (the run directory's name). */
-static const char *const history_columns[] = {
-    "commit", "date", "backend", "workload", "precision", "batch_size", "threads", "devices",
-    "replicas", "ranks", "epochs", "images_per_epoch", "images_per_second", "speedup_vs_naive",
-    "final_test_accuracy", "final_train_loss", "cpu_model", "host", "run", NULL,
+/* The columns of history.csv, each copied from a column of summary.csv
+ * except run (the run directory's name). The identity columns tell a row
+ * apart: the same run's configuration twice. */
+typedef struct history_column {
+    const char *name;
+    column_field from;
+    int is_run, identity;
+    const char *missing; /* written when the summary's cell is empty or absent */
+} history_column;
+
+static const history_column history_columns[] = {
+    {"commit", .from = IN_SYSTEM(git_commit), .missing = "unknown"},
+    {"date", .from = IN_SYSTEM(date), .identity = 1},
+    {"backend", .from = IN_SUMMARY(key.backend), .identity = 1},
+    {"workload", .from = IN_SUMMARY(key.workload), .identity = 1},
+    {"precision", .from = IN_SUMMARY(key.precision), .identity = 1},
+    {"batch_size", .from = IN_SUMMARY(key.batch_size), .identity = 1},
+    {"threads", .from = IN_SUMMARY(key.threads), .identity = 1},
+    {"devices", .from = IN_SUMMARY(key.devices), .identity = 1},
+    /* runs from before data parallelism had one replica in one process */
+    {"replicas", .from = IN_SUMMARY(key.replicas), .identity = 1, .missing = "1"},
+    {"ranks", .from = IN_SUMMARY(key.ranks), .identity = 1, .missing = "1"},
+    {"epochs", .from = IN_SUMMARY(epochs)},
+    {"images_per_epoch", .from = IN_SUMMARY(images_per_epoch)},
+    {"images_per_second", .from = IN_SUMMARY(images_per_second)},
+    {"speedup_vs_naive", .from = IN_SUMMARY(speedup_vs_naive)},
+    {"final_test_accuracy", .from = IN_SUMMARY(final_test_accuracy)},
+    {"final_train_loss", .from = IN_SUMMARY(final_train_loss)},
+    {"cpu_model", .from = IN_SYSTEM(cpu_model)},
+    {"host", .from = IN_SYSTEM(host), .identity = 1},
+    {"run", .is_run = 1},
 };
+enum { HISTORY_COLUMNS = sizeof history_columns / sizeof *history_columns };
 
 /* Without these a history row means nothing. */
-static const char *const required_columns[] = {
-    "backend", "workload", "precision", "batch_size", "threads", "devices", "status",
-    "images_per_second", "final_test_accuracy", "final_train_loss", NULL,
-};
-
-/* Columns that identify a row: the same run's configuration twice. */
-static const char *const identity_columns[] = {
-    "date", "host", "backend", "workload", "precision", "batch_size", "threads", "devices",
-    "replicas", "ranks", NULL,
+static const column_field required_columns[] = {
+    IN_SUMMARY(key.backend), IN_SUMMARY(key.workload), IN_SUMMARY(key.precision),
+    IN_SUMMARY(key.batch_size), IN_SUMMARY(key.threads), IN_SUMMARY(key.devices),
+    IN_SUMMARY(status), IN_SUMMARY(images_per_second), IN_SUMMARY(final_test_accuracy),
+    IN_SUMMARY(final_train_loss),
 };
 
 static void usage(FILE *f)
@@ -61,19 +84,6 @@ static void usage(FILE *f)
         "  --help              this text\n");
 }
 
-static int history_column_index(const char *name)
-{
-    for (int i = 0; history_columns[i]; i++)
-        if (!strcmp(history_columns[i], name))
-            return i;
-    return -1;
-}
-
-static const char *summary_name_of(const char *history_name)
-{
-    return !strcmp(history_name, "commit") ? "git_commit" : history_name;
-}
-
 /* The run directory's last path component, for the run column. */
 static void run_name(const char *arg, int is_dir, char *out, size_t len)
 {
@@ -94,21 +104,13 @@ static void run_name(const char *arg, int is_dir, char *out, size_t len)
 }
 
 /* Fills values[] (one per history column) for summary row i. */
-static void history_values(const csv_table *s, int i, const char *run, const char **values)
+static void history_values(const result_table *s, int i, const char *run, const char **values)
 {
-    for (int c = 0; history_columns[c]; c++) {
-        if (!strcmp(history_columns[c], "run")) {
-            values[c] = run;
-            continue;
-        }
-        int col = csv_column(s, summary_name_of(history_columns[c]));
-        values[c] = col >= 0 ? s->rows[i][col] : "";
-        if (!strcmp(history_columns[c], "commit") && !*values[c])
-            values[c] = "unknown";
-        /* runs from before data parallelism had one replica in one process */
-        if ((!strcmp(history_columns[c], "replicas") || !strcmp(history_columns[c], "ranks")) &&
-            col < 0)
-            values[c] = "1";
+    for (int c = 0; c < HISTORY_COLUMNS; c++) {
+        const history_column *h = &history_columns[c];
+        values[c] = h->is_run ? run : result_text(s, i, column_of(s->cols, h->from));
+        if (h->missing && !*values[c])
+            values[c] = h->missing;
     }
 }
 
@@ -116,32 +118,10 @@ static int already_recorded(const csv_table *h, const char **values)
 {
     for (int r = 0; r < h->n_rows; r++) {
         int same = 1;
-        for (int k = 0; identity_columns[k] && same; k++) {
-            int c = history_column_index(identity_columns[k]);
-            same = !strcmp(h->rows[r][c], values[c]);
-        }
+        for (int c = 0; c < HISTORY_COLUMNS && same; c++)
+            same = !history_columns[c].identity || !strcmp(h->rows[r][c], values[c]);
         if (same)
             return 1;
-    }
-    return 0;
-}
-
-static int check_history_header(const csv_table *h, const char *path)
-{
-    int n = 0;
-    while (history_columns[n])
-        n++;
-    int same = h->n_cols == n;
-    for (int i = 0; same && i < n; i++)
-        same = !strcmp(h->header[i], history_columns[i]);
-    if (!same) {
-        fprintf(stderr,
-                "bench history: %s:1: not the history header (",
-                path);
-        for (int i = 0; i < n; i++)
-            fprintf(stderr, "%s%s", i ? "," : "", history_columns[i]);
-        fprintf(stderr, "); move it aside or pick another --file\n");
-        return -1;
     }
     return 0;
 }
@@ -190,95 +170,56 @@ int history_main(int argc, char **argv)
             return counts_rc;
     }
 
-    csv_table s, h = {0};
-    if (csv_read(summary_path, &s, err, sizeof err) != 0) {
+    result_table s;
+    history_file h = {0};
+    int rc = 2, not_ok = 0;
+    const column *missing = NULL;
+    if (result_table_read(&s, summary_columns, summary_path, err, sizeof err) != 0) {
         fprintf(stderr, "bench history: %s\n", err);
-        csv_free(&s);
-        return 2;
+        goto done;
     }
-    for (int i = 0; required_columns[i]; i++)
-        if (csv_column(&s, required_columns[i]) < 0) {
-            fprintf(stderr, "bench history: %s: no column '%s' in the header\n", summary_path,
-                    required_columns[i]);
-            csv_free(&s);
-            return 2;
-        }
+    missing = result_table_missing(&s, required_columns,
+                                   (int)(sizeof required_columns / sizeof *required_columns));
+    if (missing) {
+        fprintf(stderr, "bench history: %s: no column '%s' in the header\n", summary_path,
+                missing->name);
+        goto done;
+    }
     /* every row's status and numbers are checked before anything is
      * appended, by the check compare makes */
-    if (columns_check_csv(summary_columns, &s, summary_path, err, sizeof err) != 0) {
+    if (result_table_check(&s, err, sizeof err) != 0) {
         fprintf(stderr, "bench history: %s\n", err);
-        csv_free(&s);
-        return 2;
+        goto done;
     }
     if (is_special_file(file)) { /* appending to a FIFO would wait for a reader */
         fprintf(stderr, "bench history: %s is not a regular file (a FIFO, device or socket)\n",
                 file);
-        csv_free(&s);
-        return 2;
+        goto done;
     }
-    int have_history = stat(file, &st) == 0 && st.st_size > 0;
-    if (have_history) {
-        int bad = csv_read(file, &h, err, sizeof err) != 0;
-        if (bad)
-            fprintf(stderr, "bench history: %s\n", err);
-        else
-            bad = check_history_header(&h, file) != 0;
-        if (bad) {
-            csv_free(&s);
-            csv_free(&h);
-            return 2;
-        }
-    }
-
-    FILE *out = fopen(file, "a");
-    if (!out) {
-        fprintf(stderr, "bench history: cannot append to %s: %s\n", file, strerror(errno));
-        csv_free(&s);
-        csv_free(&h);
-        return 2;
-    }
-    if (!have_history) {
-        for (int i = 0; history_columns[i]; i++)
-            fprintf(out, "%s%s", i ? "," : "", history_columns[i]);
-        fputc('\n', out);
-    } else if (!file_ends_with_newline(file)) {
-        fputc('\n', out); /* a file edited by hand may lack its last newline */
-    }
-    int added = 0, known = 0, not_ok = 0;
-    const int status = csv_column(&s, "status");
-    const char *values[sizeof history_columns / sizeof history_columns[0]];
-    for (int i = 0; i < s.n_rows; i++) {
+    const char *names[HISTORY_COLUMNS], *values[HISTORY_COLUMNS];
+    for (int c = 0; c < HISTORY_COLUMNS; c++)
+        names[c] = history_columns[c].name;
+    if (history_file_open(&h, file, names, HISTORY_COLUMNS, "history", "--file") != 0)
+        goto done;
+    const column *status = SUMMARY_COLUMN(status);
+    for (int i = 0; i < s.csv.n_rows; i++) {
         run_status st;
-        if (status_parse(s.rows[i][status], &st) != 0 || st != STATUS_OK) {
+        if (status_parse(result_text(&s, i, status), &st) != 0 || st != STATUS_OK) {
             not_ok++;
             continue;
         }
         history_values(&s, i, run, values);
-        if (have_history && already_recorded(&h, values)) {
-            known++;
-            continue;
-        }
-        for (int c = 0; history_columns[c]; c++) {
-            if (c)
-                fputc(',', out);
-            csv_field(out, values[c]);
-        }
-        fputc('\n', out);
-        added++;
+        if (already_recorded(&h.known, values))
+            h.already_there++;
+        else
+            history_file_append(&h, values, HISTORY_COLUMNS);
     }
-    int rc = 0;
-    if (fclose(out) != 0) {
-        fprintf(stderr, "bench history: cannot write %s: %s\n", file, strerror(errno));
-        rc = 2;
-    } else {
-        printf("history: %d row%s of %s appended to %s", added, added == 1 ? "" : "s", run, file);
-        if (known)
-            printf(", %d already there", known);
-        if (not_ok)
-            printf(", %d not ok (failed or skipped) left out", not_ok);
-        printf("\n");
-    }
-    csv_free(&s);
-    csv_free(&h);
+    rc = 0;
+done:;
+    char note[96] = "";
+    if (not_ok)
+        snprintf(note, sizeof note, ", %d not ok (failed or skipped) left out", not_ok);
+    rc = history_file_close(&h, "row", run, note) || rc ? 2 : 0;
+    result_table_free(&s);
     return counts_rc > rc ? counts_rc : rc;
 }

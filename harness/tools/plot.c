@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "backends/registry.h"
-#include "harness/formats/csv.h"
+#include "base/alloc.h"
 #include "harness/run/columns.h"
 #include "harness/run/report.h"
 #include "harness/run/status.h"
@@ -188,116 +188,112 @@ typedef struct run_facts {
     char machine[512], date[16];
 } run_facts;
 
-static const char *field(const csv_table *t, int row, const char *name)
+/* A summary row, and an epoch row, as read back; text a file lacks is "". */
+static summary_row summary_row_at(const result_table *t, int i)
 {
-    int c = csv_column(t, name);
-    return c >= 0 && c < t->n_cols ? t->rows[row][c] : "";
+    summary_row s;
+    summary_row_init(&s);
+    s.key = (row_key){.backend = "", .workload = "", .precision = "", .optimizer = ""};
+    s.parallel = "";
+    s.status = STATUS_FAILED;
+    result_table_row(t, i, &s);
+    return s;
+}
+
+static epoch_row epoch_row_at(const result_table *t, int i)
+{
+    epoch_row e = {.key = {.backend = "", .workload = "", .precision = "", .optimizer = ""},
+                   .status = STATUS_FAILED};
+    result_table_row(t, i, &e);
+    return e;
 }
 
 /* epochs.csv must have what the scripts read before gnuplot sees it: a bad
  * file is the input's fault (2), not a chart that failed. */
-static int check_epochs_csv(const char *dir, char *msg, size_t msg_len)
+static int check_epochs_csv(const result_table *e, char *msg, size_t msg_len)
 {
-    char path[PATH_MAX + 64], err[1024];
-    snprintf(path, sizeof path, "%s/epochs.csv", dir);
-    csv_table t;
-    if (csv_read(path, &t, err, sizeof err) != 0) {
-        snprintf(msg, msg_len, "%s", err);
-        csv_free(&t);
+    static const column_field needed[] = {
+        IN_EPOCH(key.backend), IN_EPOCH(key.replicas), IN_EPOCH(key.ranks), IN_EPOCH(repeat),
+        IN_EPOCH(epoch), IN_EPOCH(train_loss), IN_EPOCH(test_loss), IN_EPOCH(test_accuracy),
+        IN_EPOCH(status),
+    };
+    const column *missing = result_table_missing(e, needed, sizeof needed / sizeof *needed);
+    if (missing) {
+        snprintf(msg, msg_len, "%s has no column %s (not a bench epochs.csv?)", e->path,
+                 missing->name);
         return 2;
     }
-    static const char *const needed[] = {
-        "backend", "replicas", "ranks", "repeat", "epoch", "train_loss", "test_loss",
-        "test_accuracy", "status",
-    };
-    int rc = 0;
-    for (size_t i = 0; i < sizeof needed / sizeof needed[0] && !rc; i++)
-        if (csv_column(&t, needed[i]) < 0) {
-            snprintf(msg, msg_len, "%s has no column %s (not a bench epochs.csv?)", path,
-                     needed[i]);
-            rc = 2;
-        }
-    if (!rc && columns_check_csv(epoch_columns, &t, path, err, sizeof err) != 0) {
+    char err[1024];
+    if (result_table_check(e, err, sizeof err) != 0) {
         snprintf(msg, msg_len, "%s", err);
-        rc = 2;
+        return 2;
     }
-    for (int r = 0; r < t.n_rows && !rc; r++)
-        if (atoi(field(&t, r, "epoch")) < 1) {
-            snprintf(msg, msg_len, "%s: row %d has no epoch number", path, r + 2);
-            rc = 2;
+    for (int r = 0; r < e->csv.n_rows; r++)
+        if (epoch_row_at(e, r).epoch < 1) {
+            snprintf(msg, msg_len, "%s: row %d has no epoch number", e->path, r + 2);
+            return 2;
         }
-    csv_free(&t);
-    return rc;
+    return 0;
 }
 
-static int same_configuration(const csv_table *a, int ra, const csv_table *b, int rb)
+static int same_configuration(const row_key *a, const row_key *b)
 {
-    static const char *const key[] = {"backend", "precision", "threads", "devices",
-                                      "replicas", "ranks", "batch_size"};
-    for (size_t k = 0; k < sizeof key / sizeof *key; k++)
-        if (strcmp(field(a, ra, key[k]), field(b, rb, key[k])))
-            return 0;
-    return 1;
+    return !strcmp(a->backend, b->backend) && !strcmp(a->precision, b->precision) &&
+           a->threads == b->threads && a->devices == b->devices && a->replicas == b->replicas &&
+           a->ranks == b->ranks && a->batch_size == b->batch_size;
 }
 
 /* summary.csv and epochs.csv of one run: every finished configuration of
  * the summary has its epochs x repeats rows in epochs.csv, each of its
  * images per epoch. A summary beside another run's epochs is refused (2)
  * rather than drawn as a chart of neither. */
-static int check_one_run(const char *dir, char *msg, size_t msg_len)
+static int check_one_run(const char *dir, const result_table *s, const result_table *e,
+                         char *msg, size_t msg_len)
 {
-    char spath[PATH_MAX + 64], epath[PATH_MAX + 64], err[1024];
-    snprintf(spath, sizeof spath, "%s/summary.csv", dir);
-    snprintf(epath, sizeof epath, "%s/epochs.csv", dir);
-    csv_table s, e;
-    if (csv_read(spath, &s, err, sizeof err) != 0) {
-        snprintf(msg, msg_len, "%s", err);
-        csv_free(&s);
-        return 2;
-    }
-    if (csv_read(epath, &e, err, sizeof err) != 0) {
-        snprintf(msg, msg_len, "%s", err);
-        csv_free(&s);
-        csv_free(&e);
-        return 2;
-    }
+    const column *fastest_col = SUMMARY_COLUMN(epoch_seconds_min);
+    const column *slowest_col = SUMMARY_COLUMN(epoch_seconds_max);
+    const column *seconds_col = EPOCH_COLUMN(epoch_seconds);
+    epoch_row *epochs = xcalloc((size_t)e->csv.n_rows + 1, sizeof *epochs);
+    for (int k = 0; k < e->csv.n_rows; k++)
+        epochs[k] = epoch_row_at(e, k);
     int rc = 0;
-    for (int r = 0; r < s.n_rows && !rc; r++) {
-        if (strcmp(field(&s, r, "status"), "ok"))
+    for (int r = 0; r < s->csv.n_rows && !rc; r++) {
+        summary_row row = summary_row_at(s, r);
+        if (row.status != STATUS_OK)
             continue;
-        long want = atol(field(&s, r, "epochs")) * atol(field(&s, r, "repeats"));
-        long images = atol(field(&s, r, "images_per_epoch")), have = 0, other_images = 0;
+        long want = (long)row.epochs * row.repeats;
+        long images = row.images_per_epoch, have = 0, other_images = 0;
         /* the summary's fastest and slowest epochs are epochs of this file,
          * to the microsecond as both were written: another run of the same
          * shape has other times */
-        const char *fastest = field(&s, r, "epoch_seconds_min");
-        const char *slowest = field(&s, r, "epoch_seconds_max");
+        const char *fastest = result_text(s, r, fastest_col);
+        const char *slowest = result_text(s, r, slowest_col);
         int times_found = !*fastest + !*slowest;
-        for (int k = 0; k < e.n_rows; k++)
-            if (same_configuration(&s, r, &e, k)) {
+        for (int k = 0; k < e->csv.n_rows; k++) {
+            if (same_configuration(&row.key, &epochs[k].key)) {
+                const char *seconds = result_text(e, k, seconds_col);
                 have++;
-                other_images += atol(field(&e, k, "images")) != images;
-                times_found += !strcmp(field(&e, k, "epoch_seconds"), fastest) +
-                               (strcmp(fastest, slowest) &&
-                                !strcmp(field(&e, k, "epoch_seconds"), slowest));
+                other_images += epochs[k].images != images;
+                times_found += !strcmp(seconds, fastest) +
+                               (strcmp(fastest, slowest) && !strcmp(seconds, slowest));
             }
+        }
         if (have != want || other_images || times_found < 1 + !!strcmp(fastest, slowest))
             rc = 2;
         if (rc && have == want && !other_images) {
             snprintf(msg, msg_len, "%s/{summary,epochs}.csv are not of one run: %.64s's "
                      "summary row (line %d) has epoch times that epochs.csv does not hold",
-                     dir, field(&s, r, "backend"), s.lines[r]);
+                     dir, row.key.backend, s->csv.lines[r]);
             break;
         }
         if (rc)
             snprintf(msg, msg_len, "%s/{summary,epochs}.csv are not of one run: %.64s's "
                      "summary row (line %d) has %ld epoch%s of %ld images, epochs.csv %ld row%s%s",
-                     dir, field(&s, r, "backend"), s.lines[r], want, want == 1 ? "" : "s",
+                     dir, row.key.backend, s->csv.lines[r], want, want == 1 ? "" : "s",
                      images, have, have == 1 ? "" : "s",
                      other_images ? " of other sizes" : "");
     }
-    csv_free(&s);
-    csv_free(&e);
+    free(epochs);
     return rc;
 }
 
@@ -326,115 +322,128 @@ static int chart_complete(const char *path, int svg)
 
 /* As plots/common.gp picks the configurations it draws: finished, or
  * interrupted after a timed epoch. */
-static int row_drawn(const csv_table *t, int r)
+static int row_drawn(const summary_row *s)
 {
-    run_status status;
-    if (status_parse(field(t, r, "status"), &status) != 0)
-        return 0;
-    return status == STATUS_OK ||
-           (status == STATUS_INTERRUPTED && atoi(field(t, r, "timed_samples")) > 0);
+    return s->status == STATUS_OK || (s->status == STATUS_INTERRUPTED && s->timed_samples > 0);
 }
 
 /* How many different values the column has (0 without the column). */
-static int distinct_values(const csv_table *t, const char *column)
+static int distinct_values(const result_table *t, const column *c)
 {
-    int c = csv_column(t, column), n = 0;
-    if (c < 0)
+    if (!result_has(t, c))
         return 0;
-    for (int r = 0; r < t->n_rows; r++) {
+    int n = 0;
+    for (int r = 0; r < t->csv.n_rows; r++) {
         int seen = 0;
         for (int q = 0; q < r && !seen; q++)
-            seen = !strcmp(t->rows[q][c], t->rows[r][c]);
+            seen = !strcmp(result_text(t, q, c), result_text(t, r, c));
         n += !seen;
     }
     return n;
 }
 
-/* Reads summary.csv; 0, or 2 with a message. */
-static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
+/* What the charts need of summary.csv, which must have what the scripts
+ * read; 0, or 2 with a message. */
+static int summary_facts(const char *dir, const result_table *t, run_facts *f, char *msg,
+                         size_t msg_len)
 {
-    memset(f, 0, sizeof *f);
-    char path[PATH_MAX + 64], err[1024];
-    snprintf(path, sizeof path, "%s/epochs.csv", dir);
-    if (!is_file(path)) {
-        snprintf(msg, msg_len, "%s/epochs.csv not found: not a bench run directory?", dir);
-        return 2;
-    }
-    snprintf(path, sizeof path, "%s/summary.csv", dir);
-    csv_table t;
-    if (csv_read(path, &t, err, sizeof err) != 0) {
-        snprintf(msg, msg_len, "%s", err);
-        return 2;
-    }
-    static const char *const needed[] = {
-        "backend", "workload", "threads", "devices", "replicas", "ranks", "batch_size",
-        "repeats", "images_per_epoch", "status",
-        "epoch_seconds_median", "epoch_seconds_min", "epoch_seconds_max", "images_per_second",
-        "gflops_per_second", "percent_of_peak", "speedup_vs_naive", "final_test_accuracy",
-        "cpu_model", "gpu_model", "date",
+    static const column_field needed[] = {
+        IN_SUMMARY(key.backend), IN_SUMMARY(key.workload), IN_SUMMARY(key.threads),
+        IN_SUMMARY(key.devices), IN_SUMMARY(key.replicas), IN_SUMMARY(key.ranks),
+        IN_SUMMARY(key.batch_size), IN_SUMMARY(repeats), IN_SUMMARY(images_per_epoch),
+        IN_SUMMARY(status), IN_SUMMARY(epoch_seconds_median), IN_SUMMARY(epoch_seconds_min),
+        IN_SUMMARY(epoch_seconds_max), IN_SUMMARY(images_per_second),
+        IN_SUMMARY(gflops_per_second), IN_SUMMARY(percent_of_peak),
+        IN_SUMMARY(speedup_vs_naive), IN_SUMMARY(final_test_accuracy), IN_SYSTEM(cpu_model),
+        IN_SYSTEM(gpu_model), IN_SYSTEM(date),
     };
-    if (columns_check_csv(summary_columns, &t, path, err, sizeof err) != 0) {
+    char err[1024];
+    if (result_table_check(t, err, sizeof err) != 0) {
         snprintf(msg, msg_len, "%s", err);
-        csv_free(&t);
         return 2;
     }
-    if (t.n_rows > MAX_RUN_CONFIGS) {
+    if (t->csv.n_rows > MAX_RUN_CONFIGS) {
         /* gnuplot takes minutes over thousands of bars, and none can be read */
         snprintf(msg, msg_len, "%s holds %d configurations, more than the %d one run makes and "
                  "a chart can show; plot a run, or a summary.csv cut to the rows to compare",
-                 path, t.n_rows, MAX_RUN_CONFIGS);
-        csv_free(&t);
+                 t->path, t->csv.n_rows, MAX_RUN_CONFIGS);
         return 2;
     }
-    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
-        if (csv_column(&t, needed[i]) < 0) {
-            snprintf(msg, msg_len, "%s has no column %s (written by an older bench?)", path,
-                     needed[i]);
-            csv_free(&t);
-            return 2;
-        }
-    f->label_axes = (distinct_values(&t, "precision") > 1 ? LABEL_PRECISION : 0) |
-                    (distinct_values(&t, "batch_size") > 1 ? LABEL_BATCH : 0);
+    const column *missing = result_table_missing(t, needed, sizeof needed / sizeof *needed);
+    if (missing) {
+        snprintf(msg, msg_len, "%s has no column %s (written by an older bench?)", t->path,
+                 missing->name);
+        return 2;
+    }
+    f->label_axes = (distinct_values(t, SUMMARY_COLUMN(key.precision)) > 1 ? LABEL_PRECISION : 0) |
+                    (distinct_values(t, SUMMARY_COLUMN(key.batch_size)) > 1 ? LABEL_BATCH : 0);
     size_t used = 0;
-    for (int r = 0; r < t.n_rows; r++) {
-        run_status status;
-        if (status_parse(field(&t, r, "status"), &status) != 0)
+    for (int r = 0; r < t->csv.n_rows; r++) {
+        summary_row s = summary_row_at(t, r);
+        if (!row_drawn(&s))
             continue;
-        int ok = status == STATUS_OK;
-        if (!row_drawn(&t, r))
-            continue;
-        const char *backend = field(&t, r, "backend");
+        int ok = s.status == STATUS_OK;
         char name[128];
-        config_label_of(backend, atoi(field(&t, r, "replicas")), atoi(field(&t, r, "ranks")),
-                        field(&t, r, "precision"), atoi(field(&t, r, "batch_size")),
-                        f->label_axes, name, sizeof name);
+        config_label_of(s.key.backend, s.key.replicas, s.key.ranks, s.key.precision,
+                        s.key.batch_size, f->label_axes, name, sizeof name);
         f->drawable++;
         f->finished += ok;
         f->naive_finished |= ok && strcmp(name, "naive") == 0;
-        f->evaluated |= atof(field(&t, r, "final_test_accuracy")) > 0;
-        f->split_model |= !strcmp(field(&t, r, "parallel"), "model") ||
-                          !strcmp(field(&t, r, "parallel"), "hybrid");
+        f->evaluated |= s.final_test_accuracy > 0;
+        f->split_model |= !strcmp(s.parallel, "model") || !strcmp(s.parallel, "hybrid");
         char profile[PATH_MAX + 64];
         snprintf(profile, sizeof profile, "%s/profile-%s.csv", dir, name);
         if (is_file(profile) && used + strlen(name) + 2 < sizeof f->profiled)
             used += (size_t)snprintf(f->profiled + used, sizeof f->profiled - used, "%s%s",
                                      used ? " " : "", name);
         if (f->drawable == 1) {
-            const char *gpu = field(&t, r, "gpu_model");
-            snprintf(f->machine, sizeof f->machine, "%s%s%s", field(&t, r, "cpu_model"),
+            const char *gpu = result_text(t, r, SYSTEM_COLUMN(gpu_model));
+            snprintf(f->machine, sizeof f->machine, "%s%s%s",
+                     result_text(t, r, SYSTEM_COLUMN(cpu_model)),
                      *gpu && strcmp(gpu, "none") ? " + " : "",
                      *gpu && strcmp(gpu, "none") ? gpu : "");
-            snprintf(f->date, sizeof f->date, "%.10s", field(&t, r, "date"));
+            snprintf(f->date, sizeof f->date, "%.10s", result_text(t, r, SYSTEM_COLUMN(date)));
         }
     }
-    csv_free(&t);
     if (!f->drawable) {
         snprintf(msg, msg_len, "no backend finished in %s (summary.csv has no row with status ok, "
                  "nor an interrupted one with a timed epoch)", dir);
         return 2;
     }
-    int rc = check_epochs_csv(dir, msg, msg_len);
-    return rc ? rc : check_one_run(dir, msg, msg_len);
+    return 0;
+}
+
+/* Reads the run's summary.csv and epochs.csv; 0, or 2 with a message. */
+static int read_facts(const char *dir, run_facts *f, char *msg, size_t msg_len)
+{
+    memset(f, 0, sizeof *f);
+    char spath[PATH_MAX + 64], epath[PATH_MAX + 64], err[1024];
+    snprintf(epath, sizeof epath, "%s/epochs.csv", dir);
+    if (!is_file(epath)) {
+        snprintf(msg, msg_len, "%s/epochs.csv not found: not a bench run directory?", dir);
+        return 2;
+    }
+    snprintf(spath, sizeof spath, "%s/summary.csv", dir);
+    result_table s, e = {0};
+    int rc = 2;
+    if (result_table_read(&s, summary_columns, spath, err, sizeof err) != 0) {
+        snprintf(msg, msg_len, "%s", err);
+        goto done;
+    }
+    if ((rc = summary_facts(dir, &s, f, msg, msg_len)) != 0)
+        goto done;
+    rc = 2;
+    if (result_table_read(&e, epoch_columns, epath, err, sizeof err) != 0) {
+        snprintf(msg, msg_len, "%s", err);
+        goto done;
+    }
+    rc = check_epochs_csv(&e, msg, msg_len);
+    if (!rc)
+        rc = check_one_run(dir, &s, &e, msg, msg_len);
+done:
+    result_table_free(&s);
+    result_table_free(&e);
+    return rc;
 }
 
 /* Renders what dir has data for; lists the charts drawn in drawn. */
