@@ -152,6 +152,28 @@ grep -q ',interrupted,' "$tmp/interrupted/summary.csv" || fail "could not make t
 if grep -E -i 'bench plot:|warning' "$tmp/int.err"; then fail "gnuplot complained on an interrupted run"; fi
 charts="epoch_time throughput accuracy loss" check_charts "$tmp/interrupted"
 
+# every accuracy 0 (a net that predicts one class): a 0 line is a result,
+# so the accuracy chart is drawn, not silently left out
+cp -r "$tmp/one" "$tmp/zero"
+rm -f "$tmp/zero"/*.png "$tmp/zero"/*.svg
+set_column() { # set_column FILE COLUMN VALUE: every row's cell
+    awk -F, -v OFS=, -v name="$2" -v v="$3" \
+        'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i } NR > 1 { $c = v } 1' \
+        "$1" >"$1.new" && mv "$1.new" "$1"
+}
+set_column "$tmp/zero/epochs.csv" test_accuracy 0.000000
+set_column "$tmp/zero/summary.csv" final_test_accuracy 0.000000
+"$BENCH" plot "$tmp/zero" >/dev/null 2>"$tmp/zero.err" ||
+    fail "bench plot of a run with accuracy 0 exited $?: $(cat "$tmp/zero.err")"
+if grep -E -i 'bench plot:|warning' "$tmp/zero.err"; then fail "gnuplot complained on accuracy 0"; fi
+grep -q "^charts: .*accuracy" "$tmp/zero.err" || fail "accuracy 0: no accuracy chart listed: $(cat "$tmp/zero.err")"
+charts="epoch_time throughput accuracy loss" check_charts "$tmp/zero"
+# no test accuracy at all: the chart cannot be drawn, and the run says so
+set_column "$tmp/zero/summary.csv" final_test_accuracy ""
+"$BENCH" plot "$tmp/zero" >/dev/null 2>"$tmp/zero.err" || fail "bench plot without accuracy exited $?"
+grep -q "^note: .*accuracy.png not drawn" "$tmp/zero.err" ||
+    fail "no accuracy: the chart was left out without a note: $(cat "$tmp/zero.err")"
+
 # no gnuplot on PATH: the run still succeeds and says what to install
 PATH=/nonexistent short_run "$tmp/nognuplot" --epochs 1 >/dev/null 2>"$tmp/nognuplot.err" ||
     fail "a run without gnuplot failed"

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,7 +180,7 @@ typedef struct run_facts {
     int finished;        /* configurations with status ok */
     int drawable;        /* finished, or interrupted after a timed epoch */
     int naive_finished;
-    int evaluated;       /* a finished backend has a test accuracy */
+    int evaluated;       /* a drawn configuration has a test accuracy (0 is one) */
     char profiled[1024]; /* finished configurations with a profile-<label>.csv */
     /* row_key.label_axes as the run set it: the axes with several values
      * among all rows */
@@ -389,7 +390,7 @@ static int summary_facts(const char *dir, const result_table *t, run_facts *f, c
         f->drawable++;
         f->finished += ok;
         f->naive_finished |= ok && strcmp(name, "naive") == 0;
-        f->evaluated |= s.final_test_accuracy > 0;
+        f->evaluated |= isfinite(s.final_test_accuracy); /* 0 is a result too */
         f->split_model |= !strcmp(s.parallel, "model") || !strcmp(s.parallel, "hybrid");
         char profile[PATH_MAX + 64];
         snprintf(profile, sizeof profile, "%s/profile-%s.csv", dir, name);
@@ -493,6 +494,9 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
             n += snprintf(peers + n, sizeof peers - n, "%s%s", n ? " " : "", backend_at(i)->name);
     size_t used = 0;
     rc = 0;
+    if (!facts.evaluated) /* a chart left out says why, never silently */
+        fprintf(stderr, "note: %s/accuracy.png not drawn: no configuration drawn has a test "
+                        "accuracy in summary.csv\n", dir);
     for (size_t c = 0; c < sizeof charts / sizeof charts[0]; c++) {
         if (!charts[c].wanted)
             continue;
