@@ -194,12 +194,23 @@ static void test_plain_loads(void **state)
     expect_split_loads(f, "train", 3);
 }
 
+typedef void (*file_writer)(const char *path, bytes b);
+
+/* A split's two files of `count` images, each written under its name by
+ * its writer (plain or gzip), load as that split. */
+static void expect_files_load(fixture *f, const char *split, int count, const char *images,
+                              file_writer write_images, const char *labels,
+                              file_writer write_labels)
+{
+    write_images(path_in(f, images), good_images((uint32_t)count));
+    write_labels(path_in(f, labels), good_labels((uint32_t)count));
+    expect_split_loads(f, split, count);
+}
+
 static void test_dot_spelling_loads(void **state)
 {
-    fixture *f = *state;
-    write_bytes(path_in(f, "t10k-images.idx3-ubyte"), good_images(2));
-    write_bytes(path_in(f, "t10k-labels.idx1-ubyte"), good_labels(2));
-    expect_split_loads(f, "t10k", 2);
+    expect_files_load(*state, "t10k", 2, "t10k-images.idx3-ubyte", write_bytes,
+                      "t10k-labels.idx1-ubyte", write_bytes);
 }
 
 static void test_load_both_splits(void **state)
@@ -231,19 +242,16 @@ static void test_load_both_fails_on_test_split(void **state)
 #ifdef HAVE_ZLIB
 static void test_gzip_loads(void **state)
 {
-    fixture *f = *state;
-    write_gz(path_in(f, "train-images-idx3-ubyte.gz"), good_images(3));
-    write_gz(path_in(f, "train-labels-idx1-ubyte.gz"), good_labels(3));
-    expect_split_loads(f, "train", 3);
+    expect_files_load(*state, "train", 3, "train-images-idx3-ubyte.gz", write_gz,
+                      "train-labels-idx1-ubyte.gz", write_gz);
 }
 
-/* gzip is recognised by its magic bytes, not by the name. */
+/* gzip is recognised by its magic bytes, not by the name: gzip under the
+ * plain name, plain bytes under the .gz name. */
 static void test_gzip_detected_by_magic(void **state)
 {
-    fixture *f = *state;
-    write_gz(path_in(f, "train-images-idx3-ubyte"), good_images(3)); /* gzip, plain name */
-    write_bytes(path_in(f, "train-labels-idx1-ubyte.gz"), good_labels(3)); /* plain, .gz */
-    expect_split_loads(f, "train", 3);
+    expect_files_load(*state, "train", 3, "train-images-idx3-ubyte", write_gz,
+                      "train-labels-idx1-ubyte.gz", write_bytes);
 }
 
 /* `cat a.gz b.gz` is a valid gzip file holding both. */
