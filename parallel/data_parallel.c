@@ -7,15 +7,6 @@
  * steps the harness hands each of them. */
 #include "parallel/data_parallel_impl.h"
 
-int dp_fail(engine *e, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->err, sizeof e->err, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static const char *error(engine *e) { return e ? e->err : "data-parallel: no engine"; }
 
 /* The entries ------------------------------------------------------------ */

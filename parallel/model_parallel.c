@@ -9,15 +9,6 @@
 
 const char *mp_split_name(mp_split s) { return s == MP_SPLIT_FILTERS ? "filters" : "layers"; }
 
-int mp_fail(engine *e, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->err, sizeof e->err, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static const char *error(engine *e) { return e ? e->err : "model-parallel: no engine"; }
 
 /* The contract's entries ---------------------------------------------------- */

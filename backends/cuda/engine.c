@@ -5,15 +5,6 @@
 
 /* ------------------------------------------------------------------ errors */
 
-int cuda_fail(engine *e, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->err, sizeof e->err, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 /* "file:line: function: reason"; only the function's name of the call. */
 int cuda_call_failed(engine *e, const char *file, int line, const char *call, const char *reason)
 {

@@ -74,6 +74,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/engine.h"
 #include "backends/module.h"
+#include "base/errmsg.h"
 
 #define MAX_LAYERS WORKLOAD_MAX_LAYERS
 #define PARTIAL_PLANS 2                          /* cached plans for other batch sizes */
@@ -236,7 +237,8 @@ static inline const void *zero_of(const engine *e)
 }
 
 /* engine.c: errors, memory, probe */
-int cuda_fail(engine *e, const char *fmt, ...);
+/* "reason" into the engine's error text; -1 */
+#define cuda_fail(e, ...) errmsg_fail((e)->err, sizeof (e)->err, __VA_ARGS__)
 int cuda_call_failed(engine *e, const char *file, int line, const char *call, const char *reason);
 int cuda_probe(void *ctx, char *why, size_t why_len);
 void cuda_library_info(char *buf, size_t len);
