@@ -276,7 +276,4 @@ static const nccl_table table = {
 };
 
 /* The nccl module's one table. */
-LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *name)
-{
-    return abi == LB_MODULE_ABI && strcmp(name, "nccl") == 0 ? &table : NULL;
-}
+LB_MODULE_TABLES({"nccl", &table})
