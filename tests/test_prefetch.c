@@ -75,6 +75,29 @@ static int32_t *random_indices(int count, int batch, long steps, uint64_t seed)
     return idx;
 }
 
+/* What a test runs the pipeline over: a data set of `count` images and
+ * `steps` batches of `batch` indices into it (random_indices). */
+typedef struct fixture {
+    bytes_set s;
+    int batch;
+    long steps;
+    int32_t *idx;
+} fixture;
+
+static void fixture_make(fixture *f, int count, int batch, long steps, uint64_t seed)
+{
+    set_make(&f->s, count, seed);
+    f->batch = batch;
+    f->steps = steps;
+    f->idx = random_indices(count, batch, steps, seed + 1);
+}
+
+static void fixture_free(fixture *f)
+{
+    free(f->idx);
+    set_free(&f->s);
+}
+
 /* The plain loop the pipeline must equal, bit for bit. */
 static void check_batch(const prefetch_batch *b, const bytes_set *s, const int32_t *indices,
                         int batch, long step)
@@ -126,6 +149,21 @@ static void watch(unsigned seconds, const char *what)
     alarm(seconds);
 }
 
+/* start, under a watchdog of `seconds` until watched_stop. */
+static prefetch *watched_start(const fixture *f, long steps, int depth, unsigned seconds,
+                               const char *what)
+{
+    watch(seconds, what);
+    return start(&f->s, f->idx, f->batch, steps, depth);
+}
+
+static int watched_stop(prefetch *p)
+{
+    const int rc = prefetch_stop(p);
+    alarm(0);
+    return rc;
+}
+
 static void sleep_ms(int ms)
 {
     nanosleep(&(struct timespec){ms / 1000, (long)(ms % 1000) * 1000000L}, NULL);
@@ -136,27 +174,21 @@ static void sleep_ms(int ms)
 static void test_batches_in_order_bitwise(void **state)
 {
     (void)state;
-    bytes_set s;
-    set_make(&s, 300, 11);
-    const int batch = 7;
-    const long steps = 23;
-    int32_t *idx = random_indices(s.d.count, batch, steps, 12);
+    fixture f;
+    fixture_make(&f, 300, 7, 23, 11);
     for (int k = 0; k < DEPTHS; k++) {
-        prefetch *p = start(&s, idx, batch, steps, depths[k]);
-        watch(60, "taking every batch");
-        for (long t = 0; t < steps; t++)
-            check_batch(prefetch_take(p), &s, idx, batch, t);
+        prefetch *p = watched_start(&f, f.steps, depths[k], 60, "taking every batch");
+        for (long t = 0; t < f.steps; t++)
+            check_batch(prefetch_take(p), &f.s, f.idx, f.batch, t);
         assert_null(prefetch_take(p));
         assert_null(prefetch_take(p));
         assert_null(prefetch_error(p));
         prefetch_stats st;
         prefetch_get_stats(p, &st);
-        assert_int_equal(st.taken, steps);
-        assert_int_equal(prefetch_stop(p), 0);
-        alarm(0);
+        assert_int_equal(st.taken, f.steps);
+        assert_int_equal(watched_stop(p), 0);
     }
-    free(idx);
-    set_free(&s);
+    fixture_free(&f);
 }
 
 /* The caller holds one batch while the threads fill the queue: it stays
@@ -165,18 +197,14 @@ static void test_batches_in_order_bitwise(void **state)
 static void test_memory_bounded_and_held_batch_intact(void **state)
 {
     (void)state;
-    bytes_set s;
-    set_make(&s, 200, 21);
-    const int batch = 5;
-    const long steps = 40;
-    int32_t *idx = random_indices(s.d.count, batch, steps, 22);
+    fixture f;
+    fixture_make(&f, 200, 5, 40, 21);
     for (int k = 0; k < DEPTHS; k++) {
         const int depth = depths[k];
-        prefetch *p = start(&s, idx, batch, steps, depth);
-        watch(60, "taking with a slow consumer");
+        prefetch *p = watched_start(&f, f.steps, depth, 60, "taking with a slow consumer");
         const float *seen[64];
         int distinct = 0;
-        for (long t = 0; t < steps; t++) {
+        for (long t = 0; t < f.steps; t++) {
             const prefetch_batch *b = prefetch_take(p);
             assert_non_null(b);
             prefetch_stats st;
@@ -195,7 +223,7 @@ static void test_memory_bounded_and_held_batch_intact(void **state)
             } else if (t % 8 == 0) {
                 sleep_ms(2);
             }
-            check_batch(b, &s, idx, batch, t); /* after the threads ran ahead */
+            check_batch(b, &f.s, f.idx, f.batch, t); /* after the threads ran ahead */
             int known = 0;
             for (int i = 0; i < distinct; i++)
                 known |= seen[i] == b->pixels;
@@ -209,41 +237,32 @@ static void test_memory_bounded_and_held_batch_intact(void **state)
             fail_msg("depth %d: %d buffers allocated, %d seen, %d batches ready at most; "
                      "bound %d buffers",
                      depth, st.buffers, distinct, st.peak_ready, bound);
-        assert_int_equal(prefetch_stop(p), 0);
-        alarm(0);
+        assert_int_equal(watched_stop(p), 0);
     }
-    free(idx);
-    set_free(&s);
+    fixture_free(&f);
 }
 
 static void test_early_stop_returns(void **state)
 {
     (void)state;
-    bytes_set s;
-    set_make(&s, 400, 31);
-    const int batch = 64;
-    const long steps = 100;
-    int32_t *idx = random_indices(s.d.count, batch, steps, 32);
+    fixture f;
+    fixture_make(&f, 400, 64, 100, 31);
     for (int k = 0; k < DEPTHS; k++)
         for (int taken = 0; taken <= 1; taken++) {
-            prefetch *p = start(&s, idx, batch, steps, depths[k]);
-            watch(20, "prefetch_stop after one of 100 batches");
+            prefetch *p = watched_start(&f, f.steps, depths[k], 20,
+                                        "prefetch_stop after one of 100 batches");
             if (taken)
-                check_batch(prefetch_take(p), &s, idx, batch, 0);
-            assert_int_equal(prefetch_stop(p), 0);
-            alarm(0);
+                check_batch(prefetch_take(p), &f.s, f.idx, f.batch, 0);
+            assert_int_equal(watched_stop(p), 0);
         }
     /* a depth above the number of batches */
-    prefetch *p = start(&s, idx, batch, 3, 50);
+    prefetch *p = watched_start(&f, 3, 50, 20, "prefetch_stop with a depth over the steps");
     prefetch_stats st;
     prefetch_get_stats(p, &st);
     assert_true(st.buffers <= 3);
-    watch(20, "prefetch_stop with a depth over the steps");
-    check_batch(prefetch_take(p), &s, idx, batch, 0);
-    assert_int_equal(prefetch_stop(p), 0);
-    alarm(0);
-    free(idx);
-    set_free(&s);
+    check_batch(prefetch_take(p), &f.s, f.idx, f.batch, 0);
+    assert_int_equal(watched_stop(p), 0);
+    fixture_free(&f);
 }
 
 /* An index outside the data set fails its batch: the batches before it
@@ -251,11 +270,8 @@ static void test_early_stop_returns(void **state)
 static void test_bad_index_is_an_error(void **state)
 {
     (void)state;
-    bytes_set s;
-    set_make(&s, 100, 41);
-    const int batch = 4;
-    const long steps = 6;
-    int32_t *idx = random_indices(s.d.count, batch, steps, 42);
+    fixture f;
+    fixture_make(&f, 100, 4, 6, 41);
     const struct {
         long step;
         int32_t value;
@@ -264,13 +280,12 @@ static void test_bad_index_is_an_error(void **state)
                  {0, -1, "batch 0, image 2: index -1 outside the data set's 0..99"}};
     for (int c = 0; c < 2; c++)
         for (int k = 0; k < DEPTHS; k++) {
-            int32_t *bad = &idx[cases[c].step * batch + 2];
+            int32_t *bad = &f.idx[cases[c].step * f.batch + 2];
             const int32_t good = *bad;
             *bad = cases[c].value;
-            prefetch *p = start(&s, idx, batch, steps, depths[k]);
-            watch(20, "taking up to a bad index");
+            prefetch *p = watched_start(&f, f.steps, depths[k], 20, "taking up to a bad index");
             for (long t = 0; t < cases[c].step; t++)
-                check_batch(prefetch_take(p), &s, idx, batch, t);
+                check_batch(prefetch_take(p), &f.s, f.idx, f.batch, t);
             assert_null(prefetch_take(p));
             assert_null(prefetch_take(p));
             const char *why = prefetch_error(p);
@@ -279,12 +294,10 @@ static void test_bad_index_is_an_error(void **state)
             prefetch_stats st;
             prefetch_get_stats(p, &st);
             assert_int_equal(st.taken, cases[c].step);
-            assert_int_equal(prefetch_stop(p), -1);
-            alarm(0);
+            assert_int_equal(watched_stop(p), -1);
             *bad = good;
         }
-    free(idx);
-    set_free(&s);
+    fixture_free(&f);
 }
 
 static void test_bad_arguments_refused(void **state)
@@ -333,16 +346,12 @@ static void test_bad_arguments_refused(void **state)
 static void test_stall_accounted(void **state)
 {
     (void)state;
-    bytes_set s;
-    set_make(&s, 300, 61);
-    const int batch = 32;
-    const long steps = 30;
-    int32_t *idx = random_indices(s.d.count, batch, steps, 62);
+    fixture f;
+    fixture_make(&f, 300, 32, 30, 61);
     for (int k = 0; k < DEPTHS; k++) {
-        prefetch *p = start(&s, idx, batch, steps, depths[k]);
-        watch(60, "taking every batch");
+        prefetch *p = watched_start(&f, f.steps, depths[k], 60, "taking every batch");
         double in_take = 0;
-        for (long t = 0; t < steps; t++) {
+        for (long t = 0; t < f.steps; t++) {
             const double t0 = now_seconds();
             const prefetch_batch *b = prefetch_take(p);
             in_take += now_seconds() - t0;
@@ -350,8 +359,7 @@ static void test_stall_accounted(void **state)
         }
         prefetch_stats st;
         prefetch_get_stats(p, &st);
-        assert_int_equal(prefetch_stop(p), 0);
-        alarm(0);
+        assert_int_equal(watched_stop(p), 0);
         if (!(st.read_seconds > 0 && st.convert_seconds > 0 && st.wait_seconds > 0 &&
               st.wait_seconds <= in_take))
             fail_msg("depth %d: read %g s, convert %g s, waited %g s of %g s in take", depths[k],
@@ -360,8 +368,7 @@ static void test_stall_accounted(void **state)
             fail_msg("depth 0: waited %g s, less than the input work %g s", st.wait_seconds,
                      st.read_seconds + st.convert_seconds);
     }
-    free(idx);
-    set_free(&s);
+    fixture_free(&f);
 }
 
 /* ---------------------------------------------------------------------- */
