@@ -529,11 +529,9 @@ int cuda_get_params(engine *e, float *params)
 
 static int check_dataset(engine *e, const dataset *d, const char *which)
 {
-    if (!d->images || !d->labels || d->count < 0)
-        return cuda_fail(e, "cuda: %s set has no images or labels", which);
-    if (e->w.input.c != 1 || d->rows != e->w.input.h || d->cols != e->w.input.w)
-        return cuda_fail(e, "cuda: %s images are %dx%d, workload %s wants %dx%dx%d", which, d->rows,
-                         d->cols, e->w.name, e->w.input.c, e->w.input.h, e->w.input.w);
+    char why[256];
+    if (dataset_refusal(&e->w, d, which, why, sizeof why))
+        return cuda_fail(e, "cuda: %s", why);
     if (e->cfg.stage_slots)
         return 0; /* a stage scores nothing: its labels are the loss's business */
     for (int i = 0; i < d->count; i++)

@@ -285,12 +285,9 @@ int cuda_stage_batch(engine *e, const dataset *d, const int32_t *rows, long firs
 
 int cuda_check_batch(engine *e, const int32_t *indices, int batch, int steps)
 {
-    if (e->cfg.stage_slots)
-        return cuda_fail(e, "cuda: a model-parallel stage trains through stage_forward and "
-                            "stage_backward");
-    if (batch < 1 || batch > e->cfg.batch_size)
-        return cuda_fail(e, "cuda: batch of %d images, engine was created for 1..%d", batch,
-                         e->cfg.batch_size);
+    char why[128];
+    if (batch_refusal(&e->cfg, batch, why, sizeof why))
+        return cuda_fail(e, "cuda: %s", why);
     if (steps < 0)
         return cuda_fail(e, "cuda: %d steps asked", steps);
     if (!e->have_train)
