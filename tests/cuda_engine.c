@@ -208,3 +208,10 @@ static void test_short_batch_keeps_graph(void **state)
     }
 }
 
+/* This part's tests, in the order test_cuda runs them. */
+#define CUDA_ENGINE_TESTS                                                                          \
+    cmocka_unit_test(test_errors),                                                                 \
+    cmocka_unit_test(test_evaluate_reads_written_params),                                          \
+    cmocka_unit_test(test_short_batch_keeps_graph),                                                \
+    cmocka_unit_test(test_data_parallel_hooks),                                                    \
+    cmocka_unit_test(test_profile_describe_memory)

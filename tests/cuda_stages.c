@@ -477,3 +477,10 @@ static void test_stage_errors_and_memory(void **state)
     rig_down(&g);
     free(in), free(out), free(d_out), free(d_in);
 }
+
+/* This part's tests, in the order test_cuda runs them. */
+#define CUDA_STAGE_TESTS                                                                           \
+    cmocka_unit_test(test_stage_refusals),                                                         \
+    cmocka_unit_test(test_stages_match_naive),                                                     \
+    cmocka_unit_test(test_bf16_stage),                                                             \
+    cmocka_unit_test(test_stage_errors_and_memory)

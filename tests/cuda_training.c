@@ -332,3 +332,14 @@ static void test_fp64(void **state)
         assert_memory_equal(&graphed[STEPS - 1], &got[STEPS - 1], sizeof(double));
     }
 }
+
+/* This part's tests, in the order test_cuda runs them. */
+#define CUDA_TRAINING_TESTS                                                                        \
+    CASE_TEST("test_fp32_lenet_nesterov", test_fp32, &fp32_lenet_nesterov),                        \
+    CASE_TEST("test_fp32_mlp_adam", test_fp32, &fp32_mlp_adam),                                    \
+    CASE_TEST("test_fp32_lenet_sgd", test_fp32, &fp32_lenet_sgd),                                  \
+    cmocka_unit_test(test_graph_and_staging_are_bitwise_equal),                                    \
+    CASE_TEST("test_tf32", test_low_precision, &tf32_bounds),                                      \
+    CASE_TEST("test_fp16", test_low_precision, &fp16_bounds),                                      \
+    CASE_TEST("test_bf16", test_low_precision, &bf16_bounds),                                      \
+    cmocka_unit_test(test_fp64)
