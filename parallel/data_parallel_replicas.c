@@ -244,15 +244,13 @@ static int make_communicators(engine *e)
 engine *dp_create(const backend *inner, const dp_options *o, const workload *w,
                          const engine_config *cfg, char *err, size_t err_len)
 {
-    char why[256];
-    if (!backend_supports_data_parallel(inner, why, sizeof why)) {
-        snprintf(err, err_len, "%s", why);
+    if (!backend_supports_data_parallel(inner, err, err_len))
         return NULL;
-    }
     engine *e;
     COORDINATOR_NEW(e, "data-parallel", inner, o, w, cfg, err, err_len);
     if (!e)
         return NULL;
+    char why[256];
     e->ranks = world_size();
     e->local = o->replicas;
     if (e->local == 0 && o->spread_over_gpus && e->ranks == 1)
