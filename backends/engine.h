@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "workloads/workload.h"
 
@@ -90,6 +91,51 @@ typedef struct engine_config {
      * micro-batches at once, each of at most batch_size images. */
     int stage_slots;
 } engine_config;
+
+/* The checks every engine makes of what it is given, worded once (the
+ * engine puts its name in front): NULL when fine, else the reason, written
+ * into why. */
+static inline const char *dataset_refusal(const workload *w, const dataset *d, const char *which,
+                                          char *why, size_t why_len)
+{
+    if (!d->images || !d->labels || d->count < 0)
+        snprintf(why, why_len, "%s set has no images or labels", which);
+    else if (w->input.c != 1 || d->rows != w->input.h || d->cols != w->input.w)
+        snprintf(why, why_len, "%s images are %dx%d, workload %s wants %dx%dx%d", which, d->rows,
+                 d->cols, w->name, w->input.c, w->input.h, w->input.w);
+    else
+        return NULL;
+    return why;
+}
+
+/* A model-parallel stage's slot. */
+static inline const char *slot_refusal(const engine_config *cfg, int slot, char *why,
+                                       size_t why_len)
+{
+    if (!cfg->stage_slots)
+        snprintf(why, why_len, "not created as a model-parallel stage");
+    else if (slot < 0 || slot >= cfg->stage_slots)
+        snprintf(why, why_len, "stage slot %d, engine was created for 0..%d", slot,
+                 cfg->stage_slots - 1);
+    else
+        return NULL;
+    return why;
+}
+
+/* A batch for train_steps (or the entries that step like it). */
+static inline const char *batch_refusal(const engine_config *cfg, int batch, char *why,
+                                        size_t why_len)
+{
+    if (cfg->stage_slots)
+        snprintf(why, why_len, "a model-parallel stage trains through stage_forward and "
+                               "stage_backward");
+    else if (batch < 1 || batch > cfg->batch_size)
+        snprintf(why, why_len, "batch of %d images, engine was created for 1..%d", batch,
+                 cfg->batch_size);
+    else
+        return NULL;
+    return why;
+}
 
 /* Evaluation result: confusion[true * classes + predicted] counts. */
 typedef struct eval_counts {

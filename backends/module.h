@@ -13,6 +13,7 @@
 #define LB_MODULE_H
 
 #include <stddef.h>
+#include <string.h>
 
 /* Bumped whenever a table handed across the module boundary changes
  * shape (struct backend, the devmem and NCCL tables). */
@@ -22,6 +23,34 @@
 #define LB_MODULE_ENTRY_NAME "lb_module_entry"
 typedef const void *(*lb_module_entry_fn)(int abi, const char *table);
 #define LB_MODULE_EXPORT __attribute__((visibility("default")))
+
+/* A table a module hands out, by name. */
+typedef struct module_export {
+    const char *name;
+    const void *table;
+} module_export;
+
+/* What a module's lb_module_entry answers from its list of tables: the
+ * one named `table`, NULL for another ABI or a name it does not list. */
+static inline const void *module_export_find(int abi, const char *table,
+                                             const module_export *exports, size_t count)
+{
+    if (abi != LB_MODULE_ABI)
+        return NULL;
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(exports[i].name, table) == 0)
+            return exports[i].table;
+    return NULL;
+}
+
+/* Defines the module's lb_module_entry over its tables, given as
+ * {"name", &table} pairs: LB_MODULE_TABLES({"backend", &blas_backend}). */
+#define LB_MODULE_TABLES(...)                                                                      \
+    LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table_name)                  \
+    {                                                                                              \
+        static const module_export exports[] = {__VA_ARGS__};                                      \
+        return module_export_find(abi, table_name, exports, sizeof exports / sizeof exports[0]);   \
+    }
 
 /* Table `table` of module `name`, loading the module on first use. NULL
  * with the reason in why (file missing, a library it needs missing, a

@@ -19,6 +19,8 @@
 #define LB_COMM_H
 
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "backends/engine.h"
 
@@ -33,6 +35,14 @@ typedef struct comm_ops {
     void (*destroy)(communicator *c);
 } comm_ops;
 
+/* An implementation's table, from its functions <prefix>_allreduce_sum,
+ * <prefix>_broadcast, <prefix>_barrier and <prefix>_destroy. */
+#define COMM_OPS(prefix)                                                                           \
+    {                                                                                              \
+        .allreduce_sum = prefix##_allreduce_sum, .broadcast = prefix##_broadcast,                  \
+        .barrier = prefix##_barrier, .destroy = prefix##_destroy                                   \
+    }
+
 /* Each implementation embeds this as its first member. */
 struct communicator {
     const comm_ops *ops;
@@ -42,6 +52,24 @@ struct communicator {
     int device;         /* MEM_DEVICE: the CUDA device of this member's buffers */
     char err[256];
 };
+
+/* A member: `bytes` of its implementation's struct (the communicator
+ * first), zeroed, its communicator filled in. NULL with "<kind>
+ * communicator: out of memory" in err. */
+static inline void *comm_member_alloc(size_t bytes, const comm_ops *ops, const char *kind,
+                                      int rank, int size, memory_space space, int device,
+                                      char *err, size_t err_len)
+{
+    communicator *c = calloc(1, bytes);
+    if (!c) {
+        snprintf(err, err_len, "%s communicator: out of memory", kind);
+        return NULL;
+    }
+    *c = (communicator){
+        .ops = ops, .kind = kind, .rank = rank, .size = size, .space = space, .device = device,
+    };
+    return c;
+}
 
 static inline int comm_allreduce_sum(communicator *c, float *buf, size_t n, float weight)
 {

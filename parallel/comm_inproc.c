@@ -121,17 +121,12 @@ static int inproc_barrier(communicator *c)
     return 0;
 }
 
-static void inproc_member_destroy(communicator *c)
+static void inproc_destroy(communicator *c)
 {
     (void)c; /* members belong to their group */
 }
 
-static const comm_ops inproc_ops = {
-    .allreduce_sum = inproc_allreduce_sum,
-    .broadcast = inproc_broadcast,
-    .barrier = inproc_barrier,
-    .destroy = inproc_member_destroy,
-};
+static const comm_ops inproc_ops = COMM_OPS(inproc);
 
 inproc_group *inproc_group_create(int size, memory_space space, const int *devices, char *err,
                                   size_t err_len)

@@ -109,12 +109,7 @@ static void nccl_destroy(communicator *c)
     free(m);
 }
 
-static const comm_ops nccl_ops = {
-    .allreduce_sum = nccl_allreduce_sum,
-    .broadcast = nccl_broadcast,
-    .barrier = nccl_barrier,
-    .destroy = nccl_destroy,
-};
+static const comm_ops nccl_ops = COMM_OPS(nccl);
 
 static int available(char *why, size_t why_len)
 {
@@ -143,15 +138,10 @@ static void version_string(char *buf, size_t len)
 /* A member for `device` with its stream and scratch; comm set by the caller. */
 static nccl_member *member_new(int device, int rank, int size, char *err, size_t err_len)
 {
-    nccl_member *m = calloc(1, sizeof *m);
-    if (!m) {
-        snprintf(err, err_len, "NCCL communicator: out of memory");
+    nccl_member *m = comm_member_alloc(sizeof *m, &nccl_ops, "NCCL", rank, size, MEM_DEVICE,
+                                       device, err, err_len);
+    if (!m)
         return NULL;
-    }
-    m->base = (communicator){
-        .ops = &nccl_ops, .kind = "NCCL", .rank = rank, .size = size,
-        .space = MEM_DEVICE, .device = device,
-    };
     communicator *c = &m->base;
     cudaError_t rc = cudaSetDevice(device);
     if (rc == cudaSuccess)
@@ -276,7 +266,4 @@ static const nccl_table table = {
 };
 
 /* The nccl module's one table. */
-LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *name)
-{
-    return abi == LB_MODULE_ABI && strcmp(name, "nccl") == 0 ? &table : NULL;
-}
+LB_MODULE_TABLES({"nccl", &table})

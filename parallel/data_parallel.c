@@ -7,15 +7,6 @@
  * steps the harness hands each of them. */
 #include "parallel/data_parallel_impl.h"
 
-int dp_fail(engine *e, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->err, sizeof e->err, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static const char *error(engine *e) { return e ? e->err : "data-parallel: no engine"; }
 
 /* The entries ------------------------------------------------------------ */
@@ -39,18 +30,12 @@ static int sync_step(engine *e, const int32_t *indices, int batch, float *loss)
 {
     e->indices = indices;
     e->batch = batch;
-    e->job = JOB_GRADIENTS;
-    worker_team_run(e->team, dp_run_job, e);
+    const int failed = dp_run_all(e, JOB_GRADIENTS) != 0;
     float sum = 0.0f;
-    int failed = 0;
     for (int l = 0; l < e->local; l++) {
         replica *r = &e->rep[l];
-        if (r->rc) {
-            if (!failed)
-                dp_fail(e, "%s", r->err);
-            failed = 1;
+        if (r->rc)
             continue;
-        }
         int start, count;
         share_of(batch, e->total, r->global, &start, &count);
         sum += r->loss * ((float)count / (float)batch);
@@ -90,22 +75,15 @@ static int averaging_steps(engine *e, const int32_t *indices, int batch, int ste
         e->round_first = round_first;
         e->group_lo = t;
         e->group_hi = hi;
-        e->job = JOB_TRAIN_OWN;
-        worker_team_run(e->team, dp_run_job, e);
+        const int failed = dp_run_all(e, JOB_TRAIN_OWN) != 0;
         /* each step's loss comes from the replica that trained it */
         float v[DP_MAX_REPLICAS];
-        int failed = 0;
         for (long s = t; s < hi; s++)
             v[s - t] = 0.0f;
         for (int l = 0; l < e->local; l++) {
-            replica *r = &e->rep[l];
-            if (r->rc) {
-                if (!failed)
-                    dp_fail(e, "%s", r->err);
-                failed = 1;
-            } else if (r->has_work) {
+            const replica *r = &e->rep[l];
+            if (!r->rc && r->has_work)
                 v[round_first + r->global - t] = r->loss;
-            }
         }
         /* once per step, whatever the grouping, so every rank makes the
          * same calls even when the harness cut its chunks differently */
@@ -310,16 +288,6 @@ static int wrapped_probe(void *ctx, char *why, size_t why_len)
     return 1;
 }
 
-static int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why_len)
-{
-    const wrapped_backend *w = ctx;
-    if (crossing_refusal(CROSS_REDUCE, p)) {
-        snprintf(why, why_len, "%s", crossing_refusal(CROSS_REDUCE, p));
-        return 0;
-    }
-    return backend_runnable(w->inner, p, why, why_len);
-}
-
 static engine *wrapped_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
                               size_t err_len)
 {
@@ -346,7 +314,7 @@ static const wrapped_backend *wrapper_of(const backend *b) { return wrapper_from
 
 const backend *dp_wrap(const backend *inner, const dp_options *o, const char *name)
 {
-    return wrap_backend(&dp_entries, inner, o, sizeof *o, name, "data-parallel");
+    return wrap_backend(&dp_entries, CROSS_REDUCE, inner, o, sizeof *o, name, "data-parallel");
 }
 
 /* multi-gpu ------------------------------------------------------------- */

@@ -15,6 +15,7 @@
 
 #include "backends/module.h"
 #include "backends/registry.h"
+#include "base/errmsg.h"
 #include "parallel/comm.h"
 #include "parallel/workers.h"
 #include "parallel/world.h"
@@ -82,7 +83,8 @@ struct engine {
 };
 
 /* parallel/data_parallel.c */
-int dp_fail(engine *e, const char *fmt, ...);
+/* "reason" into the engine's error text; -1 */
+#define dp_fail(e, ...) errmsg_fail((e)->err, sizeof (e)->err, __VA_ARGS__)
 void dp_destroy(engine *e);
 
 /* parallel/data_parallel_replicas.c */

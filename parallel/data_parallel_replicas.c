@@ -20,22 +20,14 @@ void dp_run_job(void *ctx, int l)
     r->rc = 0;
     r->err[0] = '\0';
     switch (e->job) {
-    case JOB_CREATE: {
-        engine_config c = e->inner_cfg;
-        c.device = r->device;
-        char err[300] = "";
-        r->e = backend_create(b, &e->w, &c, err, sizeof err);
-        if (!r->e) {
-            snprintf(r->err, sizeof r->err, "replica %d: %s", r->global,
-                     err[0] ? err : "create failed");
+    case JOB_CREATE:
+        r->e = member_create(b, &e->w, &e->inner_cfg, r->device, "replica", r->global, r->err,
+                             sizeof r->err);
+        if (!r->e)
             r->rc = -1;
-        }
         break;
-    }
     case JOB_DESTROY:
-        if (r->e)
-            b->destroy(r->e);
-        r->e = NULL;
+        member_destroy(b, &r->e);
         break;
     case JOB_SET_PARAMS:
         if (b->set_params(r->e, e->params_in) != 0)
@@ -252,20 +244,13 @@ static int make_communicators(engine *e)
 engine *dp_create(const backend *inner, const dp_options *o, const workload *w,
                          const engine_config *cfg, char *err, size_t err_len)
 {
+    if (!backend_supports_data_parallel(inner, err, err_len))
+        return NULL;
+    engine *e;
+    COORDINATOR_NEW(e, "data-parallel", inner, o, w, cfg, err, err_len);
+    if (!e)
+        return NULL;
     char why[256];
-    if (!backend_supports_data_parallel(inner, why, sizeof why)) {
-        snprintf(err, err_len, "%s", why);
-        return NULL;
-    }
-    engine *e = calloc(1, sizeof *e);
-    if (!e) {
-        snprintf(err, err_len, "data-parallel: out of memory");
-        return NULL;
-    }
-    e->inner = inner;
-    e->opt = *o;
-    e->w = *w;
-    e->cfg = *cfg;
     e->ranks = world_size();
     e->local = o->replicas;
     if (e->local == 0 && o->spread_over_gpus && e->ranks == 1)

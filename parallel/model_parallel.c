@@ -9,15 +9,6 @@
 
 const char *mp_split_name(mp_split s) { return s == MP_SPLIT_FILTERS ? "filters" : "layers"; }
 
-int mp_fail(engine *e, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->err, sizeof e->err, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static const char *error(engine *e) { return e ? e->err : "model-parallel: no engine"; }
 
 /* The contract's entries ---------------------------------------------------- */
@@ -406,15 +397,10 @@ static engine *mp_create(const backend *inner, const mp_options *o, const worklo
         snprintf(err, err_len, "model-parallel: %s", why);
         return NULL;
     }
-    engine *e = calloc(1, sizeof *e);
-    if (!e) {
-        snprintf(err, err_len, "model-parallel: out of memory");
+    engine *e;
+    COORDINATOR_NEW(e, "model-parallel", inner, o, w, cfg, err, err_len);
+    if (!e)
         return NULL;
-    }
-    e->inner = inner;
-    e->opt = *o;
-    e->w = *w;
-    e->cfg = *cfg;
     e->workers = o->workers;
     e->distributed = world_size() > 1;
     e->first_local = e->distributed ? world_rank() : 0;
@@ -485,16 +471,6 @@ static int wrapped_probe(void *ctx, char *why, size_t why_len)
     return 1;
 }
 
-static int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why_len)
-{
-    const wrapped_backend *w = ctx;
-    if (crossing_refusal(CROSS_STAGE, p)) {
-        snprintf(why, why_len, "%s", crossing_refusal(CROSS_STAGE, p));
-        return 0;
-    }
-    return backend_runnable(w->inner, p, why, why_len);
-}
-
 static engine *wrapped_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
                               size_t err_len)
 {
@@ -533,5 +509,5 @@ const backend *mp_wrap(const backend *inner, const mp_options *o, const char *na
 {
     char tail[64];
     snprintf(tail, sizeof tail, "model-parallel by %s", mp_split_name(o->split));
-    return wrap_backend(&mp_entries, inner, o, sizeof *o, name, tail);
+    return wrap_backend(&mp_entries, CROSS_STAGE, inner, o, sizeof *o, name, tail);
 }

@@ -16,6 +16,7 @@
 
 #include "backends/common/elementwise.h"
 #include "backends/registry.h"
+#include "base/errmsg.h"
 #include "parallel/comm.h"
 #include "parallel/prefetch.h"
 #include "parallel/workers.h"
@@ -110,7 +111,7 @@ struct engine {
 
 /* parallel/model_parallel.c */
 /* "reason" into the engine's error text; -1 */
-int mp_fail(engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define mp_fail(e, ...) errmsg_fail((e)->err, sizeof (e)->err, __VA_ARGS__)
 
 /* parallel/model_schedule.c */
 size_t mp_boundary_bytes(const engine *e, int s, int m);

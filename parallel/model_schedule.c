@@ -358,7 +358,6 @@ static void run_job(void *ctx, int local)
     const backend *b = e->inner;
     stage *mine[WORKLOAD_MAX_LAYERS];
     const int n = mp_worker_stages(e, i, mine);
-    char err[256] = "";
     switch (e->job) {
     case JOB_STEP:
     case JOB_FORWARD:
@@ -377,21 +376,15 @@ static void run_job(void *ctx, int local)
     for (int k = 0; k < n && !e->ws[i].rc; k++) {
         stage *s = mine[k];
         switch (e->job) {
-        case JOB_CREATE: {
-            engine_config c = e->inner_cfg;
-            c.device = s->device = worker_device(e, i);
-            s->e = backend_create(b, &s->w, &c, err, sizeof err);
-            if (!s->e) {
-                snprintf(e->ws[i].err, sizeof e->ws[i].err, "worker %d: %s", i,
-                         err[0] ? err : "create failed");
+        case JOB_CREATE:
+            s->device = worker_device(e, i);
+            s->e = member_create(b, &s->w, &e->inner_cfg, s->device, "worker", i, e->ws[i].err,
+                                 sizeof e->ws[i].err);
+            if (!s->e)
                 e->ws[i].rc = -1;
-            }
             break;
-        }
         case JOB_DESTROY:
-            if (s->e)
-                b->destroy(s->e);
-            s->e = NULL;
+            member_destroy(b, &s->e);
             break;
         case JOB_SET_PARAMS:
             workload_stage_params_from(&s->w, s->params, e->params_in);

@@ -229,12 +229,7 @@ static void mpi_destroy(communicator *c)
     free(m);
 }
 
-static const comm_ops mpi_ops = {
-    .allreduce_sum = mpi_allreduce_sum,
-    .broadcast = mpi_broadcast,
-    .barrier = mpi_barrier,
-    .destroy = mpi_destroy,
-};
+static const comm_ops mpi_ops = COMM_OPS(mpi);
 
 communicator *mpi_comm_create(memory_space space, int device, char *err, size_t err_len)
 {
@@ -242,15 +237,10 @@ communicator *mpi_comm_create(memory_space space, int device, char *err, size_t 
         snprintf(err, err_len, "MPI communicator: not started by mpirun");
         return NULL;
     }
-    mpi_member *m = calloc(1, sizeof *m);
-    if (!m) {
-        snprintf(err, err_len, "MPI communicator: out of memory");
+    mpi_member *m = comm_member_alloc(sizeof *m, &mpi_ops, "MPI", rank_, size_, space, device,
+                                      err, err_len);
+    if (!m)
         return NULL;
-    }
-    m->base = (communicator){
-        .ops = &mpi_ops, .kind = "MPI", .rank = rank_, .size = size_,
-        .space = space, .device = device,
-    };
     /* its own context, so its messages never meet anyone else's */
     MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);

@@ -1,5 +1,7 @@
 #include "parallel/wrap.h"
 
+#include "backends/registry.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +17,9 @@ static int same(const wrapped_backend *w, const backend *entries, const backend 
            memcmp(w->options, options, options_size) == 0 && strcmp(w->name, name) == 0;
 }
 
-const backend *wrap_backend(const backend *entries, const backend *inner, const void *options,
-                            size_t options_size, const char *name, const char *summary_tail)
+const backend *wrap_backend(const backend *entries, crossing hand_over, const backend *inner,
+                            const void *options, size_t options_size, const char *name,
+                            const char *summary_tail)
 {
     if (!name)
         name = inner->name;
@@ -29,6 +32,7 @@ const backend *wrap_backend(const backend *entries, const backend *inner, const 
         memcpy(copy, options, options_size);
         w->inner = inner;
         w->options = copy;
+        w->hand_over = hand_over;
         snprintf(w->name, sizeof w->name, "%s", name);
         snprintf(w->summary, sizeof w->summary, "%s, %s", inner->summary, summary_tail);
         w->b = *entries;
@@ -49,4 +53,42 @@ const backend *wrap_backend(const backend *entries, const backend *inner, const 
 wrapped_backend *wrapper_from(const backend *b, const backend *entries)
 {
     return b && b->create == entries->create ? b->ctx : NULL;
+}
+
+int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why_len)
+{
+    const wrapped_backend *w = ctx;
+    const char *refused = crossing_refusal(w->hand_over, p);
+    if (refused) {
+        snprintf(why, why_len, "%s", refused);
+        return 0;
+    }
+    return backend_runnable(w->inner, p, why, why_len);
+}
+
+void *coordinator_alloc(size_t size, const char *coordinator, char *err, size_t err_len)
+{
+    void *e = calloc(1, size);
+    if (!e)
+        snprintf(err, err_len, "%s: out of memory", coordinator);
+    return e;
+}
+
+engine *member_create(const backend *inner, const workload *w, const engine_config *cfg,
+                      int device, const char *role, int index, char *err, size_t err_len)
+{
+    engine_config c = *cfg;
+    c.device = device;
+    char why[300] = "";
+    engine *e = backend_create(inner, w, &c, why, sizeof why);
+    if (!e)
+        snprintf(err, err_len, "%s %d: %s", role, index, why[0] ? why : "create failed");
+    return e;
+}
+
+void member_destroy(const backend *inner, engine **e)
+{
+    if (*e)
+        inner->destroy(*e);
+    *e = NULL;
 }

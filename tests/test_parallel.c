@@ -90,18 +90,27 @@ static void run_members(void *(*body)(void *), member_args *args, const size_t *
     inproc_group_destroy(g);
 }
 
+/* run_members with LEN floats on every member: each sum succeeds, and
+ * every member's buf[i] is then exactly slope * i + intercept. */
+static void run_full_length(void *(*body)(void *), member_args *args, float slope,
+                            float intercept)
+{
+    const size_t lens[MEMBERS] = {LEN, LEN, LEN};
+    run_members(body, args, lens);
+    for (int m = 0; m < MEMBERS; m++) {
+        assert_int_equal(args[m].rc_sum, 0);
+        for (size_t i = 0; i < LEN; i++)
+            assert_float_equal(args[m].buf[i], slope * (float)i + intercept, 0.0f);
+    }
+}
+
 static void test_inproc_allreduce_and_broadcast(void **state)
 {
     (void)state;
     static member_args args[MEMBERS];
-    const size_t lens[MEMBERS] = {LEN, LEN, LEN};
-    run_members(member_main, args, lens);
-    for (int m = 0; m < MEMBERS; m++) {
-        assert_int_equal(args[m].rc_sum, 0);
+    run_full_length(member_main, args, 0.5f, 0.0f);
+    for (int m = 0; m < MEMBERS; m++)
         assert_int_equal(args[m].rc_bcast, 0);
-        for (size_t i = 0; i < LEN; i++)
-            assert_float_equal(args[m].buf[i], (float)i * 0.5f, 0.0f);
-    }
     /* a group of one: the sum is its own buffer, weighted */
     char err[256];
     inproc_group *g = inproc_group_create(1, MEM_HOST, NULL, err, sizeof err);
@@ -116,13 +125,7 @@ static void test_inproc_weighted_sum_values(void **state)
 {
     (void)state;
     static member_args args[MEMBERS];
-    const size_t lens[MEMBERS] = {LEN, LEN, LEN};
-    run_members(sum_only, args, lens);
-    for (int m = 0; m < MEMBERS; m++) {
-        assert_int_equal(args[m].rc_sum, 0);
-        for (size_t i = 0; i < LEN; i++)
-            assert_float_equal(args[m].buf[i], 7.0f * (float)(i + 1), 0.0f);
-    }
+    run_full_length(sum_only, args, 7.0f, 7.0f); /* 7 (i + 1) */
 }
 
 /* Members that disagree on the length all fail, none hangs. */

@@ -26,6 +26,7 @@
 #include "base/clock.h"
 #include "harness/run/init.h"
 #include "parallel/prefetch.h"
+#include "tests/testing.h"
 
 #define ROWS 28
 #define COLS 28
@@ -73,6 +74,29 @@ static int32_t *random_indices(int count, int batch, long steps, uint64_t seed)
     idx[0] = count - 1;
     idx[n - 1] = 0;
     return idx;
+}
+
+/* What a test runs the pipeline over: a data set of `count` images and
+ * `steps` batches of `batch` indices into it (random_indices). */
+typedef struct fixture {
+    bytes_set s;
+    int batch;
+    long steps;
+    int32_t *idx;
+} fixture;
+
+static void fixture_make(fixture *f, int count, int batch, long steps, uint64_t seed)
+{
+    set_make(&f->s, count, seed);
+    f->batch = batch;
+    f->steps = steps;
+    f->idx = random_indices(count, batch, steps, seed + 1);
+}
+
+static void fixture_free(fixture *f)
+{
+    free(f->idx);
+    set_free(&f->s);
 }
 
 /* The plain loop the pipeline must equal, bit for bit. */
@@ -126,6 +150,21 @@ static void watch(unsigned seconds, const char *what)
     alarm(seconds);
 }
 
+/* start, under a watchdog of `seconds` until watched_stop. */
+static prefetch *watched_start(const fixture *f, long steps, int depth, unsigned seconds,
+                               const char *what)
+{
+    watch(seconds, what);
+    return start(&f->s, f->idx, f->batch, steps, depth);
+}
+
+static int watched_stop(prefetch *p)
+{
+    const int rc = prefetch_stop(p);
+    alarm(0);
+    return rc;
+}
+
 static void sleep_ms(int ms)
 {
     nanosleep(&(struct timespec){ms / 1000, (long)(ms % 1000) * 1000000L}, NULL);
@@ -133,158 +172,136 @@ static void sleep_ms(int ms)
 
 /* ---------------------------------------------------------------------- */
 
-static void test_batches_in_order_bitwise(void **state)
+/* Most tests run one check at every depth over a fixture of their own. */
+typedef struct depth_test {
+    int count, batch;
+    long steps;
+    uint64_t seed;
+    void (*at_depth)(const fixture *f, int depth);
+} depth_test;
+
+static void test_every_depth(void **state)
 {
-    (void)state;
-    bytes_set s;
-    set_make(&s, 300, 11);
-    const int batch = 7;
-    const long steps = 23;
-    int32_t *idx = random_indices(s.d.count, batch, steps, 12);
-    for (int k = 0; k < DEPTHS; k++) {
-        prefetch *p = start(&s, idx, batch, steps, depths[k]);
-        watch(60, "taking every batch");
-        for (long t = 0; t < steps; t++)
-            check_batch(prefetch_take(p), &s, idx, batch, t);
-        assert_null(prefetch_take(p));
-        assert_null(prefetch_take(p));
-        assert_null(prefetch_error(p));
-        prefetch_stats st;
-        prefetch_get_stats(p, &st);
-        assert_int_equal(st.taken, steps);
-        assert_int_equal(prefetch_stop(p), 0);
-        alarm(0);
-    }
-    free(idx);
-    set_free(&s);
+    const depth_test *t = *state;
+    fixture f;
+    fixture_make(&f, t->count, t->batch, t->steps, t->seed);
+    for (int k = 0; k < DEPTHS; k++)
+        t->at_depth(&f, depths[k]);
+    fixture_free(&f);
+}
+
+static void batches_in_order_bitwise(const fixture *f, int depth)
+{
+    prefetch *p = watched_start(f, f->steps, depth, 60, "taking every batch");
+    for (long t = 0; t < f->steps; t++)
+        check_batch(prefetch_take(p), &f->s, f->idx, f->batch, t);
+    assert_null(prefetch_take(p));
+    assert_null(prefetch_take(p));
+    assert_null(prefetch_error(p));
+    prefetch_stats st;
+    prefetch_get_stats(p, &st);
+    assert_int_equal(st.taken, f->steps);
+    assert_int_equal(watched_stop(p), 0);
 }
 
 /* The caller holds one batch while the threads fill the queue: it stays
  * intact, the queue reaches depth and no more, and no more than depth + 2
  * buffers ever come out. */
-static void test_memory_bounded_and_held_batch_intact(void **state)
+static void memory_bounded_and_held_batch_intact(const fixture *f, int depth)
 {
-    (void)state;
-    bytes_set s;
-    set_make(&s, 200, 21);
-    const int batch = 5;
-    const long steps = 40;
-    int32_t *idx = random_indices(s.d.count, batch, steps, 22);
-    for (int k = 0; k < DEPTHS; k++) {
-        const int depth = depths[k];
-        prefetch *p = start(&s, idx, batch, steps, depth);
-        watch(60, "taking with a slow consumer");
-        const float *seen[64];
-        int distinct = 0;
-        for (long t = 0; t < steps; t++) {
-            const prefetch_batch *b = prefetch_take(p);
-            assert_non_null(b);
-            prefetch_stats st;
-            if (t == 0) { /* wait for the queue to fill, then a while longer */
-                for (int waited = 0; waited < 10000; waited++) {
-                    prefetch_get_stats(p, &st);
-                    if (st.peak_ready >= depth)
-                        break;
-                    sleep_ms(1);
-                }
-                sleep_ms(20);
-                prefetch_get_stats(p, &st);
-                if (st.peak_ready != depth)
-                    fail_msg("depth %d: %d batches prepared at most while one was held",
-                             depth, st.peak_ready);
-            } else if (t % 8 == 0) {
-                sleep_ms(2);
-            }
-            check_batch(b, &s, idx, batch, t); /* after the threads ran ahead */
-            int known = 0;
-            for (int i = 0; i < distinct; i++)
-                known |= seen[i] == b->pixels;
-            if (!known && distinct < 64)
-                seen[distinct++] = b->pixels;
-        }
+    prefetch *p = watched_start(f, f->steps, depth, 60, "taking with a slow consumer");
+    const float *seen[64];
+    int distinct = 0;
+    for (long t = 0; t < f->steps; t++) {
+        const prefetch_batch *b = prefetch_take(p);
+        assert_non_null(b);
         prefetch_stats st;
-        prefetch_get_stats(p, &st);
-        const int bound = depth == 0 ? 1 : depth + 2;
-        if (st.buffers > bound || distinct > bound || st.peak_ready > depth)
-            fail_msg("depth %d: %d buffers allocated, %d seen, %d batches ready at most; "
-                     "bound %d buffers",
-                     depth, st.buffers, distinct, st.peak_ready, bound);
-        assert_int_equal(prefetch_stop(p), 0);
-        alarm(0);
+        if (t == 0) { /* wait for the queue to fill, then a while longer */
+            for (int waited = 0; waited < 10000; waited++) {
+                prefetch_get_stats(p, &st);
+                if (st.peak_ready >= depth)
+                    break;
+                sleep_ms(1);
+            }
+            sleep_ms(20);
+            prefetch_get_stats(p, &st);
+            if (st.peak_ready != depth)
+                fail_msg("depth %d: %d batches prepared at most while one was held", depth,
+                         st.peak_ready);
+        } else if (t % 8 == 0) {
+            sleep_ms(2);
+        }
+        check_batch(b, &f->s, f->idx, f->batch, t); /* after the threads ran ahead */
+        int known = 0;
+        for (int i = 0; i < distinct; i++)
+            known |= seen[i] == b->pixels;
+        if (!known && distinct < 64)
+            seen[distinct++] = b->pixels;
     }
-    free(idx);
-    set_free(&s);
+    prefetch_stats st;
+    prefetch_get_stats(p, &st);
+    const int bound = depth == 0 ? 1 : depth + 2;
+    if (st.buffers > bound || distinct > bound || st.peak_ready > depth)
+        fail_msg("depth %d: %d buffers allocated, %d seen, %d batches ready at most; "
+                 "bound %d buffers",
+                 depth, st.buffers, distinct, st.peak_ready, bound);
+    assert_int_equal(watched_stop(p), 0);
 }
 
-static void test_early_stop_returns(void **state)
+static void early_stop_returns(const fixture *f, int depth)
+{
+    for (int taken = 0; taken <= 1; taken++) {
+        prefetch *p =
+            watched_start(f, f->steps, depth, 20, "prefetch_stop after one of 100 batches");
+        if (taken)
+            check_batch(prefetch_take(p), &f->s, f->idx, f->batch, 0);
+        assert_int_equal(watched_stop(p), 0);
+    }
+}
+
+/* A depth above the number of batches: no more buffers than batches. */
+static void test_depth_over_the_steps(void **state)
 {
     (void)state;
-    bytes_set s;
-    set_make(&s, 400, 31);
-    const int batch = 64;
-    const long steps = 100;
-    int32_t *idx = random_indices(s.d.count, batch, steps, 32);
-    for (int k = 0; k < DEPTHS; k++)
-        for (int taken = 0; taken <= 1; taken++) {
-            prefetch *p = start(&s, idx, batch, steps, depths[k]);
-            watch(20, "prefetch_stop after one of 100 batches");
-            if (taken)
-                check_batch(prefetch_take(p), &s, idx, batch, 0);
-            assert_int_equal(prefetch_stop(p), 0);
-            alarm(0);
-        }
-    /* a depth above the number of batches */
-    prefetch *p = start(&s, idx, batch, 3, 50);
+    fixture f;
+    fixture_make(&f, 400, 64, 100, 31);
+    prefetch *p = watched_start(&f, 3, 50, 20, "prefetch_stop with a depth over the steps");
     prefetch_stats st;
     prefetch_get_stats(p, &st);
     assert_true(st.buffers <= 3);
-    watch(20, "prefetch_stop with a depth over the steps");
-    check_batch(prefetch_take(p), &s, idx, batch, 0);
-    assert_int_equal(prefetch_stop(p), 0);
-    alarm(0);
-    free(idx);
-    set_free(&s);
+    check_batch(prefetch_take(p), &f.s, f.idx, f.batch, 0);
+    assert_int_equal(watched_stop(p), 0);
+    fixture_free(&f);
 }
 
 /* An index outside the data set fails its batch: the batches before it
  * come out right, then NULL, the error names it, stop says -1. */
-static void test_bad_index_is_an_error(void **state)
+static void bad_index_is_an_error(const fixture *f, int depth)
 {
-    (void)state;
-    bytes_set s;
-    set_make(&s, 100, 41);
-    const int batch = 4;
-    const long steps = 6;
-    int32_t *idx = random_indices(s.d.count, batch, steps, 42);
     const struct {
         long step;
         int32_t value;
         const char *says;
     } cases[] = {{3, 100, "batch 3, image 2: index 100 outside the data set's 0..99"},
                  {0, -1, "batch 0, image 2: index -1 outside the data set's 0..99"}};
-    for (int c = 0; c < 2; c++)
-        for (int k = 0; k < DEPTHS; k++) {
-            int32_t *bad = &idx[cases[c].step * batch + 2];
-            const int32_t good = *bad;
-            *bad = cases[c].value;
-            prefetch *p = start(&s, idx, batch, steps, depths[k]);
-            watch(20, "taking up to a bad index");
-            for (long t = 0; t < cases[c].step; t++)
-                check_batch(prefetch_take(p), &s, idx, batch, t);
-            assert_null(prefetch_take(p));
-            assert_null(prefetch_take(p));
-            const char *why = prefetch_error(p);
-            assert_non_null(why);
-            assert_string_equal(why, cases[c].says);
-            prefetch_stats st;
-            prefetch_get_stats(p, &st);
-            assert_int_equal(st.taken, cases[c].step);
-            assert_int_equal(prefetch_stop(p), -1);
-            alarm(0);
-            *bad = good;
-        }
-    free(idx);
-    set_free(&s);
+    for (int c = 0; c < 2; c++) {
+        int32_t *bad = &f->idx[cases[c].step * f->batch + 2];
+        const int32_t good = *bad;
+        *bad = cases[c].value;
+        prefetch *p = watched_start(f, f->steps, depth, 20, "taking up to a bad index");
+        for (long t = 0; t < cases[c].step; t++)
+            check_batch(prefetch_take(p), &f->s, f->idx, f->batch, t);
+        assert_null(prefetch_take(p));
+        assert_null(prefetch_take(p));
+        const char *why = prefetch_error(p);
+        assert_non_null(why);
+        assert_string_equal(why, cases[c].says);
+        prefetch_stats st;
+        prefetch_get_stats(p, &st);
+        assert_int_equal(st.taken, cases[c].step);
+        assert_int_equal(watched_stop(p), -1);
+        *bad = good;
+    }
 }
 
 static void test_bad_arguments_refused(void **state)
@@ -330,38 +347,26 @@ static void test_bad_arguments_refused(void **state)
 
 /* Depth 0 stalls for all of the input work; with threads the stall is
  * what the taker waited, within the time it spent taking. */
-static void test_stall_accounted(void **state)
+static void stall_accounted(const fixture *f, int depth)
 {
-    (void)state;
-    bytes_set s;
-    set_make(&s, 300, 61);
-    const int batch = 32;
-    const long steps = 30;
-    int32_t *idx = random_indices(s.d.count, batch, steps, 62);
-    for (int k = 0; k < DEPTHS; k++) {
-        prefetch *p = start(&s, idx, batch, steps, depths[k]);
-        watch(60, "taking every batch");
-        double in_take = 0;
-        for (long t = 0; t < steps; t++) {
-            const double t0 = now_seconds();
-            const prefetch_batch *b = prefetch_take(p);
-            in_take += now_seconds() - t0;
-            assert_non_null(b);
-        }
-        prefetch_stats st;
-        prefetch_get_stats(p, &st);
-        assert_int_equal(prefetch_stop(p), 0);
-        alarm(0);
-        if (!(st.read_seconds > 0 && st.convert_seconds > 0 && st.wait_seconds > 0 &&
-              st.wait_seconds <= in_take))
-            fail_msg("depth %d: read %g s, convert %g s, waited %g s of %g s in take", depths[k],
-                     st.read_seconds, st.convert_seconds, st.wait_seconds, in_take);
-        if (depths[k] == 0 && st.wait_seconds < st.read_seconds + st.convert_seconds)
-            fail_msg("depth 0: waited %g s, less than the input work %g s", st.wait_seconds,
-                     st.read_seconds + st.convert_seconds);
+    prefetch *p = watched_start(f, f->steps, depth, 60, "taking every batch");
+    double in_take = 0;
+    for (long t = 0; t < f->steps; t++) {
+        const double t0 = now_seconds();
+        const prefetch_batch *b = prefetch_take(p);
+        in_take += now_seconds() - t0;
+        assert_non_null(b);
     }
-    free(idx);
-    set_free(&s);
+    prefetch_stats st;
+    prefetch_get_stats(p, &st);
+    assert_int_equal(watched_stop(p), 0);
+    if (!(st.read_seconds > 0 && st.convert_seconds > 0 && st.wait_seconds > 0 &&
+          st.wait_seconds <= in_take))
+        fail_msg("depth %d: read %g s, convert %g s, waited %g s of %g s in take", depth,
+                 st.read_seconds, st.convert_seconds, st.wait_seconds, in_take);
+    if (depth == 0 && st.wait_seconds < st.read_seconds + st.convert_seconds)
+        fail_msg("depth 0: waited %g s, less than the input work %g s", st.wait_seconds,
+                 st.read_seconds + st.convert_seconds);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -464,13 +469,20 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--bench") == 0)
         return bench(argc, argv);
+    /* the fixture of each: images, batch, batches, seed */
+    static const depth_test in_order = {300, 7, 23, 11, batches_in_order_bitwise},
+                            bounded = {200, 5, 40, 21, memory_bounded_and_held_batch_intact},
+                            early_stop = {400, 64, 100, 31, early_stop_returns},
+                            bad_index = {100, 4, 6, 41, bad_index_is_an_error},
+                            stall = {300, 32, 30, 61, stall_accounted};
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_batches_in_order_bitwise),
-        cmocka_unit_test(test_memory_bounded_and_held_batch_intact),
-        cmocka_unit_test(test_early_stop_returns),
-        cmocka_unit_test(test_bad_index_is_an_error),
+        CASE_TEST("test_batches_in_order_bitwise", test_every_depth, &in_order),
+        CASE_TEST("test_memory_bounded_and_held_batch_intact", test_every_depth, &bounded),
+        CASE_TEST("test_early_stop_returns", test_every_depth, &early_stop),
+        cmocka_unit_test(test_depth_over_the_steps),
+        CASE_TEST("test_bad_index_is_an_error", test_every_depth, &bad_index),
         cmocka_unit_test(test_bad_arguments_refused),
-        cmocka_unit_test(test_stall_accounted),
+        CASE_TEST("test_stall_accounted", test_every_depth, &stall),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -69,6 +69,19 @@ static inline double rel_diff(double a, double b, double floor)
     return fabs(a - b) / m;
 }
 
+/* The largest rel_diff(ref[i], got[i], floor) over n values; its index in
+ * *at (0 when they all agree). */
+static inline double worst_rel_diff(const double *ref, const double *got, int n, double floor,
+                                    int *at)
+{
+    double worst = 0;
+    *at = 0;
+    for (int i = 0; i < n; i++)
+        if (rel_diff(ref[i], got[i], floor) > worst)
+            worst = rel_diff(ref[i], got[i], floor), *at = i;
+    return worst;
+}
+
 /* max |got - ref| over the largest |ref|: an error relative to the
  * tensor's scale, so that elements near zero do not need the impossible;
  * INFINITY for a NaN. */

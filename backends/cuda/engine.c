@@ -5,15 +5,6 @@
 
 /* ------------------------------------------------------------------ errors */
 
-int cuda_fail(engine *e, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->err, sizeof e->err, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 /* "file:line: function: reason"; only the function's name of the call. */
 int cuda_call_failed(engine *e, const char *file, int line, const char *call, const char *reason)
 {
@@ -403,14 +394,10 @@ void cuda_destroy(engine *e)
                 cudaFree(e->slot_act[i]);
     free(e->slot_act);
     free(e->slot_batch);
-    if (e->io_host)
-        cudaFreeHost(e->io_host);
-    if (e->indices_host)
-        cudaFreeHost(e->indices_host);
-    if (e->losses_host)
-        cudaFreeHost(e->losses_host);
-    if (e->stage_host)
-        cudaFreeHost(e->stage_host);
+    void *pinned_buffers[] = {e->io_host, e->indices_host, e->losses_host, e->stage_host};
+    for (size_t i = 0; i < sizeof pinned_buffers / sizeof pinned_buffers[0]; i++)
+        if (pinned_buffers[i])
+            cudaFreeHost(pinned_buffers[i]);
     if (e->cublas)
         cublasDestroy(e->cublas);
     if (e->cudnn)
@@ -421,13 +408,28 @@ void cuda_destroy(engine *e)
         if (e->compute_done[k])
             cudaEventDestroy(e->compute_done[k]);
     }
-    if (e->copy_stream)
-        cudaStreamDestroy(e->copy_stream);
-    if (e->stream)
-        cudaStreamDestroy(e->stream);
+    cudaStream_t streams[] = {e->copy_stream, e->stream};
+    for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++)
+        if (streams[i])
+            cudaStreamDestroy(streams[i]);
     cudaGetLastError();
     free(e);
 }
+
+/* What each precision stores its activations and gradients in, and the
+ * data types and compute type it hands cuDNN and cuBLAS. */
+static const struct precision_types {
+    lbk_dtype act;
+    cudnnDataType_t cudnn;
+    cudaDataType_t blas;
+    cublasComputeType_t compute;
+} precision_types[PRECISION_COUNT] = {
+    [PREC_FP32] = {LBK_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUBLAS_COMPUTE_32F},
+    [PREC_TF32] = {LBK_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32},
+    [PREC_BF16] = {LBK_BF16, CUDNN_DATA_BFLOAT16, CUDA_R_16BF, CUBLAS_COMPUTE_32F},
+    [PREC_FP16] = {LBK_F16, CUDNN_DATA_HALF, CUDA_R_16F, CUBLAS_COMPUTE_32F},
+    [PREC_FP64] = {LBK_F64, CUDNN_DATA_DOUBLE, CUDA_R_64F, CUBLAS_COMPUTE_64F},
+};
 
 engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
                            size_t err_len)
@@ -472,41 +474,16 @@ engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char
                              cfg->opt.weight_decay, cfg->opt.beta1, cfg->opt.beta2,
                              cfg->opt.eps};
     e->scaling = (loss_scaling){0, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1 << 30};
-    e->master = LBK_F32;
     e->last_loss = NAN;
-    switch (cfg->precision) {
-    case PREC_FP64:
-        e->act_type = LBK_F64;
-        e->master = LBK_F64;
-        e->cudnn_type = CUDNN_DATA_DOUBLE;
-        e->blas_type = CUDA_R_64F;
-        e->blas_compute = CUBLAS_COMPUTE_64F;
-        break;
-    case PREC_FP32:
-    case PREC_TF32:
-        e->act_type = LBK_F32;
-        e->cudnn_type = CUDNN_DATA_FLOAT;
-        e->blas_type = CUDA_R_32F;
-        e->blas_compute =
-            cfg->precision == PREC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-        break;
-    case PREC_BF16:
-        e->act_type = LBK_BF16;
-        e->cudnn_type = CUDNN_DATA_BFLOAT16;
-        e->blas_type = CUDA_R_16BF;
-        e->blas_compute = CUBLAS_COMPUTE_32F;
-        e->mixed = 1;
-        break;
-    case PREC_FP16:
-        e->act_type = LBK_F16;
-        e->cudnn_type = CUDNN_DATA_HALF;
-        e->blas_type = CUDA_R_16F;
-        e->blas_compute = CUBLAS_COMPUTE_32F;
-        e->mixed = 1;
-        /* fp16's range needs loss scaling; bf16 has fp32's range */
+    const struct precision_types *t = &precision_types[cfg->precision];
+    e->act_type = t->act;
+    e->cudnn_type = t->cudnn;
+    e->blas_type = t->blas;
+    e->blas_compute = t->compute;
+    e->master = cfg->precision == PREC_FP64 ? LBK_F64 : LBK_F32;
+    e->mixed = cfg->precision == PREC_BF16 || cfg->precision == PREC_FP16;
+    if (cfg->precision == PREC_FP16) /* fp16's range needs loss scaling; bf16 has fp32's range */
         e->scaling = (loss_scaling){1, 1024.0f, 2.0f, 0.5f, 1.0f, 65536.0f, 1000};
-        break;
-    }
     if (init_engine(e) != 0) {
         if (err && err_len)
             snprintf(err, err_len, "%s", e->err);
@@ -552,11 +529,9 @@ int cuda_get_params(engine *e, float *params)
 
 static int check_dataset(engine *e, const dataset *d, const char *which)
 {
-    if (!d->images || !d->labels || d->count < 0)
-        return cuda_fail(e, "cuda: %s set has no images or labels", which);
-    if (e->w.input.c != 1 || d->rows != e->w.input.h || d->cols != e->w.input.w)
-        return cuda_fail(e, "cuda: %s images are %dx%d, workload %s wants %dx%dx%d", which, d->rows,
-                         d->cols, e->w.name, e->w.input.c, e->w.input.h, e->w.input.w);
+    char why[256];
+    if (dataset_refusal(&e->w, d, which, why, sizeof why))
+        return cuda_fail(e, "cuda: %s", why);
     if (e->cfg.stage_slots)
         return 0; /* a stage scores nothing: its labels are the loss's business */
     for (int i = 0; i < d->count; i++)
@@ -648,13 +623,4 @@ const backend cuda_backend = {
 
 /* The cuda module's tables: the backend, and device memory helpers for the
  * data-parallel communicators. */
-LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)
-{
-    if (abi != LB_MODULE_ABI)
-        return NULL;
-    if (strcmp(table, "backend") == 0)
-        return &cuda_backend;
-    if (strcmp(table, "devmem") == 0)
-        return &cuda_devmem_table;
-    return NULL;
-}
+LB_MODULE_TABLES({"backend", &cuda_backend}, {"devmem", &cuda_devmem_table})

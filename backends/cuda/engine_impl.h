@@ -74,6 +74,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/engine.h"
 #include "backends/module.h"
+#include "base/errmsg.h"
 
 #define MAX_LAYERS WORKLOAD_MAX_LAYERS
 #define PARTIAL_PLANS 2                          /* cached plans for other batch sizes */
@@ -182,24 +183,20 @@ struct engine {
     double peak_gflops; /* 0 until measured */
 };
 
-#define CK_CUDA(call)                                                                              \
+/* A library call whose status is not `ok`: the engine's error names it
+ * (`text`: the call as written) with the library's reason, and the caller
+ * returns -1. */
+#define CK_STATUS(type, call, text, ok, reason_of)                                                 \
     do {                                                                                           \
-        cudaError_t ck_ = (call);                                                                  \
-        if (ck_ != cudaSuccess)                                                                    \
-            return cuda_call_failed(e, __FILE__, __LINE__, #call, cudaGetErrorString(ck_));        \
+        type ck_ = (call);                                                                         \
+        if (ck_ != (ok))                                                                           \
+            return cuda_call_failed(e, __FILE__, __LINE__, text, reason_of(ck_));                  \
     } while (0)
+#define CK_CUDA(call) CK_STATUS(cudaError_t, call, #call, cudaSuccess, cudaGetErrorString)
 #define CK_CUDNN(call)                                                                             \
-    do {                                                                                           \
-        cudnnStatus_t ck_ = (call);                                                                \
-        if (ck_ != CUDNN_STATUS_SUCCESS)                                                           \
-            return cuda_call_failed(e, __FILE__, __LINE__, #call, cudnnGetErrorString(ck_));       \
-    } while (0)
+    CK_STATUS(cudnnStatus_t, call, #call, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
 #define CK_CUBLAS(call)                                                                            \
-    do {                                                                                           \
-        cublasStatus_t ck_ = (call);                                                               \
-        if (ck_ != CUBLAS_STATUS_SUCCESS)                                                          \
-            return cuda_call_failed(e, __FILE__, __LINE__, #call, cublasGetStatusString(ck_));     \
-    } while (0)
+    CK_STATUS(cublasStatus_t, call, #call, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
 #define CK(expr)                                                                                   \
     do {                                                                                           \
         if ((expr) != 0)                                                                           \
@@ -236,7 +233,8 @@ static inline const void *zero_of(const engine *e)
 }
 
 /* engine.c: errors, memory, probe */
-int cuda_fail(engine *e, const char *fmt, ...);
+/* "reason" into the engine's error text; -1 */
+#define cuda_fail(e, ...) errmsg_fail((e)->err, sizeof (e)->err, __VA_ARGS__)
 int cuda_call_failed(engine *e, const char *file, int line, const char *call, const char *reason);
 int cuda_probe(void *ctx, char *why, size_t why_len);
 void cuda_library_info(char *buf, size_t len);

@@ -54,26 +54,29 @@ unsigned blocks_for(size_t count)
     return (unsigned)(b > 8192 ? 8192 : b);
 }
 
-/* Calls body.template operator()<T>() with T the C++ type of t. */
+/* body(T *) for one storage type T, and what the launches in it left. */
+template <typename T, typename Body> cudaError_t run_as(Body body)
+{
+    body(static_cast<T *>(nullptr));
+    return cudaGetLastError();
+}
+
+/* Calls body(T *) with T the C++ type of t (a null pointer: only its type
+ * counts). */
 template <typename Body> cudaError_t dispatch(lbk_dtype t, Body body)
 {
     switch (t) {
     case LBK_F32:
-        body(static_cast<float *>(nullptr));
-        break;
+        return run_as<float>(body);
     case LBK_F16:
-        body(static_cast<__half *>(nullptr));
-        break;
+        return run_as<__half>(body);
     case LBK_BF16:
-        body(static_cast<__nv_bfloat16 *>(nullptr));
-        break;
+        return run_as<__nv_bfloat16>(body);
     case LBK_F64:
-        body(static_cast<double *>(nullptr));
-        break;
+        return run_as<double>(body);
     default:
         return cudaErrorInvalidValue;
     }
-    return cudaGetLastError();
 }
 
 /* Sum of v over the block, in a fixed order; every thread gets it. */

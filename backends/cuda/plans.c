@@ -44,6 +44,13 @@ typedef struct candidate {
     size_t memory;
 } candidate;
 
+/* got answers of the heuristics as candidates: cuDNN's three perf structs
+ * (forward, backward data, backward filter) have the same fields. */
+#define AS_CANDIDATES(perf, got, cand)                                                             \
+    for (int i_ = 0; i_ < (got); i_++)                                                             \
+        (cand)[i_] = (candidate){(int)(perf)[i_].algo, (perf)[i_].status,                          \
+                                 (perf)[i_].determinism, (perf)[i_].mathType, (perf)[i_].memory}
+
 /* Whether a heuristic result can be used at all: it ran, its workspace is
  * bounded, and it never converts fp32 data down to fp16. */
 static int usable(const candidate *c)
@@ -110,25 +117,19 @@ static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir,
         CK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(
             e->cudnn, p->in[li], e->filter[li], conv, p->out[li], CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
             &got, perf));
-        for (int i = 0; i < got; i++)
-            cand[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].determinism,
-                                  perf[i].mathType, perf[i].memory};
+        AS_CANDIDATES(perf, got, cand);
     } else if (dir == CONV_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         CK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
             e->cudnn, e->filter[li], p->out[li], conv, p->in[li],
             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-        for (int i = 0; i < got; i++)
-            cand[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].determinism,
-                                  perf[i].mathType, perf[i].memory};
+        AS_CANDIDATES(perf, got, cand);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         CK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
             e->cudnn, p->in[li], p->out[li], conv, e->filter[li],
             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-        for (int i = 0; i < got; i++)
-            cand[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].determinism,
-                                  perf[i].mathType, perf[i].memory};
+        AS_CANDIDATES(perf, got, cand);
     }
     /* passes 0 and 1: the preferred candidates, non-FFT ones first; passes 2
      * and 3: when none of them fits, the fastest usable one (the heuristics

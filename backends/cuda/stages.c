@@ -6,12 +6,8 @@
 
 static int check_slot(engine *e, int slot)
 {
-    if (!e->cfg.stage_slots)
-        return cuda_fail(e, "cuda: not created as a model-parallel stage");
-    if (slot < 0 || slot >= e->cfg.stage_slots)
-        return cuda_fail(e, "cuda: stage slot %d, engine was created for 0..%d", slot,
-                         e->cfg.stage_slots - 1);
-    return 0;
+    char why[128];
+    return slot_refusal(&e->cfg, slot, why, sizeof why) ? cuda_fail(e, "cuda: %s", why) : 0;
 }
 
 /* count host floats into the device buffer to (of the activation type),

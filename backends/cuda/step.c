@@ -172,29 +172,32 @@ int cuda_refresh_low_copy(engine *e)
     return 0;
 }
 
-int cuda_save_model(engine *e)
+/* The master parameters, the optimiser state and the step state copied
+ * into their saved copies (save) or back from them, on the stream. */
+static int copy_model(engine *e, int save)
 {
     const size_t size = master_size(e);
-    CK_CUDA(cudaMemcpyAsync(e->saved, e->params, e->n_params * size, cudaMemcpyDeviceToDevice,
-                            e->stream));
-    if (e->state_floats)
-        CK_CUDA(cudaMemcpyAsync((char *)e->saved + e->n_params * size, e->opt_state,
-                                e->state_floats * size, cudaMemcpyDeviceToDevice, e->stream));
-    CK_CUDA(cudaMemcpyAsync(e->state_saved, e->state, sizeof(cuda_step_state),
-                            cudaMemcpyDeviceToDevice, e->stream));
+    const struct {
+        void *live, *kept;
+        size_t bytes;
+    } parts[] = {
+        {e->params, e->saved, e->n_params * size},
+        {e->opt_state, (char *)e->saved + e->n_params * size, e->state_floats * size},
+        {e->state, e->state_saved, sizeof(cuda_step_state)},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (parts[i].bytes)
+            CK_CUDA(cudaMemcpyAsync(save ? parts[i].kept : parts[i].live,
+                                    save ? parts[i].live : parts[i].kept, parts[i].bytes,
+                                    cudaMemcpyDeviceToDevice, e->stream));
     return 0;
 }
 
+int cuda_save_model(engine *e) { return copy_model(e, 1); }
+
 int cuda_restore_model(engine *e)
 {
-    const size_t size = master_size(e);
-    CK_CUDA(cudaMemcpyAsync(e->params, e->saved, e->n_params * size, cudaMemcpyDeviceToDevice,
-                            e->stream));
-    if (e->state_floats)
-        CK_CUDA(cudaMemcpyAsync(e->opt_state, (char *)e->saved + e->n_params * size,
-                                e->state_floats * size, cudaMemcpyDeviceToDevice, e->stream));
-    CK_CUDA(cudaMemcpyAsync(e->state, e->state_saved, sizeof(cuda_step_state),
-                            cudaMemcpyDeviceToDevice, e->stream));
+    CK(copy_model(e, 0));
     return cuda_refresh_low_copy(e);
 }
 
@@ -282,12 +285,9 @@ int cuda_stage_batch(engine *e, const dataset *d, const int32_t *rows, long firs
 
 int cuda_check_batch(engine *e, const int32_t *indices, int batch, int steps)
 {
-    if (e->cfg.stage_slots)
-        return cuda_fail(e, "cuda: a model-parallel stage trains through stage_forward and "
-                            "stage_backward");
-    if (batch < 1 || batch > e->cfg.batch_size)
-        return cuda_fail(e, "cuda: batch of %d images, engine was created for 1..%d", batch,
-                         e->cfg.batch_size);
+    char why[128];
+    if (batch_refusal(&e->cfg, batch, why, sizeof why))
+        return cuda_fail(e, "cuda: %s", why);
     if (steps < 0)
         return cuda_fail(e, "cuda: %d steps asked", steps);
     if (!e->have_train)
