@@ -401,13 +401,6 @@ static int do_list(const char *flag, const char *value, const option_entry *e)
     return OPTIONS_DONE;
 }
 
-static int do_help(const char *flag, const char *value, const option_entry *e)
-{
-    (void)flag, (void)value, (void)e;
-    usage(stdout);
-    return OPTIONS_DONE;
-}
-
 /* More threads than online cores only slows a run: say so, run anyway. */
 static void warn_threads_beyond_cores(int threads)
 {
@@ -519,7 +512,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
          .read = read_micro_batches},
         {"prefetch", OPTION_READ, .to = &model, .lo = 0, .hi = 64, .read = read_prefetch},
         {"list", OPTION_DO, .read = do_list},
-        {"help", OPTION_DO, .read = do_help},
+        {"help", OPTION_HELP, .print = usage},
         {.name = NULL},
     };
     int rc = options_read(&(option_command){.entries = options, .values_are_not_options = 1},

@@ -13,7 +13,7 @@
 
 static int takes_value(option_action a)
 {
-    return a != OPTION_SET && a != OPTION_CLEAR && a != OPTION_DO;
+    return a != OPTION_SET && a != OPTION_CLEAR && a != OPTION_HELP && a != OPTION_DO;
 }
 
 /* A value given as the next argument may not look like an option: in
@@ -36,6 +36,7 @@ static int apply(const char *subcommand, const option_entry *e, const char *flag
     switch (e->action) {
     case OPTION_SET: *(int *)e->to = 1; return 0;
     case OPTION_CLEAR: *(int *)e->to = 0; return 0;
+    case OPTION_HELP: e->print(stdout); return OPTIONS_DONE;
     case OPTION_TEXT: *(const char **)e->to = value; return 0;
     case OPTION_INT:
         return option_int(subcommand, flag, value, (long)e->lo, (long)e->hi, e->to);

@@ -6,12 +6,14 @@
 #define LB_OPTION_TABLE_H
 
 #include <getopt.h> /* optind, the first operand after a scan */
+#include <stdio.h>
 
-/* What an option does; the first three take no value. */
+/* What an option does; the first four take no value. */
 typedef enum option_action {
     OPTION_SET,    /* *(int *)to = 1 */
     OPTION_CLEAR,  /* *(int *)to = 0 */
-    OPTION_DO,     /* read(flag, NULL, entry): the command's own action (--help) */
+    OPTION_HELP,   /* print(stdout), and the scan ends: OPTIONS_DONE */
+    OPTION_DO,     /* read(flag, NULL, entry): the command's own action (--list) */
     OPTION_TEXT,   /* *(const char **)to = the value, as written */
     OPTION_INT,    /* a whole number in [lo, hi] into *(int *)to (option_int) */
     OPTION_NUMBER, /* a number in [lo, hi] into *(double *)to (option_number) */
@@ -31,6 +33,7 @@ struct option_entry {
     void *to;             /* where the value goes */
     double lo, hi;        /* the range of OPTION_INT and OPTION_NUMBER (a reader may use it) */
     option_reader *read;  /* OPTION_DO, OPTION_READ */
+    void (*print)(FILE *f); /* OPTION_HELP: the usage */
 };
 
 /* What a reader returns to end the scan with the command's work done. */

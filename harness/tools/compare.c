@@ -91,13 +91,6 @@ static int read_numerics(const char *flag, const char *value, const option_entry
     return 0;
 }
 
-static int do_help(const char *flag, const char *value, const option_entry *e)
-{
-    (void)flag, (void)value, (void)e;
-    compare_usage(stdout);
-    return OPTIONS_DONE;
-}
-
 int compare_main(int argc, char **argv)
 {
     compare_options o = {
@@ -117,7 +110,7 @@ int compare_main(int argc, char **argv)
         {"loss-tolerance", OPTION_NUMBER, .to = &o.loss_tolerance, .lo = 0, .hi = 1},
         {"numerics", OPTION_READ, .to = &o.numerics_gate, .read = read_numerics},
         {"max-count-growth", OPTION_NUMBER, .to = &o.max_count_growth_pct, .lo = 0, .hi = 1e6},
-        {"help", OPTION_DO, .read = do_help},
+        {"help", OPTION_HELP, .print = compare_usage},
         {.name = NULL},
     };
     int rc = options_read(&(option_command){.subcommand = "compare", .entries = options},

@@ -99,13 +99,6 @@ static int parse_items(count_options *o, const char *list)
     return 0;
 }
 
-static int do_help(const char *flag, const char *value, const option_entry *e)
-{
-    (void)flag, (void)value, (void)e;
-    count_usage(stdout);
-    return OPTIONS_DONE;
-}
-
 int count_main(int argc, char **argv)
 {
     count_options o = {
@@ -128,7 +121,7 @@ int count_main(int argc, char **argv)
         {"blas-core", OPTION_TEXT, .to = &o.blas_core},
         {"valgrind", OPTION_TEXT, .to = &o.valgrind},
         {"child", OPTION_TEXT, .to = &o.child_meta},
-        {"help", OPTION_DO, .read = do_help},
+        {"help", OPTION_HELP, .print = count_usage},
         {.name = NULL},
     };
     int rc = options_read(&(option_command){.subcommand = "count", .entries = options},
