@@ -24,7 +24,7 @@ typedef struct option_entry option_entry;
 
 /* Reads one option: `flag` is "--name", `value` NULL for OPTION_DO. Returns
  * 0 to go on, 2 after writing a one-line error, or OPTIONS_DONE when the
- * option has done the command's work (--help, --list). */
+ * option has done the command's work (--list). */
 typedef int option_reader(const char *flag, const char *value, const option_entry *e);
 
 struct option_entry {
@@ -41,7 +41,7 @@ struct option_entry {
 
 typedef struct option_command {
     const char *subcommand;      /* "compare", ...; NULL for ./bench itself */
-    const option_entry *entries; /* in the order --help's error lists them */
+    const option_entry *entries; /* in the order an unknown option's error lists them */
     /* refuse a value given as the next argument that starts with "--" (a
      * forgotten value: `--out --epochs 3`); --flag=--value still passes */
     int values_are_not_options;
