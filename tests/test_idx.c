@@ -24,12 +24,25 @@
 
 #define REAL_DIR "/usr/share/datasets/fashion-mnist"
 
+struct bad_images;
+
 typedef struct fixture {
     char dir[SCRATCH_DIR_LEN];
     char err[1024];
+    const struct bad_images *bad; /* the case of test_bad_images */
 } fixture;
 
 SCRATCH_SETUP_TEARDOWN(fixture, "test_idx")
+
+/* setup() for a test over one case, given as its initial state. */
+static int setup_case(void **state)
+{
+    const struct bad_images *bad = *state;
+    if (setup(state) != 0)
+        return -1;
+    ((fixture *)*state)->bad = bad;
+    return 0;
+}
 
 static char *path_in(const fixture *f, const char *name)
 {
@@ -370,18 +383,43 @@ static void test_label_range_follows_classes(void **state)
                  NULL);
 }
 
-static void test_images_bad_magic(void **state)
-{
-    fixture *f = *state;
-    expect_bad_images(f, images_file(0x12345678, 3, 28, 28, 3 * 784), "bad magic 0x12345678",
-                      "not an IDX file");
-}
+/* An image file wrong in its header or its length, beside good labels, and
+ * two phrases of the error it gets. */
+typedef struct bad_images {
+    uint32_t magic, count, rows, cols;
+    size_t data_n;
+    const char *k1, *k2;
+} bad_images;
 
-static void test_labels_given_as_images(void **state)
+static const bad_images images_bad_magic = {0x12345678, 3, 28, 28, 3 * 784,
+                                            "bad magic 0x12345678", "not an IDX file"};
+static const bad_images labels_given_as_images = {IDX_MAGIC_LABELS, 3, 28, 28, 3 * 784,
+                                                  "bad magic 0x00000801", "label file"};
+static const bad_images element_type = {0x00000D03, 3, 28, 28, 3 * 784, "element type 0x0d",
+                                        "unsigned byte"};
+static const bad_images number_of_dimensions = {0x00000804, 3, 28, 28, 3 * 784,
+                                                "4 dimensions", "has 3"};
+static const bad_images image_size_mismatch = {IDX_MAGIC_IMAGES, 3, 32, 32, 3 * 32 * 32,
+                                               "32x32", "expects 28x28"};
+static const bad_images no_images = {IDX_MAGIC_IMAGES, 0, 28, 28, 0, "no images", NULL};
+static const bad_images truncated_data = {IDX_MAGIC_IMAGES, 3, 28, 28, 3 * 784 - 5,
+                                          "truncated", "2347"};
+static const bad_images trailing_garbage = {IDX_MAGIC_IMAGES, 3, 28, 28, 3 * 784 + 3,
+                                            "3 trailing bytes", NULL};
+static const bad_images dimension_overflow = {IDX_MAGIC_IMAGES, 0xffffffffu, 0xffffffffu,
+                                              0xffffffffu, 0, "too large",
+                                              "4294967295 x 4294967295 x 4294967295"};
+/* 2^22 x 28 x 28 bytes is over 2 GiB without overflowing. */
+static const bad_images dimension_over_limit = {IDX_MAGIC_IMAGES, 1u << 22, 28, 28, 10,
+                                                "too large", "limit"};
+
+/* One test per case: the fixture holds it (setup_case). */
+static void test_bad_images(void **state)
 {
     fixture *f = *state;
-    expect_bad_images(f, images_file(IDX_MAGIC_LABELS, 3, 28, 28, 3 * 784),
-                      "bad magic 0x00000801", "label file");
+    const bad_images *c = f->bad;
+    expect_bad_images(f, images_file(c->magic, c->count, c->rows, c->cols, c->data_n), c->k1,
+                      c->k2);
 }
 
 static void test_labels_bad_magic(void **state)
@@ -389,20 +427,6 @@ static void test_labels_bad_magic(void **state)
     fixture *f = *state;
     expect_bad_labels(f, labels_file(IDX_MAGIC_IMAGES, 3, 3), "bad magic 0x00000803",
                       "image file");
-}
-
-static void test_element_type(void **state)
-{
-    fixture *f = *state;
-    expect_bad_images(f, images_file(0x00000D03, 3, 28, 28, 3 * 784), "element type 0x0d",
-                      "unsigned byte");
-}
-
-static void test_number_of_dimensions(void **state)
-{
-    fixture *f = *state;
-    expect_bad_images(f, images_file(0x00000804, 3, 28, 28, 3 * 784), "4 dimensions",
-                      "has 3");
 }
 
 static void test_count_mismatch(void **state)
@@ -415,26 +439,6 @@ static void test_count_mismatch(void **state)
     expect_error(load_train(f, &d), f->err, lp, "holds 2 labels", "holds 3 images",
                  "train-images-idx3-ubyte", NULL);
     assert_null(d.images);
-}
-
-static void test_image_size_mismatch(void **state)
-{
-    fixture *f = *state;
-    expect_bad_images(f, images_file(IDX_MAGIC_IMAGES, 3, 32, 32, 3 * 32 * 32), "32x32",
-                      "expects 28x28");
-}
-
-static void test_no_images(void **state)
-{
-    fixture *f = *state;
-    expect_bad_images(f, images_file(IDX_MAGIC_IMAGES, 0, 28, 28, 0), "no images", NULL);
-}
-
-static void test_truncated_data(void **state)
-{
-    fixture *f = *state;
-    expect_bad_images(f, images_file(IDX_MAGIC_IMAGES, 3, 28, 28, 3 * 784 - 5), "truncated",
-                      "2347");
 }
 
 static void test_truncated_header(void **state)
@@ -453,32 +457,10 @@ static void test_too_short_for_magic(void **state)
     expect_bad_images(f, b, "truncated", "3 bytes");
 }
 
-static void test_trailing_garbage(void **state)
-{
-    fixture *f = *state;
-    expect_bad_images(f, images_file(IDX_MAGIC_IMAGES, 3, 28, 28, 3 * 784 + 3),
-                      "3 trailing bytes", NULL);
-}
-
 static void test_labels_trailing_garbage(void **state)
 {
     fixture *f = *state;
     expect_bad_labels(f, labels_file(IDX_MAGIC_LABELS, 3, 4), "1 trailing bytes", NULL);
-}
-
-static void test_dimension_overflow(void **state)
-{
-    fixture *f = *state;
-    expect_bad_images(f, images_file(IDX_MAGIC_IMAGES, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0),
-                      "too large", "4294967295 x 4294967295 x 4294967295");
-}
-
-static void test_dimension_over_limit(void **state)
-{
-    fixture *f = *state;
-    /* 2^22 x 28 x 28 bytes is over 2 GiB without overflowing. */
-    expect_bad_images(f, images_file(IDX_MAGIC_IMAGES, 1u << 22, 28, 28, 10), "too large",
-                      "limit");
 }
 
 static void test_labels_over_limit(void **state)
@@ -632,6 +614,7 @@ static void test_real_fashion_mnist(void **state)
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define BAD_IMAGES(c) {"test_" #c, test_bad_images, setup_case, teardown, (void *)&c}
 
 int main(void)
 {
@@ -655,21 +638,21 @@ int main(void)
 #endif
         T(test_label_out_of_range),
         T(test_label_range_follows_classes),
-        T(test_images_bad_magic),
-        T(test_labels_given_as_images),
+        BAD_IMAGES(images_bad_magic),
+        BAD_IMAGES(labels_given_as_images),
         T(test_labels_bad_magic),
-        T(test_element_type),
-        T(test_number_of_dimensions),
+        BAD_IMAGES(element_type),
+        BAD_IMAGES(number_of_dimensions),
         T(test_count_mismatch),
-        T(test_image_size_mismatch),
-        T(test_no_images),
-        T(test_truncated_data),
+        BAD_IMAGES(image_size_mismatch),
+        BAD_IMAGES(no_images),
+        BAD_IMAGES(truncated_data),
         T(test_truncated_header),
         T(test_too_short_for_magic),
-        T(test_trailing_garbage),
+        BAD_IMAGES(trailing_garbage),
         T(test_labels_trailing_garbage),
-        T(test_dimension_overflow),
-        T(test_dimension_over_limit),
+        BAD_IMAGES(dimension_overflow),
+        BAD_IMAGES(dimension_over_limit),
         T(test_labels_over_limit),
         T(test_empty_file),
         T(test_directory_instead_of_file),

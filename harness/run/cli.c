@@ -1,5 +1,6 @@
 #include "harness/formats/idx.h"
 #include "harness/run/config.h"
+#include "harness/run/option_table.h"
 #include "harness/run/options.h"
 #include "harness/run/plan.h"
 
@@ -269,69 +270,135 @@ static int copy_path(const char *flag, const char *s, char *dst)
     return 0;
 }
 
-enum {
-    O_BACKEND = 256, O_WORKLOAD, O_EPOCHS, O_BATCH, O_LIMIT, O_TEST_LIMIT, O_DATA,
-    O_OPTIMIZER, O_LR, O_MOMENTUM, O_DECAY, O_SEED, O_NO_SHUFFLE, O_INIT, O_SAVE, O_OUT,
-    O_THREADS, O_DEVICE, O_PRECISION, O_GRAPH, O_RESIDENT, O_REPEAT, O_PROFILE, O_TARGET,
-    O_FORMAT, O_LIST, O_HELP, O_REPLICAS, O_GPUS, O_AVG_FREQ, O_AVG_STATE, O_STEP_LOSSES, O_NO_PEAK,
-    O_NO_PEERS, O_PARALLEL, O_SPLIT, O_WORKERS, O_GROUPS, O_MICRO, O_PREFETCH,
-};
+/* The readers of the options that are more than a number or a name
+ * (option_table.h); each entry's `to` says where the value goes. */
 
-static const struct option options[] = {
-    {"backend", required_argument, 0, O_BACKEND},
-    {"no-peers", no_argument, 0, O_NO_PEERS},
-    {"workload", required_argument, 0, O_WORKLOAD},
-    {"epochs", required_argument, 0, O_EPOCHS},
-    {"batch-size", required_argument, 0, O_BATCH},
-    {"limit", required_argument, 0, O_LIMIT},
-    {"test-limit", required_argument, 0, O_TEST_LIMIT},
-    {"data", required_argument, 0, O_DATA},
-    {"optimizer", required_argument, 0, O_OPTIMIZER},
-    {"lr", required_argument, 0, O_LR},
-    {"momentum", required_argument, 0, O_MOMENTUM},
-    {"weight-decay", required_argument, 0, O_DECAY},
-    {"seed", required_argument, 0, O_SEED},
-    {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},
-    {"init-params", required_argument, 0, O_INIT},
-    {"save-params", required_argument, 0, O_SAVE},
-    {"out", required_argument, 0, O_OUT},
-    {"threads", required_argument, 0, O_THREADS},
-    {"device", required_argument, 0, O_DEVICE},
-    {"precision", required_argument, 0, O_PRECISION},
-    {"cuda-graph", required_argument, 0, O_GRAPH},
-    {"data-on-device", required_argument, 0, O_RESIDENT},
-    {"repeat", required_argument, 0, O_REPEAT},
-    {"profile-layers", no_argument, 0, O_PROFILE},
-    {"no-peak", no_argument, 0, O_NO_PEAK},
-    {"target-accuracy", required_argument, 0, O_TARGET},
-    {"format", required_argument, 0, O_FORMAT},
-    {"replicas", required_argument, 0, O_REPLICAS},
-    {"gpus", required_argument, 0, O_GPUS},
-    {"averaging-frequency", required_argument, 0, O_AVG_FREQ},
-    {"average-optimizer-state", no_argument, 0, O_AVG_STATE},
-    {"step-losses", required_argument, 0, O_STEP_LOSSES},
-    {"parallel", required_argument, 0, O_PARALLEL},
-    {"split", required_argument, 0, O_SPLIT},
-    {"workers", required_argument, 0, O_WORKERS},
-    {"groups", required_argument, 0, O_GROUPS},
-    {"micro-batches", required_argument, 0, O_MICRO},
-    {"prefetch", required_argument, 0, O_PREFETCH},
-    {"list", no_argument, 0, O_LIST},
-    {"help", no_argument, 0, O_HELP},
-    {0, 0, 0, 0},
-};
-
-/* A value given as the next argument may not look like an option: in
- * `--save-params --no-shuffle` the file name was forgotten. A value that
- * really starts with "--" is given as --flag=value. */
-static int value_is_not_an_option(char **argv, int optind_after, const char *flag)
+static int read_path(const char *flag, const char *value, const option_entry *e)
 {
-    const char *value = argv[optind_after - 1];
-    if (optarg != value || strncmp(value, "--", 2) != 0)
-        return 0;
-    fprintf(stderr, "bench: --%s needs a value, got the option '%s' (write --%s=%s if that "
-            "is the value)\n", flag, value, flag, value);
-    return 2;
+    return copy_path(flag, value, e->to);
+}
+
+/* A number in (lo, hi] or in [lo, hi], as the entry's range. */
+static int read_above(const char *flag, const char *value, const option_entry *e)
+{
+    return parse_double(flag, value, e->lo, e->hi, 1, e->to);
+}
+
+static int read_from(const char *flag, const char *value, const option_entry *e)
+{
+    return parse_double(flag, value, e->lo, e->hi, 0, e->to);
+}
+
+static int read_on_off(const char *flag, const char *value, const option_entry *e)
+{
+    return parse_on_off(flag, value, e->to);
+}
+
+static int read_optimizer(const char *flag, const char *value, const option_entry *e)
+{
+    (void)flag;
+    return pick("optimizer", value, optimizer_names, 3, "nesterov, sgd, adam", e->to);
+}
+
+static const char *format_names[] = {"md", "csv", "json"};
+
+static int read_format(const char *flag, const char *value, const option_entry *e)
+{
+    (void)flag;
+    return pick("format", value, format_names, 3, "md, csv, json", e->to);
+}
+
+static int read_batch_sizes(const char *flag, const char *value, const option_entry *e)
+{
+    (void)flag;
+    run_config *cfg = e->to;
+    return plan_parse_batch_sizes(value, cfg->batch_sizes, MAX_BATCH_SIZES, &cfg->n_batch_sizes);
+}
+
+static int read_precisions(const char *flag, const char *value, const option_entry *e)
+{
+    (void)flag;
+    run_config *cfg = e->to;
+    return plan_parse_precisions(value, cfg->precisions, PRECISION_COUNT, &cfg->n_precisions);
+}
+
+static int read_replicas(const char *flag, const char *value, const option_entry *e)
+{
+    (void)flag;
+    run_config *cfg = e->to;
+    return dp_parse_replicas(value, cfg->replicas, MAX_REPLICA_COUNTS, &cfg->n_replicas);
+}
+
+static int read_parallel(const char *flag, const char *value, const option_entry *e)
+{
+    run_config *cfg = e->to;
+    static const char *const modes[] = {"model", "hybrid"};
+    int got[2], n;
+    int rc = plan_parse_names(flag, "parallel mode", value, modes, 2, got, 2, &n);
+    for (int i = 0; rc == 0 && i < n; i++)
+        *(got[i] ? &cfg->hybrid_parallel : &cfg->model_parallel) = 1;
+    return rc;
+}
+
+/* The model-parallel options go to the configuration and note which came
+ * first, to refuse it without --parallel. */
+typedef struct model_options {
+    run_config *cfg;
+    const char *first; /* the first one given, without its "--" */
+    int groups_given;
+} model_options;
+
+static model_options *model_option_given(const option_entry *e)
+{
+    model_options *m = e->to;
+    m->first = m->first ? m->first : e->name;
+    return m;
+}
+
+static int read_split(const char *flag, const char *value, const option_entry *e)
+{
+    run_config *cfg = model_option_given(e)->cfg;
+    static const char *const splits[] = {"layers", "filters"};
+    int got[2];
+    int rc = plan_parse_names(flag, "split", value, splits, 2, got, 2, &cfg->n_splits);
+    for (int i = 0; rc == 0 && i < cfg->n_splits; i++)
+        cfg->splits[i] = (mp_split)got[i];
+    return rc;
+}
+
+static int read_workers(const char *flag, const char *value, const option_entry *e)
+{
+    run_config *cfg = model_option_given(e)->cfg;
+    cfg->workers_given = 1;
+    return parse_int(flag, value, (long)e->lo, (long)e->hi, &cfg->workers);
+}
+
+static int read_groups(const char *flag, const char *value, const option_entry *e)
+{
+    model_options *m = model_option_given(e);
+    m->groups_given = 1;
+    return parse_int(flag, value, (long)e->lo, (long)e->hi, &m->cfg->groups);
+}
+
+static int read_micro_batches(const char *flag, const char *value, const option_entry *e)
+{
+    run_config *cfg = model_option_given(e)->cfg;
+    return plan_parse_counts(flag, value, (int)e->lo, (int)e->hi, cfg->micro_batches,
+                             MAX_AXIS_VALUES, &cfg->n_micro_batches);
+}
+
+static int read_prefetch(const char *flag, const char *value, const option_entry *e)
+{
+    run_config *cfg = model_option_given(e)->cfg;
+    return plan_parse_counts(flag, value, (int)e->lo, (int)e->hi, cfg->prefetch,
+                             MAX_AXIS_VALUES, &cfg->n_prefetch);
+}
+
+static int do_list(const char *flag, const char *value, const option_entry *e)
+{
+    (void)flag, (void)value, (void)e;
+    list_backends();
+    return OPTIONS_DONE;
 }
 
 /* More threads than online cores only slows a run: say so, run anyway. */
@@ -384,9 +451,6 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     const char *workload_name = "lenet";
     const char *backend_list = "all";
     int no_peers = 0;
-    /* the model-parallel options given, to refuse them without --parallel */
-    const char *model_option = NULL;
-    int groups_given = 0;
     int epochs = -1, optimizer = OPT_NESTEROV, fmt = FORMAT_MD;
     double lr = -1, momentum = -1, decay = -1, seed = -1;
     cfg->shuffle = 1;
@@ -402,104 +466,59 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     cfg->engine.cuda_graph = 1;
     cfg->engine.data_on_device = 1;
     strcpy(cfg->data_dir, IDX_DEFAULT_DIR);
-    static const char *format_names[] = {"md", "csv", "json"};
-
-    options_begin();
-    int c, rc = 0, index;
-    while (rc == 0 && (c = getopt_long(argc, argv, ":", options, &index)) != -1) {
-        if (c >= O_BACKEND && options[index].has_arg == required_argument &&
-            (rc = value_is_not_an_option(argv, optind, options[index].name)))
-            break;
-        switch (c) {
-        case O_BACKEND: backend_list = optarg; break;
-        case O_NO_PEERS: no_peers = 1; break;
-        case O_WORKLOAD: workload_name = optarg; break;
-        case O_EPOCHS: rc = parse_int("--epochs", optarg, 1, 100000, &epochs); break;
-        case O_BATCH:
-            rc = plan_parse_batch_sizes(optarg, cfg->batch_sizes, MAX_BATCH_SIZES,
-                                        &cfg->n_batch_sizes);
-            break;
-        case O_LIMIT: rc = parse_int("--limit", optarg, 1, INT_MAX, &cfg->limit); break;
-        case O_TEST_LIMIT: rc = parse_int("--test-limit", optarg, 1, INT_MAX, &cfg->test_limit); break;
-        case O_DATA: rc = copy_path("--data", optarg, cfg->data_dir); break;
-        case O_OPTIMIZER:
-            rc = pick("optimizer", optarg, optimizer_names, 3, "nesterov, sgd, adam", &optimizer);
-            break;
-        case O_LR: rc = parse_double("--lr", optarg, 0, 1e6, 1, &lr); break;
-        case O_MOMENTUM: rc = parse_double("--momentum", optarg, 0, 0.999999, 0, &momentum); break;
-        case O_DECAY: rc = parse_double("--weight-decay", optarg, 0, 1, 0, &decay); break;
-        case O_SEED: rc = parse_double("--seed", optarg, 0, 9007199254740992.0, 0, &seed); break;
-        case O_NO_SHUFFLE: cfg->shuffle = 0; break;
-        case O_INIT: rc = copy_path("--init-params", optarg, cfg->init_params); break;
-        case O_SAVE: rc = copy_path("--save-params", optarg, cfg->save_params); break;
-        case O_OUT: rc = copy_path("--out", optarg, cfg->out_dir); break;
-        case O_THREADS: rc = parse_int("--threads", optarg, 1, 1024, &cfg->engine.threads); break;
-        case O_DEVICE: rc = parse_int("--device", optarg, 0, 1023, &cfg->engine.device); break;
-        case O_PRECISION:
-            rc = plan_parse_precisions(optarg, cfg->precisions, PRECISION_COUNT,
-                                       &cfg->n_precisions);
-            break;
-        case O_GRAPH: rc = parse_on_off("--cuda-graph", optarg, &cfg->engine.cuda_graph); break;
-        case O_RESIDENT:
-            rc = parse_on_off("--data-on-device", optarg, &cfg->engine.data_on_device);
-            break;
-        case O_REPEAT: rc = parse_int("--repeat", optarg, 1, 1000, &cfg->repeat); break;
-        case O_PROFILE: cfg->profile_layers = 1; break;
-        case O_NO_PEAK: cfg->no_peak = 1; break;
-        case O_TARGET:
-            rc = parse_double("--target-accuracy", optarg, 0, 1, 1, &cfg->target_accuracy);
-            break;
-        case O_FORMAT: rc = pick("format", optarg, format_names, 3, "md, csv, json", &fmt); break;
-        case O_REPLICAS:
-            rc = dp_parse_replicas(optarg, cfg->replicas, MAX_REPLICA_COUNTS, &cfg->n_replicas);
-            break;
-        case O_GPUS: rc = parse_int("--gpus", optarg, 1, DP_MAX_REPLICAS, &cfg->gpus); break;
-        case O_AVG_FREQ:
-            rc = parse_int("--averaging-frequency", optarg, 0, 1000000, &cfg->averaging_frequency);
-            break;
-        case O_AVG_STATE: cfg->average_optimizer_state = 1; break;
-        case O_STEP_LOSSES: rc = copy_path("--step-losses", optarg, cfg->step_losses); break;
-        case O_PARALLEL: {
-            static const char *const modes[] = {"model", "hybrid"};
-            int got[2], n;
-            rc = plan_parse_names("--parallel", "parallel mode", optarg, modes, 2, got, 2, &n);
-            for (int i = 0; rc == 0 && i < n; i++)
-                *(got[i] ? &cfg->hybrid_parallel : &cfg->model_parallel) = 1;
-            break;
-        }
-        case O_SPLIT: {
-            model_option = model_option ? model_option : "--split";
-            static const char *const splits[] = {"layers", "filters"};
-            int got[2];
-            rc = plan_parse_names("--split", "split", optarg, splits, 2, got, 2, &cfg->n_splits);
-            for (int i = 0; rc == 0 && i < cfg->n_splits; i++)
-                cfg->splits[i] = (mp_split)got[i];
-            break;
-        }
-        case O_WORKERS:
-            model_option = model_option ? model_option : "--workers";
-            cfg->workers_given = 1;
-            rc = parse_int("--workers", optarg, 1, MP_MAX_WORKERS, &cfg->workers); break;
-        case O_GROUPS:
-            model_option = model_option ? model_option : "--groups";
-            groups_given = 1;
-            rc = parse_int("--groups", optarg, 1, DP_MAX_REPLICAS, &cfg->groups);
-            break;
-        case O_MICRO:
-            model_option = model_option ? model_option : "--micro-batches";
-            rc = plan_parse_counts("--micro-batches", optarg, 1, MP_MAX_MICRO_BATCHES,
-                                   cfg->micro_batches, MAX_AXIS_VALUES, &cfg->n_micro_batches);
-            break;
-        case O_PREFETCH:
-            model_option = model_option ? model_option : "--prefetch";
-            rc = plan_parse_counts("--prefetch", optarg, 0, 64, cfg->prefetch, MAX_AXIS_VALUES,
-                                   &cfg->n_prefetch);
-            break;
-        case O_LIST: list_backends(); return 1;
-        case O_HELP: usage(stdout); return 1;
-        default: rc = option_error(NULL, options, c, argv); break;
-        }
-    }
+    model_options model = {.cfg = cfg};
+    const option_entry options[] = {
+        {"backend", OPTION_TEXT, .to = &backend_list},
+        {"no-peers", OPTION_SET, .to = &no_peers},
+        {"workload", OPTION_TEXT, .to = &workload_name},
+        {"epochs", OPTION_INT, .to = &epochs, .lo = 1, .hi = 100000},
+        {"batch-size", OPTION_READ, .to = cfg, .read = read_batch_sizes},
+        {"limit", OPTION_INT, .to = &cfg->limit, .lo = 1, .hi = INT_MAX},
+        {"test-limit", OPTION_INT, .to = &cfg->test_limit, .lo = 1, .hi = INT_MAX},
+        {"data", OPTION_READ, .to = cfg->data_dir, .read = read_path},
+        {"optimizer", OPTION_READ, .to = &optimizer, .read = read_optimizer},
+        {"lr", OPTION_READ, .to = &lr, .lo = 0, .hi = 1e6, .read = read_above},
+        {"momentum", OPTION_READ, .to = &momentum, .lo = 0, .hi = 0.999999, .read = read_from},
+        {"weight-decay", OPTION_READ, .to = &decay, .lo = 0, .hi = 1, .read = read_from},
+        {"seed", OPTION_READ, .to = &seed, .lo = 0, .hi = 9007199254740992.0, .read = read_from},
+        {"no-shuffle", OPTION_CLEAR, .to = &cfg->shuffle},
+        {"init-params", OPTION_READ, .to = cfg->init_params, .read = read_path},
+        {"save-params", OPTION_READ, .to = cfg->save_params, .read = read_path},
+        {"out", OPTION_READ, .to = cfg->out_dir, .read = read_path},
+        {"threads", OPTION_INT, .to = &cfg->engine.threads, .lo = 1, .hi = 1024},
+        {"device", OPTION_INT, .to = &cfg->engine.device, .lo = 0, .hi = 1023},
+        {"precision", OPTION_READ, .to = cfg, .read = read_precisions},
+        {"cuda-graph", OPTION_READ, .to = &cfg->engine.cuda_graph, .read = read_on_off},
+        {"data-on-device", OPTION_READ, .to = &cfg->engine.data_on_device, .read = read_on_off},
+        {"repeat", OPTION_INT, .to = &cfg->repeat, .lo = 1, .hi = 1000},
+        {"profile-layers", OPTION_SET, .to = &cfg->profile_layers},
+        {"no-peak", OPTION_SET, .to = &cfg->no_peak},
+        {"target-accuracy", OPTION_READ, .to = &cfg->target_accuracy, .lo = 0, .hi = 1,
+         .read = read_above},
+        {"format", OPTION_READ, .to = &fmt, .read = read_format},
+        {"replicas", OPTION_READ, .to = cfg, .read = read_replicas},
+        {"gpus", OPTION_INT, .to = &cfg->gpus, .lo = 1, .hi = DP_MAX_REPLICAS},
+        {"averaging-frequency", OPTION_INT, .to = &cfg->averaging_frequency, .lo = 0,
+         .hi = 1000000},
+        {"average-optimizer-state", OPTION_SET, .to = &cfg->average_optimizer_state},
+        {"step-losses", OPTION_READ, .to = cfg->step_losses, .read = read_path},
+        {"parallel", OPTION_READ, .to = cfg, .read = read_parallel},
+        {"split", OPTION_READ, .to = &model, .read = read_split},
+        {"workers", OPTION_READ, .to = &model, .lo = 1, .hi = MP_MAX_WORKERS,
+         .read = read_workers},
+        {"groups", OPTION_READ, .to = &model, .lo = 1, .hi = DP_MAX_REPLICAS,
+         .read = read_groups},
+        {"micro-batches", OPTION_READ, .to = &model, .lo = 1, .hi = MP_MAX_MICRO_BATCHES,
+         .read = read_micro_batches},
+        {"prefetch", OPTION_READ, .to = &model, .lo = 0, .hi = 64, .read = read_prefetch},
+        {"list", OPTION_DO, .read = do_list},
+        {"help", OPTION_HELP, .print = usage},
+        {.name = NULL},
+    };
+    int rc = options_read(&(option_command){.entries = options, .values_are_not_options = 1},
+                          argc, argv);
+    if (rc == OPTIONS_DONE)
+        return 1; /* --list or --help did the work */
     if (rc)
         return rc;
     if (optind < argc)
@@ -507,10 +526,10 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     if (cfg->hybrid_parallel && (cfg->workers % cfg->groups || cfg->workers < cfg->groups))
         return usage_error("--parallel hybrid needs --workers to be a multiple of --groups "
                            "(each group holds --workers / --groups workers)%s%s", "", "");
-    if (model_option && !cfg->model_parallel && !cfg->hybrid_parallel)
-        return usage_error("%s applies to model parallelism: add --parallel model (or hybrid), "
-                           "or leave %s out", model_option, model_option);
-    if (groups_given && !cfg->hybrid_parallel)
+    if (model.first && !cfg->model_parallel && !cfg->hybrid_parallel)
+        return usage_error("--%s applies to model parallelism: add --parallel model (or hybrid), "
+                           "or leave --%s out", model.first, model.first);
+    if (model.groups_given && !cfg->hybrid_parallel)
         return usage_error("--groups applies to --parallel hybrid only%s%s", "", "");
     if (cfg->hybrid_parallel && cfg->groups == 1)
         return usage_error("--parallel hybrid with --groups 1 is one model-parallel group: the "

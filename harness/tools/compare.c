@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "harness/run/config.h"
-#include "harness/run/options.h"
+#include "harness/run/option_table.h"
 #include "harness/tools/compare_judge.h"
 #include "harness/tools/count.h"
 
@@ -80,6 +80,17 @@ static void compare_usage(FILE *f)
         COUNT_MAX_GROWTH_PCT);
 }
 
+static int read_numerics(const char *flag, const char *value, const option_entry *e)
+{
+    (void)flag;
+    if (strcmp(value, "gate") && strcmp(value, "report")) {
+        fprintf(stderr, "bench compare: --numerics expects gate or report, got '%s'\n", value);
+        return 2;
+    }
+    *(int *)e->to = !strcmp(value, "gate");
+    return 0;
+}
+
 int compare_main(int argc, char **argv)
 {
     compare_options o = {
@@ -90,52 +101,22 @@ int compare_main(int argc, char **argv)
         .numerics_gate = 1,
         .max_count_growth_pct = COUNT_MAX_GROWTH_PCT,
     };
-    enum { O_SLOW = 256, O_ACC, O_REL, O_ALPHA, O_LOSS, O_NUMERICS, O_COUNT, O_HELP };
-    static const struct option options[] = {
-        {"max-slowdown", required_argument, 0, O_SLOW},
-        {"max-accuracy-drop", required_argument, 0, O_ACC},
-        {"relative-to", required_argument, 0, O_REL},
-        {"alpha", required_argument, 0, O_ALPHA},
-        {"loss-tolerance", required_argument, 0, O_LOSS},
-        {"numerics", required_argument, 0, O_NUMERICS},
-        {"max-count-growth", required_argument, 0, O_COUNT},
-        {"help", no_argument, 0, O_HELP},
-        {0, 0, 0, 0},
+    const option_entry options[] = {
+        {"max-slowdown", OPTION_NUMBER, .to = &o.max_slowdown_pct, .lo = 0, .hi = 1e6},
+        {"max-accuracy-drop", OPTION_NUMBER, .to = &o.max_accuracy_drop_points, .lo = 0,
+         .hi = 100},
+        {"relative-to", OPTION_TEXT, .to = &o.relative_to},
+        {"alpha", OPTION_NUMBER, .to = &o.alpha, .lo = 1e-12, .hi = 0.5},
+        {"loss-tolerance", OPTION_NUMBER, .to = &o.loss_tolerance, .lo = 0, .hi = 1},
+        {"numerics", OPTION_READ, .to = &o.numerics_gate, .read = read_numerics},
+        {"max-count-growth", OPTION_NUMBER, .to = &o.max_count_growth_pct, .lo = 0, .hi = 1e6},
+        {"help", OPTION_HELP, .print = compare_usage},
+        {.name = NULL},
     };
-    const char *cmd = "compare";
-    options_begin();
-    int c, rc = 0;
-    while (rc == 0 && (c = getopt_long(argc, argv, ":", options, NULL)) != -1) {
-        switch (c) {
-        case O_SLOW:
-            rc = option_number(cmd, "--max-slowdown", optarg, 0, 1e6, &o.max_slowdown_pct);
-            break;
-        case O_ACC:
-            rc = option_number(cmd, "--max-accuracy-drop", optarg, 0, 100,
-                               &o.max_accuracy_drop_points);
-            break;
-        case O_REL: o.relative_to = optarg; break;
-        case O_ALPHA: rc = option_number(cmd, "--alpha", optarg, 1e-12, 0.5, &o.alpha); break;
-        case O_LOSS:
-            rc = option_number(cmd, "--loss-tolerance", optarg, 0, 1, &o.loss_tolerance);
-            break;
-        case O_NUMERICS:
-            if (!strcmp(optarg, "gate") || !strcmp(optarg, "report"))
-                o.numerics_gate = !strcmp(optarg, "gate");
-            else {
-                fprintf(stderr, "bench compare: --numerics expects gate or report, got '%s'\n",
-                        optarg);
-                rc = 2;
-            }
-            break;
-        case O_COUNT:
-            rc = option_number(cmd, "--max-count-growth", optarg, 0, 1e6,
-                               &o.max_count_growth_pct);
-            break;
-        case O_HELP: compare_usage(stdout); return 0;
-        default: return option_error(cmd, options, c, argv);
-        }
-    }
+    int rc = options_read(&(option_command){.subcommand = "compare", .entries = options},
+                          argc, argv);
+    if (rc == OPTIONS_DONE)
+        return 0;
     if (rc)
         return rc;
     if (argc - optind != 2) {

@@ -10,7 +10,7 @@
 #include "backends/registry.h"
 #include "harness/formats/idx.h"
 #include "harness/run/config.h"
-#include "harness/run/options.h"
+#include "harness/run/option_table.h"
 #include "harness/tools/children.h"
 #include "harness/tools/count_run.h"
 
@@ -110,41 +110,24 @@ int count_main(int argc, char **argv)
         .valgrind = "valgrind",
     };
     const char *items = NULL, *workload_name = "lenet";
-    enum { O_ITEMS = 256, O_STEPS, O_BATCH, O_EVAL, O_WORKLOAD, O_DATA, O_OUT, O_CORE,
-           O_VALGRIND, O_CHILD, O_HELP };
-    static const struct option options[] = {
-        {"items", required_argument, 0, O_ITEMS},
-        {"steps", required_argument, 0, O_STEPS},
-        {"batch-size", required_argument, 0, O_BATCH},
-        {"eval-images", required_argument, 0, O_EVAL},
-        {"workload", required_argument, 0, O_WORKLOAD},
-        {"data", required_argument, 0, O_DATA},
-        {"out", required_argument, 0, O_OUT},
-        {"blas-core", required_argument, 0, O_CORE},
-        {"valgrind", required_argument, 0, O_VALGRIND},
-        {"child", required_argument, 0, O_CHILD},
-        {"help", no_argument, 0, O_HELP},
-        {0, 0, 0, 0},
+    const option_entry options[] = {
+        {"items", OPTION_TEXT, .to = &items},
+        {"steps", OPTION_INT, .to = &o.steps, .lo = 1, .hi = 1000},
+        {"batch-size", OPTION_INT, .to = &o.batch, .lo = 1, .hi = 4096},
+        {"eval-images", OPTION_INT, .to = &o.eval_images, .lo = 1, .hi = 10000},
+        {"workload", OPTION_TEXT, .to = &workload_name},
+        {"data", OPTION_TEXT, .to = &o.data_dir},
+        {"out", OPTION_TEXT, .to = &o.out_dir},
+        {"blas-core", OPTION_TEXT, .to = &o.blas_core},
+        {"valgrind", OPTION_TEXT, .to = &o.valgrind},
+        {"child", OPTION_TEXT, .to = &o.child_meta},
+        {"help", OPTION_HELP, .print = count_usage},
+        {.name = NULL},
     };
-    const char *cmd = "count";
-    options_begin();
-    int c, rc = 0;
-    while (rc == 0 && (c = getopt_long(argc, argv, ":", options, NULL)) != -1) {
-        switch (c) {
-        case O_ITEMS: items = optarg; break;
-        case O_STEPS: rc = option_int(cmd, "--steps", optarg, 1, 1000, &o.steps); break;
-        case O_BATCH: rc = option_int(cmd, "--batch-size", optarg, 1, 4096, &o.batch); break;
-        case O_EVAL: rc = option_int(cmd, "--eval-images", optarg, 1, 10000, &o.eval_images); break;
-        case O_WORKLOAD: workload_name = optarg; break;
-        case O_DATA: o.data_dir = optarg; break;
-        case O_OUT: o.out_dir = optarg; break;
-        case O_CORE: o.blas_core = optarg; break;
-        case O_VALGRIND: o.valgrind = optarg; break;
-        case O_CHILD: o.child_meta = optarg; break;
-        case O_HELP: count_usage(stdout); return 0;
-        default: return option_error(cmd, options, c, argv);
-        }
-    }
+    int rc = options_read(&(option_command){.subcommand = "count", .entries = options},
+                          argc, argv);
+    if (rc == OPTIONS_DONE)
+        return 0;
     if (rc)
         return rc;
     if (optind != argc) {
