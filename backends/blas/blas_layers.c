@@ -173,14 +173,6 @@ static int chunk_rows(int R, int OH, size_t row)
     return rows < 1 ? 1 : rows > OH ? OH : rows;
 }
 
-/* Whether a convolution's products go through their transposes. OpenBLAS
- * (0.3.21, Haswell and Zen kernels) runs a product whose result has few
- * rows and many columns at two thirds of its speed on the transposed
- * shape: 22 against 33 GFLOP/s on one Zen core for conv2's [50 x 501] x
- * [501 x 1024]. With a deep inner dimension the transposes win; with a
- * shallow one (conv1: 26) neither is faster, and the plain product saves
- * the copy. */
-static int products_transposed(int R) { return R + 1 >= 128; }
 #endif
 
 size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, int stride)
@@ -193,27 +185,10 @@ size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, i
     (void)stride; /* stride 1 (the engine refuses others) */
     return direct_conv_scratch_floats(B, C, H, W, K, kernel);
 #else
-    const size_t col = blas_conv_col_floats(B, C, H, W, kernel, stride);
-    const size_t out_t = (size_t)K * blas_out_size(H, kernel, stride) *
-                         blas_out_size(W, kernel, stride) * B;
-    return col > out_t ? col : out_t;
+    (void)K; /* a chunk of the unfolded input, or of its gradient */
+    return blas_conv_col_floats(B, C, H, W, kernel, stride);
 #endif
 }
-
-#ifndef LB_REAL_DIRECT
-/* dst[c * ld + r] = src[r][c] for src[rows][cols], in blocks that stay in
- * L1. */
-static void transpose(real *dst, size_t ld, const real *src, size_t rows, size_t cols)
-{
-    enum { BLOCK = 32 };
-    for (size_t r0 = 0; r0 < rows; r0 += BLOCK) {
-        const size_t r1 = r0 + BLOCK < rows ? r0 + BLOCK : rows;
-        for (size_t c = 0; c < cols; c++)
-            for (size_t r = r0; r < r1; r++)
-                dst[c * ld + r] = src[r * cols + c];
-    }
-}
-#endif
 
 void blas_conv_forward(real *out, real *col, const real *in, const real *weight_bias,
                        real *scratch, int B, int C, int H, int W, int K, int kernel,
@@ -226,6 +201,7 @@ void blas_conv_forward(real *out, real *col, const real *in, const real *weight_
     (void)col, (void)scratch, (void)stride; /* read in place; stride 1 */
     direct_active()->conv_forward(out, in, weight_bias, B, C, H, W, K, kernel, threads);
 #else
+    (void)scratch;
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int R = C * kernel * kernel;
     const size_t row = (size_t)OW * B, plane = (size_t)OH * row;
@@ -233,16 +209,8 @@ void blas_conv_forward(real *out, real *col, const real *in, const real *weight_
     for (int oy0 = 0; oy0 < OH; oy0 += step) {
         const int oy1 = oy0 + step < OH ? oy0 + step : OH, N = (int)((oy1 - oy0) * row);
         im2col_rows(col, in, B, C, H, W, kernel, stride, oy0, oy1, threads);
-        real *dst = out + (size_t)oy0 * row;
-        if (!products_transposed(R)) {
-            gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, N, R + 1, 1.0f, weight_bias,
-                 R + 1, col, N, 0.0f, dst, (int)plane);
-            continue;
-        }
-        /* out^T[N][K] = col^T * weight_bias^T, then turned round */
-        gemm(CblasRowMajor, CblasTrans, CblasTrans, N, K, R + 1, 1.0f, col, N, weight_bias,
-             R + 1, 0.0f, scratch, K);
-        transpose(dst, plane, scratch, (size_t)N, (size_t)K);
+        gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, N, R + 1, 1.0f, weight_bias, R + 1,
+             col, N, 0.0f, out + (size_t)oy0 * row, (int)plane);
     }
 #endif
 }
