@@ -127,14 +127,14 @@ void blas_join_weight_bias(real *weight_bias, const real *weight, const real *bi
 }
 
 #ifndef LB_REAL_DIRECT
-/* col[(c, ki, kj)][(oy, ox, b)] = in[c][oy*s + ki][ox*s + kj][b], then a row
- * of ones. With stride 1 a whole output row (ox, b) is one contiguous run
- * of the input. */
-static void im2col(real *col, const real *in, int B, int C, int H, int W, int kernel,
-                   int stride, int threads)
+/* Output rows [oy0, oy1) unfolded: col[(c, ki, kj)][(oy - oy0, ox, b)] =
+ * in[c][oy*s + ki][ox*s + kj][b], then a row of ones. With stride 1 a
+ * whole output row (ox, b) is one contiguous run of the input. */
+static void im2col_rows(real *col, const real *in, int B, int C, int H, int W, int kernel,
+                        int stride, int oy0, int oy1, int threads)
 {
-    const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
-    const size_t N = (size_t)OH * OW * B, row = (size_t)OW * B;
+    const int OW = blas_out_size(W, kernel, stride);
+    const size_t row = (size_t)OW * B, N = (size_t)(oy1 - oy0) * row;
     const int R = C * kernel * kernel;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int r = 0; r <= R; r++) {
@@ -145,27 +145,34 @@ static void im2col(real *col, const real *in, int B, int C, int H, int W, int ke
             continue;
         }
         const int c = r / (kernel * kernel), ki = r / kernel % kernel, kj = r % kernel;
-        for (int oy = 0; oy < OH; oy++) {
+        for (int oy = oy0; oy < oy1; oy++) {
             const real *src = in + ((size_t)(c * H + oy * stride + ki) * W + kj) * B;
+            real *d = dst + (size_t)(oy - oy0) * row;
             if (stride == 1) {
-                memcpy(dst + oy * row, src, sizeof(real) * row);
+                memcpy(d, src, sizeof(real) * row);
                 continue;
             }
             for (int ox = 0; ox < OW; ox++)
-                memcpy(dst + oy * row + (size_t)ox * B, src + (size_t)ox * stride * B,
-                       sizeof(real) * B);
+                memcpy(d + (size_t)ox * B, src + (size_t)ox * stride * B, sizeof(real) * B);
         }
     }
 }
 
-/* Whether a convolution's products go through their transposes. OpenBLAS
- * (0.3.21, Haswell and Zen kernels) runs a product whose result has few
- * rows and many columns at two thirds of its speed on the transposed
- * shape: 22 against 33 GFLOP/s on one Zen core for conv2's [50 x 501] x
- * [501 x 1024]. With a deep inner dimension the transposes win; with a
- * shallow one (conv1: 26) neither is faster, and the plain product saves
- * the copy. */
-static int products_transposed(int R) { return R + 1 >= 128; }
+/* Output rows per product: as many as keep a chunk of the unfolded input
+ * near COL_CHUNK_FLOATS, so that it is still in L2 when OpenBLAS packs it.
+ * Unfolding a whole group at once wrote conv1's 1.9 MB and conv2's 4 MB
+ * per group of 32 images out to memory, read them back to pack them and
+ * again in the backward pass (conv1's products ran at a quarter of the
+ * core's peak, memory-bound). A chunk is unfolded again from the input,
+ * still in cache, where the backward pass needs it. */
+enum { COL_CHUNK_FLOATS = 1 << 15 };
+static int chunk_rows(int R, int OH, size_t row)
+{
+    const size_t per_row = (size_t)(R + 1) * row;
+    const int rows = per_row ? (int)(COL_CHUNK_FLOATS / per_row) : OH;
+    return rows < 1 ? 1 : rows > OH ? OH : rows;
+}
+
 #endif
 
 size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, int stride)
@@ -178,26 +185,10 @@ size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, i
     (void)stride; /* stride 1 (the engine refuses others) */
     return direct_conv_scratch_floats(B, C, H, W, K, kernel);
 #else
-    const size_t col = blas_conv_col_floats(B, C, H, W, kernel, stride);
-    const size_t out_t = (size_t)K * blas_out_size(H, kernel, stride) *
-                         blas_out_size(W, kernel, stride) * B;
-    return col > out_t ? col : out_t;
+    (void)K; /* a chunk of the unfolded input, or of its gradient */
+    return blas_conv_col_floats(B, C, H, W, kernel, stride);
 #endif
 }
-
-#ifndef LB_REAL_DIRECT
-/* dst[cols][rows] = src[rows][cols], in blocks that stay in L1. */
-static void transpose(real *dst, const real *src, size_t rows, size_t cols)
-{
-    enum { BLOCK = 32 };
-    for (size_t r0 = 0; r0 < rows; r0 += BLOCK) {
-        const size_t r1 = r0 + BLOCK < rows ? r0 + BLOCK : rows;
-        for (size_t c = 0; c < cols; c++)
-            for (size_t r = r0; r < r1; r++)
-                dst[c * rows + r] = src[r * cols + c];
-    }
-}
-#endif
 
 void blas_conv_forward(real *out, real *col, const real *in, const real *weight_bias,
                        real *scratch, int B, int C, int H, int W, int K, int kernel,
@@ -210,19 +201,17 @@ void blas_conv_forward(real *out, real *col, const real *in, const real *weight_
     (void)col, (void)scratch, (void)stride; /* read in place; stride 1 */
     direct_active()->conv_forward(out, in, weight_bias, B, C, H, W, K, kernel, threads);
 #else
-    (void)in; /* col holds it unfolded */
+    (void)scratch;
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
-    const int N = OH * OW * B, R = C * kernel * kernel;
-    im2col(col, in, B, C, H, W, kernel, stride, threads);
-    if (!products_transposed(R)) {
+    const int R = C * kernel * kernel;
+    const size_t row = (size_t)OW * B, plane = (size_t)OH * row;
+    const int step = chunk_rows(R, OH, row);
+    for (int oy0 = 0; oy0 < OH; oy0 += step) {
+        const int oy1 = oy0 + step < OH ? oy0 + step : OH, N = (int)((oy1 - oy0) * row);
+        im2col_rows(col, in, B, C, H, W, kernel, stride, oy0, oy1, threads);
         gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, N, R + 1, 1.0f, weight_bias, R + 1,
-             col, N, 0.0f, out, N);
-        return;
+             col, N, 0.0f, out + (size_t)oy0 * row, (int)plane);
     }
-    /* out^T[N][K] = col^T * weight_bias^T, then turned round */
-    gemm(CblasRowMajor, CblasTrans, CblasTrans, N, K, R + 1, 1.0f, col, N, weight_bias, R + 1,
-         0.0f, scratch, K);
-    transpose(out, scratch, (size_t)N, (size_t)K);
 #endif
 }
 
@@ -239,15 +228,21 @@ void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const rea
     direct_active()->conv_backward_params(d_weight_bias, d_out, in, B, C, H, W, K, kernel,
                                           threads);
 #else
-    (void)in, (void)scratch, (void)threads; /* col holds the input; OpenBLAS's own count */
+    (void)col; /* unfolded again, a chunk at a time, into scratch */
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
-    const int N = OH * OW * B, R = C * kernel * kernel;
-    /* d_weight_bias[K][R + 1] = d_out[K][N] * col[R + 1][N]^T; the row of
-     * ones gives the bias gradient, the sum of d_out's rows. (Its
-     * transpose, faster on data in cache, was slower here: col was
-     * written in the forward pass, long before.) */
-    gemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, R + 1, N, 1.0f, d_out, N, col, N, 0.0f,
-         d_weight_bias, R + 1);
+    const int R = C * kernel * kernel;
+    const size_t row = (size_t)OW * B, plane = (size_t)OH * row;
+    const int step = chunk_rows(R, OH, row);
+    /* d_weight_bias[K][R + 1] = sum over the chunks of d_out[K][N] *
+     * col[R + 1][N]^T; the row of ones gives the bias gradient, the sum of
+     * d_out's rows. */
+    for (int oy0 = 0; oy0 < OH; oy0 += step) {
+        const int oy1 = oy0 + step < OH ? oy0 + step : OH, N = (int)((oy1 - oy0) * row);
+        im2col_rows(scratch, in, B, C, H, W, kernel, stride, oy0, oy1, threads);
+        gemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, R + 1, N, 1.0f,
+             d_out + (size_t)oy0 * row, (int)plane, scratch, N, oy0 ? 1.0f : 0.0f,
+             d_weight_bias, R + 1);
+    }
 #endif
 }
 
@@ -265,39 +260,45 @@ void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
                                         threads);
 #else
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
-    const int N = OH * OW * B, R = C * kernel * kernel;
-    /* d_col[R][N] = weight^T * d_out, the weights being the first R columns
-     * of weight_bias */
-    gemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, N, K, 1.0f, weight_bias, R + 1, d_out, N,
-         0.0f, d_col, N);
-    /* fold back, a channel at a time: windows of different channels never
-     * overlap, so channels may go to different threads */
-    const size_t row = (size_t)OW * B;
+    const int R = C * kernel * kernel;
+    const size_t row = (size_t)OW * B, plane = (size_t)OH * row;
+    const int step = chunk_rows(R, OH, row);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int c = 0; c < C; c++) {
-        real *dst_c = d_in + (size_t)c * H * W * B;
-        memset(dst_c, 0, sizeof(real) * (size_t)H * W * B);
-        for (int ki = 0; ki < kernel; ki++)
-            for (int kj = 0; kj < kernel; kj++) {
-                const real *src = d_col + ((size_t)(c * kernel + ki) * kernel + kj) * N;
-                for (int oy = 0; oy < OH; oy++) {
-                    real *dst = dst_c + ((size_t)(oy * stride + ki) * W + kj) * B;
-                    const real *s = src + (size_t)oy * row;
-                    if (stride == 1) {
+    for (int c = 0; c < C; c++)
+        memset(d_in + (size_t)c * H * W * B, 0, sizeof(real) * (size_t)H * W * B);
+    for (int oy0 = 0; oy0 < OH; oy0 += step) {
+        const int oy1 = oy0 + step < OH ? oy0 + step : OH, N = (int)((oy1 - oy0) * row);
+        /* d_col[R][N] = weight^T * d_out for these output rows, the weights
+         * being the first R columns of weight_bias */
+        gemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, N, K, 1.0f, weight_bias, R + 1,
+             d_out + (size_t)oy0 * row, (int)plane, 0.0f, d_col, N);
+        /* folded back, a channel at a time: windows of different channels
+         * never overlap, so channels may go to different threads */
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+        for (int c = 0; c < C; c++) {
+            real *dst_c = d_in + (size_t)c * H * W * B;
+            for (int ki = 0; ki < kernel; ki++)
+                for (int kj = 0; kj < kernel; kj++) {
+                    const real *src = d_col + ((size_t)(c * kernel + ki) * kernel + kj) * N;
+                    for (int oy = oy0; oy < oy1; oy++) {
+                        real *dst = dst_c + ((size_t)(oy * stride + ki) * W + kj) * B;
+                        const real *s = src + (size_t)(oy - oy0) * row;
+                        if (stride == 1) {
 #pragma omp simd
-                        for (size_t j = 0; j < row; j++)
-                            dst[j] += s[j];
-                        continue;
-                    }
-                    for (int ox = 0; ox < OW; ox++) {
-                        real *d = dst + (size_t)ox * stride * B;
-                        const real *g = s + (size_t)ox * B;
+                            for (size_t j = 0; j < row; j++)
+                                dst[j] += s[j];
+                            continue;
+                        }
+                        for (int ox = 0; ox < OW; ox++) {
+                            real *d = dst + (size_t)ox * stride * B;
+                            const real *g = s + (size_t)ox * B;
 #pragma omp simd
-                        for (int b = 0; b < B; b++)
-                            d[b] += g[b];
+                            for (int b = 0; b < B; b++)
+                                d[b] += g[b];
+                        }
                     }
                 }
-            }
+        }
     }
 #endif
 }

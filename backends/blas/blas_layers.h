@@ -9,8 +9,9 @@
  * (a dense layer's [O][B] is CHWN with H = W = 1). Then
  *   - for a stride-1 convolution each tap's inputs over a whole output row
  *     of the group are one contiguous run: im2col is a run of contiguous
- *     copies, and a convolution one GEMM for the whole group, not one per
- *     image; the direct kernels read the runs in place;
+ *     copies, and a convolution a GEMM per chunk of output rows of the
+ *     whole group, not one per image; the direct kernels read the runs in
+ *     place;
  *   - a group's pool output, copied into its columns of a [C*H*W][B]
  *     matrix, is what the dense layer multiplies, features in the C,H,W
  *     order of the weights;
@@ -118,10 +119,12 @@ void blas_group_from_rows(real *dst, const real *src, int ld, int b0, int F, int
 
 /* Convolution of B images, in[C][H][W][B] -> out[K][OH][OW][B], with
  * R = C*k*k. The bias rides in the GEMM: weight_bias[K][R + 1] holds each
- * output channel's weights followed by its bias, and col[R + 1][OH*OW*B],
- * the unfolded input that the forward pass fills and the backward pass
- * reads, ends with a row of ones. So there is no pass to add the bias and
- * none to sum its gradient. scratch and d_col: blas_conv_scratch_floats().
+ * output channel's weights followed by its bias, and the unfolded input
+ * (col, [R + 1][a few output rows' OW*B], unfolded a chunk of output rows
+ * at a time so that it stays in L2; the backward pass unfolds it again
+ * into scratch) ends with a row of ones. So there is no pass to add the
+ * bias and none to sum its gradient. scratch and d_col:
+ * blas_conv_scratch_floats().
  * The direct build computes from `in` (stride 1 only): col is then neither
  * written nor read. */
 size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride);
