@@ -27,8 +27,20 @@ void *host_alloc_reals(const host_engine *h, size_t n) { return host_alloc(n * h
 
 void *host_alloc_counted(host_engine *h, size_t n, size_t *counter)
 {
+    if (h->owned_count == h->owned_capacity) {
+        const size_t capacity = h->owned_capacity ? 2 * h->owned_capacity : 32;
+        void **owned = realloc(h->owned, capacity * sizeof *owned);
+        if (!owned)
+            return NULL;
+        h->owned = owned;
+        h->owned_capacity = capacity;
+    }
+    void *p = host_alloc_reals(h, n);
+    if (!p)
+        return NULL;
     *counter += n * h->real_size;
-    return host_alloc_reals(h, n);
+    h->owned[h->owned_count++] = p;
+    return p;
 }
 
 int host_fail(host_engine *h, const char *fmt, ...)
@@ -126,6 +138,9 @@ void host_engine_free(engine *e)
     free(h->labels);
     free(h->predicted);
     free(h->slot_batch);
+    for (size_t i = 0; i < h->owned_count; i++)
+        free(h->owned[i]);
+    free(h->owned);
     free(e);
 }
 

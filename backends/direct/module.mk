@@ -48,14 +48,14 @@ DIRECT_FLAGS_avx512 := -march=x86-64-v4 -DLB_DIRECT_MR=8 -DLB_DIRECT_NV=3
 DIRECT_FLAGS_avx2 := -march=haswell
 DIRECT_FLAGS_generic := $(if $(filter avx2,$(DIRECT_ISAS)),-march=x86-64 -mtune=generic)
 DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/kernels_%.o)
-DIRECT_OBJS := $(BUILD)/backends/blas/blas_direct.o $(BUILD)/backends/blas/blas_layers_direct.o \
+DIRECT_OBJS := $(CHWN_ENGINE_PARTS:%=$(BUILD)/backends/blas/%_direct.o) \
+               $(BUILD)/backends/blas/blas_tables_direct.o \
                $(BUILD)/backends/direct/dispatch.o $(DIRECT_KERNEL_OBJS)
 # the engine once more with the bf16 products (LB_DIRECT_BF16, objects
 # *_direct_bf16.o) when the compiler has them
 ifeq ($(HAVE_DIRECT_BF16),1)
-DIRECT_OBJS += $(BUILD)/backends/blas/blas_direct_bf16.o \
-               $(BUILD)/backends/blas/blas_layers_direct_bf16.o $(DIRECT_BF16_OBJS)
-$(BUILD)/backends/blas/blas_direct.o: CFLAGS += -DHAVE_DIRECT_BF16
+DIRECT_OBJS += $(CHWN_ENGINE_PARTS:%=$(BUILD)/backends/blas/%_direct_bf16.o) $(DIRECT_BF16_OBJS)
+$(BUILD)/backends/blas/blas_tables_direct.o: CFLAGS += -DHAVE_DIRECT_BF16
 endif
 $(eval $(call module_rule,direct,$(DIRECT_OBJS) $(MODULE_SHARED_OBJS),-fopenmp))
 

@@ -33,7 +33,7 @@
 
 #include "backends/common/elementwise.h"
 #include "backends/common/host_engine.h"
-#include "backends/common/optimizer.h"
+#include "backends/common/parallel_update.h"
 #include "backends/module.h"
 #include "base/clock.h"
 
@@ -644,10 +644,7 @@ static void destroy(engine *e)
         dnnl_stream_destroy(e->stream);
     if (e->cpu)
         dnnl_engine_destroy(e->cpu);
-    free(e->input);
-    free(e->logits);
-    free(e->d_logits);
-    host_engine_free(e);
+    host_engine_free(e); /* and the buffers of host_alloc_counted */
 }
 
 static const char *check_workload(const workload *w, const engine_config *cfg)
@@ -816,27 +813,10 @@ static int compute_gradients(engine *e, const int32_t *indices, int batch, float
     return 0;
 }
 
-/* The shared update in ranges the threads take as they come free; each
- * element's update is independent, so any cut gives the same floats. */
-static void update(engine *e, float grad_scale)
-{
-    enum { RANGE = 16384 };
-    host_engine *h = &e->h;
-    const size_t n = h->w.param_count;
-    const int ranges = (int)((n + RANGE - 1) / RANGE);
-    h->step++;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(e->threads) if (ranges > 1)
-    for (int r = 0; r < ranges; r++) {
-        const size_t lo = (size_t)r * RANGE, hi = lo + RANGE < n ? lo + RANGE : n;
-        optimizer_update_range(&h->w, &h->cfg.opt, h->params, h->grads, grad_scale,
-                               h->opt_state, h->step, lo, hi);
-    }
-}
-
 static int apply_update(engine *e, float grad_scale)
 {
     enter(e);
-    update(e, grad_scale);
+    host_update_in_ranges(&e->h, grad_scale, e->threads);
     return 0;
 }
 
@@ -872,7 +852,7 @@ static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
         if (step(e, batch, &mean, out))
             return;
         const double t0 = now_ms();
-        update(e, 1);
+        host_update_in_ranges(&e->h, 1, e->threads);
         out->update_ms += now_ms() - t0;
     }
 }
