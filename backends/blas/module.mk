@@ -51,15 +51,17 @@ BLAS_OBJS := $(CHWN_ENGINE_PARTS:%=$(BUILD)/backends/blas/%.o) $(BUILD)/backends
 BLAS_OBJS += $(foreach v,f64 bf16,$(CHWN_ENGINE_PARTS:%=$(BUILD)/backends/blas/%_$(v).o)) \
              $(BUILD)/backends/blas/bf16.o
 $(eval $(call module_rule,blas,$(BLAS_OBJS) $(MODULE_SHARED_OBJS),$(BLAS_LIBS) -fopenmp))
-TESTS += test_blas
-TEST_OBJS_test_blas := $(BLAS_OBJS)
-TEST_LIBS_test_blas := $(BLAS_LIBS) -fopenmp
+# the engine (test_blas), its layers and its stages, each a program
+BLAS_ENGINE_TESTS := test_blas test_blas_layers test_blas_stages
+TESTS += $(BLAS_ENGINE_TESTS)
+$(foreach t,$(BLAS_ENGINE_TESTS),$(eval TEST_OBJS_$(t) := $(BLAS_OBJS)) \
+    $(eval TEST_LIBS_$(t) := $(BLAS_LIBS) -fopenmp))
 # the kernel choice in child processes that load the module; no OpenBLAS
 # in the test program itself
 TESTS += test_kernel_choice
 TEST_SCRIPTS += tests/test_kernel_choice.sh
 $(BUILD)/backends/blas/%.o: CFLAGS += -fopenmp $(BLAS_INC)
-$(BUILD)/tests/test_blas: CFLAGS += $(BLAS_INC)
+$(BLAS_ENGINE_TESTS:%=$(BUILD)/tests/%): CFLAGS += $(BLAS_INC)
 # The share of the multiply-adds that reaches OpenBLAS, counted by a
 # library preloaded in front of it (tests/gemm_count.c)
 TESTS += test_blas_gemm_share
