@@ -75,7 +75,8 @@ typedef struct host_engine {
     /* Bytes of the backend's own buffers, counted by host_alloc_counted,
      * for memory_use. */
     size_t activation_bytes, workspace_bytes;
-    /* Those buffers, which host_engine_free frees. */
+    /* Every buffer above and those of host_alloc_counted, which
+     * host_engine_free frees. */
     void **owned;
     size_t owned_count, owned_capacity;
 } host_engine;

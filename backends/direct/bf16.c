@@ -1,7 +1,7 @@
-/* The bf16 products (bf16.h): rounding and packing into pairs along each
- * sum, and the walks that hand the packed operands to the register tiles
- * (bf16_tiles.h, bf16_avx512.c). Plain C, built for the build's target:
- * only the tiles need the instructions.
+/* The bf16 products (bf16.h): packing into pairs along each sum, and the
+ * walks that hand the packed operands to the register tiles (bf16_tiles.h,
+ * bf16_avx512.c; rounding and the tiles in plain C: bf16_plain.c). Plain
+ * C, built for the build's target: only the tiles need the instructions.
  *
  * How each product meets vdpbf16ps, which wants its two operands paired
  * along the reduction:
@@ -92,29 +92,7 @@ int direct_bf16_supported(char *why, size_t len)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Rounding and packing                                                     */
-
-/* Branch-free (selects), so that loops over it vectorise; the packing
- * of activations uses the instruction, which rounds the same way (as the
- * test checks). */
-uint16_t direct_bf16_round(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    const uint32_t magnitude = u & 0x7fffffffu;
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* ties to even; overflows to inf */
-    r = magnitude > 0x7f800000u ? (u >> 16) | 0x40u : r; /* NaN: quiet, sign and payload top */
-    r = magnitude < 0x00800000u ? (u >> 16) & 0x8000u : r; /* subnormal: signed zero */
-    return (uint16_t)r;
-}
-
-float direct_bf16_value(uint16_t h)
-{
-    const uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
+/* Packing (the rounding is bf16_plain.c's)                                 */
 
 static inline uint32_t pair(float first, float second)
 {

@@ -1,11 +1,35 @@
-/* The bf16 products' tiles in plain C (bf16_tiles.h): the same sums as the
- * vdpbf16ps tiles of bf16_avx512.c, in double, so that the packing and the
+/* bf16 in plain C, what the instructions do: rounding fp32 to bf16 and
+ * back (bf16.h), and the tiles (bf16_tiles.h), the same sums as the
+ * vdpbf16ps tiles of bf16_avx512.c in double, so that the packing and the
  * walks of bf16.c can be checked on any CPU (direct_bf16_emulate). */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backends/direct/bf16.h"
 #include "backends/direct/bf16_tiles.h"
+
+/* Branch-free (selects), so that loops over it vectorise; the packing
+ * of activations uses the instruction, which rounds the same way (as the
+ * test checks). */
+uint16_t direct_bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const uint32_t magnitude = u & 0x7fffffffu;
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* ties to even; overflows to inf */
+    r = magnitude > 0x7f800000u ? (u >> 16) | 0x40u : r; /* NaN: quiet, sign and payload top */
+    r = magnitude < 0x00800000u ? (u >> 16) & 0x8000u : r; /* subnormal: signed zero */
+    return (uint16_t)r;
+}
+
+float direct_bf16_value(uint16_t h)
+{
+    const uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 static inline double low_of(uint32_t w) { return direct_bf16_value((uint16_t)w); }
 static inline double high_of(uint32_t w) { return direct_bf16_value((uint16_t)(w >> 16)); }
