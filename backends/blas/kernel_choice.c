@@ -479,15 +479,11 @@ const blas_setup *blas_setup_get(void) { return &setup; }
 
 static const char *source_name(kc_source s)
 {
-    switch (s) {
-    case KC_SOURCE_USER:
-        return "set by the user";
-    case KC_SOURCE_CHOSEN:
-        return "chosen by the program";
-    case KC_SOURCE_LIBRARY:
-        break;
-    }
-    return "OpenBLAS's own choice";
+    static const char *const names[] = {[KC_SOURCE_USER] = "set by the user",
+                                        [KC_SOURCE_CHOSEN] = "chosen by the program",
+                                        [KC_SOURCE_LIBRARY] = "OpenBLAS's own choice"};
+    return (unsigned)s < sizeof names / sizeof names[0] && names[s] ? names[s]
+                                                                     : names[KC_SOURCE_LIBRARY];
 }
 
 void blas_setup_describe(char *buf, size_t len, int with_reasons)

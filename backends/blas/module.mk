@@ -10,6 +10,11 @@
 # kernel_choice.c is part of the program, built or not: it decides the
 # environment OpenBLAS and libgomp start in, before the module is loaded.
 LIB_SRCS += backends/blas/kernel_choice.c backends/blas/registration.c
+# The CHWN engine's parts and its layers (blas_engine_impl.h), each built
+# every way the engine is: here for blas (fp32, fp64, bf16), in
+# backends/direct/module.mk for direct; the tables (blas_tables.c) only in
+# the plain float and the direct fp32 builds.
+CHWN_ENGINE_PARTS := blas blas_passes blas_stages blas_layers
 BLAS ?= 1
 ifneq ($(BLAS),0)
 BLAS_MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
@@ -39,23 +44,24 @@ endif
 ifneq ($(BLAS_LIBS),)
 HAVE_BLAS := 1
 CFLAGS += -DHAVE_BLAS
-BLAS_OBJS := $(BUILD)/backends/blas/blas.o $(BUILD)/backends/blas/blas_layers.o \
+BLAS_OBJS := $(CHWN_ENGINE_PARTS:%=$(BUILD)/backends/blas/%.o) $(BUILD)/backends/blas/blas_tables.o \
              $(BUILD)/backends/blas/sgemm_peak.o $(BUILD)/backends/blas/blas_probe.o
 # the engine and its layers for fp64 and bf16 too, from the same sources
 # (backends/common/real.h), and the bf16 GEMM
-BLAS_OBJS += $(foreach v,f64 bf16,$(BUILD)/backends/blas/blas_$(v).o \
-                                  $(BUILD)/backends/blas/blas_layers_$(v).o) \
+BLAS_OBJS += $(foreach v,f64 bf16,$(CHWN_ENGINE_PARTS:%=$(BUILD)/backends/blas/%_$(v).o)) \
              $(BUILD)/backends/blas/bf16.o
 $(eval $(call module_rule,blas,$(BLAS_OBJS) $(MODULE_SHARED_OBJS),$(BLAS_LIBS) -fopenmp))
-TESTS += test_blas
-TEST_OBJS_test_blas := $(BLAS_OBJS)
-TEST_LIBS_test_blas := $(BLAS_LIBS) -fopenmp
+# the engine (test_blas), its layers and its stages, each a program
+BLAS_ENGINE_TESTS := test_blas test_blas_layers test_blas_stages
+TESTS += $(BLAS_ENGINE_TESTS)
+$(foreach t,$(BLAS_ENGINE_TESTS),$(eval TEST_OBJS_$(t) := $(BLAS_OBJS)) \
+    $(eval TEST_LIBS_$(t) := $(BLAS_LIBS) -fopenmp))
 # the kernel choice in child processes that load the module; no OpenBLAS
 # in the test program itself
 TESTS += test_kernel_choice
 TEST_SCRIPTS += tests/test_kernel_choice.sh
 $(BUILD)/backends/blas/%.o: CFLAGS += -fopenmp $(BLAS_INC)
-$(BUILD)/tests/test_blas: CFLAGS += $(BLAS_INC)
+$(BLAS_ENGINE_TESTS:%=$(BUILD)/tests/%): CFLAGS += $(BLAS_INC)
 # The share of the multiply-adds that reaches OpenBLAS, counted by a
 # library preloaded in front of it (tests/gemm_count.c)
 TESTS += test_blas_gemm_share

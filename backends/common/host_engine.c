@@ -25,10 +25,31 @@ float *host_alloc_floats(size_t n) { return host_alloc(n * sizeof(float)); }
 
 void *host_alloc_reals(const host_engine *h, size_t n) { return host_alloc(n * h->real_size); }
 
+/* p, which host_engine_free will free; NULL (p freed) when the list of
+ * them cannot grow, or p is NULL. */
+static void *own(host_engine *h, void *p)
+{
+    if (p && h->owned_count == h->owned_capacity) {
+        const size_t capacity = h->owned_capacity ? 2 * h->owned_capacity : 32;
+        void **owned = realloc(h->owned, capacity * sizeof *owned);
+        if (!owned) {
+            free(p);
+            return NULL;
+        }
+        h->owned = owned;
+        h->owned_capacity = capacity;
+    }
+    if (p)
+        h->owned[h->owned_count++] = p;
+    return p;
+}
+
 void *host_alloc_counted(host_engine *h, size_t n, size_t *counter)
 {
-    *counter += n * h->real_size;
-    return host_alloc_reals(h, n);
+    void *p = own(h, host_alloc_reals(h, n));
+    if (p)
+        *counter += n * h->real_size;
+    return p;
 }
 
 int host_fail(host_engine *h, const char *fmt, ...)
@@ -93,12 +114,12 @@ engine *host_engine_create(const backend *b, const host_layers *layers, size_t s
     h->last_loss = NAN;
     const size_t B = (size_t)cfg->batch_size, n = w->param_count;
     h->state_count = (size_t)optimizer_state_per_param(cfg->opt.kind) * n;
-    h->params = host_alloc_reals(h, n);
-    h->grads = host_alloc_reals(h, n);
-    h->opt_state = host_alloc_reals(h, h->state_count);
-    h->labels = host_alloc(sizeof(int) * B);
-    h->predicted = host_alloc(sizeof(int) * B);
-    h->slot_batch = host_alloc(sizeof(int) * (cfg->stage_slots + 1));
+    h->params = own(h, host_alloc_reals(h, n));
+    h->grads = own(h, host_alloc_reals(h, n));
+    h->opt_state = own(h, host_alloc_reals(h, h->state_count));
+    h->labels = own(h, host_alloc(sizeof(int) * B));
+    h->predicted = own(h, host_alloc(sizeof(int) * B));
+    h->slot_batch = own(h, host_alloc(sizeof(int) * (cfg->stage_slots + 1)));
     if (!h->params || !h->grads || !h->opt_state || !h->labels || !h->predicted ||
         !h->slot_batch)
         return host_engine_out_of_memory(e, err, err_len);
@@ -120,12 +141,9 @@ void host_engine_free(engine *e)
     if (!e)
         return;
     host_engine *h = host_of(e);
-    free(h->params);
-    free(h->grads);
-    free(h->opt_state);
-    free(h->labels);
-    free(h->predicted);
-    free(h->slot_batch);
+    for (size_t i = 0; i < h->owned_count; i++)
+        free(h->owned[i]);
+    free(h->owned);
     free(e);
 }
 

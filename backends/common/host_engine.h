@@ -8,7 +8,8 @@
  * engine, so that a pointer to the engine is a pointer to its host_engine
  * (host_of) and the host_* entries below go straight into its backend
  * table. What is left to the backend: create (host_engine_create first),
- * destroy (host_engine_free last), compute_gradients, apply_update, and
+ * destroy (host_engine_free last, which also frees every buffer
+ * host_alloc_counted handed out), compute_gradients, apply_update, and
  * the two callbacks of host_layers that evaluation and layer profiling
  * call. */
 #ifndef LB_HOST_ENGINE_H
@@ -74,6 +75,10 @@ typedef struct host_engine {
     /* Bytes of the backend's own buffers, counted by host_alloc_counted,
      * for memory_use. */
     size_t activation_bytes, workspace_bytes;
+    /* Every buffer above and those of host_alloc_counted, which
+     * host_engine_free frees. */
+    void **owned;
+    size_t owned_count, owned_capacity;
 } host_engine;
 
 static inline host_engine *host_of(engine *e) { return (host_engine *)e; }
@@ -86,7 +91,8 @@ float *host_alloc_floats(size_t n);
 void *host_alloc_reals(const host_engine *h, size_t n);
 
 /* host_alloc_reals that adds the bytes to *counter (h->activation_bytes or
- * h->workspace_bytes). */
+ * h->workspace_bytes) and that the engine owns: host_engine_free frees it,
+ * so a destroy does not. */
 void *host_alloc_counted(host_engine *h, size_t n, size_t *counter);
 
 /* The start of a CPU backend's create: checks w and cfg (a workload,
@@ -101,7 +107,8 @@ engine *host_engine_create(const backend *b, const host_layers *layers, size_t s
 /* For a create that runs out of memory after host_engine_create: destroys e
  * through its backend, writes the message to err and returns NULL. */
 engine *host_engine_out_of_memory(engine *e, char *err, size_t err_len);
-/* The end of a backend's destroy: frees the host_engine's buffers and e. */
+/* The end of a backend's destroy: frees the host_engine's buffers, those
+ * of host_alloc_counted, and e. */
 void host_engine_free(engine *e);
 
 /* The message of a failed call, "<backend>: <fmt ...>"; returns -1. */

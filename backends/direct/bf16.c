@@ -1,7 +1,7 @@
-/* The bf16 products (bf16.h): rounding and packing into pairs along each
- * sum, and the walks that hand the packed operands to the register tiles
- * (bf16_tiles.h, bf16_avx512.c). Plain C, built for the build's target:
- * only the tiles need the instructions.
+/* The bf16 products (bf16.h): packing into pairs along each sum, and the
+ * walks that hand the packed operands to the register tiles (bf16_tiles.h,
+ * bf16_avx512.c; rounding and the tiles in plain C: bf16_plain.c). Plain
+ * C, built for the build's target: only the tiles need the instructions.
  *
  * How each product meets vdpbf16ps, which wants its two operands paired
  * along the reduction:
@@ -92,29 +92,7 @@ int direct_bf16_supported(char *why, size_t len)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Rounding and packing                                                     */
-
-/* Branch-free (selects), so that loops over it vectorise; the packing
- * of activations uses the instruction, which rounds the same way (as the
- * test checks). */
-uint16_t direct_bf16_round(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    const uint32_t magnitude = u & 0x7fffffffu;
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* ties to even; overflows to inf */
-    r = magnitude > 0x7f800000u ? (u >> 16) | 0x40u : r; /* NaN: quiet, sign and payload top */
-    r = magnitude < 0x00800000u ? (u >> 16) & 0x8000u : r; /* subnormal: signed zero */
-    return (uint16_t)r;
-}
-
-float direct_bf16_value(uint16_t h)
-{
-    const uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
+/* Packing (the rounding is bf16_plain.c's)                                 */
 
 static inline uint32_t pair(float first, float second)
 {
@@ -239,69 +217,6 @@ void direct_bf16_pack_col_pairs(uint32_t *packed, const float *x, ptrdiff_t ldx,
                                 int n, int threads)
 {
     pack_col_pairs_strided(packed, x, ldx, rows, n, threads);
-}
-
-/* ---------------------------------------------------------------------- */
-/* The plain tiles (the same sums, in double)                               */
-
-static inline double low_of(uint32_t w) { return direct_bf16_value((uint16_t)w); }
-static inline double high_of(uint32_t w) { return direct_bf16_value((uint16_t)(w >> 16)); }
-
-void direct_bf16_pair_tile_plain(int m, int cols, float *const *rows, int add,
-                                 const float *init, const uint32_t *a, ptrdiff_t lda,
-                                 ptrdiff_t a_step,
-                                 const uint32_t *b, const ptrdiff_t *off, int steps)
-{
-    for (int i = 0; i < m; i++)
-        for (int col = 0; col < cols; col++) {
-            double sum = init ? init[i] : 0.0;
-            for (int s = 0; s < steps; s++) {
-                const uint32_t wa = a[i * lda + s * a_step], wb = b[off[s] + col];
-                sum += low_of(wa) * low_of(wb) + high_of(wa) * high_of(wb);
-            }
-            rows[i][col] = add ? rows[i][col] + (float)sum : (float)sum;
-        }
-}
-
-void direct_bf16_dot_tile_plain(int mk, int nt, float *out, ptrdiff_t out_row,
-                                const uint16_t *const *g, const uint16_t *const *x, int nrows,
-                                ptrdiff_t g_row, ptrdiff_t x_row, size_t len)
-{
-    for (int i = 0; i < mk; i++)
-        for (int t = 0; t < nt; t++) {
-            double sum = 0.0;
-            for (int y = 0; y < nrows; y++)
-                for (size_t e = 0; e < len; e++)
-                    sum += (double)direct_bf16_value(g[i][y * g_row + (ptrdiff_t)e]) *
-                           direct_bf16_value(x[t][y * x_row + (ptrdiff_t)e]);
-            out[i * out_row + t] = (float)sum;
-        }
-}
-
-void direct_bf16_dot_tile_f32_plain(int mk, int nt, float *out, ptrdiff_t out_row,
-                                    float *sums, const float *const *g,
-                                    const uint16_t *const *x, int nrows, ptrdiff_t g_row,
-                                    ptrdiff_t x_row, size_t len)
-{
-    for (int i = 0; sums && i < mk; i++) {
-        float part[16] = {0}; /* fp32, as the bias gradients always are */
-        for (int y = 0; y < nrows; y++)
-            for (size_t e = 0; e < len; e++)
-                part[e % 16] += g[i][y * g_row + (ptrdiff_t)e];
-        float total = 0.0f;
-        for (int l = 0; l < 16; l++)
-            total += part[l];
-        sums[i * out_row] = total;
-    }
-    for (int i = 0; i < mk; i++)
-        for (int t = 0; t < nt; t++) {
-            double sum = 0.0;
-            for (int y = 0; y < nrows; y++)
-                for (size_t e = 0; e < len; e++)
-                    sum += (double)direct_bf16_value(direct_bf16_round(g[i][y * g_row + (ptrdiff_t)e])) *
-                           direct_bf16_value(x[t][y * x_row + (ptrdiff_t)e]);
-            out[i * out_row + t] = (float)sum;
-        }
 }
 
 static pair_tile_fn *pair_tile(void)

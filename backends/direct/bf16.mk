@@ -5,10 +5,13 @@ ifeq ($(HAVE_DIRECT_BF16),1)
 # Its test needs the naive layers and the seeded generator, none of the
 # modules, so it has a rule of its own (the pattern rule waits for every
 # module).
-TESTS += test_direct_bf16
+# Two programs: rounding and packing, and the products against their
+# references.
+DIRECT_BF16_TESTS := test_direct_bf16 test_direct_bf16_products
+TESTS += $(DIRECT_BF16_TESTS)
 DIRECT_BF16_TEST_OBJS := $(DIRECT_BF16_OBJS) \
     $(foreach o,naive/conv naive/dense naive/matmul,$(BUILD)/backends/$(o).o) $(BUILD)/harness/run/init.o
-$(BUILD)/tests/test_direct_bf16: tests/test_direct_bf16.c $(DIRECT_BF16_TEST_OBJS)
+$(DIRECT_BF16_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: tests/%.c $(DIRECT_BF16_TEST_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_BF16_TEST_OBJS) -fopenmp -lm -lcmocka
 

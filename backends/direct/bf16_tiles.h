@@ -43,7 +43,7 @@ typedef void dot_tile_f32_fn(int mk, int nt, float *out, ptrdiff_t out_row, floa
                              const float *const *g, const uint16_t *const *x, int nrows,
                              ptrdiff_t g_row, ptrdiff_t x_row, size_t len);
 
-/* The vdpbf16ps tiles (bf16_avx512.c) and the plain C ones (bf16.c),
+/* The vdpbf16ps tiles (bf16_avx512.c) and the plain C ones (bf16_plain.c),
  * which sum in double. */
 pair_tile_fn direct_bf16_pair_tile_avx512, direct_bf16_pair_tile_plain;
 dot_tile_fn direct_bf16_dot_tile_avx512, direct_bf16_dot_tile_plain;

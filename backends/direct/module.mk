@@ -26,7 +26,7 @@ LIB_SRCS += backends/direct/registration.c
 DIRECT_BF16_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512bf16
 HAVE_DIRECT_BF16 := $(call probe,$(H)include <immintrin.h>\n__m512 f(__m512 a,__m512bh b){return _mm512_dpbf16_ps(a,b,b);}\nint main(void){return 0;}\n,$(DIRECT_BF16_FLAGS))
 ifeq ($(HAVE_DIRECT_BF16),1)
-DIRECT_BF16_OBJS := $(BUILD)/backends/direct/bf16.o $(BUILD)/backends/direct/bf16_avx512.o
+DIRECT_BF16_OBJS := $(foreach f,bf16 bf16_plain bf16_avx512,$(BUILD)/backends/direct/$(f).o)
 $(DIRECT_BF16_OBJS): CFLAGS += -fopenmp
 $(BUILD)/backends/direct/bf16_avx512.o: CFLAGS += $(DIRECT_BF16_FLAGS)
 $(DIRECT_BF16_OBJS): $(BUILD)/build-flags
@@ -48,14 +48,14 @@ DIRECT_FLAGS_avx512 := -march=x86-64-v4 -DLB_DIRECT_MR=8 -DLB_DIRECT_NV=3
 DIRECT_FLAGS_avx2 := -march=haswell
 DIRECT_FLAGS_generic := $(if $(filter avx2,$(DIRECT_ISAS)),-march=x86-64 -mtune=generic)
 DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/kernels_%.o)
-DIRECT_OBJS := $(BUILD)/backends/blas/blas_direct.o $(BUILD)/backends/blas/blas_layers_direct.o \
+DIRECT_OBJS := $(CHWN_ENGINE_PARTS:%=$(BUILD)/backends/blas/%_direct.o) \
+               $(BUILD)/backends/blas/blas_tables_direct.o \
                $(BUILD)/backends/direct/dispatch.o $(DIRECT_KERNEL_OBJS)
 # the engine once more with the bf16 products (LB_DIRECT_BF16, objects
 # *_direct_bf16.o) when the compiler has them
 ifeq ($(HAVE_DIRECT_BF16),1)
-DIRECT_OBJS += $(BUILD)/backends/blas/blas_direct_bf16.o \
-               $(BUILD)/backends/blas/blas_layers_direct_bf16.o $(DIRECT_BF16_OBJS)
-$(BUILD)/backends/blas/blas_direct.o: CFLAGS += -DHAVE_DIRECT_BF16
+DIRECT_OBJS += $(CHWN_ENGINE_PARTS:%=$(BUILD)/backends/blas/%_direct_bf16.o) $(DIRECT_BF16_OBJS)
+$(BUILD)/backends/blas/blas_tables_direct.o: CFLAGS += -DHAVE_DIRECT_BF16
 endif
 $(eval $(call module_rule,direct,$(DIRECT_OBJS) $(MODULE_SHARED_OBJS),-fopenmp))
 
@@ -74,12 +74,13 @@ $(DIRECT_KERNEL_OBJS): $(BUILD)/backends/direct/kernels_%.o: backends/direct/ker
 	    -DLB_DIRECT_ISA=$* -c -o $@ $<
 $(DIRECT_KERNEL_OBJS) $(DIRECT_OBJS): $(BUILD)/build-flags
 
-# tests/test_blas.c over the direct engine (tests/test_direct.c), once per
+# tests/test_blas*.c over the direct engine (tests/test_direct*.c), once per
 # build of the kernels this CPU runs (it forces each in turn)
-TESTS += test_direct
-TEST_OBJS_test_direct := $(DIRECT_OBJS)
-TEST_LIBS_test_direct := -fopenmp
-$(BUILD)/tests/test_direct: CFLAGS += -fopenmp
+DIRECT_ENGINE_TESTS := test_direct test_direct_layers test_direct_stages
+TESTS += $(DIRECT_ENGINE_TESTS)
+$(foreach t,$(DIRECT_ENGINE_TESTS),$(eval TEST_OBJS_$(t) := $(DIRECT_OBJS)) \
+    $(eval TEST_LIBS_$(t) := -fopenmp))
+$(DIRECT_ENGINE_TESTS:%=$(BUILD)/tests/%): CFLAGS += -fopenmp
 else ifeq ($(DIRECT),0)
 SKIPPED += direct_backend:_left_out_with_make_DIRECT=0
 else

@@ -9,17 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* The buffers are the host engine's (host_alloc_counted), but for the
+ * slots' table of them. */
 static void destroy(engine *e)
 {
     if (!e)
         return;
-    if (e->slot_act)
-        for (int i = 0; i < e->slots * (e->h.w.n_layers + 1); i++)
-            free(e->slot_act[i]);
     free(e->slot_act);
-    free(e->d_a);
-    free(e->d_b);
-    free(e->scratch);
     host_engine_free(e);
 }
 

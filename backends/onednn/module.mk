@@ -15,7 +15,7 @@ endif
 
 ifeq ($(HAVE_ONEDNN),1)
 CFLAGS += -DHAVE_ONEDNN
-ONEDNN_OBJS := $(BUILD)/backends/onednn/onednn.o
+ONEDNN_OBJS := $(foreach f,onednn onednn_memory onednn_chains,$(BUILD)/backends/onednn/$(f).o)
 ONEDNN_LIBS := -ldnnl -fopenmp
 $(eval $(call module_rule,onednn,$(ONEDNN_OBJS) $(MODULE_SHARED_OBJS),$(ONEDNN_LIBS)))
 $(BUILD)/backends/onednn/%.o: CFLAGS += -fopenmp

@@ -1,0 +1,269 @@
+/* The CHWN engine's passes (blas_engine_impl.h): the conv stage one group
+ * of images at a time, the dense stage over the whole batch. */
+#include <omp.h>
+#include <string.h>
+
+#include "backends/blas/blas_engine_impl.h"
+
+/* ---------------------------------------------------------------------- */
+/* The conv stage, one group of images at a time                            */
+
+/* A group's block of a per-layer buffer whose images hold s each. */
+static real *group_block(real *base, shape3 s, int b0)
+{
+    return base + (size_t)b0 * shape3_size(s);
+}
+
+/* A group's block of d_a or d_b, which carry gradients of every shape: a
+ * fixed stride per image keeps the groups' blocks apart whichever layer
+ * each group has reached. */
+real *group_grad(const engine *e, real *base, int b0)
+{
+    return base + (size_t)b0 * e->max_act;
+}
+
+/* A group's block of conv layer i's unfolded input (NULL when the layer
+ * reads its input directly). */
+static real *col_block(const engine *e, int i, int b0)
+{
+    const layer *l = &e->h.w.layers[i];
+    return e->col[i] ? e->col[i] + (size_t)b0 *
+                                       blas_conv_col_floats(1, l->in.c, l->in.h, l->in.w,
+                                                            l->kernel, l->stride)
+                     : NULL;
+}
+
+/* Images b0..b0+n of the batch into their block of act[0] (the conv
+ * stage), or into the [features][B] matrix when the first layer is dense
+ * or a ReLU before none. */
+static void gather(engine *e, const source *src, int b0, int n, int ld, int threads)
+{
+    const size_t F = (size_t)shape3_size(e->h.w.input);
+    real *x = e->conv_layers ? e->act[0] + (size_t)b0 * F : e->act[0] + b0;
+    if (src->floats)
+        blas_chwn_from_nchw(x, ld, src->floats + (size_t)b0 * F, F, n, threads);
+    else
+        blas_gather_chwn(x, ld, src->d->images, F, src->idx ? src->idx + b0 : NULL,
+                         src->first + b0, n, threads);
+}
+
+/* Conv-stage layer i forward for the n images from b0; the stage's last
+ * layer also hands its output to the dense stage as columns of `rows`. */
+static void group_forward_layer(engine *e, int i, int B, int b0, int n, real *scratch,
+                                int threads)
+{
+    const layer *l = &e->h.w.layers[i];
+    const real *in = group_block(e->act[i], l->in, b0);
+    real *out = group_block(e->act[i + 1], l->out, b0);
+    switch (l->kind) {
+    case LAYER_CONV:
+        blas_conv_forward(out, col_block(e, i, b0), in,
+                          e->weight_bias[i], scratch, n, l->in.c, l->in.h, l->in.w, l->units, l->kernel,
+                          l->stride, threads);
+        break;
+    case LAYER_MAXPOOL:
+        blas_maxpool_forward(out, in, n, l->in.c, l->in.h, l->in.w, l->kernel, l->stride,
+                             threads);
+        break;
+    case LAYER_RELU:
+        blas_relu_forward(out, in, (size_t)n * shape3_size(l->in), threads);
+        break;
+    case LAYER_DENSE:
+        break; /* not in the conv stage */
+    }
+    if (i == e->conv_layers - 1)
+        blas_rows_from_group(e->rows, B, b0, out, shape3_size(l->out), n);
+}
+
+/* Conv-stage layer i backward for group g (the n images from b0). Layer
+ * i's output gradient is in d_a when an even number of layers follow it in
+ * the stage, else in d_b; its input gradient goes to the other one. The
+ * stage's last layer first takes its gradient from the columns of d_rows.
+ * Weight and bias gradients go to the group's slot of partial[i]. */
+static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, real *d_col,
+                                 int threads)
+{
+    const layer *l = &e->h.w.layers[i];
+    const int after = e->conv_layers - 1 - i;
+    real *d = group_grad(e, after % 2 ? e->d_b : e->d_a, b0);
+    real *d_in =
+        i > 0 || e->want_d_in ? group_grad(e, after % 2 ? e->d_a : e->d_b, b0) : NULL;
+    if (after == 0)
+        blas_group_from_rows(d, e->d_rows, B, b0, shape3_size(l->out), n);
+    switch (l->kind) {
+    case LAYER_CONV: {
+        real *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
+        blas_conv_backward_params(part, d, col_block(e, i, b0),
+                                  group_block(e->act[i], l->in, b0), d_col, n, l->in.c,
+                                  l->in.h, l->in.w, l->units, l->kernel, l->stride, threads);
+        if (d_in)
+            blas_conv_backward_data(d_in, d_col, d, e->weight_bias[i], n, l->in.c, l->in.h,
+                                    l->in.w, l->units, l->kernel, l->stride, threads);
+        break;
+    }
+    case LAYER_MAXPOOL:
+        if (d_in)
+            blas_maxpool_backward(d_in, d, group_block(e->act[i], l->in, b0),
+                                  group_block(e->act[i + 1], l->out, b0), n, l->in.c, l->in.h,
+                                  l->in.w, l->kernel, l->stride, threads);
+        break;
+    case LAYER_RELU:
+        if (d_in)
+            blas_relu_backward(d_in, d, group_block(e->act[i + 1], l->out, b0),
+                               (size_t)n * shape3_size(l->in), threads);
+        break;
+    case LAYER_DENSE:
+        break; /* not in the conv stage */
+    }
+}
+
+plan plan_for(const engine *e, int B)
+{
+    plan p;
+    const int own = e->team.split == BLAS_SPLIT_OWN;
+    p.group_images = own ? GROUP_IMAGES : B;
+    p.groups = (B + p.group_images - 1) / p.group_images;
+    p.group_threads = !own || p.groups == 1        ? 1
+                      : e->team.threads < p.groups ? e->team.threads
+                                                   : p.groups;
+    p.layer_threads = own ? 1 : e->team.threads;
+    return p;
+}
+
+int group_size(const plan *p, int B, int g)
+{
+    const int b0 = g * p->group_images;
+    return B - b0 < p->group_images ? B - b0 : p->group_images;
+}
+
+/* This thread's slot of col2im scratch. */
+static real *d_col_slot(const engine *e, const plan *p)
+{
+    const int slot = p->group_threads > 1 ? omp_get_thread_num() : 0;
+    return e->d_col + (size_t)slot * GROUP_IMAGES * e->d_col_per_image;
+}
+
+/* Each conv layer's weights and biases as the GEMMs want them, from the
+ * current parameters. */
+void join_conv_weights(engine *e)
+{
+    for (int i = 0; i < e->conv_layers; i++) {
+        const layer *l = &e->h.w.layers[i];
+        if (l->kind == LAYER_CONV)
+            blas_join_weight_bias(e->weight_bias[i], e->h.TYPED(params) + l->weight_offset,
+                                  e->h.TYPED(params) + l->bias_offset, l->units,
+                                  (int)(l->weight_count / l->bias_count));
+    }
+}
+
+/* Conv-stage layers [lo, hi) forward for the batch, group after group (a
+ * whole pass in one parallel region, each group's data still in its
+ * thread's cache from the layer before), the input gathered from src
+ * first unless src is NULL; a workload without a conv stage just gathers
+ * it. */
+void conv_stage_forward(engine *e, const source *src, int B, int lo, int hi)
+{
+    if (e->conv_layers == 0) {
+        if (src)
+            gather(e, src, 0, B, B, e->team.threads);
+        return;
+    }
+    if (src) /* a new pass: the parameters may have changed */
+        join_conv_weights(e);
+    const plan p = plan_for(e, B);
+#pragma omp parallel for schedule(dynamic, 1)                                                 \
+    num_threads(p.group_threads) if (p.group_threads > 1)
+    for (int g = 0; g < p.groups; g++) {
+        const int b0 = g * p.group_images, n = group_size(&p, B, g);
+        if (src)
+            gather(e, src, b0, n, n, p.layer_threads);
+        for (int i = lo; i < hi; i++)
+            group_forward_layer(e, i, B, b0, n, d_col_slot(e, &p), p.layer_threads);
+    }
+}
+
+/* Conv-stage layers [lo, hi) backward, from hi - 1 down. */
+void conv_stage_backward(engine *e, int B, int lo, int hi)
+{
+    const plan p = plan_for(e, B);
+#pragma omp parallel for schedule(dynamic, 1)                                                 \
+    num_threads(p.group_threads) if (p.group_threads > 1)
+    for (int g = 0; g < p.groups; g++) {
+        const int b0 = g * p.group_images, n = group_size(&p, B, g);
+        real *d_col = d_col_slot(e, &p);
+        for (int i = hi - 1; i >= lo; i--)
+            group_backward_layer(e, i, B, g, b0, n, d_col, p.layer_threads);
+    }
+}
+
+/* The groups' [K][R + 1] gradients, summed in group order so that the sum
+ * does not depend on which thread did which group, and split into the
+ * flat layout's weights [K][R] and bias [K]. */
+void conv_stage_sum_gradients(engine *e, int B)
+{
+    const plan p = plan_for(e, B);
+    for (int i = 0; i < e->conv_layers; i++) {
+        const layer *l = &e->h.w.layers[i];
+        if (l->kind != LAYER_CONV)
+            continue;
+        const int K = l->units, R = (int)(l->weight_count / l->bias_count);
+        const size_t count = l->weight_count + l->bias_count;
+        real *dw = e->h.TYPED(grads) + l->weight_offset, *db = e->h.TYPED(grads) + l->bias_offset;
+        for (int k = 0; k < K; k++) {
+            const real *src = e->partial[i] + (size_t)k * (R + 1);
+            memcpy(dw + (size_t)k * R, src, sizeof(real) * R);
+            db[k] = src[R];
+        }
+        for (int g = 1; g < p.groups; g++)
+            for (int k = 0; k < K; k++) {
+                const real *src = e->partial[i] + g * count + (size_t)k * (R + 1);
+                real *w = dw + (size_t)k * R;
+                for (int r = 0; r < R; r++)
+                    w[r] += src[r];
+                db[k] += src[R];
+            }
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* The dense stage, over the whole batch                                    */
+
+/* The [features][B] input of layer i >= conv_layers. */
+static const real *dense_input(const engine *e, int i)
+{
+    return i == e->conv_layers && e->conv_layers > 0 ? e->rows : e->act[i];
+}
+
+void dense_forward_layer(engine *e, int i, int B)
+{
+    const layer *l = &e->h.w.layers[i];
+    const real *in = dense_input(e, i);
+    if (l->kind == LAYER_DENSE)
+        blas_dense_forward(e->act[i + 1], in, e->h.TYPED(params) + l->weight_offset,
+                           e->h.TYPED(params) + l->bias_offset, e->dense_scratch, B,
+                           shape3_size(l->in), l->units, &e->team);
+    else /* a ReLU */
+        blas_relu_forward(e->act[i + 1], in, (size_t)B * shape3_size(l->in), e->team.threads);
+}
+
+/* Layer i's output gradient is in d_a when an even number of layers follow
+ * it (the loss, or a stage's d_out, writes the last one's into d_a), else
+ * in d_b; its input gradient goes to the other one, or to d_rows for the
+ * first dense layer after a conv stage and a stage's first layer when its
+ * input gradient is wanted, else nowhere for the first layer. */
+void dense_backward_layer(engine *e, int i, int B)
+{
+    const layer *l = &e->h.w.layers[i];
+    const int after = e->h.w.n_layers - 1 - i;
+    const real *d = after % 2 ? e->d_b : e->d_a;
+    real *d_in = i == e->conv_layers ? (i > 0 || e->want_d_in ? e->d_rows : NULL)
+                 : after % 2           ? e->d_a
+                                       : e->d_b;
+    if (l->kind == LAYER_DENSE)
+        blas_dense_backward(e->h.TYPED(grads) + l->weight_offset, e->h.TYPED(grads) + l->bias_offset, d_in, d,
+                            dense_input(e, i), e->h.TYPED(params) + l->weight_offset,
+                            e->dense_scratch, B, shape3_size(l->in), l->units, &e->team);
+    else if (d_in)
+        blas_relu_backward(d_in, d, e->act[i + 1], (size_t)B * shape3_size(l->in),
+                           e->team.threads);
+}
