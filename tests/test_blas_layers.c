@@ -56,16 +56,14 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     float *din_c = floats(n_in), *dw_c = floats(n_w), *db_c = floats(K);
     const int R = C * kernel * kernel;
     float *wb = floats(n_w + K), *dwb = floats(n_w + K);
-    float *col = floats(blas_conv_col_floats(B, C, H, W, kernel, stride));
     float *dcol = floats(blas_conv_scratch_floats(B, C, H, W, K, kernel, stride));
     to_chwn(in_c, in, B, C, H * W);
     to_chwn(dout_c, dout, B, K, OH * OW);
     blas_join_weight_bias(wb, w, bias, K, R);
     for (size_t i = 0; i < n_out; i++) /* whatever was there must go */
         out_c[i] = 12345.0f;
-    blas_conv_forward(out_c, col, in_c, wb, dcol, B, C, H, W, K, kernel, stride, threads);
-    blas_conv_backward_params(dwb, dout_c, col, in_c, dcol, B, C, H, W, K, kernel, stride,
-                              threads);
+    blas_conv_forward(out_c, in_c, wb, dcol, B, C, H, W, K, kernel, stride, threads);
+    blas_conv_backward_params(dwb, dout_c, in_c, dcol, B, C, H, W, K, kernel, stride, threads);
     for (size_t i = 0; i < n_in; i++) /* whatever was there must go */
         din_c[i] = 12345.0f;
     blas_conv_backward_data(din_c, dcol, dout_c, wb, B, C, H, W, K, kernel, stride, threads);
@@ -132,7 +130,7 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
         }
     float *all[] = {in,   w,    bias, dout,       scratch,    out_n, din_n,
                     dw_n, db_n, in_c, dout_c,     out_c,      din_c, dw_c,
-                    db_c, col,  dcol, got_out, got_din, wb,    dwb};
+                    db_c, dcol, got_out, got_din, wb,    dwb};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
@@ -143,7 +141,8 @@ static void conv_layer_matches_naive(void **state)
 #ifndef LB_LAYERS_DIRECT /* the direct engine refuses strided convolutions */
     check_conv(3, 2, 9, 11, 4, 3, 2, 1); /* stride 2, not square */
     check_conv(3, 2, 9, 11, 4, 3, 2, 2);
-    check_conv(3, 20, 9, 9, 7, 5, 2, 2);  /* GEMMs through the transposed products */
+    check_conv(3, 20, 9, 9, 7, 5, 2, 2);  /* a deep product (R + 1 = 501) */
+    check_conv(8, 20, 21, 21, 7, 5, 2, 1); /* strided, unfolded an output row at a time */
     check_conv(2, 6, 9, 9, 5, 5, 2, 1);   /* and with stride 2 */
 #endif
     check_conv(5, 3, 12, 12, 6, 5, 1, 2); /* conv2's kind */

@@ -83,20 +83,8 @@ static size_t conv_scratch_per_image(const layer *l, int n)
     return (per_image + line - 1) / line * line;
 }
 
-/* Whether conv layer l unfolds its input into col: the direct build's
- * kernels read the input itself. */
-static int conv_unfolds(const layer *l)
-{
-    (void)l;
-#ifdef LB_REAL_DIRECT
-    return 0;
-#else
-    return 1;
-#endif
-}
-
-/* A slot's buffers in slot_buf: act[0..L], then col[0..L), then rows. */
-static int slot_stride(int L) { return 2 * L + 2; }
+/* A slot's buffers in slot_buf: act[0..L], then rows. */
+static int slot_stride(int L) { return L + 2; }
 
 void use_slot(engine *e, int slot)
 {
@@ -104,9 +92,7 @@ void use_slot(engine *e, int slot)
     real **buf = e->slot_buf + (size_t)slot * slot_stride(L);
     for (int i = 0; i <= L; i++)
         e->act[i] = buf[i];
-    for (int i = 0; i < L; i++)
-        e->col[i] = buf[L + 1 + i];
-    e->rows = buf[2 * L + 1];
+    e->rows = buf[L + 1];
 }
 
 /* One slot's buffers, counted as activations; 0 or -1 out of memory. */
@@ -122,16 +108,8 @@ static int allocate_slot(engine *e, int slot)
         if (!(buf[i] = host_alloc_counted(h, B * shape3_size(s), &h->activation_bytes)))
             return -1;
     }
-    for (int i = 0; i < L; i++) {
-        const layer *l = &w->layers[i];
-        if (l->kind == LAYER_CONV && conv_unfolds(l) &&
-            !(buf[L + 1 + i] = host_alloc_counted(
-                  h, B * blas_conv_col_floats(1, l->in.c, l->in.h, l->in.w, l->kernel, l->stride),
-                  &h->activation_bytes)))
-            return -1;
-    }
     /* the conv stage's output as a [features][B] matrix */
-    if (C > 0 && !(buf[2 * L + 1] = host_alloc_counted(
+    if (C > 0 && !(buf[L + 1] = host_alloc_counted(
                        h, B * shape3_size(w->layers[C - 1].out), &h->activation_bytes)))
         return -1;
     return 0;
@@ -166,14 +144,16 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
         e->partial[i] = host_alloc_counted(h, (l->weight_count + l->bias_count) * G, scratch_bytes);
         if (!e->weight_bias[i] || !e->partial[i])
             return host_engine_out_of_memory(e, err, err_len);
-        /* the forward pass's scratch too (blas_conv_scratch_floats); the
-         * first layer passes a gradient back only in a stage, but the bf16
-         * products pack their operands there in every pass; a group is
+        /* the forward pass's scratch too (blas_conv_scratch_floats): the
+         * GEMM builds unfold every convolution's input there in both
+         * passes and the bf16 products pack their operands there; the
+         * direct fp32 kernels need it only for an input gradient, which
+         * the first layer passes back only in a stage. A group is
          * GROUP_IMAGES images, or the whole batch in one */
-#ifdef LB_DIRECT_BF16
-        const int full_scratch = 1;
-#else
+#if defined(LB_REAL_DIRECT) && !defined(LB_DIRECT_BF16)
         const int full_scratch = i > 0 || cfg->stage_slots;
+#else
+        const int full_scratch = 1;
 #endif
         size_t scratch = (size_t)shape3_size(l->out);
         if (full_scratch) {

@@ -61,13 +61,12 @@ struct engine {
      * layers run over the whole batch on [features][B] matrices: rows holds
      * the conv stage's output in that form, act[i + 1] for i >= conv_layers
      * too (a stage may end in the conv stage: rows is then its output). Conv
-     * layers keep their unfolded input (col; NULL for the direct ones,
-     * direct.h), their weights with each channel's bias appended
+     * layers keep their weights with each channel's bias appended
      * (weight_bias, blas_layers.h) and each group's gradients in that form
-     * (partial). */
+     * (partial); their unfolded input is made a chunk at a time in d_col. */
     int conv_layers;
     real *act[WORKLOAD_MAX_LAYERS + 1], *rows, *d_rows;
-    real *col[WORKLOAD_MAX_LAYERS], *weight_bias[WORKLOAD_MAX_LAYERS];
+    real *weight_bias[WORKLOAD_MAX_LAYERS];
     real *partial[WORKLOAD_MAX_LAYERS];
     real *d_a, *d_b;       /* gradients flowing back, in turn */
     size_t max_act;         /* floats per image of the largest activation */
@@ -76,11 +75,11 @@ struct engine {
     real *losses, *softmax_rows;
     real *dense_scratch; /* for the dense layers' backward pass */
 
-    /* What the forward pass keeps for the backward pass (act, col, rows),
+    /* What the forward pass keeps for the backward pass (act and rows),
      * once per micro-batch slot of a stage (one for a whole network):
      * slot_buf[slot * slot_stride(L) + ...], see use_slot. The host
-     * engine owns the buffers (host_alloc_counted); use_slot points act,
-     * col and rows at one slot's, so that the layers' code sees one set. */
+     * engine owns the buffers (host_alloc_counted); use_slot points act
+     * and rows at one slot's, so that the layers' code sees one set. */
     real **slot_buf;
     int slots;
     /* Stages: the gradients of a stage_backward that adds to BUF_GRADS,
@@ -112,7 +111,7 @@ void R(blas_destroy)(engine *e);
 #define dense_forward_layer R(chwn_dense_forward_layer)
 #define dense_backward_layer R(chwn_dense_backward_layer)
 
-/* blas.c: points act, col and rows at slot `slot`'s buffers. */
+/* blas.c: points act and rows at slot `slot`'s buffers. */
 void use_slot(engine *e, int slot);
 
 /* Where a pass's input comes from: images of a data set (d, idx, first as

@@ -111,12 +111,6 @@ void blas_group_from_rows(real *dst, const real *src, int ld, int b0, int F, int
 /* ---------------------------------------------------------------------- */
 /* Convolution                                                             */
 
-size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride)
-{
-    return ((size_t)C * kernel * kernel + 1) * blas_out_size(H, kernel, stride) *
-           blas_out_size(W, kernel, stride) * B;
-}
-
 void blas_join_weight_bias(real *weight_bias, const real *weight, const real *bias, int K,
                            int R)
 {
@@ -185,23 +179,25 @@ size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, i
     (void)stride; /* stride 1 (the engine refuses others) */
     return direct_conv_scratch_floats(B, C, H, W, K, kernel);
 #else
-    (void)K; /* a chunk of the unfolded input, or of its gradient */
-    return blas_conv_col_floats(B, C, H, W, kernel, stride);
+    /* a chunk of the unfolded input, or of its gradient */
+    (void)K;
+    const int OH = blas_out_size(H, kernel, stride), R = C * kernel * kernel;
+    const size_t row = (size_t)blas_out_size(W, kernel, stride) * B;
+    return ((size_t)R + 1) * (size_t)chunk_rows(R, OH, row) * row;
 #endif
 }
 
-void blas_conv_forward(real *out, real *col, const real *in, const real *weight_bias,
-                       real *scratch, int B, int C, int H, int W, int K, int kernel,
-                       int stride, int threads)
+void blas_conv_forward(real *out, const real *in, const real *weight_bias, real *scratch,
+                       int B, int C, int H, int W, int K, int kernel, int stride, int threads)
 {
 #if defined(LB_DIRECT_BF16)
-    (void)col, (void)stride;
+    (void)stride;
     direct_bf16_conv_forward(out, in, weight_bias, scratch, B, C, H, W, K, kernel, threads);
 #elif defined(LB_REAL_DIRECT)
-    (void)col, (void)scratch, (void)stride; /* read in place; stride 1 */
+    (void)scratch, (void)stride; /* read in place; stride 1 */
     direct_active()->conv_forward(out, in, weight_bias, B, C, H, W, K, kernel, threads);
 #else
-    (void)scratch;
+    real *col = scratch; /* a chunk of the unfolded input at a time */
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int R = C * kernel * kernel;
     const size_t row = (size_t)OW * B, plane = (size_t)OH * row;
@@ -215,20 +211,20 @@ void blas_conv_forward(real *out, real *col, const real *in, const real *weight_
 #endif
 }
 
-void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const real *col,
-                               const real *in, real *scratch, int B, int C, int H, int W,
-                               int K, int kernel, int stride, int threads)
+void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const real *in,
+                               real *scratch, int B, int C, int H, int W, int K, int kernel,
+                               int stride, int threads)
 {
 #if defined(LB_DIRECT_BF16)
-    (void)col, (void)stride;
+    (void)stride;
     direct_bf16_conv_backward_params(d_weight_bias, d_out, in, scratch, B, C, H, W, K, kernel,
                                      threads);
 #elif defined(LB_REAL_DIRECT)
-    (void)col, (void)scratch, (void)stride;
+    (void)scratch, (void)stride;
     direct_active()->conv_backward_params(d_weight_bias, d_out, in, B, C, H, W, K, kernel,
                                           threads);
 #else
-    (void)col; /* unfolded again, a chunk at a time, into scratch */
+    /* the input unfolded again, a chunk at a time, into scratch */
     const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
     const int R = C * kernel * kernel;
     const size_t row = (size_t)OW * B, plane = (size_t)OH * row;

@@ -66,7 +66,6 @@
 #define blas_nchw_from_chwn BLAS_LAYER(blas_nchw_from_chwn)
 #define blas_rows_from_group BLAS_LAYER(blas_rows_from_group)
 #define blas_group_from_rows BLAS_LAYER(blas_group_from_rows)
-#define blas_conv_col_floats BLAS_LAYER(blas_conv_col_floats)
 #define blas_conv_scratch_floats BLAS_LAYER(blas_conv_scratch_floats)
 #define blas_join_weight_bias BLAS_LAYER(blas_join_weight_bias)
 #define blas_conv_forward BLAS_LAYER(blas_conv_forward)
@@ -120,27 +119,23 @@ void blas_group_from_rows(real *dst, const real *src, int ld, int b0, int F, int
 /* Convolution of B images, in[C][H][W][B] -> out[K][OH][OW][B], with
  * R = C*k*k. The bias rides in the GEMM: weight_bias[K][R + 1] holds each
  * output channel's weights followed by its bias, and the unfolded input
- * (col, [R + 1][a few output rows' OW*B], unfolded a chunk of output rows
- * at a time so that it stays in L2; the backward pass unfolds it again
- * into scratch) ends with a row of ones. So there is no pass to add the
- * bias and none to sum its gradient. scratch and d_col:
- * blas_conv_scratch_floats().
- * The direct build computes from `in` (stride 1 only): col is then neither
- * written nor read. */
-size_t blas_conv_col_floats(int B, int C, int H, int W, int kernel, int stride);
-/* Scratch the forward and data-gradient passes of B images need (they
- * take turns with it): the larger of d_col and the output's transpose, or
- * in the direct build what its input gradient needs. */
+ * ([R + 1][a few output rows' OW*B] in scratch, a chunk of output rows at
+ * a time so that it stays in L2 while OpenBLAS packs it; both passes
+ * unfold it) ends with a row of ones. So there is no pass to add the bias
+ * and none to sum its gradient. The direct build computes from `in`
+ * (stride 1 only). */
+/* Scratch each pass over B images needs (they take turns with it): a
+ * chunk of the unfolded input or of its gradient, or in the direct build
+ * what its input gradient needs. */
 size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, int stride);
 void blas_join_weight_bias(real *weight_bias, const real *weight, const real *bias, int K,
                            int R);
-void blas_conv_forward(real *out, real *col, const real *in, const real *weight_bias,
-                       real *scratch, int B, int C, int H, int W, int K, int kernel,
-                       int stride, int threads);
+void blas_conv_forward(real *out, const real *in, const real *weight_bias, real *scratch,
+                       int B, int C, int H, int W, int K, int kernel, int stride, int threads);
 /* d_weight_bias[K][R + 1]: the weight and bias gradients of these B images
- * (scratch as the data gradient's, used by the direct bf16 build only). */
-void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const real *col,
-                               const real *in, real *scratch, int B, int C, int H, int W, int K, int kernel,
+ * (scratch as the forward pass's; the direct fp32 kernels need none). */
+void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const real *in,
+                               real *scratch, int B, int C, int H, int W, int K, int kernel,
                                int stride, int threads);
 /* d_in[C][H][W][B] from d_out[K][OH][OW][B]. */
 void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,

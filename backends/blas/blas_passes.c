@@ -22,17 +22,6 @@ real *group_grad(const engine *e, real *base, int b0)
     return base + (size_t)b0 * e->max_act;
 }
 
-/* A group's block of conv layer i's unfolded input (NULL when the layer
- * reads its input directly). */
-static real *col_block(const engine *e, int i, int b0)
-{
-    const layer *l = &e->h.w.layers[i];
-    return e->col[i] ? e->col[i] + (size_t)b0 *
-                                       blas_conv_col_floats(1, l->in.c, l->in.h, l->in.w,
-                                                            l->kernel, l->stride)
-                     : NULL;
-}
-
 /* Images b0..b0+n of the batch into their block of act[0] (the conv
  * stage), or into the [features][B] matrix when the first layer is dense
  * or a ReLU before none. */
@@ -57,8 +46,7 @@ static void group_forward_layer(engine *e, int i, int B, int b0, int n, real *sc
     real *out = group_block(e->act[i + 1], l->out, b0);
     switch (l->kind) {
     case LAYER_CONV:
-        blas_conv_forward(out, col_block(e, i, b0), in,
-                          e->weight_bias[i], scratch, n, l->in.c, l->in.h, l->in.w, l->units, l->kernel,
+        blas_conv_forward(out, in, e->weight_bias[i], scratch, n, l->in.c, l->in.h, l->in.w, l->units, l->kernel,
                           l->stride, threads);
         break;
     case LAYER_MAXPOOL:
@@ -93,8 +81,7 @@ static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, 
     switch (l->kind) {
     case LAYER_CONV: {
         real *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
-        blas_conv_backward_params(part, d, col_block(e, i, b0),
-                                  group_block(e->act[i], l->in, b0), d_col, n, l->in.c,
+        blas_conv_backward_params(part, d, group_block(e->act[i], l->in, b0), d_col, n, l->in.c,
                                   l->in.h, l->in.w, l->units, l->kernel, l->stride, threads);
         if (d_in)
             blas_conv_backward_data(d_in, d_col, d, e->weight_bias[i], n, l->in.c, l->in.h,
