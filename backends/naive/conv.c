@@ -14,51 +14,49 @@ size_t conv_scratch_count(int C, int H, int W, int kernel, int stride)
            conv_out_size(W, kernel, stride);
 }
 
-/* The unfolding, both ways: element (c, ki, kj) of position (oy, ox) is
- * in[c][oy * stride + ki][ox * stride + kj] and col[r * row_step +
- * p * position_step], r = (c, ki, kj) and p = (oy, ox) counting from 0.
- * Unless fold, col gets the input's elements; with fold, they are added
- * back into in, in the order of col's rows (in is written only with
- * fold, col only without). */
-static inline void unfold(real *col, size_t row_step, size_t position_step, real *in, int C,
-                          int H, int W, int kernel, int stride, int fold)
-{
-    const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
-    size_t r = 0;
-    for (int c = 0; c < C; c++)
-        for (int ki = 0; ki < kernel; ki++)
-            for (int kj = 0; kj < kernel; kj++, r++)
-                for (int oy = 0; oy < OH; oy++) {
-                    real *x = in + ((size_t)c * H + oy * stride + ki) * W + kj;
-                    real *y = col + r * row_step + (size_t)oy * OW * position_step;
-                    for (int ox = 0; ox < OW; ox++)
-                        if (fold)
-                            x[ox * stride] += y[ox * position_step];
-                        else
-                            y[ox * position_step] = x[ox * stride];
-                }
-}
-
-/* col[(c, ki, kj)][(oy, ox)] */
+/* col[(c, ki, kj)][(oy, ox)] = in[c][oy * stride + ki][ox * stride + kj] */
 static void im2col(real *col, const real *in, int C, int H, int W, int kernel, int stride)
 {
-    const size_t P = (size_t)conv_out_size(H, kernel, stride) * conv_out_size(W, kernel, stride);
-    unfold(col, P, 1, (real *)in, C, H, W, kernel, stride, 0);
+    const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
+    for (int c = 0; c < C; c++)
+        for (int ki = 0; ki < kernel; ki++)
+            for (int kj = 0; kj < kernel; kj++)
+                for (int oy = 0; oy < OH; oy++) {
+                    const real *src = in + ((size_t)c * H + oy * stride + ki) * W + kj;
+                    for (int ox = 0; ox < OW; ox++)
+                        *col++ = src[ox * stride];
+                }
 }
 
 /* The same numbers transposed: colT[(oy, ox)][(c, ki, kj)]. */
 static void im2col_t(real *colT, const real *in, int C, int H, int W, int kernel,
                      int stride)
 {
-    unfold(colT, 1, (size_t)C * kernel * kernel, (real *)in, C, H, W, kernel, stride, 0);
+    const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
+    for (int oy = 0; oy < OH; oy++)
+        for (int ox = 0; ox < OW; ox++)
+            for (int c = 0; c < C; c++)
+                for (int ki = 0; ki < kernel; ki++) {
+                    const real *src =
+                        in + ((size_t)c * H + oy * stride + ki) * W + ox * stride;
+                    for (int kj = 0; kj < kernel; kj++)
+                        *colT++ = src[kj];
+                }
 }
 
 /* in[c][oy * stride + ki][ox * stride + kj] += col[(c, ki, kj)][(oy, ox)] */
 static void col2im_add(real *in, const real *col, int C, int H, int W, int kernel,
                        int stride)
 {
-    const size_t P = (size_t)conv_out_size(H, kernel, stride) * conv_out_size(W, kernel, stride);
-    unfold((real *)col, P, 1, in, C, H, W, kernel, stride, 1);
+    const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
+    for (int c = 0; c < C; c++)
+        for (int ki = 0; ki < kernel; ki++)
+            for (int kj = 0; kj < kernel; kj++)
+                for (int oy = 0; oy < OH; oy++) {
+                    real *dst = in + ((size_t)c * H + oy * stride + ki) * W + kj;
+                    for (int ox = 0; ox < OW; ox++)
+                        dst[ox * stride] += *col++;
+                }
 }
 
 void conv_forward(real *out, const real *in, const real *weight, const real *bias, int B,
