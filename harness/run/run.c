@@ -109,7 +109,8 @@ typedef struct attempt {
     int threads, devices, replicas;
     size_t peak_memory;
     size_t host_memory; /* heap bytes the engine held (see heap_in_use) */
-    memory_use worker_memory; /* itemised by the engine (its largest worker), or zeros */
+    memory_use worker_memory; /* itemised by the engine (its largest worker) */
+    int worker_memory_itemised; /* 0: the engine does not itemise its memory */
     double device_peak_gflops; /* from the backend's peak_gflops, 0 if none */
 } attempt;
 
@@ -433,7 +434,7 @@ static int train_backend(run_state *s, const backend *b, int r, attempt *a)
         }
     }
     a->peak_memory = backend_peak_memory(b, e);
-    backend_memory_use(b, e, &a->worker_memory);
+    a->worker_memory_itemised = backend_memory_use(b, e, &a->worker_memory);
     note_engine_heap(a, heap_before);
     if (a->status == STATUS_OK && !cfg->no_peak)
         a->device_peak_gflops = backend_peak_gflops(b, e);
@@ -610,11 +611,13 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
     }
     describe_parallel(b, row);
     const memory_use *m = &last->worker_memory;
-    row->worker_params_bytes = (double)m->params;
-    row->worker_grads_bytes = (double)m->grads;
-    row->worker_opt_state_bytes = (double)m->opt_state;
-    row->worker_activation_bytes = (double)m->activations;
-    row->worker_workspace_bytes = (double)m->workspace;
+    if (last->worker_memory_itemised) {
+        row->worker_params_bytes = (double)m->params;
+        row->worker_grads_bytes = (double)m->grads;
+        row->worker_opt_state_bytes = (double)m->opt_state;
+        row->worker_activation_bytes = (double)m->activations;
+        row->worker_workspace_bytes = (double)m->workspace;
+    }
     if (row->workers > 1 && strcmp(row->parallel, "data") && memory_use_total(m) > 0) {
         /* one worker holds a part of the model: what matters is the largest */
         row->memory_bytes = (double)memory_use_total(m);
