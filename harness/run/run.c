@@ -294,22 +294,24 @@ static int long_run(const run_state *s)
 static engine *start_engine(run_state *s, const backend *b, attempt *a, size_t heap_before)
 {
     char err[512] = "";
+    /* an engine that could not be made ran on nothing: 0 threads, as a
+     * skipped row */
+    a->replicas = 1;
     engine *e = backend_create(b, &s->cfg->work, &s->engine, err, sizeof err);
     if (!e) {
         a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "create: %s", err[0] ? err : "unknown error");
         return NULL;
     }
+    /* where it runs is known from here, so a row that fails below says it */
+    a->threads = 1;
+    backend_placement(b, e, &a->threads, &a->devices, &a->replicas);
     if (b->set_params(e, s->init_params) != 0 || b->bind_dataset(e, &s->train, &s->test) != 0) {
         a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "setup: %s", b->error(e));
         b->destroy(e);
         return NULL;
     }
-    a->threads = 1;
-    a->devices = 0;
-    a->replicas = 1;
-    backend_placement(b, e, &a->threads, &a->devices, &a->replicas);
     /* a long run probes the CPU's peak before its rows too (kept per
      * thread count; settle_cpu_peaks probes again after them) */
     if (!s->cfg->no_peak && s->root && a->devices == 0 && long_run(s))
@@ -492,6 +494,18 @@ static const char *peak_rival(const backend *b)
     return what[n++];
 }
 
+/* The epochs of run a that time its configuration, appended to out. A
+ * failed run's warm-up epoch is no measure of its speed, so a run that
+ * failed before passing it times nothing (stats.h's fallback to every
+ * epoch stands for a stopped run, whose figures are still its speed). */
+static int run_samples(const run_config *cfg, const attempt *a, double *out)
+{
+    int done = a->epochs_done;
+    if (a->status == STATUS_FAILED && done <= warmup_epochs(cfg->epochs))
+        done = 0;
+    return timed_samples(a->epoch_seconds, done, cfg->epochs, out);
+}
+
 /* Before any row is written: every CPU row's rate is held to the peak of
  * its thread count (a faster row has the probe run again, or makes the
  * peak uncertain), so the rows of a run share one figure per thread count
@@ -517,10 +531,8 @@ static void settle_cpu_peaks(run_state *s, const configuration *configs, int n,
             cpu_peak_measure_again(last->threads);
         }
         int m = 0;
-        for (int r = 0; r < done_runs[i]; r++) {
-            const attempt *a = &runs[i * cfg->repeat + r];
-            m += timed_samples(a->epoch_seconds, a->epochs_done, cfg->epochs, samples + m);
-        }
+        for (int r = 0; r < done_runs[i]; r++)
+            m += run_samples(cfg, &runs[i * cfg->repeat + r], samples + m);
         double median = stats_of(samples, m).median;
         if (median > 0)
             cpu_peak_check(last->threads,
@@ -537,7 +549,7 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
     /* the warm-up rule and what epoch times exclude: stats.h */
     int n = 0, all_epochs = 0;
     for (int r = 0; r < n_runs; r++) {
-        n += timed_samples(runs[r].epoch_seconds, runs[r].epochs_done, cfg->epochs, samples + n);
+        n += run_samples(cfg, &runs[r], samples + n);
         all_epochs += runs[r].epochs_done;
     }
     sample_stats st = stats_of(samples, n);
@@ -546,25 +558,32 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
     row->epochs = cfg->epochs;
     row->repeats = n_runs;
     row->images_per_epoch = s->train.count;
-    row->epoch_seconds_median = st.median;
-    row->epoch_seconds_mean = st.mean;
-    row->epoch_seconds_stddev = st.stddev;
-    row->epoch_seconds_min = st.min;
-    row->epoch_seconds_max = st.max;
+    if (st.n > 0) {
+        row->epoch_seconds_median = st.median;
+        row->epoch_seconds_mean = st.mean;
+        row->epoch_seconds_stddev = st.stddev;
+        row->epoch_seconds_min = st.min;
+        row->epoch_seconds_max = st.max;
+    }
     row->timed_samples = st.n;
     row->warmup_epochs = n < all_epochs ? warmup_epochs(cfg->epochs) : 0;
-    row->images_per_second = st.median > 0 ? s->train.count / st.median : 0;
-    row->gflops_per_second = row->images_per_second * cfg->work.train_flops_per_image * 1e-9;
+    if (st.median > 0) {
+        row->images_per_second = s->train.count / st.median;
+        row->gflops_per_second = row->images_per_second * cfg->work.train_flops_per_image * 1e-9;
+    }
     double naive = baseline_speed(s, "naive", s->engine.precision, s->engine.batch_size);
     if (naive > 0 && row->images_per_second > 0 && last->status == STATUS_OK)
         row->speedup_vs_naive = row->images_per_second / naive;
-    row->final_train_loss = last->final_train_loss;
+    if (last->epochs_done > 0)
+        row->final_train_loss = last->final_train_loss;
     const eval_counts *ev = &last->final_eval;
-    eval_stats es = eval_stats_of(ev);
-    row->final_test_accuracy = es.accuracy;
-    row->macro_precision = es.macro_precision;
-    row->macro_recall = es.macro_recall;
-    row->macro_f1 = es.macro_f1;
+    if (ev->count > 0) {
+        eval_stats es = eval_stats_of(ev);
+        row->final_test_accuracy = es.accuracy;
+        row->macro_precision = es.macro_precision;
+        row->macro_recall = es.macro_recall;
+        row->macro_f1 = es.macro_f1;
+    }
     /* MLPerf times several runs; report the median of those that got there */
     int reached = 0;
     for (int r = 0; r < n_runs; r++)
@@ -732,7 +751,7 @@ static double scaling_efficiency(const run_state *s, const backend *b, const sum
 {
     const char *base = dp_base_name(b);
     const int replicas = row->key.replicas;
-    if (replicas < 1 || row->images_per_second <= 0 || row->status != STATUS_OK)
+    if (replicas < 1 || !(row->images_per_second > 0) || row->status != STATUS_OK)
         return 0;
     if (replicas == 1 && row->key.ranks == 1)
         return 1; /* its own baseline */
