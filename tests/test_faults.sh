@@ -403,7 +403,7 @@ if [ "$rc" -eq 1 ] && grep -q "every one diverged" "$tmp/err"; then pass
 else fail "every backend diverged: exit status $rc (expected 1): $(tail -2 "$tmp/err")"; fi
 
 # A loss that explodes but stays finite is divergence too: above 10 x
-# ln(classes), the loss of a uniform guess (harness/run.c).
+# ln(classes), the loss of a uniform guess (harness/run/run_train.c).
 (cd "$tmp/cwd" && "$BENCH" --backend naive --epochs 2 --lr 100 --batch-size 32 --limit 256 \
     --test-limit 100 --no-peak --data "$tmp/d" --out "$tmp/blowup" >/dev/null 2>"$tmp/err"); rc=$?
 row=$(paste -d'|' <(csv_cell "$tmp/blowup/epochs.csv" train_loss) \
