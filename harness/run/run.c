@@ -4,10 +4,15 @@
 #include "harness/run/run_impl.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "harness/formats/fileio.h"
@@ -16,6 +21,24 @@
 #include "parallel/world.h"
 
 volatile sig_atomic_t run_stop_signal;
+
+/* Under mpirun rank 0 waits in its steps' collectives for the other
+ * ranks. When one of them dies, mpirun ends the job with SIGTERM and a
+ * second later SIGKILL (odls_base_sigkill_timeout), and rank 0 may be
+ * waiting for the dead rank then, never to reach its summary. So rank 0
+ * keeps a thread that, when a SIGTERM finds the run waiting and not at a
+ * stopping point within STUCK_GRACE_NS (a chunk of steps takes about a
+ * quarter of that), takes the run over: the configuration being trained
+ * becomes a failed row with the epochs it finished, the summary is
+ * written and the process ends. The run is the main thread's while it
+ * works and may be taken only while it waits (run_phase). A SIGINT is a
+ * person's, with no SIGKILL behind it: the run stops by itself, or a
+ * second one ends it. */
+#define STUCK_GRACE_NS 800000000L
+enum { RUN_WORKING, RUN_WAITING, RUN_TAKEN };
+static _Atomic int run_phase;
+static sem_t signalled, answered;
+static int watching; /* the thread runs: the semaphores are live */
 
 /* The first signal stops the run after the current row; a second one (the
  * run is stuck, or the user insists) ends the process at once. */
@@ -27,6 +50,87 @@ static void on_signal(int sig)
         return;
     }
     run_stop_signal = sig;
+    if (watching && sig == SIGTERM)
+        sem_post(&signalled);
+}
+
+void run_wait_begin(void) { atomic_store(&run_phase, RUN_WAITING); }
+
+void run_wait_end(void)
+{
+    int waiting = RUN_WAITING;
+    if (!atomic_compare_exchange_strong(&run_phase, &waiting, RUN_WORKING))
+        for (;;)
+            pause(); /* taken over: the thread that has it ends the process */
+}
+
+int run_stopping(int *chunk)
+{
+    run_wait_begin();
+    int sig = agree_on_stop(run_stop_signal, chunk);
+    run_wait_end();
+    if (sig && !run_stop_signal)
+        run_stop_signal = sig; /* another rank's: this one stops alike */
+    if (sig && watching)
+        sem_post(&answered);
+    return sig;
+}
+
+/* The failed row of the configuration the stuck run was training, then
+ * the report; the process's exit status. */
+static int finish_stuck_run(run_state *s)
+{
+    const run_config *cfg = s->cfg;
+    const int i = s->current_config, r = s->current_repeat;
+    if (i >= 0) {
+        attempt *a = &s->runs[i * cfg->repeat + r];
+        a->status = STATUS_FAILED;
+        snprintf(a->message, sizeof a->message,
+                 "signal %d in epoch %d (%d of %d epochs finished) while this rank waited for "
+                 "the others: one of them stopped answering", (int)run_stop_signal,
+                 a->epochs_done + 1, a->epochs_done, cfg->epochs);
+        s->done_runs[i] = r + 1;
+    }
+    s->ending = 1;
+    run_report(s, 1);
+    fflush(stdout);
+    fflush(stderr);
+    return 1;
+}
+
+static void *watch_for_a_stuck_run(void *arg)
+{
+    while (sem_wait(&signalled) != 0)
+        ;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += STUCK_GRACE_NS;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    while (sem_timedwait(&answered, &until) != 0)
+        if (errno == ETIMEDOUT)
+            break;
+    for (;;) {
+        if (sem_trywait(&answered) == 0)
+            return NULL; /* the run reached a stopping point: it stops by itself */
+        int waiting = RUN_WAITING;
+        if (atomic_compare_exchange_strong(&run_phase, &waiting, RUN_TAKEN))
+            _exit(finish_stuck_run(arg));
+        nanosleep(&(struct timespec){.tv_nsec = 20000000L}, NULL);
+    }
+}
+
+/* Rank 0 of several: the thread above, for run s. */
+static void watch_ranks(run_state *s)
+{
+    if (!s->root || world_size() <= 1)
+        return;
+    pthread_t t;
+    if (sem_init(&signalled, 0, 0) != 0 || sem_init(&answered, 0, 0) != 0 ||
+        pthread_create(&t, NULL, watch_for_a_stuck_run, s) != 0)
+        return; /* a run that cannot be watched still runs */
+    pthread_detach(t);
+    watching = 1;
 }
 
 static void install_signal_handlers(void)
@@ -125,18 +229,23 @@ static int run_backends(const run_config *cfg)
     s.configs = configs;
     s.n_configs = n;
     s.runs = runs;
+    s.current_config = -1;
+    watch_ranks(&s);
     int stopped[MAX_RUN_CONFIGS] = {0};
-    for (int r = 0; r < cfg->repeat && !run_stop_signal && rc == 0; r++)
-        for (int i = 0; i < n && !run_stop_signal && rc == 0; i++) {
+    for (int r = 0; r < cfg->repeat && rc == 0 && !run_stopping(NULL); r++)
+        for (int i = 0; i < n && rc == 0 && !run_stopping(NULL); i++) {
             if (!configs[i].runnable || stopped[i])
                 continue;
             attempt *a = &runs[i * cfg->repeat + r];
             run_use_configuration(&s, &configs[i]);
+            s.current_config = i;
+            s.current_repeat = r;
             if (run_train_configuration(&s, configs[i].b, r + 1, a) != 0) {
                 rc = 1;
                 break;
             }
             s.done_runs[i] = r + 1;
+            s.current_config = -1;
             stopped[i] = a->status != STATUS_OK;
         }
     rc = run_report(&s, rc);

@@ -79,6 +79,8 @@ typedef struct run_state {
     int n_configs;
     attempt *runs;
     int done_runs[MAX_RUN_CONFIGS];
+    int current_config, current_repeat; /* being trained (-1: none) */
+    int ending; /* the report of a run that was stuck: no peak probes */
 } run_state;
 
 row_key run_row_key(const run_state *s, const backend *b, const attempt *a);
@@ -114,6 +116,14 @@ int run_train_configuration(run_state *s, const backend *b, int r, attempt *a);
 /* run.c */
 /* What the engine of configuration c is created with, and its rows keyed by. */
 void run_use_configuration(run_state *s, const configuration *c);
+/* Whether the run stops now: the first stop signal this process or, under
+ * mpirun, any rank received (0: none). Every rank asks at the same points
+ * (agree_on_stop: chunk becomes rank 0's next number of steps). */
+int run_stopping(int *chunk);
+/* Around a call that may wait for the other ranks (training steps,
+ * scoring): while it waits, a stuck run may be taken over (run.c). */
+void run_wait_begin(void);
+void run_wait_end(void);
 
 /* run_summary.c */
 /* The summary: every configuration's row (in s->configs, trained as

@@ -81,7 +81,7 @@ static void settle_cpu_peaks(run_state *s, double *samples)
     const attempt *runs = s->runs;
     const int *done_runs = s->done_runs;
     const int n = s->n_configs;
-    if (cfg->no_peak || !s->root)
+    if (cfg->no_peak || !s->root || s->ending)
         return;
     int again[MAX_RUN_CONFIGS], n_again = 0;
     for (int i = 0; i < n; i++) {
@@ -165,6 +165,8 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
                            .source = "the backend's GEMM probe on its device"};
         if (cfg->no_peak)
             pk = (peak_measure){.source = "not measured (--no-peak)"};
+        else if (s->ending) /* no time left for a probe */
+            pk = (peak_measure){.source = "not measured (the run was ended)"};
         else if (pk.gflops <= 0 && row->key.devices == 0)
             pk = cpu_peak_check(row->key.threads, row->gflops_per_second, peak_rival(b));
         else if (pk.gflops <= 0)

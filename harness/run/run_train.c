@@ -82,7 +82,10 @@ static int evaluate(const run_state *s, const backend *b, engine *e, attempt *a,
                     eval_counts *ev)
 {
     memset(ev, 0, sizeof *ev);
-    if (b->evaluate(e, s->test.count, ev) != 0) {
+    run_wait_begin();
+    const int failed = b->evaluate(e, s->test.count, ev) != 0;
+    run_wait_end();
+    if (failed) {
         a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "evaluate: %s", b->error(e));
         return -1;
@@ -118,11 +121,16 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
     double start = now_seconds();
     int done_steps = 0, chunk = 1;
     *loss_sum = 0;
-    while (done_steps < full_steps && !run_stop_signal) {
+    /* under mpirun the ranks agree on each chunk (rank 0's), so that they
+     * run the same steps and stop after the same one */
+    while (done_steps < full_steps && !run_stopping(&chunk)) {
         int k = chunk < full_steps - done_steps ? chunk : full_steps - done_steps;
         double t0 = now_seconds();
-        if (b->train_steps(e, s->order + (size_t)done_steps * batch, batch, k,
-                           s->losses + done_steps) != 0) {
+        run_wait_begin();
+        const int failed = b->train_steps(e, s->order + (size_t)done_steps * batch, batch, k,
+                                          s->losses + done_steps) != 0;
+        run_wait_end();
+        if (failed) {
             a->status = STATUS_FAILED;
             snprintf(a->message, sizeof a->message, "train: %s", b->error(e));
             break;
@@ -148,9 +156,13 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
                             *loss_sum / done_steps);
     }
     long images = (long)done_steps * batch;
-    if (rest && done_steps == full_steps && !run_stop_signal && a->status == STATUS_OK) {
+    if (rest && done_steps == full_steps && a->status == STATUS_OK && !run_stopping(NULL)) {
         float last;
-        if (b->train_steps(e, s->order + (size_t)full_steps * batch, rest, 1, &last) != 0) {
+        run_wait_begin();
+        const int failed =
+            b->train_steps(e, s->order + (size_t)full_steps * batch, rest, 1, &last) != 0;
+        run_wait_end();
+        if (failed) {
             a->status = STATUS_FAILED;
             snprintf(a->message, sizeof a->message, "train: %s", b->error(e));
         } else {
@@ -294,7 +306,7 @@ int run_train_configuration(run_state *s, const backend *b, int r, attempt *a)
         double test_loss = NAN, accuracy = NAN;
         if (steps > 0)
             check_divergence(&cfg->work, a, "train loss", train_loss, ep + 1);
-        if (run_stop_signal && a->status == STATUS_OK) {
+        if (a->status == STATUS_OK && run_stopping(NULL)) {
             a->status = STATUS_INTERRUPTED;
             snprintf(a->message, sizeof a->message, "stopped by signal %d during epoch %d",
                      (int)run_stop_signal, ep + 1);
