@@ -14,22 +14,13 @@
 # Skips (77) when mpirun is missing, the bench was built without MPI, or the
 # Fashion-MNIST files are not installed.
 set -u
-BENCH=${BENCH:-./bench}
+cd "$(dirname "$0")/.." || exit 1
 DATA=${DATA:-/usr/share/datasets/fashion-mnist}
-skip() { echo "test_mpi: SKIP: $*"; exit 77; }
+source tests/craft.sh
+require_mpi
 fail() { echo "test_mpi: FAIL: $*"; exit 1; }
 
-command -v mpirun >/dev/null 2>&1 || skip "mpirun not found (apt-get install openmpi-bin)"
-[ -x "$BENCH" ] || skip "no bench at $BENCH"
-"$BENCH" --list | grep -q "^data-parallel over MPI: mpirun" ||
-    skip "$("$BENCH" --list | grep '^data-parallel over MPI' || echo 'bench built without MPI')"
-[ -r "$DATA/train-images-idx3-ubyte" ] || [ -r "$DATA/train-images-idx3-ubyte.gz" ] ||
-    skip "Fashion-MNIST not found in $DATA"
-
-# Open MPI refuses root without these; this machine may have fewer cores
-# than ranks, hence --oversubscribe.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_mpi_yield_when_idle=1
+# this machine may have fewer cores than ranks, hence --oversubscribe
 MPIRUN="mpirun -np 2 --oversubscribe"
 backend=naive
 "$BENCH" --list | grep -q "^blas  *built, runnable" && backend=blas

@@ -6,15 +6,11 @@
 # (--backend, --lr) or died in MPI_ERR_TRUNCATE (--workload).
 # Skips (77) without mpirun, an MPI build or the Fashion-MNIST files.
 set -u
-BENCH=${BENCH:-./bench}
+cd "$(dirname "$0")/.." || exit 1
 DATA=${DATA:-/usr/share/datasets/fashion-mnist}
-skip() { echo "test_mpi_config: SKIP: $*"; exit 77; }
+source tests/craft.sh
+require_mpi
 fail() { echo "test_mpi_config: FAIL: $*"; exit 1; }
-command -v mpirun >/dev/null 2>&1 || skip "mpirun not found"
-"$BENCH" --list | grep -q "^data-parallel over MPI: mpirun" || skip "bench built without MPI"
-[ -r "$DATA/train-images-idx3-ubyte" ] || [ -r "$DATA/train-images-idx3-ubyte.gz" ] ||
-    skip "Fashion-MNIST not found in $DATA"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 dir=$(mktemp -d /tmp/test_mpi_config.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 base=(--backend naive --data "$DATA" --limit 128 --test-limit 64 --batch-size 64 --epochs 1
