@@ -15,10 +15,8 @@
 # Fashion-MNIST files are not installed.
 set -u
 cd "$(dirname "$0")/.." || exit 1
-DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 source tests/craft.sh
-require_mpi
-fail() { echo "test_mpi: FAIL: $*"; exit 1; }
+mpi_test_setup
 
 # this machine may have fewer cores than ranks, hence --oversubscribe
 MPIRUN="mpirun -np 2 --oversubscribe"

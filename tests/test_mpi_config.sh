@@ -7,10 +7,8 @@
 # Skips (77) without mpirun, an MPI build or the Fashion-MNIST files.
 set -u
 cd "$(dirname "$0")/.." || exit 1
-DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 source tests/craft.sh
-require_mpi
-fail() { echo "test_mpi_config: FAIL: $*"; exit 1; }
+mpi_test_setup
 dir=$(mktemp -d /tmp/test_mpi_config.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 base=(--backend naive --data "$DATA" --limit 128 --test-limit 64 --batch-size 64 --epochs 1
