@@ -129,6 +129,29 @@ run_as_nobody() {
     fi
 }
 
+# mpi_test_setup: for the MPI tests, which stop at their first failure:
+# fail ends the test at once. What they need, each missing one a skip
+# (exit 77) saying so: mpirun, a bench built with MPI, the Fashion-MNIST
+# files in $DATA (default /usr/share/datasets/fashion-mnist). Then Open
+# MPI's settings for running them here: as root (it refuses without
+# these) and with ranks that yield while they wait.
+mpi_test_setup() {
+    local why=""
+    test_name=$(basename "$0" .sh)
+    fail() { echo "$test_name: FAIL: $*"; exit 1; }
+    DATA=${DATA:-/usr/share/datasets/fashion-mnist}
+    if ! command -v mpirun >/dev/null 2>&1; then
+        why="mpirun not found (apt-get install openmpi-bin)"
+    elif ! "$BENCH" --list | grep -q "^data-parallel over MPI: mpirun"; then
+        why=$("$BENCH" --list | grep '^data-parallel over MPI' || echo 'bench built without MPI')
+    elif [ ! -r "$DATA/train-images-idx3-ubyte" ] && [ ! -r "$DATA/train-images-idx3-ubyte.gz" ]; then
+        why="Fashion-MNIST not found in $DATA"
+    fi
+    [ -z "$why" ] || { echo "$test_name: SKIP: $why"; exit 77; }
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OMPI_MCA_mpi_yield_when_idle=1
+}
+
 finish() {
     echo "$(basename "$0"): $checks checks, $failures failed, $skipped skipped"
     [ "$failures" -eq 0 ]

@@ -166,6 +166,20 @@ else
     fail "--flag=value forms: $(cat "$tmp/err")"
 fi
 
+# --list: every backend's status starts in one column, wide enough for the
+# longest name (pytorch-cuda), and a note under a backend is indented to it.
+"$BENCH" --list >"$tmp/list" 2>&1
+widths=$(grep -E '^[^ ]+ +(built|not built)' "$tmp/list" | sed -E 's/^([^ ]+ +).*/\1/' |
+    awk '{ print length }' | sort -u)
+names=$(grep -cE '^[^ ]+ +(built|not built)' "$tmp/list")
+notes=$(grep -E '^ +[^ ]' "$tmp/list" | sed -E 's/^( +).*/\1/' | awk '{ print length }' | sort -u)
+longest=$(grep -E '^[^ ]+ +(built|not built)' "$tmp/list" | awk '{ if (length($1) > n) n = length($1) } END { print n + 1 }')
+if [ "$names" -ge 5 ] && [ "$widths" = "$longest" ] && { [ -z "$notes" ] || [ "$notes" = "$longest" ]; }; then
+    pass
+else
+    fail "--list columns: status at $(echo $widths), notes at $(echo $notes), expected $longest: $(cat "$tmp/list")"
+fi
+
 # Exit status 3: a backend that cannot run here, asked for alone, says why.
 blocked=$("$BENCH" --list | awk '/not runnable here|not built/ { print $1; exit }')
 if [ -n "$blocked" ]; then

@@ -288,9 +288,10 @@ static void test_bench_lists_and_refuses(void **state)
     assert_non_null(line);
     char want[700];
     if (ok)
-        snprintf(want, sizeof want, "cuda       built, runnable");
+        snprintf(want, sizeof want, "built, runnable");
     else
-        snprintf(want, sizeof want, "cuda       built, not runnable here: %s", why);
+        snprintf(want, sizeof want, "built, not runnable here: %s", why);
+    line += strlen("cuda") + strspn(line + strlen("cuda"), " "); /* the name column's width */
     if (strncmp(line, want, strlen(want)) != 0)
         fail_msg("--list says \"%.*s\", expected \"%s\"", (int)strcspn(line, "\n"), line, want);
     if (ok)

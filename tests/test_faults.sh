@@ -347,6 +347,55 @@ else
     [ -z "$bad" ] && pass || fail "rows with a NaN or Inf loss marked ok: $bad"
 fi
 
+# A backend that fails states the threads it ran on and no figure it did
+# not measure: its summary row's speed cells are empty, not 0 and not the
+# warm-up epoch's speed. At setup (a PyTorch stand-in that exits at the
+# first command) nothing was measured; mid-run (the PyTorch process killed
+# in epoch 2 of 3) only epoch 1, the warm-up, ran.
+cp tests/peer-standin.py "$tmp/standin.py"
+PEER_STANDIN=exit LENET_BENCH_PYTORCH_SCRIPT="$tmp/standin.py" "$BENCH" --backend pytorch-cpu \
+    --epochs 3 --limit 128 --batch-size 64 --no-peak --data "$tmp/d" --out "$tmp/peer-setup" \
+    >/dev/null 2>"$tmp/err"; rc=$?
+S="$tmp/peer-setup/summary.csv"
+cells() { # cells FILE COLUMN...: the first row's values, space-separated
+    local f=$1 c
+    shift
+    for c in "$@"; do printf '%s=%s ' "$c" "$(csv_cell "$f" "$c" | head -1)"; done
+}
+unmeasured="epoch_seconds_median epoch_seconds_mean epoch_seconds_stddev images_per_second gflops_per_second final_train_loss final_test_accuracy macro_f1"
+want="status=failed replicas=1 $(for c in $unmeasured; do printf '%s= ' "$c"; done)"
+got=$(cells "$S" status replicas $unmeasured)
+threads=$(csv_cell "$S" threads | head -1)
+[ "$rc" -eq 1 ] && [ "$got" = "$want" ] && [ "${threads:-0}" -gt 0 ] && pass ||
+    fail "a backend that fails at setup: exit $rc, threads '$threads', '$got', expected '$want'"
+if "$BENCH" --list | grep -q '^pytorch-cpu  *built, runnable'; then
+    make_dataset "$tmp/peer-data" 1500 100 # epochs of seconds: the kill lands in epoch 2
+    E="$tmp/peer-killed/epochs.csv"
+    "$BENCH" --backend pytorch-cpu --epochs 3 --batch-size 64 --no-peak --data "$tmp/peer-data" \
+        --out "$tmp/peer-killed" >/dev/null 2>"$tmp/err" &
+    pid=$!
+    for _ in $(seq 1200); do
+        { [ -f "$E" ] && [ "$(wc -l <"$E")" -ge 2 ]; } || ! kill -0 "$pid" 2>/dev/null && break
+        sleep 0.1
+    done
+    kill -9 $(pgrep -P "$pid") 2>/dev/null
+    wait "$pid"; rc=$?
+    pid=""
+    S="$tmp/peer-killed/summary.csv"
+    finished=$(csv_cell "$E" status | grep -c '^ok$')
+    want="status=failed timed_samples=0 warmup_epochs=1 epoch_seconds_median= images_per_second= gflops_per_second= threads=$(csv_cell "$E" threads | head -1) "
+    got=$(cells "$S" status timed_samples warmup_epochs epoch_seconds_median images_per_second \
+        gflops_per_second threads)
+    if [ "$finished" -ne 1 ]; then
+        skip_check "the PyTorch process was killed after $finished epochs, not in epoch 2"
+    else
+        [ "$rc" -eq 1 ] && [ "$got" = "$want" ] && [ -n "$(csv_cell "$S" final_train_loss)" ] &&
+            pass || fail "a backend killed in epoch 2: exit $rc, '$got', expected '$want' and epoch 1's loss: $(tail -2 "$tmp/err")"
+    fi
+else
+    skip_check "pytorch-cpu cannot run here: the mid-run failure is not checked"
+fi
+
 # Every backend diverged: nothing finished, so the run exits 1.
 (cd "$tmp/cwd" && "$BENCH" --backend naive --workload mlp --epochs 4 --lr 3e3 --batch-size 64 \
     --limit 256 --data "$tmp/d" --out "$tmp/alldiv" >/dev/null 2>"$tmp/err"); rc=$?
@@ -354,7 +403,7 @@ if [ "$rc" -eq 1 ] && grep -q "every one diverged" "$tmp/err"; then pass
 else fail "every backend diverged: exit status $rc (expected 1): $(tail -2 "$tmp/err")"; fi
 
 # A loss that explodes but stays finite is divergence too: above 10 x
-# ln(classes), the loss of a uniform guess (harness/run.c).
+# ln(classes), the loss of a uniform guess (harness/run/run_train.c).
 (cd "$tmp/cwd" && "$BENCH" --backend naive --epochs 2 --lr 100 --batch-size 32 --limit 256 \
     --test-limit 100 --no-peak --data "$tmp/d" --out "$tmp/blowup" >/dev/null 2>"$tmp/err"); rc=$?
 row=$(paste -d'|' <(csv_cell "$tmp/blowup/epochs.csv" train_loss) \

@@ -47,6 +47,18 @@ else
     skip_check "parallel chart: gnuplot is not installed"
 fi
 
+# A worker of one pool layer (7 workers by layers: one layer each) holds
+# no parameters: 0 bytes, a measurement, not an empty cell; a split that
+# could not be made (11 workers below) leaves the worker's memory empty.
+"$BENCH" --backend naive --data "$tmp/data" --epochs 1 --batch-size 32 --parallel model \
+    --workers 7 --no-peak --out "$tmp/seven" >/dev/null 2>"$tmp/seven.err"
+s7="$tmp/seven/summary.csv"
+got=$(paste -d' ' <(csv_cell "$s7" backend) <(csv_cell "$s7" worker_params_bytes) \
+    <(csv_cell "$s7" worker_grads_bytes) <(csv_cell "$s7" worker_activation_bytes) |
+    awk '$1 == "naive-layers-7w" { print $2, $3, ($4 > 0) }')
+[ "$got" = "0 0 1" ] && pass ||
+    fail "7 workers by layers (the largest holds a pool): params, grads, activations > 0 are '$got', expected '0 0 1' ($(tail -2 "$tmp/seven.err"))"
+
 # bad values: one line, status 2
 bad() { # bad EXPECTED-TEXT FLAGS...
     local want="$1"
@@ -71,4 +83,8 @@ bad "in 0..64" --prefetch -1
     --split filters --workers 11 --no-peak --out "$tmp/eleven" >/dev/null 2>"$tmp/eleven.err"
 csv_cell "$tmp/eleven/summary.csv" message | grep -q "fewer channels or units than there are workers" &&
     pass || fail "11 workers within layers: $(csv_cell "$tmp/eleven/summary.csv" message | tr '\n' ' ')"
+held=$(paste -d' ' <(csv_cell "$tmp/eleven/summary.csv" backend) \
+    <(csv_cell "$tmp/eleven/summary.csv" worker_params_bytes) | awk '$1 == "naive-filters-11w"')
+[ "$held" = "naive-filters-11w " ] && pass ||
+    fail "the split that could not be made states what a worker holds: '$held', expected empty"
 finish

@@ -6,7 +6,9 @@
 # (--backend, --lr) or died in MPI_ERR_TRUNCATE (--workload).
 # Skips (77) without mpirun, an MPI build or the Fashion-MNIST files.
 set -u
-source tests/mpi_setup.sh
+cd "$(dirname "$0")/.." || exit 1
+source tests/craft.sh
+mpi_test_setup
 dir=$(mktemp -d /tmp/test_mpi_config.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 base=(--backend naive --data "$DATA" --limit 128 --test-limit 64 --batch-size 64 --epochs 1

@@ -199,3 +199,25 @@ int agree_on_inputs(int rc, const dataset *train, const dataset *test, const flo
     free(all);
     return common;
 }
+
+int agree_on_stop(int signal, int *chunk)
+{
+    const int size = world_size();
+    if (size <= 1)
+        return signal;
+    typedef struct {
+        int32_t signal, chunk;
+    } stop;
+    stop mine = {.signal = signal, .chunk = chunk ? *chunk : 0};
+    stop *all = xcalloc((size_t)size, sizeof *all);
+    int agreed = signal;
+    if (world_allgather_bytes(&mine, sizeof mine, all) == 0) {
+        agreed = 0;
+        for (int r = 0; r < size && !agreed; r++)
+            agreed = all[r].signal;
+        if (chunk)
+            *chunk = all[0].chunk;
+    }
+    free(all);
+    return agreed;
+}

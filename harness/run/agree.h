@@ -26,4 +26,12 @@ int agree_on_config(const run_config *cfg);
 int agree_on_inputs(int rc, const dataset *train, const dataset *test, const float *params,
                     size_t n_params);
 
+/* Whether the run stops, asked at the same points on every rank (a
+ * collective under mpirun): returns the first of the ranks' stop signals
+ * (signal: this rank's, 0 for none), 0 when none has one. chunk (NULL: not
+ * asked) becomes rank 0's number of steps for the next call to
+ * train_steps, so that the ranks run their steps' collectives alike and
+ * all stop after the same step. A plain process: signal. */
+int agree_on_stop(int signal, int *chunk);
+
 #endif

@@ -111,8 +111,11 @@ static const char *precisions_here(const backend *b, char *buf, size_t len)
 
 static void list_backends(void)
 {
-    /* names in a column of 10 (tests/test_cuda.c and scripts read it so) */
-    const int w = 10;
+    /* names in a column as wide as the longest, so every row lines up */
+    int w = 0;
+    for (int i = 0; i < backend_count(); i++)
+        if ((int)strlen(backend_at(i)->name) > w)
+            w = (int)strlen(backend_at(i)->name);
     for (int i = 0; i < backend_count(); i++) {
         const backend *b = backend_at(i);
         char why[512] = "";

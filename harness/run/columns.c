@@ -133,14 +133,13 @@ const column summary_columns[] = {
     {INT("workers", S(workers))},
     {INT("micro_batches", S(micro_batches))},
     {INT("prefetch", S(prefetch))},
-    {REAL("worker_params_bytes", S(worker_params_bytes), "%.0f"), .none_unless_positive = 1},
-    {REAL("worker_grads_bytes", S(worker_grads_bytes), "%.0f"), .none_unless_positive = 1},
-    {REAL("worker_opt_state_bytes", S(worker_opt_state_bytes), "%.0f"),
-     .none_unless_positive = 1},
-    {REAL("worker_activation_bytes", S(worker_activation_bytes), "%.0f"),
-     .none_unless_positive = 1},
-    {REAL("worker_workspace_bytes", S(worker_workspace_bytes), "%.0f"),
-     .none_unless_positive = 1},
+    /* 0 is a measurement here (a pool-only worker holds no parameters);
+     * an engine that does not itemise leaves them NOT_MEASURED */
+    {REAL("worker_params_bytes", S(worker_params_bytes), "%.0f")},
+    {REAL("worker_grads_bytes", S(worker_grads_bytes), "%.0f")},
+    {REAL("worker_opt_state_bytes", S(worker_opt_state_bytes), "%.0f")},
+    {REAL("worker_activation_bytes", S(worker_activation_bytes), "%.0f")},
+    {REAL("worker_workspace_bytes", S(worker_workspace_bytes), "%.0f")},
     {.name = NULL},
 };
 

@@ -79,7 +79,9 @@ typedef struct summary_row {
     const char *parallel, *split;
     int workers, micro_batches, prefetch;
     /* What one worker holds (the largest, for model-parallel rows), by
-     * kind, when its engines itemise it (memory_use); 0 otherwise. */
+     * kind, when its engines itemise it (memory_use): 0 is a measurement
+     * (a worker of pools alone holds no parameters); NOT_MEASURED when
+     * they do not. */
     double worker_params_bytes, worker_grads_bytes, worker_opt_state_bytes;
     double worker_activation_bytes, worker_workspace_bytes;
 } summary_row;

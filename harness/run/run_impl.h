@@ -1,0 +1,135 @@
+/* The parts of the run loop (run.c: the run; run_start.c: its inputs,
+ * destinations and configurations; run_train.c: training one
+ * configuration; run_summary.c: its summary rows and the report at the
+ * end) and what they share. Not for use outside them. */
+#ifndef LB_RUN_IMPL_H
+#define LB_RUN_IMPL_H
+
+#include <signal.h>
+#include <stdio.h>
+
+#include "backends/registry.h"
+#include "harness/run/config.h"
+#include "harness/run/results.h"
+#include "harness/run/run.h"
+
+/* The first stop signal received, 0 while none (run.c's handler sets it). */
+extern volatile sig_atomic_t run_stop_signal;
+
+/* One row of the run: a backend (maybe wrapped for data parallelism) at
+ * one precision and one batch size. */
+typedef struct configuration {
+    const backend *b;
+    precision prec;
+    int batch_size;
+    int runnable;
+    char reason[512]; /* why not, when not runnable */
+} configuration;
+
+/* A finished configuration's speed, for the speedup over naive and the
+ * scaling efficiency of the same engine with more replicas. */
+typedef struct baseline {
+    const char *name; /* the engine's own name (dp_base_name for wrappers) */
+    precision prec;
+    int batch_size;
+    double images_per_second;
+} baseline;
+
+/* Outcome of training one backend once. */
+typedef struct attempt {
+    run_status status;
+    char message[512];
+    double *epoch_seconds; /* one per completed epoch */
+    int epochs_done;
+    double final_train_loss;
+    eval_counts final_eval;
+    double time_to_target; /* < 0: not reached */
+    char details[256];
+    int threads, devices, replicas;
+    size_t peak_memory;
+    size_t host_memory; /* heap bytes the engine held (see heap_in_use) */
+    memory_use worker_memory; /* itemised by the engine (its largest worker) */
+    int worker_memory_itemised; /* 0: the engine does not itemise its memory */
+    double device_peak_gflops; /* from the backend's peak_gflops, 0 if none */
+} attempt;
+
+/* Everything shared by the backends of one run. */
+typedef struct run_state {
+    const run_config *cfg;
+    /* the configuration being trained: cfg->engine with its precision and
+     * batch size */
+    engine_config engine;
+    unsigned label_axes; /* row_key.label_axes of every row */
+    dataset train, test;
+    float *init_params;
+    int32_t *order;
+    float *losses;
+    results res;
+    /* Under mpirun every rank trains; rank 0 alone reports. */
+    int root;
+    int repeat;               /* of the backend being trained, 1-based */
+    FILE *step_losses;        /* --step-losses; NULL when not asked */
+    int step_losses_created;  /* made by this run (removed if it cannot start) */
+    int save_failed;          /* a --save-params file could not be written */
+    int n_baselines;          /* one-replica, one-rank speeds */
+    baseline baselines[MAX_RUN_CONFIGS];
+    /* the configurations, each one's attempts (repeat r of configuration
+     * i is runs[i * cfg->repeat + r]) and how many of them ran */
+    configuration *configs;
+    int n_configs;
+    attempt *runs;
+    int done_runs[MAX_RUN_CONFIGS];
+    int current_config, current_repeat; /* being trained (-1: none) */
+    int ending; /* the report of a run that was stuck: no peak probes */
+} run_state;
+
+row_key run_row_key(const run_state *s, const backend *b, const attempt *a);
+
+/* run_start.c */
+/* Loads the data and makes the initial parameters. 0 or an exit status
+ * (message printed). */
+int run_load_inputs(run_state *s);
+void run_free_inputs(run_state *s);
+/* A run that cannot start leaves nothing it made behind: the step-loss
+ * file it created, its inputs. */
+void run_abandon_start(run_state *s);
+/* The configurations of the run, into out (at most MAX_RUN_CONFIGS):
+ * each backend (as --replicas, multi-gpu and MPI make it), naive first so
+ * the others' speedup can be stated, at each --precision and then each
+ * --batch-size. Returns the count, or -1 (message printed). */
+int run_plan_configurations(const run_config *cfg, configuration *out);
+/* --step-losses and --save-params, checked before anything is trained or
+ * written, so a mistyped destination costs no training. 0 or an exit
+ * status (message printed). */
+int run_open_destinations(run_state *s);
+/* Plain and .gz spellings of one file side by side: say which is read. */
+void run_note_unread_data_files(const char *dir);
+
+/* run_train.c */
+/* A run whose training is long enough for the machine's load to change
+ * under it: its CPU peaks are probed before the rows and again after. */
+int run_is_long(const run_state *s);
+/* Trains configuration b once (repeat r, 1-based). Returns 0, or -1 when
+ * a results file could not be written (the run must stop). */
+int run_train_configuration(run_state *s, const backend *b, int r, attempt *a);
+
+/* run.c */
+/* What the engine of configuration c is created with, and its rows keyed by. */
+void run_use_configuration(run_state *s, const configuration *c);
+/* Whether the run stops now: the first stop signal this process or, under
+ * mpirun, any rank received (0: none). Every rank asks at the same points
+ * (agree_on_stop: chunk becomes rank 0's next number of steps). */
+int run_stopping(int *chunk);
+/* Around a call that may wait for the other ranks (training steps,
+ * scoring): while it waits, a stuck run may be taken over (run.c). */
+void run_wait_begin(void);
+void run_wait_end(void);
+
+/* run_summary.c */
+/* The summary: every configuration's row (in s->configs, trained as
+ * s->runs and s->done_runs say) into summary.csv, with its confusion
+ * matrix, then system.json, the printed summary and the charts. Returns
+ * the run's exit status, rc being what it was before. */
+int run_report(run_state *s, int rc);
+
+#endif
