@@ -74,12 +74,13 @@ with open(summary, "w", newline="") as f:
         r["backend"], r["details"] = backend, details
         w.writerow(r)
 lines = open(steps).read().splitlines()
+loss = lines[0].split(",").index("loss")
 with open(steps, "w") as f:
     f.write(lines[0] + "\n")
     for line in lines[1:]:
         cells = line.split(",")
         cells[0] = backend
-        cells[-1] = "%.9g" % (float(cells[-1]) * float(scale))
+        cells[loss] = "%.9g" % (float(cells[loss]) * float(scale))
         f.write(",".join(cells) + "\n")
 PY
 exit "$rc"
