@@ -125,8 +125,8 @@ static void train(const backend *b, engine *e, const setup *s, float *losses)
     /* in calls of 1, 2, 3, ... steps, as the harness cuts them */
     for (int done = 0, chunk = 1; done < STEPS; done += chunk, chunk++) {
         const int k = chunk < STEPS - done ? chunk : STEPS - done;
-        if (b->train_steps(e, s->order + (size_t)done * BATCH, BATCH, k, losses + done))
-            fail_msg("%s: train_steps: %s", b->name, b->error(e));
+        if (b->ops->train_steps(e, s->order + (size_t)done * BATCH, BATCH, k, losses + done))
+            fail_msg("%s: train_steps: %s", b->name, b->ops->error(e));
     }
 }
 
@@ -232,9 +232,9 @@ static void check_same_training(const backend *inner, const backend *many, const
     print_message("%s: relative L2 difference %.3g\n", what, l2);
     assert_true(l2 <= (tie < 0 ? param_l2 : tie_param_l2));
     eval_counts a, b;
-    assert_int_equal(inner->evaluate(one, 0, &a), 0);
-    if (many->evaluate(split, 0, &b))
-        fail_msg("%s: evaluate: %s", many->name, many->error(split));
+    assert_int_equal(inner->ops->evaluate(one, 0, &a), 0);
+    if (many->ops->evaluate(split, 0, &b))
+        fail_msg("%s: evaluate: %s", many->name, many->ops->error(split));
     assert_int_equal(b.count, a.count);
     assert_true(rel_diff(b.loss_sum, a.loss_sum, 1e-6) < 1e-4);
     long agree = 0;
@@ -243,8 +243,8 @@ static void check_same_training(const backend *inner, const backend *many, const
     assert_int_equal(agree, a.classes * a.classes);
     free(p1);
     free(pn);
-    inner->destroy(one);
-    many->destroy(split);
+    inner->ops->destroy(one);
+    many->ops->destroy(split);
     free_setup(&s);
 }
 
@@ -329,7 +329,7 @@ static void test_prefetch_trains_the_same(void **state)
             engine *e = start(mp, &s, &c);
             train(mp, e, &s, losses[depth]);
             params[depth] = params_of(mp, e, s.w.param_count);
-            mp->destroy(e);
+            mp->ops->destroy(e);
         }
         assert_memory_equal(losses[0], losses[1], sizeof losses[0]);
         assert_memory_equal(params[0], params[1], sizeof(float) * s.w.param_count);
@@ -355,7 +355,7 @@ static memory_use memory_of(const backend *b, const workload *w, int batch, int 
         assert_int_equal(backend_memory_use(b, e, &m), 1);
     else
         assert_int_equal(mp_worker_memory(e, worker, &m), 0);
-    b->destroy(e);
+    b->ops->destroy(e);
     return m;
 }
 
@@ -411,7 +411,7 @@ static void test_memory_per_worker(void **state)
     assert_int_equal(memory_use_total(&largest), memory_use_total(&conv) > memory_use_total(&dense)
                                                      ? memory_use_total(&conv)
                                                      : memory_use_total(&dense));
-    layers->destroy(e);
+    layers->ops->destroy(e);
 
     /* micro-batches: 4 slots of a quarter batch hold what one batch held */
     o.micro_batches = 4;
@@ -455,16 +455,16 @@ static void test_refusals_and_failures(void **state)
         c.precision = PREC_FP32;
         engine *e = start(mp, &s, &c);
         float loss;
-        assert_int_not_equal(mp->train_steps(e, s.order, BATCH + 1, 1, &loss), 0);
-        assert_non_null(strstr(mp->error(e), "batch of 25 images"));
+        assert_int_not_equal(mp->ops->train_steps(e, s.order, BATCH + 1, 1, &loss), 0);
+        assert_non_null(strstr(mp->ops->error(e), "batch of 25 images"));
         int32_t bad[BATCH];
         memcpy(bad, s.order, sizeof bad);
         bad[5] = STEPS * BATCH;
-        assert_int_not_equal(mp->train_steps(e, bad, BATCH, 1, &loss), 0);
-        assert_non_null(strstr(mp->error(e), "out of range"));
-        assert_int_equal(mp->train_steps(e, s.order, BATCH, 1, &loss), 0);
+        assert_int_not_equal(mp->ops->train_steps(e, bad, BATCH, 1, &loss), 0);
+        assert_non_null(strstr(mp->ops->error(e), "out of range"));
+        assert_int_equal(mp->ops->train_steps(e, s.order, BATCH, 1, &loss), 0);
         assert_true(isfinite(loss));
-        mp->destroy(e);
+        mp->ops->destroy(e);
     }
     free_setup(&s);
 }
