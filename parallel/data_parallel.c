@@ -256,6 +256,15 @@ void dp_destroy(engine *e)
     free(e);
 }
 
+/* The coordinator's entries, shared by every wrapped backend and
+ * multi-gpu. It offers no data-parallel entries of its own (it is the
+ * data parallelism) and no stages. */
+static const engine_ops dp_ops = {
+    .destroy = dp_destroy, .error = error, .set_params = set_params, .get_params = get_params,
+    .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,
+    .placement = placement, .describe = describe, .peak_memory = peak_memory,
+    .peak_gflops = peak_gflops, .memory_use = memory_use_entry};
+
 /* Backends ------------------------------------------------------------- */
 
 /* A wrapped backend's options (parallel/wrap.h keeps the wrappers). */
@@ -286,32 +295,10 @@ static engine *wrapped_create(void *ctx, const workload *w, const engine_config 
     return dp_create(d->inner, options_of(d), w, cfg, err, err_len);
 }
 
-/* The coordinator's entries, shared by every wrapped backend and
- * multi-gpu. It offers no data-parallel entries of its own (it is the
- * data parallelism) and no stages. */
-static const engine_ops dp_ops = {
-    .destroy = dp_destroy,
-    .error = error,
-    .set_params = set_params,
-    .get_params = get_params,
-    .bind_dataset = bind_dataset,
-    .train_steps = train_steps,
-    .evaluate = evaluate,
-    .placement = placement,
-    .describe = describe,
-    .peak_memory = peak_memory,
-    .peak_gflops = peak_gflops,
-    .memory_use = memory_use_entry,
-};
-
 static const backend dp_entries = {
-    .precisions_of = wrapped_precisions,
-    .probe = wrapped_probe,
-    .probe_precision = wrapped_probe_precision,
-    .create = wrapped_create,
-    .library_info = wrapped_library_info,
-    .ops = &dp_ops,
-};
+    .precisions_of = wrapped_precisions, .probe = wrapped_probe,
+    .probe_precision = wrapped_probe_precision, .create = wrapped_create,
+    .library_info = wrapped_library_info, .ops = &dp_ops};
 
 /* The wrapper behind b, or NULL when b is not one. */
 static const wrapped_backend *wrapper_of(const backend *b) { return wrapper_from(b, &dp_entries); }

@@ -72,8 +72,8 @@ void dp_run_job(void *ctx, int l)
         const long t = e->round_first + r->global;
         r->has_work = t >= e->group_lo && t < e->group_hi;
         if (r->has_work &&
-            b->ops->train_steps(r->e, e->indices + (size_t)(t - e->group_lo) * e->batch, e->batch, 1,
-                           &r->loss) != 0)
+            b->ops->train_steps(r->e, e->indices + (size_t)(t - e->group_lo) * e->batch,
+                                e->batch, 1, &r->loss) != 0)
             set_rep_error(r, b, "train_steps");
         break;
     }

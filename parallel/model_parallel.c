@@ -483,37 +483,21 @@ static engine *wrapped_create(void *ctx, const workload *w, const engine_config 
 }
 
 static const engine_ops mp_ops = {
-    .destroy = destroy,
-    .error = error,
-    .set_params = set_params,
-    .get_params = get_params,
-    .bind_dataset = bind_dataset,
-    .train_steps = train_steps,
-    .evaluate = evaluate,
-    .placement = placement,
-    .describe = describe,
-    .peak_memory = peak_memory,
-    .memory_use = memory_use_entry,
-};
+    .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params,
+    .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,
+    .placement = placement, .describe = describe, .peak_memory = peak_memory,
+    .memory_use = memory_use_entry};
 
 /* So that a data-parallel coordinator can replicate the whole pipeline
  * (hybrid): its gradient is gathered into host memory. */
 static const data_parallel_ops mp_data_parallel = {
-    .compute_gradients = compute_gradients,
-    .apply_update = apply_update,
-    .buffer = buffer,
-    .buffer_space = MEM_HOST,
-};
+    .compute_gradients = compute_gradients, .apply_update = apply_update, .buffer = buffer,
+    .buffer_space = MEM_HOST};
 
 static const backend mp_entries = {
-    .precisions_of = crossable_precisions,
-    .probe = wrapped_probe,
-    .probe_precision = wrapped_probe_precision,
-    .create = wrapped_create,
-    .library_info = wrapped_library_info,
-    .ops = &mp_ops,
-    .dp = &mp_data_parallel,
-};
+    .precisions_of = crossable_precisions, .probe = wrapped_probe,
+    .probe_precision = wrapped_probe_precision, .create = wrapped_create,
+    .library_info = wrapped_library_info, .ops = &mp_ops, .dp = &mp_data_parallel};
 
 const mp_options *mp_options_of(const backend *b)
 {

@@ -93,7 +93,7 @@ static void run_stage(const backend *b, const workload *sw, precision prec, cons
 #define STAGE_CALL(call)                                                                           \
     do {                                                                                           \
         if ((call) != 0)                                                                           \
-            fail_msg("%s: %s: %s", b->name, #call, b->ops->error(e));                                   \
+            fail_msg("%s: %s: %s", b->name, #call, b->ops->error(e));                              \
     } while (0)
     STAGE_CALL(b->ops->set_params(e, params));
     STAGE_CALL(b->stage->stage_forward(e, 0, in[0], batch[0], r->out[0]));
@@ -415,8 +415,8 @@ static void test_stage_errors_and_memory(void **state)
 #define EXPECT_REFUSED(call, text)                                                                 \
     do {                                                                                           \
         const int rc_ = (call);                                                                    \
-        if (rc_ == 0 || !strstr(b->ops->error(e), text))                                                \
-            fail_msg("%s: rc %d, \"%s\", expected \"%s\"", #call, rc_, b->ops->error(e), text);        \
+        if (rc_ == 0 || !strstr(b->ops->error(e), text))                                           \
+            fail_msg("%s: rc %d, \"%s\", expected \"%s\"", #call, rc_, b->ops->error(e), text);    \
     } while (0)
     EXPECT_REFUSED(b->stage->stage_backward(e, 0, d_out, d_in, 0), "before its stage_forward");
     EXPECT_REFUSED(b->stage->stage_forward(e, 3, in, 8, out), "stage slot 3");

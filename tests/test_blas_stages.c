@@ -306,7 +306,8 @@ static void whole_network_stage_is_a_step(void **state)
         }
         assert_int_equal(bb->stage->stage_backward(stage, 0, d_logits, NULL, 0), 0);
         size_t n, m;
-        const float *gw = bb->dp->buffer(whole, BUF_GRADS, &n), *gs = bb->dp->buffer(stage, BUF_GRADS, &m);
+        const float *gw = bb->dp->buffer(whole, BUF_GRADS, &n),
+                    *gs = bb->dp->buffer(stage, BUF_GRADS, &m);
         assert_int_equal(n, m);
         const double d = scaled_diff(gw, gs, n);
         print_message("%s: whole-network stage against compute_gradients: loss %.3g, "
@@ -377,7 +378,8 @@ static void stage_misuse_fails_cleanly(void **state)
     float *in = floats((size_t)(BATCH + 1) * shape3_size(s.input)),
           *out = floats((size_t)(BATCH + 1) * 10);
     assert_int_equal(bb->stage->stage_backward(e, 1, out, NULL, 0), -1);
-    assert_non_null(strstr(bb->ops->error(e), ": stage_backward of slot 1 before its stage_forward"));
+    assert_non_null(
+        strstr(bb->ops->error(e), ": stage_backward of slot 1 before its stage_forward"));
     assert_int_equal(strncmp(bb->ops->error(e), bb->name, strlen(bb->name)), 0);
     assert_int_equal(bb->stage->stage_forward(e, 2, in, MICRO, out), -1);
     assert_non_null(strstr(bb->ops->error(e), ": stage slot 2"));

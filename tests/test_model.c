@@ -469,6 +469,43 @@ static void test_refusals_and_failures(void **state)
     free_setup(&s);
 }
 
+/* A wrapper's precisions and libraries are asked of its inner backend, so
+ * they are right before it is probed and probing it changes nothing that
+ * its readers see. The blas module may not have loaded yet: its
+ * precisions come with it. */
+static void test_wrappers_follow_their_inner_backend(void **state)
+{
+    (void)state;
+    const char *const names[] = {"naive", "blas"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const backend *inner = backend_find(names[i]);
+        const mp_options m = {.split = MP_SPLIT_LAYERS, .workers = 2, .micro_batches = 2};
+        const dp_options d = {.replicas = 2};
+        const backend *mp = mp_wrap(inner, &m, "follows-mp");
+        const backend *dp = dp_wrap(inner, &d, "follows-dp");
+        assert_non_null(mp);
+        assert_non_null(dp);
+        const backend mp_before = *mp, dp_before = *dp;
+        char why[512];
+        const int runs = backend_runnable(inner, PREC_FP32, why, sizeof why);
+        assert_int_equal(backend_runnable(dp, PREC_FP32, why, sizeof why), runs);
+        assert_int_equal(backend_runnable(mp, PREC_FP32, why, sizeof why), runs);
+        assert_memory_equal(&mp_before, mp, sizeof *mp);
+        assert_memory_equal(&dp_before, dp, sizeof *dp);
+        /* data parallelism keeps what it refuses (fp64) so as to say why;
+         * the stages leave out what cannot cross between them */
+        const unsigned all = backend_precisions(inner);
+        assert_int_equal(backend_precisions(dp), all);
+        assert_int_equal(backend_precisions(mp), all & ~(1u << PREC_FP64 | 1u << PREC_FP16));
+        char a[512], b[512];
+        backend_library_info(inner, a, sizeof a);
+        backend_library_info(dp, b, sizeof b);
+        assert_string_equal(a, b);
+        backend_library_info(mp, b, sizeof b);
+        assert_string_equal(a, b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -482,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_prefetch_trains_the_same),
         cmocka_unit_test(test_memory_per_worker),
         cmocka_unit_test(test_refusals_and_failures),
+        cmocka_unit_test(test_wrappers_follow_their_inner_backend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

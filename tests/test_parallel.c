@@ -224,7 +224,8 @@ static void train(const backend *b, engine *e, const int32_t *order, int batch, 
         done += k;
         chunk++;
     }
-    if (tail > 0 && b->ops->train_steps(e, order + (size_t)steps * batch, tail, 1, losses + steps) != 0)
+    if (tail > 0 &&
+        b->ops->train_steps(e, order + (size_t)steps * batch, tail, 1, losses + steps) != 0)
         fail_msg("%s: train_steps (tail): %s", b->name, b->ops->error(e));
 }
 
@@ -362,7 +363,8 @@ static void test_averaging_with_state_matches_reference(void **state)
         const engine_buffer which[2] = {BUF_PARAMS, BUF_OPT_STATE};
         for (int w = 0; w < 2; w++) {
             size_t n0, n1;
-            float *a = nb->dp->buffer(rep[0], which[w], &n0), *b = nb->dp->buffer(rep[1], which[w], &n1);
+            float *a = nb->dp->buffer(rep[0], which[w], &n0),
+                  *b = nb->dp->buffer(rep[1], which[w], &n1);
             assert_int_equal(n0, n);
             for (size_t i = 0; i < n; i++)
                 a[i] = b[i] = (float)(0.5 * ((double)a[i] + b[i]));

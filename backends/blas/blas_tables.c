@@ -182,12 +182,8 @@ static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
 
 /* The engine entries the blas and direct tables share: each build's own
  * destroy and description, the host engine's bookkeeping. */
-static const engine_ops chwn_ops = {
-    HOST_ENGINE_OPS,
-    .destroy = R(blas_destroy),
-    .placement = placement,
-    .describe = describe,
-};
+static const engine_ops chwn_ops = {HOST_ENGINE_OPS, .destroy = R(blas_destroy),
+                                    .placement = placement, .describe = describe};
 
 /* What the blas and direct descriptors share: each build's own create and
  * probe of a precision, its libraries, and the host engine's tables. */

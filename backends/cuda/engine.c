@@ -592,28 +592,16 @@ int cuda_bind_dataset(engine *e, const dataset *train, const dataset *test)
 }
 
 static const engine_ops cuda_ops = {
-    .destroy = cuda_destroy,
-    .error = cuda_error,
-    .set_params = cuda_set_params,
-    .get_params = cuda_get_params,
-    .bind_dataset = cuda_bind_dataset,
-    .train_steps = cuda_train_steps,
-    .evaluate = cuda_evaluate,
-    .placement = cuda_placement,
-    .describe = cuda_describe,
-    .peak_memory = cuda_peak_memory,
-    .profile_layers = cuda_profile_layers,
-    .peak_gflops = cuda_peak_gflops,
-    .last_loss = cuda_last_loss,
-    .memory_use = cuda_memory_use_of,
-};
+    .destroy = cuda_destroy, .error = cuda_error, .set_params = cuda_set_params,
+    .get_params = cuda_get_params, .bind_dataset = cuda_bind_dataset,
+    .train_steps = cuda_train_steps, .evaluate = cuda_evaluate, .placement = cuda_placement,
+    .describe = cuda_describe, .peak_memory = cuda_peak_memory,
+    .profile_layers = cuda_profile_layers, .peak_gflops = cuda_peak_gflops,
+    .last_loss = cuda_last_loss, .memory_use = cuda_memory_use_of};
 
 static const data_parallel_ops cuda_data_parallel = {
-    .compute_gradients = cuda_compute_gradients,
-    .apply_update = cuda_apply_update,
-    .buffer = cuda_buffer,
-    .buffer_space = MEM_DEVICE,
-};
+    .compute_gradients = cuda_compute_gradients, .apply_update = cuda_apply_update,
+    .buffer = cuda_buffer, .buffer_space = MEM_DEVICE};
 
 static const stage_ops cuda_stages = {.stage_forward = cuda_stage_forward,
                                       .stage_backward = cuda_stage_backward};

@@ -334,12 +334,8 @@ static void describe(engine *e, char *buf, size_t len)
              e->threads, e->threads == 1 ? "" : "s", lib, e->impls);
 }
 
-static const engine_ops onednn_ops = {
-    HOST_ENGINE_OPS,
-    .destroy = destroy,
-    .placement = placement,
-    .describe = describe,
-};
+static const engine_ops onednn_ops = {HOST_ENGINE_OPS, .destroy = destroy,
+                                      .placement = placement, .describe = describe};
 
 /* No model-parallel stages: this engine does not offer them. */
 const backend onednn_backend = {
@@ -348,12 +344,8 @@ const backend onednn_backend = {
                "or bf16",
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
-    .probe = host_probe,
-    .probe_precision = probe_precision,
-    .create = create,
-    .library_info = library_info,
-    .ops = &onednn_ops,
-    .dp = &host_data_parallel,
+    .probe = host_probe, .probe_precision = probe_precision, .create = create,
+    .library_info = library_info, .ops = &onednn_ops, .dp = &host_data_parallel,
 };
 
 LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)
