@@ -91,7 +91,7 @@ static int ensure_loaded(const backend *b, char *why, size_t why_len)
                      t->name, m->b.name);
             t = NULL;
         }
-        if (t) {
+        if (t) { /* the registered entry becomes the module's descriptor */
             m->table = t;
             m->b = *t;
         }

@@ -11,7 +11,8 @@
 #include "backends/engine.h"
 
 typedef struct wrapped_backend {
-    backend b; /* `entries` under this wrapper's name; b.ctx points back here */
+    backend b; /* `entries` under this wrapper's name; b.ctx points back here.
+                * Nothing in it is written after wrap_backend. */
     const backend *inner;
     const void *options; /* the wrapper's own copy */
     crossing hand_over;  /* what crosses between its engines: the precisions it refuses */

@@ -6,8 +6,8 @@
  *
  * A CPU engine embeds a host_engine as the first member of its struct
  * engine, so that a pointer to the engine is a pointer to its host_engine
- * (host_of) and the host_* entries below go straight into its backend
- * table. What is left to the backend: create (host_engine_create first),
+ * (host_of) and the host_* entries below go straight into its backend's
+ * tables. What is left to the backend: create (host_engine_create first),
  * destroy (host_engine_free last, which also frees every buffer
  * host_alloc_counted handed out), compute_gradients, apply_update, and
  * the two callbacks of host_layers that evaluation and layer profiling
