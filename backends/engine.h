@@ -5,9 +5,11 @@
  * layout (workloads/workload.h), the same initial parameters and the same
  * batch order, so any two can be compared step by step.
  *
- * Conventions: functions returning int give 0 on success and non-zero on
- * failure, with a one-line message available from error(). An engine never
- * reads files, parses flags or prints. */
+ * Conventions: a probe or a question (probe, probe_precision, the
+ * registry's backend_runnable and the like) answers 1 for yes and 0 for no,
+ * with the reason in why; an operation returns 0 on success and -1 on
+ * failure, with a one-line message from error(). An engine never reads
+ * files, parses flags or prints. */
 #ifndef LB_ENGINE_H
 #define LB_ENGINE_H
 
@@ -178,24 +180,10 @@ static inline size_t memory_use_total(const memory_use *m)
 
 typedef struct engine engine; /* each backend defines its own */
 
-typedef struct backend {
-    const char *name;
-    const char *summary; /* one line for --list */
-    int built;           /* 0: compiled out; not_built_reason says why */
-    const char *not_built_reason;
-    unsigned precisions; /* bit (1u << precision) per supported one; 0: fp32 only */
-
-    /* Handed back to probe and create, so that one pair of functions can
-     * serve many backends (each data-parallel wrapper points it at its own
-     * options). NULL for most backends. */
-    void *ctx;
-    /* 1 if the backend can run here; else 0 with the reason in why. */
-    int (*probe)(void *ctx, char *why, size_t why_len);
-    /* Optional: 1 if precision p, one of `precisions`, runs on this
-     * machine; else 0 with the reason ("this CPU lacks AVX512_BF16"). */
-    int (*probe_precision)(void *ctx, precision p, char *why, size_t why_len);
-    engine *(*create)(void *ctx, const workload *w, const engine_config *cfg, char *err,
-                      size_t err_len);
+/* What an engine does, once created. The first entries are required; the
+ * rest are optional (NULL when not offered; backends/registry.h has
+ * wrappers that supply the defaults, so no caller tests a pointer). */
+typedef struct engine_ops {
     void (*destroy)(engine *e);
     const char *(*error)(engine *e);
 
@@ -214,18 +202,7 @@ typedef struct backend {
     /* Scores the first `limit` test images (all when limit <= 0). */
     int (*evaluate)(engine *e, int limit, eval_counts *out);
 
-    /* Optional (NULL when not offered; backends/registry.h has wrappers
-     * that supply the defaults) ------------------------------------------ */
-
-    /* Data parallelism: gradients of the mean loss over `batch` images into
-     * BUF_GRADS without updating; then apply_update(scale) multiplies the
-     * gradients by `scale` and applies one optimiser step. The buffers are
-     * float: an fp64 engine hands out none (NULL), and the coordinator
-     * refuses it. */
-    int (*compute_gradients)(engine *e, const int32_t *indices, int batch, float *loss);
-    int (*apply_update)(engine *e, float grad_scale);
-    float *(*buffer)(engine *e, engine_buffer which, size_t *count);
-    memory_space buffer_space;
+    /* Optional ------------------------------------------------------------ */
 
     /* Where it runs: CPU threads, GPUs and replicas used (NULL: 1, 0, 1). */
     void (*placement)(engine *e, int *threads, int *devices, int *replicas);
@@ -233,21 +210,15 @@ typedef struct backend {
     void (*describe)(engine *e, char *buf, size_t len);
     /* Peak device memory in bytes (GPU engines). */
     size_t (*peak_memory)(engine *e);
-    /* Libraries and versions for the system record, e.g. "OpenBLAS 0.3.21". */
-    void (*library_info)(char *buf, size_t len);
-    /* Times each layer's forward and backward over `reps` steps. */
-    /* Leaves parameters and optimiser state as they were (gradients may
-     * be overwritten). */
+    /* Times each layer's forward and backward over `reps` steps. Leaves
+     * parameters and optimiser state as they were (gradients may be
+     * overwritten). */
     int (*profile_layers)(engine *e, const int32_t *indices, int batch, int reps,
                           layer_times *out);
     /* Measured peak GFLOP/s of the device the engine runs on (a short GEMM
      * probe), for "% of peak" in the summary. NULL on CPU engines: the
      * harness then probes the CPU with the engine's thread count. */
     double (*peak_gflops)(engine *e);
-    /* CPU backends: GFLOP/s their GEMM library reaches on `threads` threads
-     * (a short sgemm probe), which the harness's own multiply-add probe of
-     * the CPU may be raised to; <= 0 when not measured. */
-    double (*library_peak_gflops)(int threads);
     /* The loss of the last training step at the engine's own precision,
      * before it was rounded to float for train_steps' losses (NAN when not
      * recorded), so that tests compare fp64 engines beyond float's seven
@@ -255,23 +226,76 @@ typedef struct backend {
     double (*last_loss)(engine *e);
     /* What the engine holds, by kind (NULL: not itemised). */
     void (*memory_use)(engine *e, memory_use *out);
+} engine_ops;
 
-    /* Model parallelism: an engine created with cfg->stage_slots >= 1 runs
-     * its workload, a stage of a larger network (workload_stage: any input
-     * shape, no loss), as one worker of a model-parallel coordinator.
-     * Activations and their gradients cross as host floats, image after
-     * image in the workload's NCHW layout ([batch][c][h][w]; a dense
-     * layer's [batch][units]); the first stage is handed pixels already
-     * scaled (lb_pixel). Float at every precision, so fp64 engines offer no
-     * stages. slot (0 .. stage_slots - 1) names a micro-batch in flight:
-     * stage_forward keeps its activations until its stage_backward, so that
-     * several micro-batches can be between the two at once. */
+/* Data parallelism: gradients of the mean loss over `batch` images into
+ * BUF_GRADS without updating; then apply_update(scale) multiplies the
+ * gradients by `scale` and applies one optimiser step. The buffers are
+ * float: an fp64 engine hands out none (NULL), and the coordinator refuses
+ * it (crossing_refusal). */
+typedef struct data_parallel_ops {
+    int (*compute_gradients)(engine *e, const int32_t *indices, int batch, float *loss);
+    int (*apply_update)(engine *e, float grad_scale);
+    float *(*buffer)(engine *e, engine_buffer which, size_t *count);
+    memory_space buffer_space; /* where buffer's pointers point */
+} data_parallel_ops;
+
+/* Model parallelism: an engine created with cfg->stage_slots >= 1 runs its
+ * workload, a stage of a larger network (workload_stage: any input shape,
+ * no loss), as one worker of a model-parallel coordinator. Activations and
+ * their gradients cross as host floats, image after image in the
+ * workload's NCHW layout ([batch][c][h][w]; a dense layer's
+ * [batch][units]); the first stage is handed pixels already scaled
+ * (lb_pixel). Float at every precision, so fp64 engines offer no stages.
+ * slot (0 .. stage_slots - 1) names a micro-batch in flight: stage_forward
+ * keeps its activations until its stage_backward, so that several
+ * micro-batches can be between the two at once. A stage also needs the
+ * data-parallel entries (BUF_GRADS, apply_update). */
+typedef struct stage_ops {
     int (*stage_forward)(engine *e, int slot, const float *in, int batch, float *out);
     /* From d_out, the gradient of the step's loss with respect to slot's
      * out: the parameter gradients into BUF_GRADS (written when accumulate
      * is 0, added when 1) and, unless d_in is NULL, the gradient with
      * respect to slot's in. apply_update(1) then applies BUF_GRADS. */
     int (*stage_backward)(engine *e, int slot, const float *d_out, float *d_in, int accumulate);
+} stage_ops;
+
+/* A backend: what is known of it without an engine, and its tables. */
+typedef struct backend {
+    const char *name;
+    const char *summary; /* one line for --list */
+    int built;           /* 0: compiled out; not_built_reason says why */
+    const char *not_built_reason;
+    unsigned precisions; /* bit (1u << precision) per supported one; 0: fp32 only */
+    /* In place of `precisions`, for a backend made of another (the
+     * coordinators' wrappers): asked each time, since the inner backend's
+     * are known only once its module has loaded. NULL for most. */
+    unsigned (*precisions_of)(void *ctx);
+
+    /* Handed back to the functions below, so that one set of them can
+     * serve many backends (each data-parallel wrapper points it at its own
+     * options). NULL for most backends. */
+    void *ctx;
+    /* 1 if the backend can run here; else 0 with the reason in why. Changes
+     * nothing a reader of the backend sees. */
+    int (*probe)(void *ctx, char *why, size_t why_len);
+    /* Optional: 1 if precision p, one of `precisions`, runs on this
+     * machine; else 0 with the reason ("this CPU lacks AVX512_BF16"). */
+    int (*probe_precision)(void *ctx, precision p, char *why, size_t why_len);
+    engine *(*create)(void *ctx, const workload *w, const engine_config *cfg, char *err,
+                      size_t err_len);
+    /* Optional: libraries and versions for the system record, e.g.
+     * "OpenBLAS 0.3.21". */
+    void (*library_info)(void *ctx, char *buf, size_t len);
+    /* Optional, CPU backends: GFLOP/s their GEMM library reaches on
+     * `threads` threads (a short sgemm probe), which the harness's own
+     * multiply-add probe of the CPU may be raised to; <= 0 when not
+     * measured. */
+    double (*library_peak_gflops)(int threads);
+
+    const engine_ops *ops;
+    const data_parallel_ops *dp; /* NULL: no data parallelism */
+    const stage_ops *stage;      /* NULL: no model-parallel stages (needs dp too) */
 } backend;
 
 #endif

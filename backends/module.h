@@ -16,8 +16,8 @@
 #include <string.h>
 
 /* Bumped whenever a table handed across the module boundary changes
- * shape (struct backend, the devmem and NCCL tables). */
-#define LB_MODULE_ABI 4
+ * shape (struct backend and its tables, the devmem and NCCL tables). */
+#define LB_MODULE_ABI 5
 
 /* What a module defines (exactly one per module). */
 #define LB_MODULE_ENTRY_NAME "lb_module_entry"

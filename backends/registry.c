@@ -91,7 +91,7 @@ static int ensure_loaded(const backend *b, char *why, size_t why_len)
                      t->name, m->b.name);
             t = NULL;
         }
-        if (t) {
+        if (t) { /* the registered entry becomes the module's descriptor */
             m->table = t;
             m->b = *t;
         }
@@ -124,7 +124,8 @@ int backend_loaded(const backend *b)
 
 unsigned backend_precisions(const backend *b)
 {
-    return b->precisions ? b->precisions : 1u << PREC_FP32;
+    const unsigned said = b->precisions_of ? b->precisions_of(b->ctx) : b->precisions;
+    return said ? said : 1u << PREC_FP32;
 }
 
 int backend_runnable(const backend *b, precision p, char *why, size_t why_len)
@@ -154,7 +155,7 @@ int backend_supports_data_parallel(const backend *b, char *why, size_t why_len)
 {
     if (ensure_loaded(b, why, why_len) != 0)
         return 0;
-    if (!b->compute_gradients || !b->apply_update || !b->buffer) {
+    if (!b->dp) {
         snprintf(why, why_len, "the %s backend offers no data-parallel entries "
                                "(compute_gradients, apply_update, buffer)", b->name);
         return 0;
@@ -177,8 +178,8 @@ engine *backend_create(const backend *b, const workload *w, const engine_config 
 void backend_placement(const backend *b, engine *e, int *threads, int *devices, int *replicas)
 {
     *threads = 1, *devices = 0, *replicas = 1;
-    if (b->placement)
-        b->placement(e, threads, devices, replicas);
+    if (b->ops->placement)
+        b->ops->placement(e, threads, devices, replicas);
 }
 
 void backend_setup_note(const backend *b, int with_reasons, char *buf, size_t len)
@@ -194,8 +195,8 @@ void backend_describe(const backend *b, engine *e, char *buf, size_t len)
 {
     if (len)
         buf[0] = '\0';
-    if (b->describe)
-        b->describe(e, buf, len);
+    if (b->ops->describe)
+        b->ops->describe(e, buf, len);
     char note[1024];
     backend_setup_note(b, 0, note, sizeof note);
     const size_t used = strlen(buf);
@@ -205,21 +206,21 @@ void backend_describe(const backend *b, engine *e, char *buf, size_t len)
 
 size_t backend_peak_memory(const backend *b, engine *e)
 {
-    return b->peak_memory ? b->peak_memory(e) : 0;
+    return b->ops->peak_memory ? b->ops->peak_memory(e) : 0;
 }
 
 int backend_memory_use(const backend *b, engine *e, memory_use *out)
 {
     memset(out, 0, sizeof *out);
-    if (!b->memory_use || !e)
+    if (!b->ops->memory_use || !e)
         return 0;
-    b->memory_use(e, out);
+    b->ops->memory_use(e, out);
     return 1;
 }
 
 double backend_peak_gflops(const backend *b, engine *e)
 {
-    return b->peak_gflops ? b->peak_gflops(e) : 0;
+    return b->ops->peak_gflops ? b->ops->peak_gflops(e) : 0;
 }
 
 double backend_library_peak_gflops(const backend *b, int threads)
@@ -230,12 +231,12 @@ double backend_library_peak_gflops(const backend *b, int threads)
 int backend_profile_layers(const backend *b, engine *e, const int32_t *indices, int batch,
                            int reps, layer_times *out, char *err, size_t err_len)
 {
-    if (!b->profile_layers) {
+    if (!b->ops->profile_layers) {
         snprintf(err, err_len, "the %s backend cannot time its layers", b->name);
         return -1;
     }
-    if (b->profile_layers(e, indices, batch, reps, out) != 0) {
-        snprintf(err, err_len, "%s", b->error(e));
+    if (b->ops->profile_layers(e, indices, batch, reps, out) != 0) {
+        snprintf(err, err_len, "%s", b->ops->error(e));
         return -1;
     }
     return 0;
@@ -243,7 +244,7 @@ int backend_profile_layers(const backend *b, engine *e, const int32_t *indices, 
 
 double backend_last_loss(const backend *b, engine *e)
 {
-    return b->last_loss ? b->last_loss(e) : NAN;
+    return b->ops->last_loss ? b->ops->last_loss(e) : NAN;
 }
 
 void backend_library_info(const backend *b, char *buf, size_t len)
@@ -251,5 +252,5 @@ void backend_library_info(const backend *b, char *buf, size_t len)
     if (len)
         buf[0] = '\0';
     if (backend_loaded(b) && b->library_info)
-        b->library_info(buf, len);
+        b->library_info(b->ctx, buf, len);
 }

@@ -4,8 +4,10 @@
  * under --backend all. The heavy ones live in modules (backends/module.h)
  * and are loaded by backend_runnable(), the first call that needs them;
  * until then their entry holds only the name, summary and whether they
- * were built. The wrappers below supply the defaults for the contract's
- * optional entries, so no caller tests a function pointer. */
+ * were built, and loading makes it the module's descriptor (the tables
+ * live in the module). That is the one write to a registered backend:
+ * probes change nothing. The wrappers below supply the defaults for the
+ * contract's optional entries, so no caller tests a function pointer. */
 #ifndef LB_REGISTRY_H
 #define LB_REGISTRY_H
 
@@ -67,11 +69,13 @@ int backend_is_peer(const backend *b);
  * a module, or its module is loaded. */
 int backend_loaded(const backend *b);
 
-/* Precisions b runs (bit 1u << precision each), fp32 when it says none. */
+/* Precisions b runs (bit 1u << precision each), fp32 when it says none;
+ * a wrapper's as its inner backend says them now (precisions_of). A module
+ * backend's are known once it is loaded. */
 unsigned backend_precisions(const backend *b);
 
-/* 1 when b offers the entries data parallelism needs (compute_gradients,
- * apply_update, buffer); else 0 with the reason. */
+/* 1 when b offers data parallelism (its dp table); else 0 with the
+ * reason. Loads b's module. */
 int backend_supports_data_parallel(const backend *b, char *why, size_t why_len);
 
 engine *backend_create(const backend *b, const workload *w, const engine_config *cfg,

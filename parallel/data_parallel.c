@@ -179,12 +179,6 @@ static int get_params(engine *e, float *params)
     return dp_run_all(e, JOB_GET_PARAMS);
 }
 
-static float *buffer(engine *e, engine_buffer which, size_t *count)
-{
-    /* replica 0's: in synchronous mode every replica holds the same */
-    return e->inner->buffer(e->rep[0].e, which, count);
-}
-
 static void placement(engine *e, int *threads, int *devices, int *replicas)
 {
     int t, d, r;
@@ -240,7 +234,7 @@ static size_t peak_memory(engine *e)
 /* Every GPU of the job: the peak of one, times the GPUs in use. */
 static double peak_gflops(engine *e)
 {
-    if (!e->inner->peak_gflops)
+    if (!e->inner->ops->peak_gflops)
         return 0;
     int threads, devices, replicas;
     placement(e, &threads, &devices, &replicas);
@@ -262,6 +256,15 @@ void dp_destroy(engine *e)
     free(e);
 }
 
+/* The coordinator's entries, shared by every wrapped backend and
+ * multi-gpu. It offers no data-parallel entries of its own (it is the
+ * data parallelism) and no stages. */
+static const engine_ops dp_ops = {
+    .destroy = dp_destroy, .error = error, .set_params = set_params, .get_params = get_params,
+    .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,
+    .placement = placement, .describe = describe, .peak_memory = peak_memory,
+    .peak_gflops = peak_gflops, .memory_use = memory_use_entry};
+
 /* Backends ------------------------------------------------------------- */
 
 /* A wrapped backend's options (parallel/wrap.h keeps the wrappers). */
@@ -270,14 +273,11 @@ static const dp_options *options_of(const wrapped_backend *w) { return w->option
 static int wrapped_probe(void *ctx, char *why, size_t why_len)
 {
     wrapped_backend *w = ctx;
-    /* every backend runs fp32; the wrapper's precisions are the inner's */
+    /* every backend runs fp32; the wrapper's precisions are the inner's
+     * (wrapped_precisions), asked when wanted */
     if (!backend_runnable(w->inner, PREC_FP32, why, why_len) ||
         !backend_supports_data_parallel(w->inner, why, why_len))
         return 0;
-    /* what the inner backend says of itself, known now that it is loaded */
-    w->b.precisions = w->inner->precisions;
-    w->b.buffer_space = w->inner->buffer_space; /* buffer() hands out replica 0's */
-    w->b.library_info = w->inner->library_info;
     if (options_of(w)->spread_over_gpus && world_size() > 1) {
         snprintf(why, why_len, "uses the GPUs of one process; under mpirun run --backend %s, "
                                "one GPU per rank", w->inner->name);
@@ -295,19 +295,10 @@ static engine *wrapped_create(void *ctx, const workload *w, const engine_config 
     return dp_create(d->inner, options_of(d), w, cfg, err, err_len);
 }
 
-/* The coordinator's entries, shared by every wrapped backend and multi-gpu. */
-#define DP_ENGINE_ENTRIES                                                                 \
-    .destroy = dp_destroy, .error = error, .set_params = set_params, .get_params = get_params, \
-    .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,       \
-    .buffer = buffer, .placement = placement, .describe = describe,                       \
-    .peak_memory = peak_memory, .peak_gflops = peak_gflops, .memory_use = memory_use_entry
-
 static const backend dp_entries = {
-    .probe = wrapped_probe,
-    .probe_precision = wrapped_probe_precision,
-    .create = wrapped_create,
-    DP_ENGINE_ENTRIES,
-};
+    .precisions_of = wrapped_precisions, .probe = wrapped_probe,
+    .probe_precision = wrapped_probe_precision, .create = wrapped_create,
+    .library_info = wrapped_library_info, .ops = &dp_ops};
 
 /* The wrapper behind b, or NULL when b is not one. */
 static const wrapped_backend *wrapper_of(const backend *b) { return wrapper_from(b, &dp_entries); }
@@ -336,8 +327,9 @@ static engine *multi_gpu_create(void *ctx, const workload *w, const engine_confi
 }
 
 /* Only once NCCL was loaded by this run: the system record never loads it. */
-static void multi_gpu_library_info(char *buf, size_t len)
+static void multi_gpu_library_info(void *ctx, char *buf, size_t len)
 {
+    (void)ctx;
     if (module_loaded("nccl"))
         nccl_version_string(buf, len);
     else if (len)
@@ -353,9 +345,8 @@ const backend multi_gpu_backend = {
     .not_built_reason = "needs the cuda backend (nvcc, cuDNN and cuBLAS at build time)",
     .probe = multi_gpu_probe,
     .create = multi_gpu_create,
-    DP_ENGINE_ENTRIES,
-    .buffer_space = MEM_DEVICE,
     .library_info = multi_gpu_library_info,
+    .ops = &dp_ops,
 };
 
 /* multi-gpu joins the registry as the program starts: the registry sits

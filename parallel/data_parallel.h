@@ -1,5 +1,5 @@
 /* The data-parallel coordinator, written once over any engine that offers
- * the optional entries of backends/engine.h (compute_gradients,
+ * the data-parallel table of backends/engine.h (compute_gradients,
  * apply_update, buffer). It is itself an engine: the harness drives it
  * through the same contract as any backend.
  *

@@ -7,7 +7,7 @@
 static void set_rep_error(replica *r, const backend *b, const char *what)
 {
     snprintf(r->err, sizeof r->err, "replica %d: %s: %s", r->global, what,
-             r->e ? b->error(r->e) : "no engine");
+             r->e ? b->ops->error(r->e) : "no engine");
     r->rc = -1;
 }
 
@@ -30,11 +30,11 @@ void dp_run_job(void *ctx, int l)
         member_destroy(b, &r->e);
         break;
     case JOB_SET_PARAMS:
-        if (b->set_params(r->e, e->params_in) != 0)
+        if (b->ops->set_params(r->e, e->params_in) != 0)
             set_rep_error(r, b, "set_params");
         break;
     case JOB_BIND:
-        if (b->bind_dataset(r->e, e->train, e->test) != 0)
+        if (b->ops->bind_dataset(r->e, e->train, e->test) != 0)
             set_rep_error(r, b, "bind_dataset");
         break;
     case JOB_GRADIENTS: {
@@ -43,7 +43,7 @@ void dp_run_job(void *ctx, int l)
         r->has_work = count > 0;
         /* an empty slice still computes on one image, weighted 0 below, so
          * its gradient buffer holds finite numbers for the reduction */
-        if (b->compute_gradients(r->e, e->indices + (count ? start : 0), count ? count : 1,
+        if (b->dp->compute_gradients(r->e, e->indices + (count ? start : 0), count ? count : 1,
                                  &r->loss) != 0)
             set_rep_error(r, b, "compute_gradients");
         break;
@@ -51,7 +51,7 @@ void dp_run_job(void *ctx, int l)
     case JOB_REDUCE_UPDATE: {
         int start, count;
         share_of(e->batch, e->total, r->global, &start, &count);
-        float *grads = b->buffer(r->e, BUF_GRADS, &n);
+        float *grads = b->dp->buffer(r->e, BUF_GRADS, &n);
         if (!grads || n != e->w.param_count) {
             snprintf(r->err, sizeof r->err, "replica %d: no gradient buffer", r->global);
             r->rc = -1;
@@ -63,7 +63,7 @@ void dp_run_job(void *ctx, int l)
             snprintf(r->err, sizeof r->err, "replica %d: %s", r->global, comm_error(r->comm));
             r->rc = -1;
         }
-        if (r->rc == 0 && b->apply_update(r->e, 1.0f) != 0)
+        if (r->rc == 0 && b->dp->apply_update(r->e, 1.0f) != 0)
             set_rep_error(r, b, "apply_update");
         break;
     }
@@ -72,8 +72,8 @@ void dp_run_job(void *ctx, int l)
         const long t = e->round_first + r->global;
         r->has_work = t >= e->group_lo && t < e->group_hi;
         if (r->has_work &&
-            b->train_steps(r->e, e->indices + (size_t)(t - e->group_lo) * e->batch, e->batch, 1,
-                           &r->loss) != 0)
+            b->ops->train_steps(r->e, e->indices + (size_t)(t - e->group_lo) * e->batch,
+                                e->batch, 1, &r->loss) != 0)
             set_rep_error(r, b, "train_steps");
         break;
     }
@@ -81,7 +81,7 @@ void dp_run_job(void *ctx, int l)
         const engine_buffer which[2] = {BUF_PARAMS, BUF_OPT_STATE};
         const int buffers = e->opt.average_optimizer_state ? 2 : 1;
         for (int k = 0; k < buffers; k++) {
-            float *buf = b->buffer(r->e, which[k], &n);
+            float *buf = b->dp->buffer(r->e, which[k], &n);
             if (k == 1 && n == 0)
                 break; /* sgd: no state */
             if (!buf && r->rc == 0) {
@@ -97,11 +97,11 @@ void dp_run_job(void *ctx, int l)
         break;
     }
     case JOB_EVALUATE:
-        if (l == 0 && b->evaluate(r->e, e->eval_limit, e->eval_out) != 0)
+        if (l == 0 && b->ops->evaluate(r->e, e->eval_limit, e->eval_out) != 0)
             set_rep_error(r, b, "evaluate");
         break;
     case JOB_GET_PARAMS:
-        if (l == 0 && b->get_params(r->e, e->params_out) != 0)
+        if (l == 0 && b->ops->get_params(r->e, e->params_out) != 0)
             set_rep_error(r, b, "get_params");
         break;
     case JOB_DESCRIBE:
@@ -164,7 +164,7 @@ int dp_end_job_if_ranks(engine *e)
 /* Picks each replica's device and the communicator kind. */
 static int plan_devices(engine *e, const engine_config *cfg)
 {
-    const int on_device = e->inner->buffer_space == MEM_DEVICE;
+    const int on_device = e->inner->dp->buffer_space == MEM_DEVICE;
     int devices = 0;
     char why[256] = "";
     if (on_device && (e->opt.spread_over_gpus || e->ranks > 1)) {
@@ -189,7 +189,7 @@ static int plan_devices(engine *e, const engine_config *cfg)
 static int make_communicators(engine *e)
 {
     char err[256] = "";
-    const memory_space space = e->inner->buffer_space;
+    const memory_space space = e->inner->dp->buffer_space;
     if (e->ranks > 1) {
         replica *r = &e->rep[0];
         /* NCCL wants a GPU of its own per rank: if ranks share GPUs

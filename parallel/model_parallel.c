@@ -389,7 +389,7 @@ static engine *mp_create(const backend *inner, const mp_options *o, const worklo
         why = "batch size must be at least 1";
     else if (crossing_refusal(CROSS_STAGE, cfg->precision))
         why = crossing_refusal(CROSS_STAGE, cfg->precision);
-    else if (!inner->stage_forward || !inner->stage_backward || !inner->apply_update)
+    else if (!inner->stage || !inner->dp)
         why = "the backend offers no model-parallel stages";
     else if (world_size() > 1 && o->workers != world_size())
         why = "under mpirun every rank is one worker: the workers must be the ranks";
@@ -406,7 +406,7 @@ static engine *mp_create(const backend *inner, const mp_options *o, const worklo
     e->first_local = e->distributed ? world_rank() : 0;
     e->local_workers = e->distributed ? 1 : e->workers;
     e->micro_cap = (cfg->batch_size + o->micro_batches - 1) / o->micro_batches;
-    if (inner->buffer_space == MEM_DEVICE) {
+    if (inner->dp->buffer_space == MEM_DEVICE) {
         char none[256];
         e->gpus = devmem_device_count(none, sizeof none); /* 0: create says why */
     }
@@ -458,17 +458,21 @@ static int wrapped_probe(void *ctx, char *why, size_t why_len)
     wrapped_backend *w = ctx;
     if (!backend_runnable(w->inner, PREC_FP32, why, why_len))
         return 0;
-    if (!w->inner->stage_forward || !w->inner->stage_backward) {
+    if (!w->inner->stage || !w->inner->dp) {
         snprintf(why, why_len, "%s offers no model-parallel stages", w->inner->name);
         return 0;
     }
+    return 1;
+}
+
+/* The inner backend's precisions that may cross between stages. */
+static unsigned crossable_precisions(void *ctx)
+{
     unsigned crossable = 0;
     for (int p = 0; p < PRECISION_COUNT; p++)
         if (!crossing_refusal(CROSS_STAGE, (precision)p))
             crossable |= 1u << p;
-    w->b.precisions = w->inner->precisions & crossable;
-    w->b.library_info = w->inner->library_info;
-    return 1;
+    return wrapped_precisions(ctx) & crossable;
 }
 
 static engine *wrapped_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
@@ -478,26 +482,22 @@ static engine *wrapped_create(void *ctx, const workload *w, const engine_config 
     return mp_create(m->inner, options_of(m), w, cfg, err, err_len);
 }
 
+static const engine_ops mp_ops = {
+    .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params,
+    .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,
+    .placement = placement, .describe = describe, .peak_memory = peak_memory,
+    .memory_use = memory_use_entry};
+
+/* So that a data-parallel coordinator can replicate the whole pipeline
+ * (hybrid): its gradient is gathered into host memory. */
+static const data_parallel_ops mp_data_parallel = {
+    .compute_gradients = compute_gradients, .apply_update = apply_update, .buffer = buffer,
+    .buffer_space = MEM_HOST};
+
 static const backend mp_entries = {
-    .probe = wrapped_probe,
-    .probe_precision = wrapped_probe_precision,
-    .create = wrapped_create,
-    .destroy = destroy,
-    .error = error,
-    .set_params = set_params,
-    .get_params = get_params,
-    .bind_dataset = bind_dataset,
-    .train_steps = train_steps,
-    .evaluate = evaluate,
-    .compute_gradients = compute_gradients,
-    .apply_update = apply_update,
-    .buffer = buffer,
-    .buffer_space = MEM_HOST,
-    .placement = placement,
-    .describe = describe,
-    .peak_memory = peak_memory,
-    .memory_use = memory_use_entry,
-};
+    .precisions_of = crossable_precisions, .probe = wrapped_probe,
+    .probe_precision = wrapped_probe_precision, .create = wrapped_create,
+    .library_info = wrapped_library_info, .ops = &mp_ops, .dp = &mp_data_parallel};
 
 const mp_options *mp_options_of(const backend *b)
 {

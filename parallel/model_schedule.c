@@ -20,7 +20,7 @@ static void worker_fail(engine *e, int i, const stage *s, const char *what)
     worker_state *w = &e->ws[i];
     if (!w->rc)
         snprintf(w->err, sizeof w->err, "worker %d: %s: %s", i, what,
-                 s && s->e ? e->inner->error(s->e) : "no engine");
+                 s && s->e ? e->inner->ops->error(s->e) : "no engine");
     w->rc = -1;
     if (e->distributed)
         end_job(w->err);
@@ -181,7 +181,7 @@ static void layers_program(engine *e, int k, int train)
             fill_pixels(e, m, 0, e->mb_count[m]);
         else if (receive_activation(e, k, m))
             return;
-        if (e->inner->stage_forward(s->e, m, segment_input(e, k, m), e->mb_count[m],
+        if (e->inner->stage->stage_forward(s->e, m, segment_input(e, k, m), e->mb_count[m],
                                     e->act[k + 1][m])) {
             worker_fail(e, k, s, "stage_forward");
             return;
@@ -197,7 +197,7 @@ static void layers_program(engine *e, int k, int train)
     for (int m = 0; m < M; m++) {
         if (k < last && receive_gradient(e, k, m))
             return;
-        if (e->inner->stage_backward(s->e, m, e->grad[k + 1][m], k ? e->grad[k][m] : NULL,
+        if (e->inner->stage->stage_backward(s->e, m, e->grad[k + 1][m], k ? e->grad[k][m] : NULL,
                                      m > 0)) {
             worker_fail(e, k, s, "stage_backward");
             return;
@@ -283,7 +283,7 @@ static void filters_program(engine *e, int i, int train)
         for (int s = 0; s < S; s++) {
             stage *st = &e->st[s][i];
             if (!w->rc &&
-                e->inner->stage_forward(st->e, m, segment_input(e, s, m), n, w->share_out))
+                e->inner->stage->stage_forward(st->e, m, segment_input(e, s, m), n, w->share_out))
                 worker_fail(e, i, st, "stage_forward");
             if (!w->rc)
                 gather_shares(e, s, i, m);
@@ -302,7 +302,7 @@ static void filters_program(engine *e, int i, int train)
             if (!job_failed(e)) {
                 copy_share(e->grad[s + 1][m], w->share_dout, n, e->size[s + 1], st->out_size,
                            st->out_offset, 0);
-                if (e->inner->stage_backward(st->e, m, w->share_dout, s ? w->part_din : NULL,
+                if (e->inner->stage->stage_backward(st->e, m, w->share_dout, s ? w->part_din : NULL,
                                              m > 0))
                     worker_fail(e, i, st, "stage_backward");
             }
@@ -316,10 +316,10 @@ static void filters_program(engine *e, int i, int train)
 static int stage_grads(engine *e, stage *s, int to_engine)
 {
     size_t n = 0;
-    float *g = e->inner->buffer ? e->inner->buffer(s->e, BUF_GRADS, &n) : NULL;
+    float *g = e->inner->dp->buffer(s->e, BUF_GRADS, &n); /* mp_create checked dp */
     if (!g || n != s->w.param_count)
         return -1;
-    if (e->inner->buffer_space == MEM_HOST) {
+    if (e->inner->dp->buffer_space == MEM_HOST) {
         memcpy(to_engine ? g : s->params, to_engine ? s->params : g, sizeof(float) * n);
         return 0;
     }
@@ -333,7 +333,7 @@ static int stage_grads(engine *e, stage *s, int to_engine)
  * spread over the GPUs there are; one GPU takes them all. */
 static int worker_device(const engine *e, int i)
 {
-    if (e->inner->buffer_space != MEM_DEVICE || e->gpus < 2)
+    if (e->inner->dp->buffer_space != MEM_DEVICE || e->gpus < 2)
         return e->cfg.device;
     const int k = e->distributed ? world_local_rank() : i;
     return (e->cfg.device + k) % e->gpus;
@@ -388,17 +388,17 @@ static void run_job(void *ctx, int local)
             break;
         case JOB_SET_PARAMS:
             workload_stage_params_from(&s->w, s->params, e->params_in);
-            if (b->set_params(s->e, s->params))
+            if (b->ops->set_params(s->e, s->params))
                 worker_fail(e, i, s, "set_params");
             break;
         case JOB_GET_PARAMS:
-            if (b->get_params(s->e, s->params))
+            if (b->ops->get_params(s->e, s->params))
                 worker_fail(e, i, s, "get_params");
             else
                 workload_stage_params_to(&s->w, s->params, e->params_out);
             break;
         case JOB_UPDATE:
-            if (b->apply_update(s->e, 1.0f))
+            if (b->dp->apply_update(s->e, 1.0f))
                 worker_fail(e, i, s, "apply_update");
             break;
         case JOB_GATHER_GRADS:
@@ -411,7 +411,7 @@ static void run_job(void *ctx, int local)
             workload_stage_params_from(&s->w, s->params, e->grads);
             if (stage_grads(e, s, 1))
                 worker_fail(e, i, s, "writing the gradients");
-            else if (b->apply_update(s->e, e->grad_scale))
+            else if (b->dp->apply_update(s->e, e->grad_scale))
                 worker_fail(e, i, s, "apply_update");
             break;
         default:

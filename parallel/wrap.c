@@ -55,6 +55,18 @@ wrapped_backend *wrapper_from(const backend *b, const backend *entries)
     return b && b->create == entries->create ? b->ctx : NULL;
 }
 
+unsigned wrapped_precisions(void *ctx)
+{
+    const wrapped_backend *w = ctx;
+    return backend_precisions(w->inner);
+}
+
+void wrapped_library_info(void *ctx, char *buf, size_t len)
+{
+    const wrapped_backend *w = ctx;
+    backend_library_info(w->inner, buf, len);
+}
+
 int wrapped_probe_precision(void *ctx, precision p, char *why, size_t why_len)
 {
     const wrapped_backend *w = ctx;
@@ -89,6 +101,6 @@ engine *member_create(const backend *inner, const workload *w, const engine_conf
 void member_destroy(const backend *inner, engine **e)
 {
     if (*e)
-        inner->destroy(*e);
+        inner->ops->destroy(*e);
     *e = NULL;
 }

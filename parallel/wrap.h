@@ -11,7 +11,8 @@
 #include "backends/engine.h"
 
 typedef struct wrapped_backend {
-    backend b; /* `entries` under this wrapper's name; b.ctx points back here */
+    backend b; /* `entries` under this wrapper's name; b.ctx points back here.
+                * Nothing in it is written after wrap_backend. */
     const backend *inner;
     const void *options; /* the wrapper's own copy */
     crossing hand_over;  /* what crosses between its engines: the precisions it refuses */
@@ -30,6 +31,12 @@ const backend *wrap_backend(const backend *entries, crossing hand_over, const ba
 
 /* The wrapper behind b when `entries` made it, else NULL. */
 wrapped_backend *wrapper_from(const backend *b, const backend *entries);
+
+/* Every wrapper's precisions_of and library_info (ctx: the wrapper): the
+ * inner backend's as they are when asked, so that probing a wrapper need
+ * copy nothing into it. */
+unsigned wrapped_precisions(void *ctx);
+void wrapped_library_info(void *ctx, char *buf, size_t len);
 
 /* Every wrapper's probe_precision (ctx: the wrapper): a precision that
  * cannot cross between its engines is refused with crossing_refusal's

@@ -22,7 +22,7 @@ static inline void expect_profile(const backend *b, engine *e, const int32_t *in
                                   int reps, const workload *w)
 {
     layer_times t;
-    assert_int_equal(b->profile_layers(e, indices, batch, reps, &t), 0);
+    assert_int_equal(b->ops->profile_layers(e, indices, batch, reps, &t), 0);
     assert_int_equal(t.n_layers, w->n_layers);
     double total = 0;
     for (int i = 0; i < w->n_layers; i++) {

@@ -72,9 +72,9 @@ static inline engine *start(const backend *b, const workload *w, const engine_co
         fail_msg("%s: create failed: %s", b->name, err);
     float *p = floats(w->param_count);
     init_params(w, 123, p);
-    assert_int_equal(b->set_params(e, p), 0);
+    assert_int_equal(b->ops->set_params(e, p), 0);
     free(p);
-    assert_int_equal(b->bind_dataset(e, &train_set.d, &test_set.d), 0);
+    assert_int_equal(b->ops->bind_dataset(e, &train_set.d, &test_set.d), 0);
     return e;
 }
 

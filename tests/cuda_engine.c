@@ -22,17 +22,17 @@ static void test_errors(void **state)
     const backend *b = cuda();
     const int32_t idx[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     float loss;
-    assert_int_not_equal(b->train_steps(g.e, idx, 16, 1, &loss), 0);
-    assert_non_null(strstr(b->error(g.e), "batch"));
+    assert_int_not_equal(b->ops->train_steps(g.e, idx, 16, 1, &loss), 0);
+    assert_non_null(strstr(b->ops->error(g.e), "batch"));
     const int32_t bad[8] = {0, 1, 2, 3, 64, 5, 6, 7};
-    assert_int_not_equal(b->train_steps(g.e, bad, 8, 1, &loss), 0);
-    assert_non_null(strstr(b->error(g.e), "index"));
+    assert_int_not_equal(b->ops->train_steps(g.e, bad, 8, 1, &loss), 0);
+    assert_non_null(strstr(b->ops->error(g.e), "index"));
     dataset wrong = g.data.d;
     wrong.rows = 27;
-    assert_int_not_equal(b->bind_dataset(g.e, &wrong, NULL), 0);
-    assert_true(strlen(b->error(g.e)) > 0 && !strchr(b->error(g.e), '\n'));
+    assert_int_not_equal(b->ops->bind_dataset(g.e, &wrong, NULL), 0);
+    assert_true(strlen(b->ops->error(g.e)) > 0 && !strchr(b->ops->error(g.e), '\n'));
     /* still usable afterwards */
-    assert_int_equal(b->train_steps(g.e, idx, 8, 1, &loss), 0);
+    assert_int_equal(b->ops->train_steps(g.e, idx, 8, 1, &loss), 0);
     assert_true(isfinite(loss));
     rig_down(&g);
 }
@@ -51,38 +51,38 @@ static void test_data_parallel_hooks(void **state)
     char err[256] = "";
     engine *ne = backend_create(nb, &a.w, &cfg, err, sizeof err);
     assert_non_null(ne);
-    nb->set_params(ne, a.init);
-    nb->bind_dataset(ne, &a.data.d, &a.data.d);
+    nb->ops->set_params(ne, a.init);
+    nb->ops->bind_dataset(ne, &a.data.d, &a.data.d);
     int32_t idx[48];
     epoch_order(803, 0, 48, 1, idx);
     const size_t n = a.w.param_count;
     float *gpu_grads = floats(n), *pa = floats(n), *pc = floats(n);
-    assert_true(b->buffer_space == MEM_DEVICE);
+    assert_true(b->dp->buffer_space == MEM_DEVICE);
     for (int s = 0; s < 3; s++) {
         float la, lc, ln;
-        assert_int_equal(b->train_steps(a.e, idx + s * 16, 16, 1, &la), 0);
-        assert_int_equal(b->compute_gradients(c.e, idx + s * 16, 16, &lc), 0);
-        assert_int_equal(nb->compute_gradients(ne, idx + s * 16, 16, &ln), 0);
+        assert_int_equal(b->ops->train_steps(a.e, idx + s * 16, 16, 1, &la), 0);
+        assert_int_equal(b->dp->compute_gradients(c.e, idx + s * 16, 16, &lc), 0);
+        assert_int_equal(nb->dp->compute_gradients(ne, idx + s * 16, 16, &ln), 0);
         size_t count = 0;
-        const float *g = b->buffer(c.e, BUF_GRADS, &count);
+        const float *g = b->dp->buffer(c.e, BUF_GRADS, &count);
         assert_int_equal(count, n);
         assert_int_equal(cudaMemcpy(gpu_grads, g, sizeof(float) * n, cudaMemcpyDeviceToHost),
                          cudaSuccess);
         size_t nn;
-        const float *ng = nb->buffer(ne, BUF_GRADS, &nn);
+        const float *ng = nb->dp->buffer(ne, BUF_GRADS, &nn);
         const double gd = max_rel_diff(gpu_grads, ng, n, 1e-3);
         if (gd > 1e-3)
             fail_msg("step %d: gradients differ from naive by %.3g", s, gd);
-        assert_int_equal(b->apply_update(c.e, 1.0f), 0);
-        assert_int_equal(nb->apply_update(ne, 1.0f), 0);
+        assert_int_equal(b->dp->apply_update(c.e, 1.0f), 0);
+        assert_int_equal(nb->dp->apply_update(ne, 1.0f), 0);
         assert_true(la == lc);
         assert_true(rel_diff(lc, ln, 1e-3) < 1e-4);
     }
-    b->get_params(a.e, pa);
-    b->get_params(c.e, pc);
+    b->ops->get_params(a.e, pa);
+    b->ops->get_params(c.e, pc);
     assert_memory_equal(pa, pc, sizeof(float) * n);
     free(gpu_grads), free(pa), free(pc);
-    nb->destroy(ne);
+    nb->ops->destroy(ne);
     rig_down(&a);
     rig_down(&c);
 }
@@ -99,7 +99,7 @@ static void test_profile_describe_memory(void **state)
     const int32_t idx[16] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3};
     layer_times t;
     memset(&t, 0xff, sizeof t);
-    assert_int_equal(b->profile_layers(g.e, idx, 16, 3, &t), 0);
+    assert_int_equal(b->ops->profile_layers(g.e, idx, 16, 3, &t), 0);
     assert_int_equal(t.n_layers, g.w.n_layers);
     double total = 0;
     for (int i = 0; i < g.w.n_layers; i++) {
@@ -109,25 +109,25 @@ static void test_profile_describe_memory(void **state)
     assert_true(total > 0 && t.loss_ms >= 0 && t.update_ms > 0);
     /* the model is as it was: the next step matches a fresh engine's */
     float le, lf;
-    assert_int_equal(b->train_steps(g.e, idx, 16, 1, &le), 0);
-    assert_int_equal(b->train_steps(fresh.e, idx, 16, 1, &lf), 0);
+    assert_int_equal(b->ops->train_steps(g.e, idx, 16, 1, &le), 0);
+    assert_int_equal(b->ops->train_steps(fresh.e, idx, 16, 1, &lf), 0);
     assert_true(le == lf);
     float *pg = floats(g.w.param_count), *pf = floats(g.w.param_count);
-    b->get_params(g.e, pg);
-    b->get_params(fresh.e, pf);
+    b->ops->get_params(g.e, pg);
+    b->ops->get_params(fresh.e, pf);
     assert_memory_equal(pg, pf, sizeof(float) * g.w.param_count);
 
     char text[256];
-    b->describe(g.e, text, sizeof text);
+    b->ops->describe(g.e, text, sizeof text);
     print_message("describe: %s\n", text);
     assert_non_null(strstr(text, "fp32"));
     assert_non_null(strstr(text, "conv2 fwd"));
-    assert_true(b->peak_memory(g.e) > 0);
+    assert_true(b->ops->peak_memory(g.e) > 0);
     int threads = 0, devices = 0, replicas = 0;
-    b->placement(g.e, &threads, &devices, &replicas);
+    b->ops->placement(g.e, &threads, &devices, &replicas);
     assert_int_equal(devices, 1);
     assert_int_equal(replicas, 1);
-    const double peak = b->peak_gflops(g.e);
+    const double peak = b->ops->peak_gflops(g.e);
     print_message("peak fp32 GEMM: %.0f GFLOP/s\n", peak);
     assert_true(peak > 100);
     free(pg), free(pf);
@@ -149,16 +149,16 @@ static void check_evaluate_after_direct_write(precision prec)
     float *other = floats(n);
     init_params(&written.w, 901, other);
     size_t count = 0;
-    float *dev = cuda()->buffer(written.e, BUF_PARAMS, &count);
+    float *dev = cuda()->dp->buffer(written.e, BUF_PARAMS, &count);
     assert_int_equal(count, n);
     assert_int_equal(cudaMemcpy(dev, other, sizeof(float) * n, cudaMemcpyHostToDevice),
                      cudaSuccess);
-    assert_int_equal(cuda()->set_params(given.e, other), 0);
+    assert_int_equal(cuda()->ops->set_params(given.e, other), 0);
     eval_counts a, b;
     memset(&a, 0xff, sizeof a);
     memset(&b, 0, sizeof b);
-    assert_int_equal(cuda()->evaluate(written.e, 0, &a), 0);
-    assert_int_equal(cuda()->evaluate(given.e, 0, &b), 0);
+    assert_int_equal(cuda()->ops->evaluate(written.e, 0, &a), 0);
+    assert_int_equal(cuda()->ops->evaluate(given.e, 0, &b), 0);
     if (a.loss_sum != b.loss_sum)
         fail_msg("%s: evaluate after a direct write scores loss %.9g, the same parameters "
                  "given by set_params %.9g",
@@ -194,12 +194,12 @@ static void test_short_batch_keeps_graph(void **state)
         epoch_order(904, 0, 48, 1, idx);
         float loss[2];
         char text[512];
-        assert_int_equal(b->train_steps(g.e, idx, 48, 2, loss), 0);
+        assert_int_equal(b->ops->train_steps(g.e, idx, 48, 2, loss), 0);
         for (int short_batch = 1; short_batch < 48; short_batch += 7) {
-            assert_int_equal(b->train_steps(g.e, idx, short_batch, 1, loss), 0);
+            assert_int_equal(b->ops->train_steps(g.e, idx, short_batch, 1, loss), 0);
             eval_counts c;
-            assert_int_equal(b->evaluate(g.e, 0, &c), 0);
-            b->describe(g.e, text, sizeof text);
+            assert_int_equal(b->ops->evaluate(g.e, 0, &c), 0);
+            b->ops->describe(g.e, text, sizeof text);
             if (!strstr(text, "; CUDA graph;"))
                 fail_msg("%s: after a batch of %d: %s", precision_name((precision)prec),
                          short_batch, text);

@@ -54,10 +54,10 @@ typedef struct stage_result {
 static void read_grads(const backend *b, engine *e, float *to, size_t n)
 {
     size_t count = 0;
-    const float *g = b->buffer(e, BUF_GRADS, &count);
+    const float *g = b->dp->buffer(e, BUF_GRADS, &count);
     assert_non_null(g);
     assert_int_equal(count, n);
-    if (b->buffer_space == MEM_DEVICE)
+    if (b->dp->buffer_space == MEM_DEVICE)
         assert_int_equal(cudaMemcpy(to, g, sizeof(float) * n, cudaMemcpyDeviceToHost),
                          cudaSuccess);
     else
@@ -93,21 +93,21 @@ static void run_stage(const backend *b, const workload *sw, precision prec, cons
 #define STAGE_CALL(call)                                                                           \
     do {                                                                                           \
         if ((call) != 0)                                                                           \
-            fail_msg("%s: %s: %s", b->name, #call, b->error(e));                                   \
+            fail_msg("%s: %s: %s", b->name, #call, b->ops->error(e));                              \
     } while (0)
-    STAGE_CALL(b->set_params(e, params));
-    STAGE_CALL(b->stage_forward(e, 0, in[0], batch[0], r->out[0]));
-    STAGE_CALL(b->stage_forward(e, 1, in[1], batch[1], r->out[1]));
-    STAGE_CALL(b->stage_backward(e, 1, d_out[1], r->d_in[1], 0));
+    STAGE_CALL(b->ops->set_params(e, params));
+    STAGE_CALL(b->stage->stage_forward(e, 0, in[0], batch[0], r->out[0]));
+    STAGE_CALL(b->stage->stage_forward(e, 1, in[1], batch[1], r->out[1]));
+    STAGE_CALL(b->stage->stage_backward(e, 1, d_out[1], r->d_in[1], 0));
     read_grads(b, e, r->g1, n);
-    STAGE_CALL(b->stage_backward(e, 0, d_out[0], r->d_in[0], 1));
+    STAGE_CALL(b->stage->stage_backward(e, 0, d_out[0], r->d_in[0], 1));
     read_grads(b, e, r->g10, n);
-    STAGE_CALL(b->stage_backward(e, 0, d_out[0], NULL, 0));
+    STAGE_CALL(b->stage->stage_backward(e, 0, d_out[0], NULL, 0));
     read_grads(b, e, r->g0, n);
-    STAGE_CALL(b->apply_update(e, 1.0f));
-    STAGE_CALL(b->get_params(e, r->params));
+    STAGE_CALL(b->dp->apply_update(e, 1.0f));
+    STAGE_CALL(b->ops->get_params(e, r->params));
 #undef STAGE_CALL
-    b->destroy(e);
+    b->ops->destroy(e);
 }
 
 static void stage_result_free(stage_result *r)
@@ -194,8 +194,8 @@ static double decision_margin(const workload *w, const workload *sw, int first, 
             fail_msg("naive: %s", err);
         const size_t n = (size_t)batch * shape3_size(l->in);
         float *x = floats(n);
-        assert_int_equal(naive()->set_params(e, params), 0);
-        assert_int_equal(naive()->stage_forward(e, 0, in, batch, x), 0);
+        assert_int_equal(naive()->ops->set_params(e, params), 0);
+        assert_int_equal(naive()->stage->stage_forward(e, 0, in, batch, x), 0);
         double scale = 0;
         for (size_t i = 0; i < n; i++)
             scale = fmax(scale, fabs((double)x[i]));
@@ -217,7 +217,7 @@ static double decision_margin(const workload *w, const workload *sw, int first, 
                             }
                         margin = fmin(margin, (top - second) / scale);
                     }
-        naive()->destroy(e);
+        naive()->ops->destroy(e);
         free(x);
         free(params);
     }
@@ -415,25 +415,25 @@ static void test_stage_errors_and_memory(void **state)
 #define EXPECT_REFUSED(call, text)                                                                 \
     do {                                                                                           \
         const int rc_ = (call);                                                                    \
-        if (rc_ == 0 || !strstr(b->error(e), text))                                                \
-            fail_msg("%s: rc %d, \"%s\", expected \"%s\"", #call, rc_, b->error(e), text);        \
+        if (rc_ == 0 || !strstr(b->ops->error(e), text))                                           \
+            fail_msg("%s: rc %d, \"%s\", expected \"%s\"", #call, rc_, b->ops->error(e), text);    \
     } while (0)
-    EXPECT_REFUSED(b->stage_backward(e, 0, d_out, d_in, 0), "before its stage_forward");
-    EXPECT_REFUSED(b->stage_forward(e, 3, in, 8, out), "stage slot 3");
-    EXPECT_REFUSED(b->stage_forward(e, -1, in, 8, out), "stage slot -1");
-    EXPECT_REFUSED(b->stage_forward(e, 0, in, 9, out), "micro-batch of 9");
-    EXPECT_REFUSED(b->stage_forward(e, 0, in, 0, out), "micro-batch of 0");
-    EXPECT_REFUSED(b->stage_forward(e, 0, NULL, 8, out), "input and output buffers");
+    EXPECT_REFUSED(b->stage->stage_backward(e, 0, d_out, d_in, 0), "before its stage_forward");
+    EXPECT_REFUSED(b->stage->stage_forward(e, 3, in, 8, out), "stage slot 3");
+    EXPECT_REFUSED(b->stage->stage_forward(e, -1, in, 8, out), "stage slot -1");
+    EXPECT_REFUSED(b->stage->stage_forward(e, 0, in, 9, out), "micro-batch of 9");
+    EXPECT_REFUSED(b->stage->stage_forward(e, 0, in, 0, out), "micro-batch of 0");
+    EXPECT_REFUSED(b->stage->stage_forward(e, 0, NULL, 8, out), "input and output buffers");
     const int32_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     float loss;
-    EXPECT_REFUSED(b->compute_gradients(e, idx, 8, &loss), "stage_forward and stage_backward");
-    EXPECT_REFUSED(b->train_steps(e, idx, 8, 1, &loss), "stage_forward and stage_backward");
+    EXPECT_REFUSED(b->dp->compute_gradients(e, idx, 8, &loss), "stage_forward and stage_backward");
+    EXPECT_REFUSED(b->ops->train_steps(e, idx, 8, 1, &loss), "stage_forward and stage_backward");
     eval_counts counts;
-    EXPECT_REFUSED(b->evaluate(e, 0, &counts), "evaluated through stage_forward");
+    EXPECT_REFUSED(b->ops->evaluate(e, 0, &counts), "evaluated through stage_forward");
     /* still usable afterwards */
-    assert_int_equal(b->stage_forward(e, 2, in, 8, out), 0);
-    EXPECT_REFUSED(b->stage_backward(e, 2, NULL, d_in, 0), "needs the output's gradient");
-    assert_int_equal(b->stage_backward(e, 2, d_out, d_in, 0), 0);
+    assert_int_equal(b->stage->stage_forward(e, 2, in, 8, out), 0);
+    EXPECT_REFUSED(b->stage->stage_backward(e, 2, NULL, d_in, 0), "needs the output's gradient");
+    assert_int_equal(b->stage->stage_backward(e, 2, d_out, d_in, 0), 0);
 #undef EXPECT_REFUSED
 
     /* memory: the float parameters, gradients and momentum exactly; three
@@ -443,19 +443,19 @@ static void test_stage_errors_and_memory(void **state)
         act_floats += (size_t)shape3_size(sw.layers[i].out);
     memory_use m;
     memset(&m, 0xff, sizeof m);
-    b->memory_use(e, &m);
+    b->ops->memory_use(e, &m);
     assert_int_equal(m.params, sizeof(float) * sw.param_count);
     assert_int_equal(m.grads, sizeof(float) * sw.param_count);
     assert_int_equal(m.opt_state, sizeof(float) * sw.param_count);
     assert_int_equal(m.activations, sizeof(float) * 3 * 8 * act_floats);
     assert_true(m.workspace > 0 && m.workspace < ((size_t)4 << 30));
     /* what it itemises on the device was allocated, so the peak covers it */
-    assert_true(m.params + m.grads + m.opt_state + m.activations <= b->peak_memory(e));
+    assert_true(m.params + m.grads + m.opt_state + m.activations <= b->ops->peak_memory(e));
     char text[512];
-    b->describe(e, text, sizeof text);
+    b->ops->describe(e, text, sizeof text);
     print_message("stage: %s; workspace %zu bytes\n", text, m.workspace);
     assert_non_null(strstr(text, "model-parallel stage, 3 micro-batch slots"));
-    b->destroy(e);
+    b->ops->destroy(e);
 
     /* a whole network: one set of activations, Adam's two moments */
     cfg = make_config(8, OPT_ADAM, PREC_FP32);
@@ -464,7 +464,7 @@ static void test_stage_errors_and_memory(void **state)
     act_floats = (size_t)shape3_size(g.w.input);
     for (int i = 0; i < g.w.n_layers; i++)
         act_floats += (size_t)shape3_size(g.w.layers[i].out);
-    b->memory_use(g.e, &m);
+    b->ops->memory_use(g.e, &m);
     assert_int_equal(m.params, sizeof(float) * g.w.param_count);
     assert_int_equal(m.grads, sizeof(float) * g.w.param_count);
     assert_int_equal(m.opt_state, 2 * sizeof(float) * g.w.param_count);
@@ -472,8 +472,8 @@ static void test_stage_errors_and_memory(void **state)
     /* the resident data set (64 images of 784 bytes, bound as both sets)
      * is workspace */
     assert_true(m.workspace > 2 * 64 * 784);
-    assert_int_not_equal(b->stage_forward(g.e, 0, in, 8, out), 0);
-    assert_non_null(strstr(b->error(g.e), "not created as a model-parallel stage"));
+    assert_int_not_equal(b->stage->stage_forward(g.e, 0, in, 8, out), 0);
+    assert_non_null(strstr(b->ops->error(g.e), "not created as a model-parallel stage"));
     rig_down(&g);
     free(in), free(out), free(d_out), free(d_in);
 }

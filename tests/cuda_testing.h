@@ -89,13 +89,13 @@ static inline void rig_up(rig *g, const char *wname, const engine_config *cfg)
     assert_int_equal(synth_make(&g->data, 64, 28, 28, 10, 801), 0);
     g->init = floats(g->w.param_count);
     init_params(&g->w, 802, g->init);
-    assert_int_equal(cuda()->set_params(g->e, g->init), 0);
-    assert_int_equal(cuda()->bind_dataset(g->e, &g->data.d, &g->data.d), 0);
+    assert_int_equal(cuda()->ops->set_params(g->e, g->init), 0);
+    assert_int_equal(cuda()->ops->bind_dataset(g->e, &g->data.d, &g->data.d), 0);
 }
 
 static inline void rig_down(rig *g)
 {
-    cuda()->destroy(g->e);
+    cuda()->ops->destroy(g->e);
     synth_free(&g->data);
     free(g->init);
 }

@@ -36,8 +36,8 @@ static void train(const backend *b, run *r)
         fail_msg("%s: create: %s", b->name, err);
     float *init = floats(w.param_count);
     init_params(&w, r->seed + 2, init);
-    if (b->set_params(e, init) || b->bind_dataset(e, &tr.d, &te.d))
-        fail_msg("%s: setup: %s", b->name, b->error(e));
+    if (b->ops->set_params(e, init) || b->ops->bind_dataset(e, &tr.d, &te.d))
+        fail_msg("%s: setup: %s", b->name, b->ops->error(e));
     const int B = r->cfg.batch_size, per_epoch = TRAIN_IMAGES / B;
     int32_t *idx = malloc(sizeof(int32_t) * (size_t)(r->steps + per_epoch) * B);
     int32_t *order = malloc(sizeof(int32_t) * TRAIN_IMAGES);
@@ -53,23 +53,23 @@ static void train(const backend *b, run *r)
         r->losses[s] = NAN; /* poisoned: every one must be written */
     /* in two calls, as the harness chunks an epoch */
     const int first = r->steps / 3;
-    if (b->train_steps(e, idx, B, first, r->losses) ||
-        b->train_steps(e, idx + (size_t)first * B, B, r->steps - first, r->losses + first))
-        fail_msg("%s: train: %s", b->name, b->error(e));
+    if (b->ops->train_steps(e, idx, B, first, r->losses) ||
+        b->ops->train_steps(e, idx + (size_t)first * B, B, r->steps - first, r->losses + first))
+        fail_msg("%s: train: %s", b->name, b->ops->error(e));
     const int rest = B / 2 + 1; /* a smaller last batch */
-    if (b->train_steps(e, order, rest, 1, r->losses + r->steps))
-        fail_msg("%s: partial batch: %s", b->name, b->error(e));
+    if (b->ops->train_steps(e, order, rest, 1, r->losses + r->steps))
+        fail_msg("%s: partial batch: %s", b->name, b->ops->error(e));
     r->params = floats(w.param_count);
     for (size_t i = 0; i < w.param_count; i++)
         r->params[i] = NAN;
-    if (b->get_params(e, r->params))
-        fail_msg("%s: get_params: %s", b->name, b->error(e));
+    if (b->ops->get_params(e, r->params))
+        fail_msg("%s: get_params: %s", b->name, b->ops->error(e));
     memset(&r->eval, 0xff, sizeof r->eval); /* poisoned */
-    if (b->evaluate(e, 0, &r->eval))
-        fail_msg("%s: evaluate: %s", b->name, b->error(e));
+    if (b->ops->evaluate(e, 0, &r->eval))
+        fail_msg("%s: evaluate: %s", b->name, b->ops->error(e));
     r->details[0] = '\0';
-    if (b->describe)
-        b->describe(e, r->details, sizeof r->details);
+    if (b->ops->describe)
+        b->ops->describe(e, r->details, sizeof r->details);
     for (int s = 0; s <= r->steps; s++)
         if (!isfinite(r->losses[s]))
             fail_msg("%s: loss of step %d is %g", b->name, s, r->losses[s]);
@@ -88,7 +88,7 @@ static void train(const backend *b, run *r)
     free(idx), free(order), free(init);
     synth_free(&tr);
     synth_free(&te);
-    b->destroy(e);
+    b->ops->destroy(e);
 }
 
 static void run_free(run *r)
@@ -288,18 +288,18 @@ static void fp64_losses(const backend *b, const char *wname, optimizer_kind kind
         fail_msg("%s fp64: create: %s", b->name, err);
     float *init = floats(w.param_count);
     init_params(&w, 903, init);
-    if (b->set_params(e, init) || b->bind_dataset(e, &tr.d, &te.d))
-        fail_msg("%s fp64: setup: %s", b->name, b->error(e));
+    if (b->ops->set_params(e, init) || b->ops->bind_dataset(e, &tr.d, &te.d))
+        fail_msg("%s fp64: setup: %s", b->name, b->ops->error(e));
     size_t n = 1;
-    assert_null(b->buffer(e, BUF_GRADS, &n));
+    assert_null(b->dp->buffer(e, BUF_GRADS, &n));
     assert_int_equal(n, 0);
     int32_t *order = malloc(sizeof(int32_t) * TRAIN_IMAGES);
     assert_non_null(order);
     epoch_order(904, 0, TRAIN_IMAGES, 1, order);
     for (int s = 0; s < steps; s += per_call) {
         float losses[64];
-        if (b->train_steps(e, order + (size_t)s * 32, 32, per_call, losses))
-            fail_msg("%s fp64: train: %s", b->name, b->error(e));
+        if (b->ops->train_steps(e, order + (size_t)s * 32, 32, per_call, losses))
+            fail_msg("%s fp64: train: %s", b->name, b->ops->error(e));
         out[s + per_call - 1] = backend_last_loss(b, e);
         if (per_call == 1 && !isfinite(out[s]))
             fail_msg("%s fp64: loss of step %d is %g", b->name, s, out[s]);
@@ -307,7 +307,7 @@ static void fp64_losses(const backend *b, const char *wname, optimizer_kind kind
     free(order), free(init);
     synth_free(&tr);
     synth_free(&te);
-    b->destroy(e);
+    b->ops->destroy(e);
 }
 
 static void test_fp64(void **state)

@@ -24,17 +24,17 @@ static void run_blas(const char *workload_name, int threads, blas_split split, i
     engine *e = start(bb, &w, &c);
     blas_engine_set_split(e, split);
     int threads_used = 0, devices = -1, replicas = 0;
-    bb->placement(e, &threads_used, &devices, &replicas);
+    bb->ops->placement(e, &threads_used, &devices, &replicas);
     assert_int_equal(threads_used, threads);
     assert_int_equal(devices, 0);
     assert_int_equal(replicas, 1);
     int32_t *order = batch_order(steps, BATCH);
-    assert_int_equal(bb->train_steps(e, order, BATCH, steps, losses), 0);
+    assert_int_equal(bb->ops->train_steps(e, order, BATCH, steps, losses), 0);
     *params = floats(w.param_count);
     *count = w.param_count;
-    bb->get_params(e, *params);
+    bb->ops->get_params(e, *params);
     free(order);
-    bb->destroy(e);
+    bb->ops->destroy(e);
 }
 
 /* The engine cuts every product into tiles chosen by shape alone, so one
@@ -84,25 +84,25 @@ static void train_steps_is_gradients_then_update(void **state)
     engine *a = start(bb, &w, &c), *b = start(bb, &w, &c);
     int32_t *order = batch_order(4, BATCH);
     float la[4], lb[4];
-    assert_int_equal(bb->train_steps(a, order, BATCH, 4, la), 0);
+    assert_int_equal(bb->ops->train_steps(a, order, BATCH, 4, la), 0);
     for (int s = 0; s < 4; s++) {
-        assert_int_equal(bb->compute_gradients(b, order + s * BATCH, BATCH, &lb[s]), 0);
-        assert_int_equal(bb->apply_update(b, 1.0f), 0);
+        assert_int_equal(bb->dp->compute_gradients(b, order + s * BATCH, BATCH, &lb[s]), 0);
+        assert_int_equal(bb->dp->apply_update(b, 1.0f), 0);
     }
     assert_memory_equal(la, lb, sizeof la);
     size_t n, m, sa, sb;
-    const float *pa = bb->buffer(a, BUF_PARAMS, &n), *pb = bb->buffer(b, BUF_PARAMS, &m);
+    const float *pa = bb->dp->buffer(a, BUF_PARAMS, &n), *pb = bb->dp->buffer(b, BUF_PARAMS, &m);
     assert_int_equal(n, w.param_count);
     assert_int_equal(m, w.param_count);
     assert_memory_equal(pa, pb, sizeof(float) * n);
-    const float *stA = bb->buffer(a, BUF_OPT_STATE, &sa),
-                *stB = bb->buffer(b, BUF_OPT_STATE, &sb);
+    const float *stA = bb->dp->buffer(a, BUF_OPT_STATE, &sa),
+                *stB = bb->dp->buffer(b, BUF_OPT_STATE, &sb);
     assert_int_equal(sa, 2 * w.param_count); /* adam: m and s */
     assert_int_equal(sb, sa);
     assert_memory_equal(stA, stB, sizeof(float) * sa);
     free(order);
-    bb->destroy(a);
-    bb->destroy(b);
+    bb->ops->destroy(a);
+    bb->ops->destroy(b);
 }
 
 /* apply_update(scale) through the threads' ranges is the shared update:
@@ -116,21 +116,21 @@ static void apply_update_matches_shared_update(void **state)
     engine_config c = config(OPT_NESTEROV, 2);
     engine *a = start(nb, &w, &c), *b = start(bb, &w, &c);
     size_t n, m;
-    float *ga = nb->buffer(a, BUF_GRADS, &n), *gb = bb->buffer(b, BUF_GRADS, &m);
+    float *ga = nb->dp->buffer(a, BUF_GRADS, &n), *gb = bb->dp->buffer(b, BUF_GRADS, &m);
     assert_int_equal(n, m);
     rng r = {5};
     for (size_t i = 0; i < n; i++)
         ga[i] = gb[i] = (float)(rng_uniform(&r) - 0.5);
     for (int s = 0; s < 3; s++) {
-        assert_int_equal(nb->apply_update(a, 0.5f), 0);
-        assert_int_equal(bb->apply_update(b, 0.5f), 0);
+        assert_int_equal(nb->dp->apply_update(a, 0.5f), 0);
+        assert_int_equal(bb->dp->apply_update(b, 0.5f), 0);
     }
-    assert_memory_equal(nb->buffer(a, BUF_PARAMS, &n), bb->buffer(b, BUF_PARAMS, &m),
+    assert_memory_equal(nb->dp->buffer(a, BUF_PARAMS, &n), bb->dp->buffer(b, BUF_PARAMS, &m),
                         sizeof(float) * n);
-    assert_memory_equal(nb->buffer(a, BUF_OPT_STATE, &n), bb->buffer(b, BUF_OPT_STATE, &m),
+    assert_memory_equal(nb->dp->buffer(a, BUF_OPT_STATE, &n), bb->dp->buffer(b, BUF_OPT_STATE, &m),
                         sizeof(float) * n);
-    nb->destroy(a);
-    bb->destroy(b);
+    nb->ops->destroy(a);
+    bb->ops->destroy(b);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -144,33 +144,33 @@ static void profile_leaves_the_model_alone(void **state)
     engine_config c = config(OPT_NESTEROV, 2);
     engine *e = start(bb, &w, &c);
     int32_t *order = batch_order(2, BATCH);
-    assert_int_equal(bb->train_steps(e, order, BATCH, 1, NULL), 0);
+    assert_int_equal(bb->ops->train_steps(e, order, BATCH, 1, NULL), 0);
     float *before = floats(w.param_count), *after = floats(w.param_count);
-    bb->get_params(e, before);
+    bb->ops->get_params(e, before);
     expect_profile(bb, e, order, BATCH, 2, &w);
-    bb->get_params(e, after);
+    bb->ops->get_params(e, after);
     assert_memory_equal(before, after, sizeof(float) * w.param_count);
     /* and training goes on as if no profile had run */
     engine *f = start(bb, &w, &c);
-    assert_int_equal(bb->train_steps(f, order, BATCH, 2, NULL), 0);
-    assert_int_equal(bb->train_steps(e, order + BATCH, BATCH, 1, NULL), 0);
-    bb->get_params(e, before);
-    bb->get_params(f, after);
+    assert_int_equal(bb->ops->train_steps(f, order, BATCH, 2, NULL), 0);
+    assert_int_equal(bb->ops->train_steps(e, order + BATCH, BATCH, 1, NULL), 0);
+    bb->ops->get_params(e, before);
+    bb->ops->get_params(f, after);
     assert_memory_equal(before, after, sizeof(float) * w.param_count);
     layer_times t;
-    assert_int_equal(bb->profile_layers(e, order, BATCH, 0, &t), -1);
+    assert_int_equal(bb->ops->profile_layers(e, order, BATCH, 0, &t), -1);
     free(before);
     free(after);
     free(order);
-    bb->destroy(e);
-    bb->destroy(f);
+    bb->ops->destroy(e);
+    bb->ops->destroy(f);
 }
 
 static void describes_itself(void **state)
 {
     (void)state;
     char info[256] = "", text[256] = "", why[64] = "x";
-    bb->library_info(info, sizeof info);
+    bb->library_info(bb->ctx, info, sizeof info);
 #ifdef LB_LAYERS_DIRECT
     char expected[128];
     snprintf(expected, sizeof expected, "direct kernels %s (", direct_active()->isa);
@@ -185,7 +185,7 @@ static void describes_itself(void **state)
     assert_int_equal(workload_get("mlp", &w), 0);
     engine_config c = config(OPT_SGD, 3);
     engine *e = start(bb, &w, &c);
-    bb->describe(e, text, sizeof text);
+    bb->ops->describe(e, text, sizeof text);
 #ifdef LB_LAYERS_DIRECT
     snprintf(expected, sizeof expected, "fp32 (direct register tiles: %s), 3 threads, ISA %s",
              direct_active()->description, direct_active()->isa);
@@ -195,17 +195,17 @@ static void describes_itself(void **state)
     assert_non_null(strstr(text, "fp32 (sgemm), 3 threads, OpenBLAS"));
 #endif
     size_t n = 1;
-    assert_non_null(bb->buffer(e, BUF_OPT_STATE, &n));
+    assert_non_null(bb->dp->buffer(e, BUF_OPT_STATE, &n));
     assert_int_equal(n, 0); /* sgd keeps no state */
-    assert_int_equal(bb->buffer_space, MEM_HOST);
-    bb->destroy(e);
+    assert_int_equal(bb->dp->buffer_space, MEM_HOST);
+    bb->ops->destroy(e);
     /* 0 threads means every core */
     c.threads = 0;
     e = start(bb, &w, &c);
     int threads = 0, devices, replicas;
-    bb->placement(e, &threads, &devices, &replicas);
+    bb->ops->placement(e, &threads, &devices, &replicas);
     assert_true(threads >= 1);
-    bb->destroy(e);
+    bb->ops->destroy(e);
 }
 
 static void bad_requests_fail_cleanly(void **state)
@@ -228,22 +228,22 @@ static void bad_requests_fail_cleanly(void **state)
     assert_non_null(e);
     int32_t idx[BATCH] = {0};
     eval_counts ev;
-    assert_int_equal(bb->train_steps(e, idx, BATCH, 1, NULL), -1);
-    assert_non_null(strstr(bb->error(e), "no training set"));
-    assert_int_equal(bb->evaluate(e, 0, &ev), -1);
-    assert_non_null(strstr(bb->error(e), "no test set"));
-    assert_int_equal(bb->bind_dataset(e, &train_set.d, &test_set.d), 0);
-    assert_int_equal(bb->train_steps(e, idx, BATCH + 1, 1, NULL), -1);
-    assert_non_null(strstr(bb->error(e), "batch of 33"));
+    assert_int_equal(bb->ops->train_steps(e, idx, BATCH, 1, NULL), -1);
+    assert_non_null(strstr(bb->ops->error(e), "no training set"));
+    assert_int_equal(bb->ops->evaluate(e, 0, &ev), -1);
+    assert_non_null(strstr(bb->ops->error(e), "no test set"));
+    assert_int_equal(bb->ops->bind_dataset(e, &train_set.d, &test_set.d), 0);
+    assert_int_equal(bb->ops->train_steps(e, idx, BATCH + 1, 1, NULL), -1);
+    assert_non_null(strstr(bb->ops->error(e), "batch of 33"));
     idx[3] = TRAIN_IMAGES;
-    assert_int_equal(bb->train_steps(e, idx, BATCH, 1, NULL), -1);
-    assert_non_null(strstr(bb->error(e), "outside"));
+    assert_int_equal(bb->ops->train_steps(e, idx, BATCH, 1, NULL), -1);
+    assert_non_null(strstr(bb->ops->error(e), "outside"));
     dataset small = train_set.d;
     small.rows = 14;
-    assert_int_equal(bb->bind_dataset(e, &small, NULL), -1);
-    assert_non_null(strstr(bb->error(e), "14x28"));
-    bb->destroy(e);
-    bb->destroy(NULL);
+    assert_int_equal(bb->ops->bind_dataset(e, &small, NULL), -1);
+    assert_non_null(strstr(bb->ops->error(e), "14x28"));
+    bb->ops->destroy(e);
+    bb->ops->destroy(NULL);
 }
 
 /* An engine for bf16: mlp, sgd, 2 threads. */
@@ -262,10 +262,10 @@ static void expect_bf16_described(const char *text)
     const engine_config c = bf16_config(&w);
     engine *e = start(bb, &w, &c);
     char said[256] = "";
-    bb->describe(e, said, sizeof said);
+    bb->ops->describe(e, said, sizeof said);
     if (!strstr(said, text))
         fail_msg("describe: \"%s\"", said);
-    bb->destroy(e);
+    bb->ops->destroy(e);
 }
 
 /* Elsewhere: backend_runnable and create refuse it with the reason why. */
@@ -342,13 +342,13 @@ static void losses_at(const backend *b, precision p, optimizer_kind kind, int st
     c.precision = p;
     engine *e = start(b, &w, &c);
     int32_t *order = batch_order(steps, BATCH);
-    if (b->train_steps(e, order, BATCH, steps, losses))
-        fail_msg("%s %s: %s", b->name, precision_name(p), b->error(e));
+    if (b->ops->train_steps(e, order, BATCH, steps, losses))
+        fail_msg("%s %s: %s", b->name, precision_name(p), b->ops->error(e));
     for (int s = 0; s < steps; s++)
         if (!isfinite(losses[s]))
             fail_msg("%s %s: loss of step %d is %g", b->name, precision_name(p), s, losses[s]);
     free(order);
-    b->destroy(e);
+    b->ops->destroy(e);
 }
 
 /* bf16 GEMMs against fp32, 20 steps of lenet: each step's loss within
@@ -427,7 +427,7 @@ static void forced_isa_is_checked(void **state)
             if (!e)
                 fail_msg("%s: %s", k->isa, err);
             assert_ptr_equal(direct_active(), k);
-            bb->destroy(e);
+            bb->ops->destroy(e);
             continue;
         }
         assert_null(e);
@@ -443,7 +443,7 @@ static void forced_isa_is_checked(void **state)
             assert_ptr_equal(direct_active(), direct_kernels_at(i));
             break;
         }
-    bb->destroy(e);
+    bb->ops->destroy(e);
     if (saved[0])
         setenv("LENET_BENCH_DIRECT_ISA", saved, 1);
 }

@@ -62,17 +62,17 @@ static double gemm_share(const char *workload_name, precision p)
     float *params = malloc(sizeof(float) * w.param_count);
     assert_non_null(params);
     init_params(&w, 7, params);
-    assert_int_equal(b->set_params(e, params), 0);
-    assert_int_equal(b->bind_dataset(e, &train_set.d, &test_set.d), 0);
+    assert_int_equal(b->ops->set_params(e, params), 0);
+    assert_int_equal(b->ops->bind_dataset(e, &train_set.d, &test_set.d), 0);
     int32_t order[STEPS * BATCH];
     for (int i = 0; i < STEPS * BATCH; i++)
         order[i] = (i * 37) % TRAIN_IMAGES;
     const uint64_t before = counted_macs();
-    assert_int_equal(b->train_steps(e, order, BATCH, STEPS, NULL), 0);
+    assert_int_equal(b->ops->train_steps(e, order, BATCH, STEPS, NULL), 0);
     eval_counts ev;
-    assert_int_equal(b->evaluate(e, 0, &ev), 0);
+    assert_int_equal(b->ops->evaluate(e, 0, &ev), 0);
     const double counted = (double)(counted_macs() - before);
-    b->destroy(e);
+    b->ops->destroy(e);
     free(params);
     const double expected = (STEPS * BATCH * w.train_flops_per_image +
                              TEST_IMAGES * w.forward_flops_per_image) /

@@ -24,7 +24,7 @@ static engine *start_stage(const backend *b, const workload *stage, int slots, i
         fail_msg("%s: stage create failed: %s", b->name, err);
     float *p = floats(stage->param_count);
     workload_stage_params_from(stage, p, parent);
-    assert_int_equal(b->set_params(e, p), 0);
+    assert_int_equal(b->ops->set_params(e, p), 0);
     free(p);
     return e;
 }
@@ -49,11 +49,11 @@ static void run_stage(const backend *b, engine *e, const workload *s, int slot, 
     r->out = floats(n_out);
     r->d_in = floats(n_in);
     r->grads = floats(s->param_count);
-    if (b->stage_forward(e, slot, in, MICRO, r->out) ||
-        b->stage_backward(e, slot, d_out, r->d_in, accumulate))
-        fail_msg("%s: %s", b->name, b->error(e));
+    if (b->stage->stage_forward(e, slot, in, MICRO, r->out) ||
+        b->stage->stage_backward(e, slot, d_out, r->d_in, accumulate))
+        fail_msg("%s: %s", b->name, b->ops->error(e));
     size_t n;
-    memcpy(r->grads, b->buffer(e, BUF_GRADS, &n), sizeof(float) * s->param_count);
+    memcpy(r->grads, b->dp->buffer(e, BUF_GRADS, &n), sizeof(float) * s->param_count);
     assert_int_equal(n, s->param_count);
 }
 
@@ -147,8 +147,8 @@ static void compare_stage(const workload *whole, const float *parent, int first,
                  STAGE_BOUND);
     stage_result_free(&ra);
     stage_result_free(&rb);
-    nb->destroy(a);
-    bb->destroy(b);
+    nb->ops->destroy(a);
+    bb->ops->destroy(b);
     free(in);
     free(d_out);
 }
@@ -222,19 +222,19 @@ static void slots_keep_micro_batches_apart(void **state)
         stage_result r0, r1;
         run_stage(bb, one, &s, 0, x0, g0, 0, &r0);
         run_stage(bb, one, &s, 0, x1, g1, 0, &r1);
-        bb->destroy(one);
+        bb->ops->destroy(one);
 
         engine *two = start_stage(bb, &s, 2, threads, parent);
         float *out0 = floats(n_out), *out1 = floats(n_out), *d0 = floats(n_in),
               *d1 = floats(n_in), *grads1 = floats(P);
         size_t n;
-        const float *grads = bb->buffer(two, BUF_GRADS, &n);
+        const float *grads = bb->dp->buffer(two, BUF_GRADS, &n);
         assert_int_equal(n, P);
-        assert_int_equal(bb->stage_forward(two, 0, x0, MICRO, out0), 0);
-        assert_int_equal(bb->stage_forward(two, 1, x1, MICRO, out1), 0);
-        assert_int_equal(bb->stage_backward(two, 1, g1, d1, 0), 0);
+        assert_int_equal(bb->stage->stage_forward(two, 0, x0, MICRO, out0), 0);
+        assert_int_equal(bb->stage->stage_forward(two, 1, x1, MICRO, out1), 0);
+        assert_int_equal(bb->stage->stage_backward(two, 1, g1, d1, 0), 0);
         memcpy(grads1, grads, sizeof(float) * P);
-        assert_int_equal(bb->stage_backward(two, 0, g0, d0, 0), 0);
+        assert_int_equal(bb->stage->stage_backward(two, 0, g0, d0, 0), 0);
         assert_memory_equal(out0, r0.out, sizeof(float) * n_out);
         assert_memory_equal(out1, r1.out, sizeof(float) * n_out);
         assert_memory_equal(d0, r0.d_in, sizeof(float) * n_in);
@@ -243,15 +243,15 @@ static void slots_keep_micro_batches_apart(void **state)
         assert_memory_equal(grads, r0.grads, sizeof(float) * P);
 
         /* slot 1 still holds its activations: its gradients added to slot 0's */
-        assert_int_equal(bb->stage_backward(two, 1, g1, NULL, 1), 0);
+        assert_int_equal(bb->stage->stage_backward(two, 1, g1, NULL, 1), 0);
         for (size_t i = 0; i < P; i++)
             if (grads[i] != r0.grads[i] + r1.grads[i])
                 fail_msg("accumulated gradient %zu is %g, %g + %g expected", i, grads[i],
                          r0.grads[i], r1.grads[i]);
         /* and accumulate 0 writes them afresh */
-        assert_int_equal(bb->stage_backward(two, 1, g1, NULL, 0), 0);
+        assert_int_equal(bb->stage->stage_backward(two, 1, g1, NULL, 0), 0);
         assert_memory_equal(grads, r1.grads, sizeof(float) * P);
-        bb->destroy(two);
+        bb->ops->destroy(two);
         free(out0), free(out1), free(d0), free(d1), free(grads1);
         stage_result_free(&r0);
         stage_result_free(&r1);
@@ -279,8 +279,8 @@ static void whole_network_stage_is_a_step(void **state)
         for (int b = 0; b < MICRO; b++)
             idx[b] = (b * 37 + 5) % TRAIN_IMAGES;
         float loss;
-        assert_int_equal(bb->set_params(whole, parent), 0);
-        assert_int_equal(bb->compute_gradients(whole, idx, MICRO, &loss), 0);
+        assert_int_equal(bb->ops->set_params(whole, parent), 0);
+        assert_int_equal(bb->dp->compute_gradients(whole, idx, MICRO, &loss), 0);
 
         const int F = shape3_size(w.input), K = w.classes;
         float *in = floats((size_t)MICRO * F), *logits = floats((size_t)MICRO * K),
@@ -288,7 +288,7 @@ static void whole_network_stage_is_a_step(void **state)
         for (int b = 0; b < MICRO; b++)
             for (int p = 0; p < F; p++)
                 in[(size_t)b * F + p] = lb_pixel(train_set.d.images[(size_t)idx[b] * F + p]);
-        assert_int_equal(bb->stage_forward(stage, 0, in, MICRO, logits), 0);
+        assert_int_equal(bb->stage->stage_forward(stage, 0, in, MICRO, logits), 0);
         double sum = 0;
         for (int b = 0; b < MICRO; b++) /* softmax cross-entropy of the mean, in double */
         {
@@ -304,9 +304,10 @@ static void whole_network_stage_is_a_step(void **state)
                 d_logits[(size_t)b * K + j] =
                     (float)((exp(z[j] - m) / total - (j == label)) / MICRO);
         }
-        assert_int_equal(bb->stage_backward(stage, 0, d_logits, NULL, 0), 0);
+        assert_int_equal(bb->stage->stage_backward(stage, 0, d_logits, NULL, 0), 0);
         size_t n, m;
-        const float *gw = bb->buffer(whole, BUF_GRADS, &n), *gs = bb->buffer(stage, BUF_GRADS, &m);
+        const float *gw = bb->dp->buffer(whole, BUF_GRADS, &n),
+                    *gs = bb->dp->buffer(stage, BUF_GRADS, &m);
         assert_int_equal(n, m);
         const double d = scaled_diff(gw, gs, n);
         print_message("%s: whole-network stage against compute_gradients: loss %.3g, "
@@ -315,8 +316,8 @@ static void whole_network_stage_is_a_step(void **state)
         assert_true(rel_diff(sum / MICRO, loss, 1e-6) < 1e-5);
         assert_true(d < STAGE_BOUND);
         free(in), free(logits), free(d_logits), free(parent);
-        bb->destroy(whole);
-        bb->destroy(stage);
+        bb->ops->destroy(whole);
+        bb->ops->destroy(stage);
     }
 }
 
@@ -332,8 +333,8 @@ static void memory_use_counts_slots(void **state)
     init_params(&w, 1, parent);
     memory_use m1, m3, mw;
     engine *one = start_stage(bb, &s, 1, 2, parent), *three = start_stage(bb, &s, 3, 2, parent);
-    bb->memory_use(one, &m1);
-    bb->memory_use(three, &m3);
+    bb->ops->memory_use(one, &m1);
+    bb->ops->memory_use(three, &m3);
     assert_int_equal(m1.params, sizeof(float) * s.param_count);
     assert_int_equal(m1.grads, m1.params);
     assert_true(m1.activations > 0 && m1.workspace > 0);
@@ -342,16 +343,16 @@ static void memory_use_counts_slots(void **state)
                                       (shape3_size(s.input) + shape3_size(s.layers[3].out)));
     assert_int_equal(m3.activations, 3 * m1.activations);
     assert_int_equal(m3.workspace, m1.workspace);
-    bb->destroy(one);
-    bb->destroy(three);
+    bb->ops->destroy(one);
+    bb->ops->destroy(three);
 
     engine_config c = config(OPT_ADAM, 2);
     engine *whole = start(bb, &w, &c);
-    bb->memory_use(whole, &mw);
+    bb->ops->memory_use(whole, &mw);
     assert_int_equal(mw.opt_state, 2 * sizeof(float) * w.param_count);
     assert_true(mw.activations >= sizeof(float) * BATCH * workload_max_activation(&w));
     assert_true(mw.workspace > 0);
-    bb->destroy(whole);
+    bb->ops->destroy(whole);
     free(parent);
 }
 
@@ -376,21 +377,22 @@ static void stage_misuse_fails_cleanly(void **state)
     engine *e = start_stage(bb, &s, 2, 2, parent);
     float *in = floats((size_t)(BATCH + 1) * shape3_size(s.input)),
           *out = floats((size_t)(BATCH + 1) * 10);
-    assert_int_equal(bb->stage_backward(e, 1, out, NULL, 0), -1);
-    assert_non_null(strstr(bb->error(e), ": stage_backward of slot 1 before its stage_forward"));
-    assert_int_equal(strncmp(bb->error(e), bb->name, strlen(bb->name)), 0);
-    assert_int_equal(bb->stage_forward(e, 2, in, MICRO, out), -1);
-    assert_non_null(strstr(bb->error(e), ": stage slot 2"));
-    assert_int_equal(bb->stage_forward(e, -1, in, MICRO, out), -1);
-    assert_non_null(strstr(bb->error(e), "stage slot -1"));
-    assert_int_equal(bb->stage_backward(e, 2, out, NULL, 0), -1);
-    assert_non_null(strstr(bb->error(e), "stage slot 2"));
-    assert_int_equal(bb->stage_forward(e, 0, in, BATCH + 1, out), -1);
-    assert_non_null(strstr(bb->error(e), "micro-batch of 33"));
+    assert_int_equal(bb->stage->stage_backward(e, 1, out, NULL, 0), -1);
+    assert_non_null(
+        strstr(bb->ops->error(e), ": stage_backward of slot 1 before its stage_forward"));
+    assert_int_equal(strncmp(bb->ops->error(e), bb->name, strlen(bb->name)), 0);
+    assert_int_equal(bb->stage->stage_forward(e, 2, in, MICRO, out), -1);
+    assert_non_null(strstr(bb->ops->error(e), ": stage slot 2"));
+    assert_int_equal(bb->stage->stage_forward(e, -1, in, MICRO, out), -1);
+    assert_non_null(strstr(bb->ops->error(e), "stage slot -1"));
+    assert_int_equal(bb->stage->stage_backward(e, 2, out, NULL, 0), -1);
+    assert_non_null(strstr(bb->ops->error(e), "stage slot 2"));
+    assert_int_equal(bb->stage->stage_forward(e, 0, in, BATCH + 1, out), -1);
+    assert_non_null(strstr(bb->ops->error(e), "micro-batch of 33"));
     int32_t idx[BATCH] = {0};
-    assert_int_equal(bb->compute_gradients(e, idx, BATCH, NULL), -1);
-    assert_non_null(strstr(bb->error(e), "stage_forward and stage_backward"));
-    bb->destroy(e);
+    assert_int_equal(bb->dp->compute_gradients(e, idx, BATCH, NULL), -1);
+    assert_non_null(strstr(bb->ops->error(e), "stage_forward and stage_backward"));
+    bb->ops->destroy(e);
     free(in), free(out), free(parent);
 }
 
@@ -435,7 +437,7 @@ static void bf16_stage_matches_fp32_on_exact_values(void **state)
         fail_msg("%s", err);
     float *p = floats(s.param_count);
     workload_stage_params_from(&s, p, parent);
-    assert_int_equal(bb->set_params(b, p), 0);
+    assert_int_equal(bb->ops->set_params(b, p), 0);
     stage_result ra, rb;
     run_stage(bb, a, &s, 0, in, d_out, 0, &ra);
     run_stage(bb, b, &s, 0, in, d_out, 0, &rb);
@@ -451,8 +453,8 @@ static void bf16_stage_matches_fp32_on_exact_values(void **state)
                  "%.3g (allowed %.3g)", d_o, d_i, d_g, STAGE_BOUND);
     stage_result_free(&ra);
     stage_result_free(&rb);
-    bb->destroy(a);
-    bb->destroy(b);
+    bb->ops->destroy(a);
+    bb->ops->destroy(b);
     free(p), free(parent), free(in), free(d_out);
 }
 

@@ -238,7 +238,7 @@ static void test_probe(void **state)
     char why[512] = "unchanged";
     const int ok = gpu_present(why, sizeof why);
     char info[256] = "";
-    cuda()->library_info(info, sizeof info);
+    cuda()->library_info(cuda()->ctx, info, sizeof info);
     print_message("probe: %s; %s\n", ok ? "a GPU is present" : why, info);
     assert_non_null(strstr(info, "CUDA runtime "));
     assert_non_null(strstr(info, "cuDNN "));

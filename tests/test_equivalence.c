@@ -177,7 +177,7 @@ static tolerance tolerance_for(const backend *b, precision p, precision ref_prec
                            .eval_loss_floor = 1e-6};
     if (p == PREC_FP64 && ref_prec == PREC_FP64)
         return (tolerance){.exact_losses = 1,
-                           .loss_rel = b->buffer_space == MEM_DEVICE ? 1e-10 : 1e-12,
+                           .loss_rel = b->dp->buffer_space == MEM_DEVICE ? 1e-10 : 1e-12,
                            .loss_floor = 1e-6,
                            .param_abs = INFINITY,
                            .param_l2 = 1e-6,
@@ -236,7 +236,7 @@ typedef struct run {
 
 static void fail_on(const backend *b, engine *e, const char *what)
 {
-    fail_msg("%s: %s: %s", b->name, what, b->error(e));
+    fail_msg("%s: %s: %s", b->name, what, b->ops->error(e));
 }
 
 /* An engine of b for w with both sets bound, holding params. */
@@ -248,9 +248,9 @@ static engine *start(const backend *b, const workload *w, optimizer_kind kind, p
     engine *e = backend_create(b, w, &c, err, sizeof err);
     if (!e)
         fail_msg("%s: create: %s", b->name, err);
-    if (b->set_params(e, params))
+    if (b->ops->set_params(e, params))
         fail_on(b, e, "set_params");
-    if (b->bind_dataset(e, &train_set.d, &test_set.d))
+    if (b->ops->bind_dataset(e, &train_set.d, &test_set.d))
         fail_on(b, e, "bind_dataset");
     return e;
 }
@@ -268,7 +268,7 @@ static void train(run *r)
     for (int s = 0; s <= STEPS; s++) {
         const int n = s < STEPS ? BATCH : LAST_BATCH;
         r->losses[s] = NAN; /* must be written */
-        if (b->train_steps(e, order + (size_t)s * BATCH, n, 1, &r->losses[s]))
+        if (b->ops->train_steps(e, order + (size_t)s * BATCH, n, 1, &r->losses[s]))
             fail_on(b, e, "train_steps");
         if (!isfinite(r->losses[s]))
             fail_msg("%s %s %s: loss of step %d is %g", b->name, r->workload,
@@ -277,13 +277,13 @@ static void train(run *r)
     }
     for (size_t i = 0; i < w.param_count; i++)
         r->params[i] = NAN;
-    if (b->get_params(e, r->params))
+    if (b->ops->get_params(e, r->params))
         fail_on(b, e, "get_params");
     for (size_t i = 0; i < w.param_count; i++)
         if (!isfinite(r->params[i]))
             fail_msg("%s %s %s: parameter %zu is %g after %d steps", b->name, r->workload,
                      optimizer_name(r->kind), i, r->params[i], STEPS + 1);
-    b->destroy(e);
+    b->ops->destroy(e);
 }
 
 /* The test set scored by b from params. */
@@ -293,9 +293,9 @@ static eval_counts score(const backend *b, const run *r, const float *params)
     assert_int_equal(workload_get(r->workload, &w), 0);
     engine *e = start(b, &w, r->kind, r->prec, params);
     eval_counts out;
-    if (b->evaluate(e, 0, &out))
+    if (b->ops->evaluate(e, 0, &out))
         fail_on(b, e, "evaluate");
-    b->destroy(e);
+    b->ops->destroy(e);
     return out;
 }
 

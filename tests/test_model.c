@@ -125,8 +125,8 @@ static void train(const backend *b, engine *e, const setup *s, float *losses)
     /* in calls of 1, 2, 3, ... steps, as the harness cuts them */
     for (int done = 0, chunk = 1; done < STEPS; done += chunk, chunk++) {
         const int k = chunk < STEPS - done ? chunk : STEPS - done;
-        if (b->train_steps(e, s->order + (size_t)done * BATCH, BATCH, k, losses + done))
-            fail_msg("%s: train_steps: %s", b->name, b->error(e));
+        if (b->ops->train_steps(e, s->order + (size_t)done * BATCH, BATCH, k, losses + done))
+            fail_msg("%s: train_steps: %s", b->name, b->ops->error(e));
     }
 }
 
@@ -232,9 +232,9 @@ static void check_same_training(const backend *inner, const backend *many, const
     print_message("%s: relative L2 difference %.3g\n", what, l2);
     assert_true(l2 <= (tie < 0 ? param_l2 : tie_param_l2));
     eval_counts a, b;
-    assert_int_equal(inner->evaluate(one, 0, &a), 0);
-    if (many->evaluate(split, 0, &b))
-        fail_msg("%s: evaluate: %s", many->name, many->error(split));
+    assert_int_equal(inner->ops->evaluate(one, 0, &a), 0);
+    if (many->ops->evaluate(split, 0, &b))
+        fail_msg("%s: evaluate: %s", many->name, many->ops->error(split));
     assert_int_equal(b.count, a.count);
     assert_true(rel_diff(b.loss_sum, a.loss_sum, 1e-6) < 1e-4);
     long agree = 0;
@@ -243,8 +243,8 @@ static void check_same_training(const backend *inner, const backend *many, const
     assert_int_equal(agree, a.classes * a.classes);
     free(p1);
     free(pn);
-    inner->destroy(one);
-    many->destroy(split);
+    inner->ops->destroy(one);
+    many->ops->destroy(split);
     free_setup(&s);
 }
 
@@ -329,7 +329,7 @@ static void test_prefetch_trains_the_same(void **state)
             engine *e = start(mp, &s, &c);
             train(mp, e, &s, losses[depth]);
             params[depth] = params_of(mp, e, s.w.param_count);
-            mp->destroy(e);
+            mp->ops->destroy(e);
         }
         assert_memory_equal(losses[0], losses[1], sizeof losses[0]);
         assert_memory_equal(params[0], params[1], sizeof(float) * s.w.param_count);
@@ -355,7 +355,7 @@ static memory_use memory_of(const backend *b, const workload *w, int batch, int 
         assert_int_equal(backend_memory_use(b, e, &m), 1);
     else
         assert_int_equal(mp_worker_memory(e, worker, &m), 0);
-    b->destroy(e);
+    b->ops->destroy(e);
     return m;
 }
 
@@ -411,7 +411,7 @@ static void test_memory_per_worker(void **state)
     assert_int_equal(memory_use_total(&largest), memory_use_total(&conv) > memory_use_total(&dense)
                                                      ? memory_use_total(&conv)
                                                      : memory_use_total(&dense));
-    layers->destroy(e);
+    layers->ops->destroy(e);
 
     /* micro-batches: 4 slots of a quarter batch hold what one batch held */
     o.micro_batches = 4;
@@ -455,18 +455,55 @@ static void test_refusals_and_failures(void **state)
         c.precision = PREC_FP32;
         engine *e = start(mp, &s, &c);
         float loss;
-        assert_int_not_equal(mp->train_steps(e, s.order, BATCH + 1, 1, &loss), 0);
-        assert_non_null(strstr(mp->error(e), "batch of 25 images"));
+        assert_int_not_equal(mp->ops->train_steps(e, s.order, BATCH + 1, 1, &loss), 0);
+        assert_non_null(strstr(mp->ops->error(e), "batch of 25 images"));
         int32_t bad[BATCH];
         memcpy(bad, s.order, sizeof bad);
         bad[5] = STEPS * BATCH;
-        assert_int_not_equal(mp->train_steps(e, bad, BATCH, 1, &loss), 0);
-        assert_non_null(strstr(mp->error(e), "out of range"));
-        assert_int_equal(mp->train_steps(e, s.order, BATCH, 1, &loss), 0);
+        assert_int_not_equal(mp->ops->train_steps(e, bad, BATCH, 1, &loss), 0);
+        assert_non_null(strstr(mp->ops->error(e), "out of range"));
+        assert_int_equal(mp->ops->train_steps(e, s.order, BATCH, 1, &loss), 0);
         assert_true(isfinite(loss));
-        mp->destroy(e);
+        mp->ops->destroy(e);
     }
     free_setup(&s);
+}
+
+/* A wrapper's precisions and libraries are asked of its inner backend, so
+ * they are right before it is probed and probing it changes nothing that
+ * its readers see. The blas module may not have loaded yet: its
+ * precisions come with it. */
+static void test_wrappers_follow_their_inner_backend(void **state)
+{
+    (void)state;
+    const char *const names[] = {"naive", "blas"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const backend *inner = backend_find(names[i]);
+        const mp_options m = {.split = MP_SPLIT_LAYERS, .workers = 2, .micro_batches = 2};
+        const dp_options d = {.replicas = 2};
+        const backend *mp = mp_wrap(inner, &m, "follows-mp");
+        const backend *dp = dp_wrap(inner, &d, "follows-dp");
+        assert_non_null(mp);
+        assert_non_null(dp);
+        const backend mp_before = *mp, dp_before = *dp;
+        char why[512];
+        const int runs = backend_runnable(inner, PREC_FP32, why, sizeof why);
+        assert_int_equal(backend_runnable(dp, PREC_FP32, why, sizeof why), runs);
+        assert_int_equal(backend_runnable(mp, PREC_FP32, why, sizeof why), runs);
+        assert_memory_equal(&mp_before, mp, sizeof *mp);
+        assert_memory_equal(&dp_before, dp, sizeof *dp);
+        /* data parallelism keeps what it refuses (fp64) so as to say why;
+         * the stages leave out what cannot cross between them */
+        const unsigned all = backend_precisions(inner);
+        assert_int_equal(backend_precisions(dp), all);
+        assert_int_equal(backend_precisions(mp), all & ~(1u << PREC_FP64 | 1u << PREC_FP16));
+        char a[512], b[512];
+        backend_library_info(inner, a, sizeof a);
+        backend_library_info(dp, b, sizeof b);
+        assert_string_equal(a, b);
+        backend_library_info(mp, b, sizeof b);
+        assert_string_equal(a, b);
+    }
 }
 
 int main(void)
@@ -482,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_prefetch_trains_the_same),
         cmocka_unit_test(test_memory_per_worker),
         cmocka_unit_test(test_refusals_and_failures),
+        cmocka_unit_test(test_wrappers_follow_their_inner_backend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -65,28 +65,28 @@ static void test_param_counts(void **state)
         engine *e = make_engine(names[i], &w, &cfg);
         assert_int_equal(w.param_count, want[i]);
         size_t n = 0;
-        assert_non_null(nb->buffer(e, BUF_PARAMS, &n));
+        assert_non_null(nb->dp->buffer(e, BUF_PARAMS, &n));
         assert_int_equal(n, want[i]);
-        assert_non_null(nb->buffer(e, BUF_GRADS, &n));
+        assert_non_null(nb->dp->buffer(e, BUF_GRADS, &n));
         assert_int_equal(n, want[i]);
-        assert_non_null(nb->buffer(e, BUF_OPT_STATE, &n));
+        assert_non_null(nb->dp->buffer(e, BUF_OPT_STATE, &n));
         assert_int_equal(n, 2 * want[i]); /* adam: m and s */
-        assert_int_equal(nb->buffer_space, MEM_HOST);
-        nb->destroy(e);
+        assert_int_equal(nb->dp->buffer_space, MEM_HOST);
+        nb->ops->destroy(e);
     }
     /* nesterov keeps one float per parameter, sgd none */
     workload w;
     engine_config cfg = make_config(4, OPT_NESTEROV);
     engine *e = make_engine("mlp", &w, &cfg);
     size_t n = 0;
-    nb->buffer(e, BUF_OPT_STATE, &n);
+    nb->dp->buffer(e, BUF_OPT_STATE, &n);
     assert_int_equal(n, w.param_count);
-    nb->destroy(e);
+    nb->ops->destroy(e);
     cfg = make_config(4, OPT_SGD);
     e = make_engine("mlp", &w, &cfg);
-    nb->buffer(e, BUF_OPT_STATE, &n);
+    nb->dp->buffer(e, BUF_OPT_STATE, &n);
     assert_int_equal(n, 0);
-    nb->destroy(e);
+    nb->ops->destroy(e);
 }
 
 /* The engine's own parameters and gradients, float or double (the naive
@@ -116,8 +116,8 @@ static double grad_at(engine *e, size_t i)
 static double loss_at(engine *e, const int32_t *idx, int batch)
 {
     float loss;
-    assert_int_equal(nb->compute_gradients(e, idx, batch, &loss), 0);
-    return nb->last_loss(e);
+    assert_int_equal(nb->dp->compute_gradients(e, idx, batch, &loss), 0);
+    return nb->ops->last_loss(e);
 }
 
 /* Central differences of the mean loss over a tiny batch, through the
@@ -157,14 +157,14 @@ static void check_network(const char *wname, precision prec)
     engine *e = make_engine(wname, &w, &cfg);
     synth_set data;
     assert_int_equal(synth_make(&data, 8, 28, 28, 10, 61), 0);
-    assert_int_equal(nb->bind_dataset(e, &data.d, &data.d), 0);
+    assert_int_equal(nb->ops->bind_dataset(e, &data.d, &data.d), 0);
 
     rng r = {62};
     float *params = initial_params(&w, 63);
     for (int i = 0; i < w.n_layers; i++) /* biases away from zero too */
         for (size_t k = 0; k < w.layers[i].bias_count; k++)
             params[w.layers[i].bias_offset + k] = (float)(0.1 * rng_normal(&r));
-    assert_int_equal(nb->set_params(e, params), 0);
+    assert_int_equal(nb->ops->set_params(e, params), 0);
     const int32_t idx[2] = {3, 6};
     const double l0 = loss_at(e, idx, batch);
     double *grads = malloc(sizeof(double) * w.param_count);
@@ -215,7 +215,7 @@ static void check_network(const char *wname, precision prec)
                   precision_name(prec), worst);
     free(params), free(grads);
     synth_free(&data);
-    nb->destroy(e);
+    nb->ops->destroy(e);
 }
 
 typedef struct network_case {
@@ -249,22 +249,22 @@ static void check_training_lowers_loss(const char *wname, optimizer_kind kind, f
     engine *e = make_engine(wname, &w, &cfg);
     synth_set data;
     assert_int_equal(synth_make(&data, 256, 28, 28, 10, 71), 0);
-    assert_int_equal(nb->bind_dataset(e, &data.d, &data.d), 0);
+    assert_int_equal(nb->ops->bind_dataset(e, &data.d, &data.d), 0);
     float *params = initial_params(&w, 72);
-    assert_int_equal(nb->set_params(e, params), 0);
+    assert_int_equal(nb->ops->set_params(e, params), 0);
     int32_t *idx = malloc(sizeof(int32_t) * batch * steps);
     assert_non_null(idx);
     for (int s = 0; s < batch * steps; s++)
         idx[s] = s % 256;
     float losses[40];
-    assert_int_equal(nb->train_steps(e, idx, batch, steps, losses), 0);
+    assert_int_equal(nb->ops->train_steps(e, idx, batch, steps, losses), 0);
     const double first = mean(losses, 8), last = mean(losses + steps - 8, 8);
     if (!(last < 0.5 * first))
         fail_msg("%s: mean loss of the first 8 steps %.4f, of the last 8 %.4f", wname, first,
                  last);
     free(idx), free(params);
     synth_free(&data);
-    nb->destroy(e);
+    nb->ops->destroy(e);
 }
 
 static void test_training_lowers_loss(void **state)
@@ -290,31 +290,31 @@ static void test_determinism(void **state)
     float *params = initial_params(&w, 82);
     engine *all[3] = {a, b, c};
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(nb->bind_dataset(all[i], &data.d, &data.d), 0);
-        assert_int_equal(nb->set_params(all[i], params), 0);
+        assert_int_equal(nb->ops->bind_dataset(all[i], &data.d, &data.d), 0);
+        assert_int_equal(nb->ops->set_params(all[i], params), 0);
     }
     int32_t idx[32];
     epoch_order(83, 0, 32, 1, idx);
     float la[4], lb[4], lc[4];
-    assert_int_equal(nb->train_steps(a, idx, batch, steps, la), 0);
-    assert_int_equal(nb->train_steps(b, idx, batch, steps, lb), 0);
+    assert_int_equal(nb->ops->train_steps(a, idx, batch, steps, la), 0);
+    assert_int_equal(nb->ops->train_steps(b, idx, batch, steps, lb), 0);
     for (int s = 0; s < steps; s++) {
-        assert_int_equal(nb->compute_gradients(c, idx + s * batch, batch, &lc[s]), 0);
-        assert_int_equal(nb->apply_update(c, 1.0f), 0);
+        assert_int_equal(nb->dp->compute_gradients(c, idx + s * batch, batch, &lc[s]), 0);
+        assert_int_equal(nb->dp->apply_update(c, 1.0f), 0);
     }
     assert_memory_equal(la, lb, sizeof la);
     assert_memory_equal(la, lc, sizeof la);
     float *pa = floats(w.param_count), *pb = floats(w.param_count), *pc = floats(w.param_count);
-    nb->get_params(a, pa);
-    nb->get_params(b, pb);
-    nb->get_params(c, pc);
+    nb->ops->get_params(a, pa);
+    nb->ops->get_params(b, pb);
+    nb->ops->get_params(c, pc);
     assert_memory_equal(pa, pb, sizeof(float) * w.param_count);
     assert_memory_equal(pa, pc, sizeof(float) * w.param_count);
     assert_memory_not_equal(pa, params, sizeof(float) * w.param_count); /* it trained */
     free(pa), free(pb), free(pc), free(params);
     synth_free(&data);
     for (int i = 0; i < 3; i++)
-        nb->destroy(all[i]);
+        nb->ops->destroy(all[i]);
 }
 
 /* A batch smaller than the configured one gives the same numbers as an
@@ -328,22 +328,22 @@ static void test_partial_batch(void **state)
     synth_set data;
     assert_int_equal(synth_make(&data, 32, 28, 28, 10, 91), 0);
     float *params = initial_params(&w, 92);
-    nb->bind_dataset(a, &data.d, NULL);
-    nb->bind_dataset(b, &data.d, NULL);
-    nb->set_params(a, params);
-    nb->set_params(b, params);
+    nb->ops->bind_dataset(a, &data.d, NULL);
+    nb->ops->bind_dataset(b, &data.d, NULL);
+    nb->ops->set_params(a, params);
+    nb->ops->set_params(b, params);
     const int32_t idx[10] = {1, 4, 9, 16, 25, 2, 3, 5, 7, 11};
     float la[2], lb[2];
-    assert_int_equal(nb->train_steps(a, idx, 5, 2, la), 0);
-    assert_int_equal(nb->train_steps(b, idx, 5, 2, lb), 0);
+    assert_int_equal(nb->ops->train_steps(a, idx, 5, 2, la), 0);
+    assert_int_equal(nb->ops->train_steps(b, idx, 5, 2, lb), 0);
     assert_memory_equal(la, lb, sizeof la);
     size_t n;
-    assert_memory_equal(nb->buffer(a, BUF_PARAMS, &n), nb->buffer(b, BUF_PARAMS, &n),
+    assert_memory_equal(nb->dp->buffer(a, BUF_PARAMS, &n), nb->dp->buffer(b, BUF_PARAMS, &n),
                         sizeof(float) * w.param_count);
     free(params);
     synth_free(&data);
-    nb->destroy(a);
-    nb->destroy(b);
+    nb->ops->destroy(a);
+    nb->ops->destroy(b);
 }
 
 /* One optimiser step on known numbers, by the formulas of engine.h in double. */
@@ -361,7 +361,7 @@ static void check_optimizer(optimizer_kind kind)
     engine *e = make_engine("mlp", &w, &cfg);
     const opt_probe at = {w.layers[0].weight_offset + 123, w.layers[0].bias_offset + 7};
     size_t n;
-    float *p = nb->buffer(e, BUF_PARAMS, &n), *g = nb->buffer(e, BUF_GRADS, &n);
+    float *p = nb->dp->buffer(e, BUF_PARAMS, &n), *g = nb->dp->buffer(e, BUF_GRADS, &n);
     const double w0 = 0.5, g0 = 0.2, scale = 0.5;
     const double lr = cfg.opt.lr, mu = cfg.opt.momentum, wd = cfg.opt.weight_decay;
     const double b1 = cfg.opt.beta1, b2 = cfg.opt.beta2, eps = cfg.opt.eps;
@@ -369,7 +369,7 @@ static void check_optimizer(optimizer_kind kind)
     p[at.weight] = p[at.bias] = (float)w0;
     for (int t = 1; t <= 2; t++) {
         g[at.weight] = g[at.bias] = (float)g0;
-        assert_int_equal(nb->apply_update(e, (float)scale), 0);
+        assert_int_equal(nb->dp->apply_update(e, (float)scale), 0);
         for (int k = 0; k < 2; k++) {
             /* weight (k = 0) decays, bias (k = 1) does not */
             const double grad = g0 * scale + (k == 0 ? wd * x[k] : 0.0);
@@ -395,7 +395,7 @@ static void check_optimizer(optimizer_kind kind)
     /* decay made the weight and the bias part */
     assert_true(fabs(x[0] - x[1]) > 1e-5);
     assert_true(fabs((double)p[at.weight] - p[at.bias]) > 1e-5);
-    nb->destroy(e);
+    nb->ops->destroy(e);
 }
 
 static void test_optimizer_steps(void **state)
@@ -418,12 +418,12 @@ static void test_evaluate(void **state)
     float *params = initial_params(&w, 103);
     engine *both[2] = {e, e7};
     for (int i = 0; i < 2; i++) {
-        nb->set_params(both[i], params);
-        assert_int_equal(nb->bind_dataset(both[i], &train.d, &test.d), 0);
+        nb->ops->set_params(both[i], params);
+        assert_int_equal(nb->ops->bind_dataset(both[i], &train.d, &test.d), 0);
     }
     eval_counts c, c7;
     /* a limit that leaves a partial chunk */
-    assert_int_equal(nb->evaluate(e, 37, &c), 0);
+    assert_int_equal(nb->ops->evaluate(e, 37, &c), 0);
     assert_int_equal(c.classes, 10);
     assert_int_equal(c.count, 37);
     long sum = 0, per_class[10] = {0};
@@ -439,30 +439,30 @@ static void test_evaluate(void **state)
         assert_int_equal(per_class[t], 0); /* rows are the true labels */
     assert_true(isfinite(c.loss_sum) && c.loss_sum > 0);
     /* the chunk size does not change the answer */
-    assert_int_equal(nb->evaluate(e7, 37, &c7), 0);
+    assert_int_equal(nb->ops->evaluate(e7, 37, &c7), 0);
     assert_memory_equal(c.confusion, c7.confusion, sizeof c.confusion);
     assert_true(rel_diff(c.loss_sum, c7.loss_sum, 1) < 1e-6);
     /* all images when limit <= 0 or past the end */
-    assert_int_equal(nb->evaluate(e, 0, &c), 0);
+    assert_int_equal(nb->ops->evaluate(e, 0, &c), 0);
     assert_int_equal(c.count, 100);
-    assert_int_equal(nb->evaluate(e, 1000, &c), 0);
+    assert_int_equal(nb->ops->evaluate(e, 1000, &c), 0);
     assert_int_equal(c.count, 100);
     sum = 0;
     for (int i = 0; i < 100; i++)
         sum += c.confusion[i];
     assert_int_equal(sum, 100);
     /* loss agrees with training's loss on the same images */
-    assert_int_equal(nb->bind_dataset(e7, &test.d, &test.d), 0);
+    assert_int_equal(nb->ops->bind_dataset(e7, &test.d, &test.d), 0);
     const int32_t idx[7] = {0, 1, 2, 3, 4, 5, 6};
     float loss;
-    assert_int_equal(nb->compute_gradients(e7, idx, 7, &loss), 0);
-    assert_int_equal(nb->evaluate(e7, 7, &c7), 0);
+    assert_int_equal(nb->dp->compute_gradients(e7, idx, 7, &loss), 0);
+    assert_int_equal(nb->ops->evaluate(e7, 7, &c7), 0);
     assert_true(rel_diff(c7.loss_sum / 7, loss, 1e-3) < 1e-5);
     free(params);
     synth_free(&train);
     synth_free(&test);
-    nb->destroy(e);
-    nb->destroy(e7);
+    nb->ops->destroy(e);
+    nb->ops->destroy(e7);
 }
 
 static void test_errors(void **state)
@@ -490,27 +490,27 @@ static void test_errors(void **state)
     const int32_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     float loss;
     /* no data bound yet */
-    assert_int_not_equal(nb->compute_gradients(e, idx, 4, &loss), 0);
+    assert_int_not_equal(nb->dp->compute_gradients(e, idx, 4, &loss), 0);
     eval_counts c;
-    assert_int_not_equal(nb->evaluate(e, 0, &c), 0);
+    assert_int_not_equal(nb->ops->evaluate(e, 0, &c), 0);
     synth_set data;
     assert_int_equal(synth_make(&data, 8, 28, 28, 10, 111), 0);
     dataset wrong = data.d;
     wrong.cols = 27;
-    assert_int_not_equal(nb->bind_dataset(e, &wrong, NULL), 0);
-    assert_true(strlen(nb->error(e)) > 0);
-    assert_int_equal(nb->bind_dataset(e, &data.d, &data.d), 0);
+    assert_int_not_equal(nb->ops->bind_dataset(e, &wrong, NULL), 0);
+    assert_true(strlen(nb->ops->error(e)) > 0);
+    assert_int_equal(nb->ops->bind_dataset(e, &data.d, &data.d), 0);
     /* a batch past the configured size */
-    assert_int_not_equal(nb->train_steps(e, idx, 8, 1, &loss), 0);
-    assert_non_null(strstr(nb->error(e), "batch"));
+    assert_int_not_equal(nb->ops->train_steps(e, idx, 8, 1, &loss), 0);
+    assert_non_null(strstr(nb->ops->error(e), "batch"));
     /* an index past the data */
     const int32_t bad[4] = {0, 1, 8, 2};
-    assert_int_not_equal(nb->compute_gradients(e, bad, 4, &loss), 0);
-    assert_non_null(strstr(nb->error(e), "index"));
-    assert_int_equal(nb->compute_gradients(e, idx, 4, &loss), 0);
+    assert_int_not_equal(nb->dp->compute_gradients(e, bad, 4, &loss), 0);
+    assert_non_null(strstr(nb->ops->error(e), "index"));
+    assert_int_equal(nb->dp->compute_gradients(e, idx, 4, &loss), 0);
     assert_true(isfinite(loss));
     synth_free(&data);
-    nb->destroy(e);
+    nb->ops->destroy(e);
 }
 
 static void test_profile_and_describe(void **state)
@@ -521,33 +521,33 @@ static void test_profile_and_describe(void **state)
     engine *e = make_engine("lenet", &w, &cfg);
     synth_set data;
     assert_int_equal(synth_make(&data, 16, 28, 28, 10, 121), 0);
-    nb->bind_dataset(e, &data.d, &data.d);
+    nb->ops->bind_dataset(e, &data.d, &data.d);
     float *params = initial_params(&w, 122);
-    nb->set_params(e, params);
+    nb->ops->set_params(e, params);
     const int32_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     expect_profile(nb, e, idx, 8, 2, &w);
     /* profiling leaves the model as it was: the next step matches a fresh
      * engine's */
     float *after = floats(w.param_count);
-    nb->get_params(e, after);
+    nb->ops->get_params(e, after);
     assert_memory_equal(after, params, sizeof(float) * w.param_count);
     engine *f = make_engine("lenet", &w, &cfg);
-    nb->bind_dataset(f, &data.d, &data.d);
-    nb->set_params(f, params);
+    nb->ops->bind_dataset(f, &data.d, &data.d);
+    nb->ops->set_params(f, params);
     float le, lf;
-    nb->train_steps(e, idx, 8, 1, &le);
-    nb->train_steps(f, idx, 8, 1, &lf);
+    nb->ops->train_steps(e, idx, 8, 1, &le);
+    nb->ops->train_steps(f, idx, 8, 1, &lf);
     assert_true(le == lf);
     size_t n;
-    assert_memory_equal(nb->buffer(e, BUF_PARAMS, &n), nb->buffer(f, BUF_PARAMS, &n),
+    assert_memory_equal(nb->dp->buffer(e, BUF_PARAMS, &n), nb->dp->buffer(f, BUF_PARAMS, &n),
                         sizeof(float) * w.param_count);
     char buf[64];
-    nb->describe(e, buf, sizeof buf);
+    nb->ops->describe(e, buf, sizeof buf);
     assert_string_equal(buf, "fp32, 1 thread");
     free(after), free(params);
     synth_free(&data);
-    nb->destroy(e);
-    nb->destroy(f);
+    nb->ops->destroy(e);
+    nb->ops->destroy(f);
 }
 
 int main(void)

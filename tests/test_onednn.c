@@ -288,8 +288,8 @@ static void layers_match_naive(void **state)
         fail_msg("create: %s", err);
     float *params = floats(w.param_count);
     init_params(&w, SEED, params);
-    assert_int_equal(ob->set_params(e, params), 0);
-    assert_int_equal(ob->bind_dataset(e, &set.d, &set.d), 0);
+    assert_int_equal(ob->ops->set_params(e, params), 0);
+    assert_int_equal(ob->ops->bind_dataset(e, &set.d, &set.d), 0);
     int32_t idx[64];
     int labels[64];
     const size_t F = (size_t)shape3_size(w.input);
@@ -301,8 +301,8 @@ static void layers_match_naive(void **state)
             images[b * F + p] = lb_pixel(set.images[idx[b] * F + p]);
     }
     float loss = NAN;
-    if (ob->compute_gradients(e, idx, B, &loss))
-        fail_msg("compute_gradients: %s", ob->error(e));
+    if (ob->dp->compute_gradients(e, idx, B, &loss))
+        fail_msg("compute_gradients: %s", ob->ops->error(e));
     reference r;
     reference_step(&w, params, images, labels, B, &r);
 
@@ -323,19 +323,19 @@ static void layers_match_naive(void **state)
     for (int i = 0; i < L; i++) {
         const layer *l = &w.layers[i];
         if (onednn_engine_activation(e, i, got))
-            fail_msg("activation %d: %s", i, ob->error(e));
+            fail_msg("activation %d: %s", i, ob->ops->error(e));
         snprintf(what, sizeof what, "%s output", l->name);
         check(what, r.act[i + 1], got, (size_t)B * shape3_size(l->out), SCALED, fwd_bound);
         if (i > 0) {
             if (onednn_engine_input_gradient(e, i, got))
-                fail_msg("input gradient %d: %s", i, ob->error(e));
+                fail_msg("input gradient %d: %s", i, ob->ops->error(e));
             snprintf(what, sizeof what, "%s input gradient", l->name);
             check(what, r.d_act[i], got, (size_t)B * shape3_size(l->in), grad_measure,
                   grad_bound);
         }
     }
     size_t n;
-    const float *grads = ob->buffer(e, BUF_GRADS, &n);
+    const float *grads = ob->dp->buffer(e, BUF_GRADS, &n);
     assert_int_equal(n, w.param_count);
     for (int i = 0; i < L; i++) {
         const layer *l = &w.layers[i];
@@ -355,7 +355,7 @@ static void layers_match_naive(void **state)
     free(images);
     free(params);
     reference_free(&w, &r);
-    ob->destroy(e);
+    ob->ops->destroy(e);
     synth_free(&set);
 }
 
@@ -387,18 +387,18 @@ static void bad_requests_say_why(void **state)
     synth_set set;
     assert_int_equal(synth_make(&set, 16, 28, 28, 10, 3), 0);
     int32_t idx[16] = {0};
-    assert_int_not_equal(ob->compute_gradients(e, idx, 8, NULL), 0); /* no data bound */
-    assert_non_null(strstr(ob->error(e), "no training set"));
-    assert_int_equal(ob->bind_dataset(e, &set.d, &set.d), 0);
-    assert_int_not_equal(ob->compute_gradients(e, idx, 9, NULL), 0); /* past the batch */
-    assert_non_null(strstr(ob->error(e), "batch of 9"));
+    assert_int_not_equal(ob->dp->compute_gradients(e, idx, 8, NULL), 0); /* no data bound */
+    assert_non_null(strstr(ob->ops->error(e), "no training set"));
+    assert_int_equal(ob->ops->bind_dataset(e, &set.d, &set.d), 0);
+    assert_int_not_equal(ob->dp->compute_gradients(e, idx, 9, NULL), 0); /* past the batch */
+    assert_non_null(strstr(ob->ops->error(e), "batch of 9"));
     idx[3] = 16;
-    assert_int_not_equal(ob->compute_gradients(e, idx, 8, NULL), 0);
-    assert_non_null(strstr(ob->error(e), "index 16"));
+    assert_int_not_equal(ob->dp->compute_gradients(e, idx, 8, NULL), 0);
+    assert_non_null(strstr(ob->ops->error(e), "index 16"));
     float out[1];
     assert_int_not_equal(onednn_engine_input_gradient(e, 0, out), 0);
-    assert_non_null(strstr(ob->error(e), "outside"));
-    ob->destroy(e);
+    assert_non_null(strstr(ob->ops->error(e), "outside"));
+    ob->ops->destroy(e);
     synth_free(&set);
 }
 
@@ -408,7 +408,7 @@ static void reports_version_and_isa(void **state)
 {
     (void)state;
     char info[256];
-    ob->library_info(info, sizeof info);
+    ob->library_info(ob->ctx, info, sizeof info);
     print_message("library: %s\n", info);
     assert_non_null(strstr(info, "oneDNN 2."));
     assert_non_null(strstr(info, "avx"));
@@ -419,16 +419,16 @@ static void reports_version_and_isa(void **state)
     engine *e = ob->create(NULL, &w, &cfg, err, sizeof err);
     assert_non_null(e);
     char details[1024];
-    ob->describe(e, details, sizeof details);
+    ob->ops->describe(e, details, sizeof details);
     print_message("details: %s\n", details);
     assert_non_null(strstr(details, "fp32"));
     assert_non_null(strstr(details, "2 threads"));
     assert_non_null(strstr(details, info));
     assert_non_null(strstr(details, "fc1 "));
     int threads, devices, replicas;
-    ob->placement(e, &threads, &devices, &replicas);
+    ob->ops->placement(e, &threads, &devices, &replicas);
     assert_int_equal(threads, 2);
-    ob->destroy(e);
+    ob->ops->destroy(e);
 }
 
 static const layer_case cases[] = {

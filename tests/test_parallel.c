@@ -219,13 +219,14 @@ static void train(const backend *b, engine *e, const int32_t *order, int batch, 
     int done = 0, chunk = 1;
     while (done < steps) {
         int k = chunk < steps - done ? chunk : steps - done;
-        if (b->train_steps(e, order + (size_t)done * batch, batch, k, losses + done) != 0)
-            fail_msg("%s: train_steps: %s", b->name, b->error(e));
+        if (b->ops->train_steps(e, order + (size_t)done * batch, batch, k, losses + done) != 0)
+            fail_msg("%s: train_steps: %s", b->name, b->ops->error(e));
         done += k;
         chunk++;
     }
-    if (tail > 0 && b->train_steps(e, order + (size_t)steps * batch, tail, 1, losses + steps) != 0)
-        fail_msg("%s: train_steps (tail): %s", b->name, b->error(e));
+    if (tail > 0 &&
+        b->ops->train_steps(e, order + (size_t)steps * batch, tail, 1, losses + steps) != 0)
+        fail_msg("%s: train_steps (tail): %s", b->name, b->ops->error(e));
 }
 
 /* R replicas with batch B against one replica with batch B, step by step. */
@@ -240,7 +241,7 @@ static void check_sync(const backend *inner, const char *wname, optimizer_kind k
     assert_non_null(dp);
     engine *one = start(inner, &s, &c), *many = start(dp, &s, &c);
     int threads = 0, devices = 0, replicas = 0;
-    dp->placement(many, &threads, &devices, &replicas);
+    dp->ops->placement(many, &threads, &devices, &replicas);
     assert_int_equal(replicas, R);
 
     float ref[512], got[512];
@@ -260,8 +261,8 @@ static void check_sync(const backend *inner, const char *wname, optimizer_kind k
     assert_true(got[n - 1 - (tail > 0)] < got[0]);
     free(p1);
     free(pr);
-    inner->destroy(one);
-    dp->destroy(many);
+    inner->ops->destroy(one);
+    dp->ops->destroy(many);
     free_setup(&s);
 }
 
@@ -326,8 +327,8 @@ static void test_averaging_every_step_sgd_equals_sync(void **state)
     assert_true(mean[rounds - 1] < mean[0]);
     free(pa);
     free(ps);
-    b_avg->destroy(e_avg);
-    b_sync->destroy(e_sync);
+    b_avg->ops->destroy(e_avg);
+    b_sync->ops->destroy(e_sync);
     free_setup(&s);
 }
 
@@ -354,7 +355,7 @@ static void test_averaging_with_state_matches_reference(void **state)
     for (int round = 0; round < rounds; round++) {
         for (int r = 0; r < R; r++) {
             const int step = round * R + r; /* batch t goes to replica t mod R */
-            assert_int_equal(nb->train_steps(rep[r], s.order + (size_t)step * B, B, 1,
+            assert_int_equal(nb->ops->train_steps(rep[r], s.order + (size_t)step * B, B, 1,
                                              &ref_losses[step]), 0);
         }
         if ((round + 1) % k)
@@ -362,7 +363,8 @@ static void test_averaging_with_state_matches_reference(void **state)
         const engine_buffer which[2] = {BUF_PARAMS, BUF_OPT_STATE};
         for (int w = 0; w < 2; w++) {
             size_t n0, n1;
-            float *a = nb->buffer(rep[0], which[w], &n0), *b = nb->buffer(rep[1], which[w], &n1);
+            float *a = nb->dp->buffer(rep[0], which[w], &n0),
+                  *b = nb->dp->buffer(rep[1], which[w], &n1);
             assert_int_equal(n0, n);
             for (size_t i = 0; i < n; i++)
                 a[i] = b[i] = (float)(0.5 * ((double)a[i] + b[i]));
@@ -374,9 +376,9 @@ static void test_averaging_with_state_matches_reference(void **state)
     expect_close("averaging k=2 with optimiser state, parameters", got, want, n, 1e-5, 1e-3);
     free(got);
     free(want);
-    nb->destroy(rep[0]);
-    nb->destroy(rep[1]);
-    dp->destroy(e);
+    nb->ops->destroy(rep[0]);
+    nb->ops->destroy(rep[1]);
+    dp->ops->destroy(e);
     free_setup(&s);
 }
 
@@ -394,15 +396,15 @@ static void test_averaging_independent_of_call_sizes(void **state)
     engine *a = start(dp, &s, &c), *b = start(dp, &s, &c);
     float la[32], lb[32];
     train(dp, a, s.order, B, steps, 0, la); /* calls of 1, 2, 3, ... steps */
-    assert_int_equal(dp->train_steps(b, s.order, B, steps, lb), 0); /* one call */
+    assert_int_equal(dp->ops->train_steps(b, s.order, B, steps, lb), 0); /* one call */
     for (int i = 0; i < steps; i++)
         assert_memory_equal(&la[i], &lb[i], sizeof(float));
     float *pa = params_of(dp, a, s.w.param_count), *pb = params_of(dp, b, s.w.param_count);
     assert_memory_equal(pa, pb, sizeof(float) * s.w.param_count);
     free(pa);
     free(pb);
-    dp->destroy(a);
-    dp->destroy(b);
+    dp->ops->destroy(a);
+    dp->ops->destroy(b);
     free_setup(&s);
 }
 
@@ -419,14 +421,14 @@ static void test_replica_failure_is_reported(void **state)
     engine *e = start(dp, &s, &c);
     int32_t bad[8] = {0, 1, 2, 3, 4, 5, 6, 99999}; /* replica 1's slice */
     float loss;
-    assert_int_not_equal(dp->train_steps(e, bad, 8, 1, &loss), 0);
-    assert_non_null(strstr(dp->error(e), "replica 1"));
+    assert_int_not_equal(dp->ops->train_steps(e, bad, 8, 1, &loss), 0);
+    assert_non_null(strstr(dp->ops->error(e), "replica 1"));
     /* and it goes on working */
-    assert_int_equal(dp->train_steps(e, s.order, 8, 1, &loss), 0);
+    assert_int_equal(dp->ops->train_steps(e, s.order, 8, 1, &loss), 0);
     assert_true(isfinite(loss));
     /* more images than the engine was created for */
-    assert_int_not_equal(dp->train_steps(e, s.order, 9, 1, &loss), 0);
-    dp->destroy(e);
+    assert_int_not_equal(dp->ops->train_steps(e, s.order, 9, 1, &loss), 0);
+    dp->ops->destroy(e);
     free_setup(&s);
 }
 
@@ -458,10 +460,10 @@ static void test_multi_gpu_equals_one_gpu(void **state)
     train(mg, two, s.order, 32, 10, 0, got);
     expect_close("multi-gpu x2 losses", got, ref, 10, 1e-4, 0.0);
     char desc[256];
-    mg->describe(two, desc, sizeof desc);
+    mg->ops->describe(two, desc, sizeof desc);
     print_message("multi-gpu: %s\n", desc);
-    backend_find("cuda")->destroy(one);
-    mg->destroy(two);
+    backend_find("cuda")->ops->destroy(one);
+    mg->ops->destroy(two);
     free_setup(&s);
 #endif
 }

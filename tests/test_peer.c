@@ -85,17 +85,17 @@ static void pair_open(pair *p, optimizer_kind kind)
     p->init = malloc(sizeof(float) * p->w.param_count);
     assert_non_null(p->init);
     init_params(&p->w, 303, p->init);
-    assert_int_equal(naive->set_params(p->ref, p->init), 0);
-    assert_int_equal(naive->bind_dataset(p->ref, &p->train.d, &p->test.d), 0);
-    if (peer->set_params(p->peer, p->init) != 0 ||
-        peer->bind_dataset(p->peer, &p->train.d, &p->test.d) != 0)
-        fail_msg("setup: %s", peer->error(p->peer));
+    assert_int_equal(naive->ops->set_params(p->ref, p->init), 0);
+    assert_int_equal(naive->ops->bind_dataset(p->ref, &p->train.d, &p->test.d), 0);
+    if (peer->ops->set_params(p->peer, p->init) != 0 ||
+        peer->ops->bind_dataset(p->peer, &p->train.d, &p->test.d) != 0)
+        fail_msg("setup: %s", peer->ops->error(p->peer));
 }
 
 static void pair_close(pair *p)
 {
-    naive->destroy(p->ref);
-    peer->destroy(p->peer);
+    naive->ops->destroy(p->ref);
+    peer->ops->destroy(p->peer);
     synth_free(&p->train);
     synth_free(&p->test);
     free(p->init);
@@ -118,10 +118,10 @@ static void check_same_training(optimizer_kind kind)
 
     /* in two calls (3 + 5 steps), as the harness hands out chunks */
     float ref_loss[STEPS], peer_loss[STEPS];
-    assert_int_equal(naive->train_steps(p.ref, order, BATCH, STEPS, ref_loss), 0);
-    if (peer->train_steps(p.peer, order, BATCH, 3, peer_loss) != 0 ||
-        peer->train_steps(p.peer, order + 3 * BATCH, BATCH, STEPS - 3, peer_loss + 3) != 0)
-        fail_msg("train: %s", peer->error(p.peer));
+    assert_int_equal(naive->ops->train_steps(p.ref, order, BATCH, STEPS, ref_loss), 0);
+    if (peer->ops->train_steps(p.peer, order, BATCH, 3, peer_loss) != 0 ||
+        peer->ops->train_steps(p.peer, order + 3 * BATCH, BATCH, STEPS - 3, peer_loss + 3) != 0)
+        fail_msg("train: %s", peer->ops->error(p.peer));
     for (int s = 0; s < STEPS; s++) {
         double d = rel_diff(ref_loss[s], peer_loss[s], 1e-6);
         if (!(d <= 2e-5))
@@ -131,15 +131,16 @@ static void check_same_training(optimizer_kind kind)
 
     /* a short last batch, as at the end of an epoch */
     float ref_short, peer_short;
-    assert_int_equal(naive->train_steps(p.ref, order + STEPS * BATCH, SHORT, 1, &ref_short), 0);
-    assert_int_equal(peer->train_steps(p.peer, order + STEPS * BATCH, SHORT, 1, &peer_short), 0);
+    const int32_t *tail = order + STEPS * BATCH;
+    assert_int_equal(naive->ops->train_steps(p.ref, tail, SHORT, 1, &ref_short), 0);
+    assert_int_equal(peer->ops->train_steps(p.peer, tail, SHORT, 1, &peer_short), 0);
     assert_true(rel_diff(ref_short, peer_short, 1e-6) <= 2e-5);
 
     float *a = malloc(sizeof(float) * p.w.param_count), *b = malloc(sizeof(float) * p.w.param_count);
     assert_non_null(a);
     assert_non_null(b);
-    assert_int_equal(naive->get_params(p.ref, a), 0);
-    assert_int_equal(peer->get_params(p.peer, b), 0);
+    assert_int_equal(naive->ops->get_params(p.ref, a), 0);
+    assert_int_equal(peer->ops->get_params(p.peer, b), 0);
     double num = 0, den = 0;
     for (size_t i = 0; i < p.w.param_count; i++)
         num += (double)(a[i] - b[i]) * (a[i] - b[i]), den += (double)a[i] * a[i];
@@ -148,14 +149,14 @@ static void check_same_training(optimizer_kind kind)
                  sqrt(num / den));
 
     eval_counts ra, pa;
-    assert_int_equal(naive->evaluate(p.ref, 0, &ra), 0);
-    assert_int_equal(peer->evaluate(p.peer, 0, &pa), 0);
+    assert_int_equal(naive->ops->evaluate(p.ref, 0, &ra), 0);
+    assert_int_equal(peer->ops->evaluate(p.peer, 0, &pa), 0);
     assert_int_equal(pa.classes, 10);
     assert_int_equal(pa.count, TEST);
     assert_true(rel_diff(ra.loss_sum, pa.loss_sum, 1e-6) <= 1e-4);
     assert_true(labs(correct_of(&ra) - correct_of(&pa)) <= 1);
     /* a limit scores the first images only */
-    assert_int_equal(peer->evaluate(p.peer, 30, &pa), 0);
+    assert_int_equal(peer->ops->evaluate(p.peer, 30, &pa), 0);
     assert_int_equal(pa.count, 30);
     free(a), free(b);
     pair_close(&p);
@@ -180,18 +181,18 @@ static void test_round_trip_and_errors(void **state)
     pair_open(&p, OPT_SGD);
     float *back = malloc(sizeof(float) * p.w.param_count);
     assert_non_null(back);
-    assert_int_equal(peer->get_params(p.peer, back), 0);
+    assert_int_equal(peer->ops->get_params(p.peer, back), 0);
     assert_memory_equal(back, p.init, sizeof(float) * p.w.param_count);
 
     int32_t bad[BATCH] = {0};
     bad[5] = TRAIN; /* one past the end */
     float loss;
-    assert_int_not_equal(peer->train_steps(p.peer, bad, BATCH, 1, &loss), 0);
-    if (!strstr(peer->error(p.peer), "index"))
-        fail_msg("error message: %s", peer->error(p.peer));
+    assert_int_not_equal(peer->ops->train_steps(p.peer, bad, BATCH, 1, &loss), 0);
+    if (!strstr(peer->ops->error(p.peer), "index"))
+        fail_msg("error message: %s", peer->ops->error(p.peer));
     bad[5] = 1;
-    if (peer->train_steps(p.peer, bad, BATCH, 1, &loss) != 0)
-        fail_msg("after an error: %s", peer->error(p.peer));
+    if (peer->ops->train_steps(p.peer, bad, BATCH, 1, &loss) != 0)
+        fail_msg("after an error: %s", peer->ops->error(p.peer));
     assert_true(isfinite(loss));
     free(back);
     pair_close(&p);
@@ -235,7 +236,7 @@ static void test_bf16_autocast(void **state)
     if (!bf16)
         fail_msg("pytorch-cpu bf16: %s", err);
     char details[256];
-    peer->describe(bf16, details, sizeof details);
+    peer->ops->describe(bf16, details, sizeof details);
     if (!strstr(details, "autocast bf16"))
         fail_msg("bf16 peer's details: %s", details);
     synth_set train, test;
@@ -246,16 +247,16 @@ static void test_bf16_autocast(void **state)
     init_params(&w, 303, init);
     engine *both[2] = {fp32, bf16};
     for (int k = 0; k < 2; k++)
-        if (peer->set_params(both[k], init) != 0 ||
-            peer->bind_dataset(both[k], &train.d, &test.d) != 0)
-            fail_msg("setup: %s", peer->error(both[k]));
+        if (peer->ops->set_params(both[k], init) != 0 ||
+            peer->ops->bind_dataset(both[k], &train.d, &test.d) != 0)
+            fail_msg("setup: %s", peer->ops->error(both[k]));
     int32_t order[TRAIN];
     epoch_order(304, 0, TRAIN, 1, order);
     float loss32[STEPS], loss16[STEPS];
-    if (peer->train_steps(fp32, order, BATCH, STEPS, loss32) != 0)
-        fail_msg("fp32 train: %s", peer->error(fp32));
-    if (peer->train_steps(bf16, order, BATCH, STEPS, loss16) != 0)
-        fail_msg("bf16 train: %s", peer->error(bf16));
+    if (peer->ops->train_steps(fp32, order, BATCH, STEPS, loss32) != 0)
+        fail_msg("fp32 train: %s", peer->ops->error(fp32));
+    if (peer->ops->train_steps(bf16, order, BATCH, STEPS, loss16) != 0)
+        fail_msg("bf16 train: %s", peer->ops->error(bf16));
     double largest = 0;
     for (int s = 0; s < STEPS; s++) {
         if (!isfinite(loss16[s]))
@@ -273,11 +274,11 @@ static void test_bf16_autocast(void **state)
     if (!(largest > 1e-5))
         fail_msg("bf16 losses within %.2g of fp32's: autocast seems not to have run", largest);
     eval_counts ev;
-    assert_int_equal(peer->evaluate(bf16, 0, &ev), 0);
+    assert_int_equal(peer->ops->evaluate(bf16, 0, &ev), 0);
     assert_int_equal(ev.count, TEST);
     assert_true(isfinite(ev.loss_sum));
-    peer->destroy(fp32);
-    peer->destroy(bf16);
+    peer->ops->destroy(fp32);
+    peer->ops->destroy(bf16);
     synth_free(&train);
     synth_free(&test);
     free(init);

@@ -44,8 +44,8 @@ static inline engine *start(const backend *b, const setup *s, const engine_confi
     engine *e = backend_create(b, &s->w, c, err, sizeof err);
     if (!e)
         fail_msg("%s: create: %s", b->name, err);
-    assert_int_equal(b->set_params(e, s->init), 0);
-    assert_int_equal(b->bind_dataset(e, &s->train.d, &s->test.d), 0);
+    assert_int_equal(b->ops->set_params(e, s->init), 0);
+    assert_int_equal(b->ops->bind_dataset(e, &s->train.d, &s->test.d), 0);
     return e;
 }
 
@@ -53,8 +53,8 @@ static inline float *params_of(const backend *b, engine *e, size_t n)
 {
     float *p = malloc(sizeof(float) * n);
     assert_non_null(p);
-    if (b->get_params(e, p) != 0)
-        fail_msg("%s: get_params: %s", b->name, b->error(e));
+    if (b->ops->get_params(e, p) != 0)
+        fail_msg("%s: get_params: %s", b->name, b->ops->error(e));
     return p;
 }
 

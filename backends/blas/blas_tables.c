@@ -43,7 +43,11 @@ void blas_library_info(char *buf, size_t len)
     snprintf(buf, len, "%s %s (%s)", version, openblas_get_corename(), parallel_name());
 }
 
-static void library_info(char *buf, size_t len) { blas_library_info(buf, len); }
+static void library_info(void *ctx, char *buf, size_t len)
+{
+    (void)ctx;
+    blas_library_info(buf, len);
+}
 
 /* 1024^3 is big enough for OpenBLAS to reach its speed and takes about
  * 0.1 s at 100 GFLOP/s (the tool's default, 2048^3 five times, seconds). */
@@ -97,8 +101,9 @@ static void describe(engine *e, char *buf, size_t len)
                  : "the best this CPU runs");
 }
 
-static void library_info(char *buf, size_t len)
+static void library_info(void *ctx, char *buf, size_t len)
 {
+    (void)ctx;
     const direct_kernels *k = direct_active();
     char why[256];
     snprintf(buf, len, "direct kernels %s (%s); bf16 products (vdpbf16ps): %s", k->isa,
@@ -175,13 +180,17 @@ static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
 }
 #endif
 
-/* The entries the blas and direct tables share: each build's own create
- * and layers, the host engine's bookkeeping. */
-#define CHWN_ENGINE_ENTRIES                                                                    \
-    HOST_ENGINE_ENTRIES, .probe_precision = probe_precision, .create = create,                \
-    .destroy = R(blas_destroy), .compute_gradients = host_compute_gradients,                  \
-    .apply_update = host_apply_update, .placement = placement, .describe = describe,          \
-    .library_info = library_info
+/* The engine entries the blas and direct tables share: each build's own
+ * destroy and description, the host engine's bookkeeping. */
+static const engine_ops chwn_ops = {HOST_ENGINE_OPS, .destroy = R(blas_destroy),
+                                    .placement = placement, .describe = describe};
+
+/* What the blas and direct descriptors share: each build's own create and
+ * probe of a precision, its libraries, and the host engine's tables. */
+#define CHWN_BACKEND_ENTRIES                                                                   \
+    .probe = host_probe, .probe_precision = probe_precision, .create = create,                \
+    .library_info = library_info, .ops = &chwn_ops, .dp = &host_data_parallel,                \
+    .stage = &host_stages
 
 #ifdef LB_REAL_PLAIN
 const backend blas_backend = {
@@ -190,7 +199,7 @@ const backend blas_backend = {
                "whole batch) + OpenMP loops, fp32, fp64 or bf16",
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_FP64 | 1u << PREC_BF16,
-    CHWN_ENGINE_ENTRIES,
+    CHWN_BACKEND_ENTRIES,
     .library_peak_gflops = library_peak_gflops,
 };
 
@@ -214,7 +223,7 @@ const backend direct_backend = {
                "bf16 products (vdpbf16ps, AVX512_BF16) with fp32 master weights",
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
-    CHWN_ENGINE_ENTRIES,
+    CHWN_BACKEND_ENTRIES,
 };
 
 LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)

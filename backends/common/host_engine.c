@@ -132,7 +132,7 @@ engine *host_engine_out_of_memory(engine *e, char *err, size_t err_len)
     if (err && err_len)
         snprintf(err, err_len, "%s: out of memory for workload %s at batch %d", h->backend->name,
                  h->w.name, h->cfg.batch_size);
-    h->backend->destroy(e);
+    h->backend->ops->destroy(e);
     return NULL;
 }
 
@@ -241,8 +241,8 @@ int host_train_steps(engine *e, const int32_t *indices, int batch, int steps, fl
     const backend *b = host_of(e)->backend;
     for (int s = 0; s < steps; s++) {
         float loss;
-        if (b->compute_gradients(e, indices + (size_t)s * batch, batch, &loss) ||
-            b->apply_update(e, 1.0f))
+        if (b->dp->compute_gradients(e, indices + (size_t)s * batch, batch, &loss) ||
+            b->dp->apply_update(e, 1.0f))
             return -1;
         if (losses)
             losses[s] = loss;
@@ -388,3 +388,13 @@ int host_stage_backward(engine *e, int slot, const float *d_out, float *d_in, in
         return host_fail(h, "stage_backward needs the output's gradient");
     return h->layers->stage_backward(e, slot, h->slot_batch[slot], d_out, d_in, accumulate);
 }
+
+const data_parallel_ops host_data_parallel = {
+    .compute_gradients = host_compute_gradients,
+    .apply_update = host_apply_update,
+    .buffer = host_buffer,
+    .buffer_space = MEM_HOST,
+};
+
+const stage_ops host_stages = {.stage_forward = host_stage_forward,
+                               .stage_backward = host_stage_backward};

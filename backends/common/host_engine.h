@@ -6,8 +6,8 @@
  *
  * A CPU engine embeds a host_engine as the first member of its struct
  * engine, so that a pointer to the engine is a pointer to its host_engine
- * (host_of) and the host_* entries below go straight into its backend
- * table. What is left to the backend: create (host_engine_create first),
+ * (host_of) and the host_* entries below go straight into its backend's
+ * tables. What is left to the backend: create (host_engine_create first),
  * destroy (host_engine_free last, which also frees every buffer
  * host_alloc_counted handed out), compute_gradients, apply_update, and
  * the two callbacks of host_layers that evaluation and layer profiling
@@ -123,17 +123,22 @@ int host_take_labels(host_engine *h, const dataset *d, const int32_t *idx, int f
 
 /* Entries of the contract, for the backend table ------------------------ */
 
-/* All of them, as designated initialisers:
- *   const backend mine = {.name = "mine", ..., HOST_ENGINE_ENTRIES,
- *                         .create = create, .destroy = destroy,
- *                         .compute_gradients = ..., .apply_update = ...}; */
-#define HOST_ENGINE_ENTRIES                                                                    \
-    .probe = host_probe, .error = host_error, .set_params = host_set_params,                  \
-    .get_params = host_get_params, .bind_dataset = host_bind_dataset,                         \
-    .train_steps = host_train_steps, .evaluate = host_evaluate, .buffer = host_buffer,        \
-    .buffer_space = MEM_HOST, .profile_layers = host_profile_layers,                          \
-    .last_loss = host_last_loss, .memory_use = host_memory_use,                               \
-    .stage_forward = host_stage_forward, .stage_backward = host_stage_backward
+/* The engine_ops entries, as designated initialisers:
+ *   static const engine_ops mine_ops = {HOST_ENGINE_OPS, .destroy = destroy};
+ *   const backend mine = {.name = "mine", ..., .probe = host_probe,
+ *                         .create = create, .ops = &mine_ops,
+ *                         .dp = &host_data_parallel, .stage = &host_stages}; */
+#define HOST_ENGINE_OPS                                                                        \
+    .error = host_error, .set_params = host_set_params, .get_params = host_get_params,        \
+    .bind_dataset = host_bind_dataset, .train_steps = host_train_steps,                       \
+    .evaluate = host_evaluate, .profile_layers = host_profile_layers,                         \
+    .last_loss = host_last_loss, .memory_use = host_memory_use
+
+/* host_compute_gradients, host_apply_update and host_buffer, in host
+ * memory; and host_stage_forward and host_stage_backward, for backends
+ * whose host_layers offer stages. */
+extern const data_parallel_ops host_data_parallel;
+extern const stage_ops host_stages;
 
 int host_probe(void *ctx, char *why, size_t why_len); /* a CPU always can */
 const char *host_error(engine *e);

@@ -58,8 +58,9 @@ static void library_dir(const void *symbol, char *out, size_t len)
     }
 }
 
-void cuda_library_info(char *buf, size_t len)
+void cuda_library_info(void *ctx, char *buf, size_t len)
 {
+    (void)ctx;
     int runtime = 0, driver = 0, blas[3] = {0, 0, 0};
     cudaRuntimeGetVersion(&runtime);
     if (cudaDriverGetVersion(&driver) != cudaSuccess)
@@ -590,6 +591,21 @@ int cuda_bind_dataset(engine *e, const dataset *train, const dataset *test)
     return 0;
 }
 
+static const engine_ops cuda_ops = {
+    .destroy = cuda_destroy, .error = cuda_error, .set_params = cuda_set_params,
+    .get_params = cuda_get_params, .bind_dataset = cuda_bind_dataset,
+    .train_steps = cuda_train_steps, .evaluate = cuda_evaluate, .placement = cuda_placement,
+    .describe = cuda_describe, .peak_memory = cuda_peak_memory,
+    .profile_layers = cuda_profile_layers, .peak_gflops = cuda_peak_gflops,
+    .last_loss = cuda_last_loss, .memory_use = cuda_memory_use_of};
+
+static const data_parallel_ops cuda_data_parallel = {
+    .compute_gradients = cuda_compute_gradients, .apply_update = cuda_apply_update,
+    .buffer = cuda_buffer, .buffer_space = MEM_DEVICE};
+
+static const stage_ops cuda_stages = {.stage_forward = cuda_stage_forward,
+                                      .stage_backward = cuda_stage_backward};
+
 const backend cuda_backend = {
     .name = "cuda",
     .summary = "one GPU: cuDNN convolutions, cuBLAS dense layers",
@@ -598,27 +614,10 @@ const backend cuda_backend = {
                   1u << PREC_FP64,
     .probe = cuda_probe,
     .create = cuda_create,
-    .destroy = cuda_destroy,
-    .error = cuda_error,
-    .set_params = cuda_set_params,
-    .get_params = cuda_get_params,
-    .bind_dataset = cuda_bind_dataset,
-    .train_steps = cuda_train_steps,
-    .evaluate = cuda_evaluate,
-    .compute_gradients = cuda_compute_gradients,
-    .apply_update = cuda_apply_update,
-    .buffer = cuda_buffer,
-    .buffer_space = MEM_DEVICE,
-    .placement = cuda_placement,
-    .describe = cuda_describe,
-    .peak_memory = cuda_peak_memory,
     .library_info = cuda_library_info,
-    .profile_layers = cuda_profile_layers,
-    .peak_gflops = cuda_peak_gflops,
-    .last_loss = cuda_last_loss,
-    .memory_use = cuda_memory_use_of,
-    .stage_forward = cuda_stage_forward,
-    .stage_backward = cuda_stage_backward,
+    .ops = &cuda_ops,
+    .dp = &cuda_data_parallel,
+    .stage = &cuda_stages,
 };
 
 /* The cuda module's tables: the backend, and device memory helpers for the

@@ -237,7 +237,7 @@ static inline const void *zero_of(const engine *e)
 #define cuda_fail(e, ...) errmsg_fail((e)->err, sizeof (e)->err, __VA_ARGS__)
 int cuda_call_failed(engine *e, const char *file, int line, const char *call, const char *reason);
 int cuda_probe(void *ctx, char *why, size_t why_len);
-void cuda_library_info(char *buf, size_t len);
+void cuda_library_info(void *ctx, char *buf, size_t len);
 void cuda_sample_memory(engine *e);
 int cuda_device_alloc(engine *e, void **p, size_t bytes, const char *what);
 void cuda_device_free(engine *e, void **p, size_t bytes);

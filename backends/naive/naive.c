@@ -38,15 +38,16 @@ static void describe(engine *e, char *buf, size_t len)
     snprintf(buf, len, "%s, 1 thread", precision_name(e->h.cfg.precision));
 }
 
+static const engine_ops naive_ops = {HOST_ENGINE_OPS, .destroy = destroy, .describe = describe};
+
 const backend naive_backend = {
     .name = "naive",
     .summary = "reference: plain C loops, one thread, fp32 or fp64",
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_FP64,
-    HOST_ENGINE_ENTRIES,
+    .probe = host_probe,
     .create = create,
-    .destroy = destroy,
-    .compute_gradients = host_compute_gradients,
-    .apply_update = host_apply_update,
-    .describe = describe,
+    .ops = &naive_ops,
+    .dp = &host_data_parallel,
+    .stage = &host_stages,
 };

@@ -28,8 +28,9 @@ static const char *isa_name(void)
     return strncmp(s, "cpu_isa_", 8) == 0 ? s + 8 : s;
 }
 
-static void library_info(char *buf, size_t len)
+static void library_info(void *ctx, char *buf, size_t len)
 {
+    (void)ctx;
     const dnnl_version_t *v = dnnl_version();
     snprintf(buf, len, "oneDNN %d.%d.%d %s (%s)", v->major, v->minor, v->patch, isa_name(),
              dnnl_runtime2str(v->cpu_runtime));
@@ -327,40 +328,24 @@ static void placement(engine *e, int *threads, int *devices, int *replicas)
 static void describe(engine *e, char *buf, size_t len)
 {
     char lib[128];
-    library_info(lib, sizeof lib);
+    library_info(NULL, lib, sizeof lib);
     snprintf(buf, len, "%s, %d thread%s, %s; %s",
              e->dt == dnnl_bf16 ? "bf16 (fp32 master weights)" : "fp32",
              e->threads, e->threads == 1 ? "" : "s", lib, e->impls);
 }
 
+static const engine_ops onednn_ops = {HOST_ENGINE_OPS, .destroy = destroy,
+                                      .placement = placement, .describe = describe};
+
+/* No model-parallel stages: this engine does not offer them. */
 const backend onednn_backend = {
     .name = "onednn",
     .summary = "oneDNN primitives for every layer, layouts of the library's choosing, fp32 "
                "or bf16",
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
-    /* HOST_ENGINE_ENTRIES less the model-parallel stages, which this engine
-     * does not offer */
-    .probe = host_probe,
-    .error = host_error,
-    .set_params = host_set_params,
-    .get_params = host_get_params,
-    .bind_dataset = host_bind_dataset,
-    .train_steps = host_train_steps,
-    .evaluate = host_evaluate,
-    .buffer = host_buffer,
-    .buffer_space = MEM_HOST,
-    .profile_layers = host_profile_layers,
-    .last_loss = host_last_loss,
-    .memory_use = host_memory_use,
-    .probe_precision = probe_precision,
-    .create = create,
-    .destroy = destroy,
-    .compute_gradients = host_compute_gradients,
-    .apply_update = host_apply_update,
-    .placement = placement,
-    .describe = describe,
-    .library_info = library_info,
+    .probe = host_probe, .probe_precision = probe_precision, .create = create,
+    .library_info = library_info, .ops = &onednn_ops, .dp = &host_data_parallel,
 };
 
 LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)

@@ -495,8 +495,9 @@ static size_t child_peak_rss(engine *e)
 }
 
 /* Only what an earlier probe found: asking must not start python. */
-static void library_info(char *buf, size_t len)
+static void library_info(void *ctx, char *buf, size_t len)
 {
+    (void)ctx;
     const peer_probe p = probe_found();
     if (p.ok)
         snprintf(buf, len, "PyTorch %s", p.version);
@@ -504,11 +505,17 @@ static void library_info(char *buf, size_t len)
         buf[0] = 0;
 }
 
+/* The CPU peer reports the child's peak resident memory as its peak. */
+#define PEER_OPS                                                                               \
+    .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params,   \
+    .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,           \
+    .placement = placement, .describe = describe
+static const engine_ops cpu_ops = {PEER_OPS, .peak_memory = child_peak_rss};
+static const engine_ops cuda_ops = {PEER_OPS};
+
+/* No data-parallel entries and no stages: the child trains whole steps. */
 #define PEER_ENTRIES                                                                           \
-    .built = 1, .probe = peer_probe_fn, .create = create, .destroy = destroy, .error = error, \
-    .set_params = set_params, .get_params = get_params, .bind_dataset = bind_dataset,          \
-    .train_steps = train_steps, .evaluate = evaluate, .placement = placement,                  \
-    .describe = describe, .library_info = library_info
+    .built = 1, .probe = peer_probe_fn, .create = create, .library_info = library_info
 
 /* bf16 on the CPU is torch.autocast("cpu", dtype=torch.bfloat16), which
  * PyTorch has had since 1.10: the peer's probe line says whether it works. */
@@ -537,7 +544,7 @@ const backend pytorch_cpu_backend = {
     .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
     .probe_precision = cpu_probe_precision,
     .ctx = (void *)&cpu_kind,
-    .peak_memory = child_peak_rss,
+    .ops = &cpu_ops,
     PEER_ENTRIES,
 };
 
@@ -546,6 +553,7 @@ const backend pytorch_cuda_backend = {
     .summary = "framework peer: PyTorch on one GPU (backends/peer/train.py as a child process)",
     .precisions = 1u << PREC_FP32 | 1u << PREC_TF32,
     .ctx = (void *)&cuda_kind,
+    .ops = &cuda_ops,
     PEER_ENTRIES,
 };
 

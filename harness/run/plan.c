@@ -290,7 +290,7 @@ void dp_print_support(FILE *f)
     used = (size_t)snprintf(line, sizeof line, "model-parallel and hybrid (--parallel model,hybrid):");
     for (int i = 0; i < backend_count(); i++) {
         const backend *b = backend_at(i);
-        if (b->built && !backend_is_peer(b) && !dp_base_name(b) && b->stage_forward &&
+        if (b->built && !backend_is_peer(b) && !dp_base_name(b) && b->stage &&
             used < sizeof line)
             used += (size_t)snprintf(line + used, sizeof line - used, "%s %s",
                                      users++ ? "," : "", b->name);

@@ -235,14 +235,14 @@ int report_layer_profile(results *r, const char *label, const backend *b, engine
                          const workload *w, const int32_t *indices, int batch, int reps,
                          FILE *out)
 {
-    if (!b->profile_layers) {
+    if (!b->ops->profile_layers) {
         fprintf(out, "%s: no per-layer profile (this backend does not offer one)\n", label);
         return 0;
     }
     layer_times t;
     memset(&t, 0, sizeof t);
-    if (b->profile_layers(e, indices, batch, reps, &t) != 0) {
-        fprintf(stderr, "bench: %s: per-layer profile failed: %s\n", label, b->error(e));
+    if (b->ops->profile_layers(e, indices, batch, reps, &t) != 0) {
+        fprintf(stderr, "bench: %s: per-layer profile failed: %s\n", label, b->ops->error(e));
         return -1;
     }
     print_profile(out, label, w, &t, reps, batch);

@@ -83,11 +83,11 @@ static int evaluate(const run_state *s, const backend *b, engine *e, attempt *a,
 {
     memset(ev, 0, sizeof *ev);
     run_wait_begin();
-    const int failed = b->evaluate(e, s->test.count, ev) != 0;
+    const int failed = b->ops->evaluate(e, s->test.count, ev) != 0;
     run_wait_end();
     if (failed) {
         a->status = STATUS_FAILED;
-        snprintf(a->message, sizeof a->message, "evaluate: %s", b->error(e));
+        snprintf(a->message, sizeof a->message, "evaluate: %s", b->ops->error(e));
         return -1;
     }
     return 0;
@@ -127,12 +127,12 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
         int k = chunk < full_steps - done_steps ? chunk : full_steps - done_steps;
         double t0 = now_seconds();
         run_wait_begin();
-        const int failed = b->train_steps(e, s->order + (size_t)done_steps * batch, batch, k,
-                                          s->losses + done_steps) != 0;
+        const int failed = b->ops->train_steps(e, s->order + (size_t)done_steps * batch, batch,
+                                               k, s->losses + done_steps) != 0;
         run_wait_end();
         if (failed) {
             a->status = STATUS_FAILED;
-            snprintf(a->message, sizeof a->message, "train: %s", b->error(e));
+            snprintf(a->message, sizeof a->message, "train: %s", b->ops->error(e));
             break;
         }
         double dt = now_seconds() - t0;
@@ -160,11 +160,11 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
         float last;
         run_wait_begin();
         const int failed =
-            b->train_steps(e, s->order + (size_t)full_steps * batch, rest, 1, &last) != 0;
+            b->ops->train_steps(e, s->order + (size_t)full_steps * batch, rest, 1, &last) != 0;
         run_wait_end();
         if (failed) {
             a->status = STATUS_FAILED;
-            snprintf(a->message, sizeof a->message, "train: %s", b->error(e));
+            snprintf(a->message, sizeof a->message, "train: %s", b->ops->error(e));
         } else {
             /* weight the partial batch by its size in the epoch mean */
             *loss_sum += last * ((double)rest / batch);
@@ -221,10 +221,11 @@ static engine *start_engine(run_state *s, const backend *b, attempt *a, size_t h
     /* where it runs is known from here, so a row that fails below says it */
     a->threads = 1;
     backend_placement(b, e, &a->threads, &a->devices, &a->replicas);
-    if (b->set_params(e, s->init_params) != 0 || b->bind_dataset(e, &s->train, &s->test) != 0) {
+    if (b->ops->set_params(e, s->init_params) != 0 ||
+        b->ops->bind_dataset(e, &s->train, &s->test) != 0) {
         a->status = STATUS_FAILED;
-        snprintf(a->message, sizeof a->message, "setup: %s", b->error(e));
-        b->destroy(e);
+        snprintf(a->message, sizeof a->message, "setup: %s", b->ops->error(e));
+        b->ops->destroy(e);
         return NULL;
     }
     /* a long run probes the CPU's peak before its rows too (kept per
@@ -249,7 +250,7 @@ static int save_params(run_state *s, const backend *b, engine *e, const char *la
     int rc = -1;
     /* every rank reads them back (a model split over ranks gathers its
      * shares), rank 0 writes them */
-    if (b->get_params(e, p) != 0)
+    if (b->ops->get_params(e, p) != 0)
         fprintf(stderr, "bench: %s: cannot read back the parameters to save\n", b->name);
     else if (!s->root)
         rc = 0;
@@ -362,6 +363,6 @@ int run_train_configuration(run_state *s, const backend *b, int r, attempt *a)
     if (cfg->save_params[0] && r == cfg->repeat && a->status == STATUS_OK &&
         save_params(s, b, e, config_name, several_configurations(cfg)) != 0)
         s->save_failed = 1;
-    b->destroy(e);
+    b->ops->destroy(e);
     return io_error ? -1 : 0;
 }

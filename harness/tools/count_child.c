@@ -113,25 +113,25 @@ static int child_backend(const count_options *o, const char *name, const dataset
     }
     int rc = 0;
     float *losses = malloc(sizeof(float) * (size_t)(o->steps + 1));
-    if (!losses || b->set_params(e, params) != 0 || b->bind_dataset(e, train, test) != 0) {
-        fprintf(stderr, "bench count: %s: setup: %s\n", name, losses ? b->error(e) : "out of memory");
+    if (!losses || b->ops->set_params(e, params) != 0 || b->ops->bind_dataset(e, train, test) != 0) {
+        fprintf(stderr, "bench count: %s: setup: %s\n", name, losses ? b->ops->error(e) : "out of memory");
         rc = -1;
         goto done;
     }
     /* One warm-up step: first touches and the library's own set-up stay
      * out of the counts, so a count is steps times one step. */
-    if (b->train_steps(e, order, o->batch, 1, losses) != 0) {
-        fprintf(stderr, "bench count: %s: train: %s\n", name, b->error(e));
+    if (b->ops->train_steps(e, order, o->batch, 1, losses) != 0) {
+        fprintf(stderr, "bench count: %s: train: %s\n", name, b->ops->error(e));
         rc = -1;
         goto done;
     }
     if (want_train) {
         REGION_BEGIN();
-        int failed = b->train_steps(e, order + o->batch, o->batch, o->steps, losses);
+        int failed = b->ops->train_steps(e, order + o->batch, o->batch, o->steps, losses);
         REGION_END(train_item);
         if (failed || !all_finite(losses, o->steps)) {
             fprintf(stderr, "bench count: %s: train: %s\n", name,
-                    failed ? b->error(e) : "loss became NaN or Inf");
+                    failed ? b->ops->error(e) : "loss became NaN or Inf");
             rc = -1;
             goto done;
         }
@@ -139,15 +139,15 @@ static int child_backend(const count_options *o, const char *name, const dataset
     }
     if (want_eval) {
         eval_counts ev;
-        int failed = b->evaluate(e, 1, &ev); /* warm-up */
+        int failed = b->ops->evaluate(e, 1, &ev); /* warm-up */
         if (!failed) {
             REGION_BEGIN();
-            failed = b->evaluate(e, o->eval_images, &ev);
+            failed = b->ops->evaluate(e, o->eval_images, &ev);
             REGION_END(eval_item);
         }
         if (failed || ev.count != o->eval_images) {
             fprintf(stderr, "bench count: %s: evaluate: %s\n", name,
-                    failed ? b->error(e) : "scored a different number of images");
+                    failed ? b->ops->error(e) : "scored a different number of images");
             rc = -1;
             goto done;
         }
@@ -155,7 +155,7 @@ static int child_backend(const count_options *o, const char *name, const dataset
     }
 done:
     free(losses);
-    b->destroy(e);
+    b->ops->destroy(e);
     return rc;
 }
 
