@@ -103,15 +103,16 @@ placement(k) = int(word(devices_of, k)) > 0 ? plural(int(word(devices_of, k)), '
 # Log scale once the bars span more than a factor of 20.
 use_log(lo, hi) = lo > 0 && hi / lo > 20
 
-if (term eq 'svg') {
-    set terminal svg size 960,560 dynamic font 'DejaVu Sans,13' background rgb 'white'
-} else {
-    if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {
-        set terminal pngcairo size 960,560 font 'DejaVu Sans,11' background rgb 'white'
-    } else {
-        set terminal png size 960,560 font 'DejaVu Sans' 11 background rgb 'white'
-    }
-}
+# The terminal at a given width: bar charts widen the canvas (bars.gp) when
+# their bars would be too narrow to label.
+canvas_w = 960
+base_font = term eq 'svg' ? 13 : 11 # points; the bar charts scale from it
+term_cmd(w) = term eq 'svg' ? \
+    sprintf("set terminal svg size %d,560 dynamic font 'DejaVu Sans,13' background rgb 'white'", w) : \
+    strstrt(GPVAL_TERMINALS, 'pngcairo') > 0 ? \
+    sprintf("set terminal pngcairo size %d,560 font 'DejaVu Sans,11' background rgb 'white'", w) : \
+    sprintf("set terminal png size %d,560 font 'DejaVu Sans' 11 background rgb 'white'", w)
+eval term_cmd(canvas_w)
 set output out
 set termoption noenhanced
 

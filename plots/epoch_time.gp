@@ -4,9 +4,14 @@
 chart = 'epoch_time'
 if (!exists("plotdir")) plotdir = ARG0[1:strlen(ARG0) - strlen(chart) - 3]
 load plotdir.'common.gp'
-load plotdir.'bars.gp'
 
 ok_value(col) = index_of(config(0)) > 0 ? column(col) : NaN
+seconds(v) = sprintf("%.3g s", v)
+value_chars = 0
+stats summary using (index_of(config(0)) > 0 && strlen(seconds(column("epoch_seconds_median"))) > value_chars ? \
+    (value_chars = strlen(seconds(column("epoch_seconds_median"))), 0) : 0) nooutput
+load plotdir.'bars.gp'
+value_spec = value_font(value_chars)
 stats summary using (ok_value("epoch_seconds_median")) nooutput
 lo = STATS_min
 hi = STATS_max
@@ -29,4 +34,4 @@ plot summary using (suite_position(config(0))):(column("epoch_seconds_median")):
          (column("epoch_seconds_max") - column("epoch_seconds_min")) \
          with vectors heads size screen 0.008,90 lc rgb '#333333' lw 1, \
      '' using (position(config(0))):(column("epoch_seconds_max")): \
-         (sprintf("%.3g s", column("epoch_seconds_median"))) with labels offset 0,0.9
+         (seconds(column("epoch_seconds_median"))) with labels offset 0,0.9 font value_spec

@@ -9,6 +9,7 @@
 chart = 'parallel'
 if (!exists("plotdir")) plotdir = ARG0[1:strlen(ARG0) - strlen(chart) - 3]
 load plotdir.'common.gp'
+tics_rotated = 1 # its own tic labels, below
 load plotdir.'bars.gp'
 set xtics rotate by 30 right font ',8' # many long names: model splits and micro-batches
 set bmargin 6

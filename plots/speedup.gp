@@ -3,9 +3,14 @@
 chart = 'speedup'
 if (!exists("plotdir")) plotdir = ARG0[1:strlen(ARG0) - strlen(chart) - 3]
 load plotdir.'common.gp'
-load plotdir.'bars.gp'
 
 ok_value(col) = index_of(config(0)) > 0 && column(col) > 0 ? column(col) : NaN
+times(v) = sprintf("%.3gx", v)
+value_chars = 0
+stats summary using (ok_value("speedup_vs_naive") > 0 && strlen(times(column("speedup_vs_naive"))) > value_chars ? \
+    (value_chars = strlen(times(column("speedup_vs_naive"))), 0) : 0) nooutput
+load plotdir.'bars.gp'
+value_spec = value_font(value_chars)
 stats summary using (ok_value("speedup_vs_naive")) nooutput
 lo = STATS_min < 1 ? STATS_min : 1
 hi = STATS_max > 1 ? STATS_max : 1
@@ -26,4 +31,4 @@ plot summary using (suite_position(config(0))):(ok_value("speedup_vs_naive")): \
      '' using (peer_position(config(0))):(ok_value("speedup_vs_naive")): \
          (index_of(config(0))) with boxes lc variable fs pattern 4 border rgb '#333333', \
      '' using (position(config(0))):(ok_value("speedup_vs_naive")): \
-         (sprintf("%.3gx", column("speedup_vs_naive"))) with labels offset 0,0.9
+         (times(column("speedup_vs_naive"))) with labels offset 0,0.9 font value_spec

@@ -4,9 +4,29 @@
 chart = 'throughput'
 if (!exists("plotdir")) plotdir = ARG0[1:strlen(ARG0) - strlen(chart) - 3]
 load plotdir.'common.gp'
-load plotdir.'bars.gp'
 
 ok_value(col) = index_of(config(0)) > 0 ? column(col) : NaN
+images(v) = v >= 10000 ? sprintf("%.0fk img/s", v / 1000) : sprintf("%.0f img/s", v)
+gflops(g) = sprintf("%.3g GFLOP/s", g)
+of_peak(pct) = pct > 0 ? sprintf("%.2g%% of peak", pct) : ''
+# the value label: images/s over "GFLOP/s, % of peak", or over each of the
+# two alone where bars are too narrow for that line
+longer(a, b) = a > b ? a : b
+wide_chars = 0
+narrow_chars = 0
+stats summary using (index_of(config(0)) > 0 ? \
+    (wide_chars = longer(wide_chars, longer(strlen(images(column("images_per_second"))), \
+         strlen(gflops(column("gflops_per_second")).(column("percent_of_peak") > 0 ? ', ' : ''). \
+                of_peak(column("percent_of_peak"))))), \
+     narrow_chars = longer(narrow_chars, longer(strlen(images(column("images_per_second"))), \
+         longer(strlen(gflops(column("gflops_per_second"))), \
+                strlen(of_peak(column("percent_of_peak")))))), 0) : 0) nooutput
+value_chars = narrow_chars
+load plotdir.'bars.gp'
+stacked = value_stacked(wide_chars)
+value_chars = stacked ? narrow_chars : wide_chars
+value_lift = stacked ? 2.7 : 1.8 # clear of the bar
+value_spec = value_font(value_chars)
 stats summary using (ok_value("images_per_second")) nooutput
 lo = STATS_min
 hi = STATS_max
@@ -21,9 +41,7 @@ if (use_log(lo, hi)) {
 }
 set title sprintf("%s training: throughput (median epoch), higher is better\n%s", \
                   run_workload, subtitle)
-images(v) = v >= 10000 ? sprintf("%.0fk img/s", v / 1000) : sprintf("%.0f img/s", v)
-efficiency(g, pct) = pct > 0 ? sprintf("\n%.3g GFLOP/s, %.2g%% of peak", g, pct) \
-                             : sprintf("\n%.3g GFLOP/s", g)
+efficiency(g, pct) = "\n".gflops(g).(pct > 0 ? (stacked ? "\n" : ', ').of_peak(pct) : '')
 
 plot summary using (suite_position(config(0))):(column("images_per_second")): \
          (index_of(config(0))) with boxes lc variable, \
@@ -32,4 +50,4 @@ plot summary using (suite_position(config(0))):(column("images_per_second")): \
      '' using (position(config(0))):(column("images_per_second")): \
          (images(column("images_per_second")) \
           .efficiency(column("gflops_per_second"), column("percent_of_peak"))) \
-         with labels offset 0,1.8
+         with labels offset 0,value_lift font value_spec
