@@ -160,11 +160,37 @@ static void im2col_rows(real *col, const real *in, int B, int C, int H, int W, i
  * core's peak, memory-bound). A chunk is unfolded again from the input,
  * still in cache, where the backward pass needs it. */
 enum { COL_CHUNK_FLOATS = 1 << 15 };
-static int chunk_rows(int R, int OH, size_t row)
+
+/* A convolution of B images cut into chunks of `step` output rows: each
+ * output row is `row` = OW * B floats of a [K][OH][row] plane. */
+typedef struct conv_chunks {
+    int OH, R, step;
+    size_t row, plane;
+} conv_chunks;
+
+static conv_chunks chunks_of(int B, int C, int H, int W, int kernel, int stride)
 {
-    const size_t per_row = (size_t)(R + 1) * row;
-    const int rows = per_row ? (int)(COL_CHUNK_FLOATS / per_row) : OH;
-    return rows < 1 ? 1 : rows > OH ? OH : rows;
+    conv_chunks g;
+    g.OH = blas_out_size(H, kernel, stride);
+    g.R = C * kernel * kernel;
+    g.row = (size_t)blas_out_size(W, kernel, stride) * B;
+    g.plane = (size_t)g.OH * g.row;
+    const size_t per_row = (size_t)(g.R + 1) * g.row;
+    const int rows = per_row ? (int)(COL_CHUNK_FLOATS / per_row) : g.OH;
+    g.step = rows < 1 ? 1 : rows > g.OH ? g.OH : rows;
+    return g;
+}
+
+/* The end of the chunk that starts at output row oy0. */
+static int chunk_end(const conv_chunks *g, int oy0)
+{
+    return oy0 + g->step < g->OH ? oy0 + g->step : g->OH;
+}
+
+/* Floats a chunk's columns span: its output rows times a row. */
+static int chunk_columns(const conv_chunks *g, int oy0, int oy1)
+{
+    return (int)((size_t)(oy1 - oy0) * g->row);
 }
 
 #endif
@@ -181,9 +207,8 @@ size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, i
 #else
     /* a chunk of the unfolded input, or of its gradient */
     (void)K;
-    const int OH = blas_out_size(H, kernel, stride), R = C * kernel * kernel;
-    const size_t row = (size_t)blas_out_size(W, kernel, stride) * B;
-    return ((size_t)R + 1) * (size_t)chunk_rows(R, OH, row) * row;
+    const conv_chunks g = chunks_of(B, C, H, W, kernel, stride);
+    return ((size_t)g.R + 1) * (size_t)g.step * g.row;
 #endif
 }
 
@@ -198,15 +223,12 @@ void blas_conv_forward(real *out, const real *in, const real *weight_bias, real 
     direct_active()->conv_forward(out, in, weight_bias, B, C, H, W, K, kernel, threads);
 #else
     real *col = scratch; /* a chunk of the unfolded input at a time */
-    const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
-    const int R = C * kernel * kernel;
-    const size_t row = (size_t)OW * B, plane = (size_t)OH * row;
-    const int step = chunk_rows(R, OH, row);
-    for (int oy0 = 0; oy0 < OH; oy0 += step) {
-        const int oy1 = oy0 + step < OH ? oy0 + step : OH, N = (int)((oy1 - oy0) * row);
+    const conv_chunks g = chunks_of(B, C, H, W, kernel, stride);
+    for (int oy0 = 0; oy0 < g.OH; oy0 += g.step) {
+        const int oy1 = chunk_end(&g, oy0), N = chunk_columns(&g, oy0, oy1);
         im2col_rows(col, in, B, C, H, W, kernel, stride, oy0, oy1, threads);
-        gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, N, R + 1, 1.0f, weight_bias, R + 1,
-             col, N, 0.0f, out + (size_t)oy0 * row, (int)plane);
+        gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, N, g.R + 1, 1.0f, weight_bias,
+             g.R + 1, col, N, 0.0f, out + (size_t)oy0 * g.row, (int)g.plane);
     }
 #endif
 }
@@ -225,19 +247,16 @@ void blas_conv_backward_params(real *d_weight_bias, const real *d_out, const rea
                                           threads);
 #else
     /* the input unfolded again, a chunk at a time, into scratch */
-    const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
-    const int R = C * kernel * kernel;
-    const size_t row = (size_t)OW * B, plane = (size_t)OH * row;
-    const int step = chunk_rows(R, OH, row);
+    const conv_chunks g = chunks_of(B, C, H, W, kernel, stride);
     /* d_weight_bias[K][R + 1] = sum over the chunks of d_out[K][N] *
      * col[R + 1][N]^T; the row of ones gives the bias gradient, the sum of
      * d_out's rows. */
-    for (int oy0 = 0; oy0 < OH; oy0 += step) {
-        const int oy1 = oy0 + step < OH ? oy0 + step : OH, N = (int)((oy1 - oy0) * row);
+    for (int oy0 = 0; oy0 < g.OH; oy0 += g.step) {
+        const int oy1 = chunk_end(&g, oy0), N = chunk_columns(&g, oy0, oy1);
         im2col_rows(scratch, in, B, C, H, W, kernel, stride, oy0, oy1, threads);
-        gemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, R + 1, N, 1.0f,
-             d_out + (size_t)oy0 * row, (int)plane, scratch, N, oy0 ? 1.0f : 0.0f,
-             d_weight_bias, R + 1);
+        gemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, g.R + 1, N, 1.0f,
+             d_out + (size_t)oy0 * g.row, (int)g.plane, scratch, N, oy0 ? 1.0f : 0.0f,
+             d_weight_bias, g.R + 1);
     }
 #endif
 }
@@ -255,19 +274,18 @@ void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
     direct_active()->conv_backward_data(d_in, d_out, weight_bias, d_col, B, C, H, W, K, kernel,
                                         threads);
 #else
-    const int OH = blas_out_size(H, kernel, stride), OW = blas_out_size(W, kernel, stride);
-    const int R = C * kernel * kernel;
-    const size_t row = (size_t)OW * B, plane = (size_t)OH * row;
-    const int step = chunk_rows(R, OH, row);
+    const int OW = blas_out_size(W, kernel, stride);
+    const conv_chunks g = chunks_of(B, C, H, W, kernel, stride);
+    const size_t row = g.row;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int c = 0; c < C; c++)
         memset(d_in + (size_t)c * H * W * B, 0, sizeof(real) * (size_t)H * W * B);
-    for (int oy0 = 0; oy0 < OH; oy0 += step) {
-        const int oy1 = oy0 + step < OH ? oy0 + step : OH, N = (int)((oy1 - oy0) * row);
+    for (int oy0 = 0; oy0 < g.OH; oy0 += g.step) {
+        const int oy1 = chunk_end(&g, oy0), N = chunk_columns(&g, oy0, oy1);
         /* d_col[R][N] = weight^T * d_out for these output rows, the weights
          * being the first R columns of weight_bias */
-        gemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, N, K, 1.0f, weight_bias, R + 1,
-             d_out + (size_t)oy0 * row, (int)plane, 0.0f, d_col, N);
+        gemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.R, N, K, 1.0f, weight_bias, g.R + 1,
+             d_out + (size_t)oy0 * g.row, (int)g.plane, 0.0f, d_col, N);
         /* folded back, a channel at a time: windows of different channels
          * never overlap, so channels may go to different threads */
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
