@@ -160,15 +160,21 @@ static void check_conv(conv_case cc, int positive)
     fill(d_out, n_out, &r, positive);
     const size_t scratch_bytes = direct_bf16_conv_scratch_bytes(B, C, H, W, K, kernel);
     void *scratch = scratch_of(scratch_bytes);
+    /* packed once, read by both passes of both runs, as an engine does */
+    const size_t weight_bytes = direct_bf16_conv_weight_bytes(C, K, kernel);
+    void *packed = scratch_of(weight_bytes);
+    spoil(packed, weight_bytes);
+    direct_bf16_pack_conv_weights(packed, wb, C, K, kernel);
     float *out[2], *d_in[2], *dwb[2];
     for (int run = 0; run < 2; run++) { /* at cc.threads, then at 1: the same floats */
         const int threads = run ? 1 : cc.threads;
         out[run] = floats(n_out), d_in[run] = floats(n_in), dwb[run] = floats(n_wb);
         poison(out[run], n_out), poison(d_in[run], n_in), poison(dwb[run], n_wb);
         spoil(scratch, scratch_bytes);
-        direct_bf16_conv_forward(out[run], in, wb, scratch, B, C, H, W, K, kernel, threads);
+        direct_bf16_conv_forward(out[run], in, wb, packed, scratch, B, C, H, W, K, kernel,
+                                 threads);
         spoil(scratch, scratch_bytes);
-        direct_bf16_conv_backward_data(d_in[run], d_out, wb, scratch, B, C, H, W, K, kernel,
+        direct_bf16_conv_backward_data(d_in[run], d_out, packed, scratch, B, C, H, W, K, kernel,
                                        threads);
         spoil(scratch, scratch_bytes);
         direct_bf16_conv_backward_params(dwb[run], d_out, in, scratch, B, C, H, W, K, kernel,
@@ -243,7 +249,7 @@ static void check_conv(conv_case cc, int positive)
                     in_n, d_out_n, w_n,   bias_n, got_n,   fp32,    naive_scratch, dw_n, db_n};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
-    free(ref), free(size), free(scratch), free(in_r), free(wb_r), free(d_out_r);
+    free(ref), free(size), free(scratch), free(packed), free(in_r), free(wb_r), free(d_out_r);
 }
 
 /* LeNet's (workloads/workload.c: conv1 1 -> 20, 28x28; conv2 20 -> 50,

@@ -140,7 +140,9 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
         if (l->kind != LAYER_CONV)
             continue;
         /* one group per GROUP_IMAGES images, or the whole batch as one */
-        e->weight_bias[i] = host_alloc_counted(h, l->weight_count + l->bias_count, scratch_bytes);
+        e->weight_bias[i] = host_alloc_counted(
+            h, l->weight_count + l->bias_count + blas_conv_packed_floats(l->in.c, l->units, l->kernel),
+            scratch_bytes);
         e->partial[i] = host_alloc_counted(h, (l->weight_count + l->bias_count) * G, scratch_bytes);
         if (!e->weight_bias[i] || !e->partial[i])
             return host_engine_out_of_memory(e, err, err_len);

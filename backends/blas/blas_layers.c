@@ -120,6 +120,35 @@ void blas_join_weight_bias(real *weight_bias, const real *weight, const real *bi
     }
 }
 
+#if defined(LB_DIRECT_BF16)
+/* Where the packed copy starts: past [K][R + 1], on a cache line */
+static size_t packed_at(int C, int K, int kernel)
+{
+    return ((size_t)K * (C * kernel * kernel + 1) + 15) / 16 * 16;
+}
+#endif
+
+size_t blas_conv_packed_floats(int C, int K, int kernel)
+{
+#if defined(LB_DIRECT_BF16)
+    return packed_at(C, K, kernel) - (size_t)K * (C * kernel * kernel + 1) +
+           (direct_bf16_conv_weight_bytes(C, K, kernel) + sizeof(real) - 1) / sizeof(real);
+#else
+    (void)C, (void)K, (void)kernel;
+    return 0;
+#endif
+}
+
+void blas_conv_pack_weights(real *weight_bias, int C, int K, int kernel)
+{
+#if defined(LB_DIRECT_BF16)
+    direct_bf16_pack_conv_weights(weight_bias + packed_at(C, K, kernel), weight_bias, C, K,
+                                  kernel);
+#else
+    (void)weight_bias, (void)C, (void)K, (void)kernel;
+#endif
+}
+
 #ifndef LB_REAL_DIRECT
 /* Output rows [oy0, oy1) unfolded: col[(c, ki, kj)][(oy - oy0, ox, b)] =
  * in[c][oy*s + ki][ox*s + kj][b], then a row of ones. With stride 1 a
@@ -217,7 +246,8 @@ void blas_conv_forward(real *out, const real *in, const real *weight_bias, real 
 {
 #if defined(LB_DIRECT_BF16)
     (void)stride;
-    direct_bf16_conv_forward(out, in, weight_bias, scratch, B, C, H, W, K, kernel, threads);
+    direct_bf16_conv_forward(out, in, weight_bias, weight_bias + packed_at(C, K, kernel), scratch,
+                             B, C, H, W, K, kernel, threads);
 #elif defined(LB_REAL_DIRECT)
     (void)scratch, (void)stride; /* read in place; stride 1 */
     direct_active()->conv_forward(out, in, weight_bias, B, C, H, W, K, kernel, threads);
@@ -267,8 +297,8 @@ void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
 {
 #if defined(LB_DIRECT_BF16)
     (void)stride;
-    direct_bf16_conv_backward_data(d_in, d_out, weight_bias, d_col, B, C, H, W, K, kernel,
-                                   threads);
+    direct_bf16_conv_backward_data(d_in, d_out, weight_bias + packed_at(C, K, kernel), d_col, B,
+                                   C, H, W, K, kernel, threads);
 #elif defined(LB_REAL_DIRECT)
     (void)stride; /* d_col is the kernels' scratch */
     direct_active()->conv_backward_data(d_in, d_out, weight_bias, d_col, B, C, H, W, K, kernel,

@@ -68,6 +68,8 @@
 #define blas_group_from_rows BLAS_LAYER(blas_group_from_rows)
 #define blas_conv_scratch_floats BLAS_LAYER(blas_conv_scratch_floats)
 #define blas_join_weight_bias BLAS_LAYER(blas_join_weight_bias)
+#define blas_conv_packed_floats BLAS_LAYER(blas_conv_packed_floats)
+#define blas_conv_pack_weights BLAS_LAYER(blas_conv_pack_weights)
 #define blas_conv_forward BLAS_LAYER(blas_conv_forward)
 #define blas_conv_backward_params BLAS_LAYER(blas_conv_backward_params)
 #define blas_conv_backward_data BLAS_LAYER(blas_conv_backward_data)
@@ -130,6 +132,13 @@ void blas_group_from_rows(real *dst, const real *src, int ld, int b0, int F, int
 size_t blas_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel, int stride);
 void blas_join_weight_bias(real *weight_bias, const real *weight, const real *bias, int K,
                            int R);
+/* The bf16 build multiplies weights rounded and paired (backends/direct/
+ * bf16.h), packed once each time they are joined and kept after the
+ * [K][R + 1] floats of weight_bias, which then holds
+ * blas_conv_packed_floats more (0 in the other builds, where packing does
+ * nothing): the groups of a batch read one copy. */
+size_t blas_conv_packed_floats(int C, int K, int kernel);
+void blas_conv_pack_weights(real *weight_bias, int C, int K, int kernel);
 void blas_conv_forward(real *out, const real *in, const real *weight_bias, real *scratch,
                        int B, int C, int H, int W, int K, int kernel, int stride, int threads);
 /* d_weight_bias[K][R + 1]: the weight and bias gradients of these B images

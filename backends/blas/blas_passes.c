@@ -136,10 +136,12 @@ void join_conv_weights(engine *e)
 {
     for (int i = 0; i < e->conv_layers; i++) {
         const layer *l = &e->h.w.layers[i];
-        if (l->kind == LAYER_CONV)
+        if (l->kind == LAYER_CONV) {
             blas_join_weight_bias(e->weight_bias[i], e->h.TYPED(params) + l->weight_offset,
                                   e->h.TYPED(params) + l->bias_offset, l->units,
                                   (int)(l->weight_count / l->bias_count));
+            blas_conv_pack_weights(e->weight_bias[i], l->in.c, l->units, l->kernel);
+        }
     }
 }
 

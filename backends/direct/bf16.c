@@ -271,41 +271,104 @@ static float sum_floats(const float *x, size_t n)
 /* ---------------------------------------------------------------------- */
 /* Convolutions                                                             */
 
-/* The forward pass's packed operands: the input (pack_conv_input), the
- * weights as a[k][step], and each step's offset into the input. */
+/* Tap pairs of the forward pass: channel pairs, or column pairs of one
+ * channel (the last column alone when the kernel's width is odd). */
+static int forward_steps(int C, int kernel)
+{
+    return direct_bf16_conv_pairs_channels(C) ? C / 2 * kernel * kernel
+                                              : C * kernel * ((kernel + 1) / 2);
+}
+
+/* The weights as the two passes multiply them, packed once per pass over
+ * a batch (direct_bf16_pack_conv_weights) and read by every group of
+ * images: the forward pass's a[k][step], the input gradient's
+ * [c][kj][ki][kp] (output channels paired). */
+typedef struct conv_weight_parts {
+    uint32_t *forward, *data;
+} conv_weight_parts;
+
+static conv_weight_parts weight_parts(carver *c, int C, int K, int kernel)
+{
+    conv_weight_parts p;
+    p.forward = carve(c, sizeof(uint32_t) * K * forward_steps(C, kernel));
+    p.data = carve(c, sizeof(uint32_t) * C * kernel * kernel * ((K + 1) / 2));
+    return p;
+}
+
+size_t direct_bf16_conv_weight_bytes(int C, int K, int kernel)
+{
+    carver c = {NULL, 0};
+    weight_parts(&c, C, K, kernel);
+    return c.used;
+}
+
+void direct_bf16_pack_conv_weights(void *packed, const float *weight_bias, int C, int K,
+                                   int kernel)
+{
+    const int R = C * kernel * kernel, KP = (K + 1) / 2, kk = kernel * kernel;
+    carver cv = {packed, 0};
+    const conv_weight_parts p = weight_parts(&cv, C, K, kernel);
+    const int S = forward_steps(C, kernel), by_channels = direct_bf16_conv_pairs_channels(C);
+    const int half = (kernel + 1) / 2;
+    /* step s: channels (2g, 2g+1) at (ki, kj), or channel g at (ki, 2jp) and (ki, 2jp+1) */
+    for (int s = 0; s < S; s++) {
+        const int g = by_channels ? s / kk : s / (kernel * half);
+        const int ki = by_channels ? s / kernel % kernel : s / half % kernel;
+        const int kj = by_channels ? s % kernel : 2 * (s % half);
+        for (int k = 0; k < K; k++) {
+            const float *wk = weight_bias + (size_t)k * (R + 1);
+            const float first = by_channels ? wk[((2 * g) * kernel + ki) * kernel + kj]
+                                            : wk[(g * kernel + ki) * kernel + kj];
+            const float second = by_channels  ? wk[((2 * g + 1) * kernel + ki) * kernel + kj]
+                                 : kj + 1 < kernel ? wk[(g * kernel + ki) * kernel + kj + 1]
+                                                   : 0.0f;
+            p.forward[(size_t)k * S + s] = pair(first, second);
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int kj = 0; kj < kernel; kj++)
+            for (int ki = 0; ki < kernel; ki++)
+                for (int kp = 0; kp < KP; kp++) {
+                    const size_t tap = (size_t)c * kk + ki * kernel + kj;
+                    const float first = weight_bias[(size_t)(2 * kp) * (R + 1) + tap];
+                    const float second =
+                        2 * kp + 1 < K ? weight_bias[(size_t)(2 * kp + 1) * (R + 1) + tap] : 0.0f;
+                    p.data[((size_t)(c * kernel + kj) * kernel + ki) * KP + kp] =
+                        pair(first, second);
+                }
+}
+
+/* The forward pass's packed input (pack_conv_input) and each step's
+ * offset into it. */
 typedef struct conv_forward_parts {
-    uint32_t *input, *weights;
+    uint32_t *input;
     ptrdiff_t *offsets;
     int steps;
 } conv_forward_parts;
 
-static conv_forward_parts forward_parts(carver *c, int B, int C, int H, int W, int K, int kernel)
+static conv_forward_parts forward_parts(carver *c, int B, int C, int H, int W, int kernel)
 {
     conv_forward_parts p;
-    p.steps = direct_bf16_conv_pairs_channels(C) ? C / 2 * kernel * kernel
-                                                 : C * kernel * ((kernel + 1) / 2);
+    p.steps = forward_steps(C, kernel);
     p.input = carve(c, sizeof(uint32_t) * direct_bf16_conv_input_words(B, C, H, W));
-    p.weights = carve(c, sizeof(uint32_t) * K * p.steps);
     p.offsets = carve(c, sizeof(ptrdiff_t) * p.steps);
     return p;
 }
 
-/* The input gradient's: d_out's rows with channels paired, [oy][kp][ld];
- * the weights as [c][kj][ki][kp]; and step (ki, kp)'s offset from row iy's
- * start, [ki][kp]. */
+/* The input gradient's: d_out's rows with channels paired, [oy][kp][ld],
+ * and step (ki, kp)'s offset from row iy's start, [ki][kp]. */
 typedef struct conv_data_parts {
-    uint32_t *grad, *weights;
+    uint32_t *grad;
     ptrdiff_t *offsets;
     size_t ld;
 } conv_data_parts;
 
-static conv_data_parts data_parts(carver *c, int B, int C, int H, int W, int K, int kernel)
+static conv_data_parts data_parts(carver *c, int B, int H, int W, int K, int kernel)
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1, KP = (K + 1) / 2;
     conv_data_parts p;
     p.ld = (size_t)OW * B + OVERREAD;
     p.grad = carve(c, sizeof(uint32_t) * ((size_t)OH * KP * p.ld + OVERREAD));
-    p.weights = carve(c, sizeof(uint32_t) * C * kernel * kernel * KP);
     p.offsets = carve(c, sizeof(ptrdiff_t) * kernel * KP);
     return p;
 }
@@ -330,38 +393,29 @@ static conv_params_parts params_parts(carver *c, int B, int C, int H, int W, int
 size_t direct_bf16_conv_scratch_bytes(int B, int C, int H, int W, int K, int kernel)
 {
     carver f = {NULL, 0}, d = {NULL, 0}, w = {NULL, 0};
-    forward_parts(&f, B, C, H, W, K, kernel);
-    data_parts(&d, B, C, H, W, K, kernel);
+    forward_parts(&f, B, C, H, W, kernel);
+    data_parts(&d, B, H, W, K, kernel);
     params_parts(&w, B, C, H, W, K, kernel);
     size_t most = f.used > d.used ? f.used : d.used;
     return most > w.used ? most : w.used;
 }
 
 void direct_bf16_conv_forward(float *out, const float *in, const float *weight_bias,
-                              void *scratch, int B, int C, int H, int W, int K, int kernel,
-                              int threads)
+                              const void *packed_weights, void *scratch, int B, int C, int H,
+                              int W, int K, int kernel, int threads)
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
-    carver cv = {scratch, 0};
-    const conv_forward_parts p = forward_parts(&cv, B, C, H, W, K, kernel);
+    carver cv = {scratch, 0}, cw = {(char *)packed_weights, 0};
+    const conv_forward_parts p = forward_parts(&cv, B, C, H, W, kernel);
+    const uint32_t *weights = weight_parts(&cw, C, K, kernel).forward;
     const int S = p.steps, by_channels = direct_bf16_conv_pairs_channels(C);
     const int half = (kernel + 1) / 2;
     direct_bf16_pack_conv_input(p.input, in, B, C, H, W, threads);
-    /* step s: channels (2g, 2g+1) at (ki, kj), or channel g at (ki, 2jp) and (ki, 2jp+1) */
-    for (int s = 0; s < S; s++) {
+    for (int s = 0; s < S; s++) { /* as direct_bf16_pack_conv_weights walks them */
         const int g = by_channels ? s / (kernel * kernel) : s / (kernel * half);
         const int ki = by_channels ? s / kernel % kernel : s / half % kernel;
         const int kj = by_channels ? s % kernel : 2 * (s % half);
         p.offsets[s] = ((ptrdiff_t)(g * H + ki) * W + kj) * B;
-        for (int k = 0; k < K; k++) {
-            const float *wk = weight_bias + (size_t)k * (R + 1);
-            const float first = by_channels ? wk[((2 * g) * kernel + ki) * kernel + kj]
-                                            : wk[(g * kernel + ki) * kernel + kj];
-            const float second = by_channels  ? wk[((2 * g + 1) * kernel + ki) * kernel + kj]
-                                 : kj + 1 < kernel ? wk[(g * kernel + ki) * kernel + kj + 1]
-                                                   : 0.0f;
-            p.weights[(size_t)k * S + s] = pair(first, second);
-        }
     }
     const size_t row = (size_t)OW * B, plane_out = (size_t)OH * row;
     const int blocks = (K + PAIR_ROWS - 1) / PAIR_ROWS;
@@ -381,37 +435,26 @@ void direct_bf16_conv_forward(float *out, const float *in, const float *weight_b
                     rows[i] = out + (k0 + i) * plane_out + y * row + j;
                     bias[i] = weight_bias[(size_t)(k0 + i) * (R + 1) + R];
                 }
-                tile(m, cols, rows, 0, bias, p.weights + (size_t)k0 * S, S, 1,
+                tile(m, cols, rows, 0, bias, weights + (size_t)k0 * S, S, 1,
                      p.input + (size_t)y * W * B + j, p.offsets, S);
             }
         }
 }
 
-void direct_bf16_conv_backward_data(float *d_in, const float *d_out, const float *weight_bias,
-                                    void *scratch, int B, int C, int H, int W, int K,
-                                    int kernel, int threads)
+void direct_bf16_conv_backward_data(float *d_in, const float *d_out,
+                                    const void *packed_weights, void *scratch, int B, int C,
+                                    int H, int W, int K, int kernel, int threads)
 {
-    const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
-    const int KP = (K + 1) / 2, kk = kernel * kernel;
-    carver cv = {scratch, 0};
-    const conv_data_parts p = data_parts(&cv, B, C, H, W, K, kernel);
+    const int OH = H - kernel + 1, OW = W - kernel + 1, KP = (K + 1) / 2;
+    carver cv = {scratch, 0}, cw = {(char *)packed_weights, 0};
+    const conv_data_parts p = data_parts(&cv, B, H, W, K, kernel);
+    const uint32_t *weights = weight_parts(&cw, C, K, kernel).data;
     const size_t row = (size_t)OW * B, plane_out = (size_t)OH * row;
     /* d_out's rows, channels paired: grad[oy][kp] */
     for (int oy = 0; oy < OH; oy++)
         pack_row_pairs_strided(p.grad + (size_t)oy * KP * p.ld, (ptrdiff_t)p.ld,
                                d_out + oy * row, (ptrdiff_t)plane_out, K, (int)row, threads);
     memset(p.grad + (size_t)OH * KP * p.ld, 0, sizeof(uint32_t) * OVERREAD);
-    for (int c = 0; c < C; c++)
-        for (int kj = 0; kj < kernel; kj++)
-            for (int ki = 0; ki < kernel; ki++)
-                for (int kp = 0; kp < KP; kp++) {
-                    const size_t tap = (size_t)c * kk + ki * kernel + kj;
-                    const float first = weight_bias[(size_t)(2 * kp) * (R + 1) + tap];
-                    const float second =
-                        2 * kp + 1 < K ? weight_bias[(size_t)(2 * kp + 1) * (R + 1) + tap] : 0.0f;
-                    p.weights[((size_t)(c * kernel + kj) * kernel + ki) * KP + kp] =
-                        pair(first, second);
-                }
     /* step (ki, kp) reads d_out row iy - ki: offsets from row iy's start */
     for (int ki = 0; ki < kernel; ki++)
         for (int kp = 0; kp < KP; kp++)
@@ -439,7 +482,7 @@ void direct_bf16_conv_backward_data(float *d_in, const float *d_out, const float
                     for (int i = 0; i < m; i++) /* kernel column kj lands kj images on */
                         rows[i] = dst + (size_t)(kj0 + i) * B + j;
                     const uint32_t *a =
-                        p.weights + ((size_t)(c * kernel + kj0) * kernel + ki_lo) * KP;
+                        weights + ((size_t)(c * kernel + kj0) * kernel + ki_lo) * KP;
                     tile(m, cols, rows, 1, NULL, a, (ptrdiff_t)kernel * KP, 1, b + j,
                          p.offsets + ki_lo * KP, steps);
                 }

@@ -44,15 +44,25 @@ float direct_bf16_value(uint16_t h);
  * three passes. */
 size_t direct_bf16_conv_scratch_bytes(int B, int C, int H, int W, int K, int kernel);
 
-/* out[K][OH][OW][B] = bias + weights (x) in. */
+/* The weights rounded and paired as the forward pass and the input
+ * gradient multiply them, in a buffer of direct_bf16_conv_weight_bytes
+ * (best aligned to 64 bytes): packed once when the weights change and
+ * read by every call after, so that a batch taken a group of images at a
+ * time does not pack them once a group. */
+size_t direct_bf16_conv_weight_bytes(int C, int K, int kernel);
+void direct_bf16_pack_conv_weights(void *packed, const float *weight_bias, int C, int K,
+                                   int kernel);
+
+/* out[K][OH][OW][B] = bias + weights (x) in: the biases from weight_bias,
+ * the weights as packed from it. */
 void direct_bf16_conv_forward(float *out, const float *in, const float *weight_bias,
-                              void *scratch, int B, int C, int H, int W, int K, int kernel,
-                              int threads);
+                              const void *packed_weights, void *scratch, int B, int C, int H,
+                              int W, int K, int kernel, int threads);
 
 /* d_in[C][H][W][B] from d_out[K][OH][OW][B]. */
-void direct_bf16_conv_backward_data(float *d_in, const float *d_out, const float *weight_bias,
-                                    void *scratch, int B, int C, int H, int W, int K,
-                                    int kernel, int threads);
+void direct_bf16_conv_backward_data(float *d_in, const float *d_out,
+                                    const void *packed_weights, void *scratch, int B, int C,
+                                    int H, int W, int K, int kernel, int threads);
 
 /* d_weight_bias[K][C*k*k + 1]: the weight gradients (bf16 products of
  * d_out and in, summed over images and positions) and each bias gradient

@@ -75,7 +75,7 @@ enum pass { FORWARD, BACKWARD_DATA, BACKWARD_PARAMS, DENSE_BACKWARD };
 
 typedef struct buffers {
     float *in, *out, *wb, *d_out, *d_in, *d_wb, *bias, *d_bias, *fp32_scratch;
-    void *bf16_scratch;
+    void *bf16_scratch, *bf16_weights; /* a convolution's weights packed once, as an engine does */
 } buffers;
 
 static void run(int bf16, enum pass pass, const shapes *s, buffers *b, int threads)
@@ -100,16 +100,16 @@ static void run(int bf16, enum pass pass, const shapes *s, buffers *b, int threa
     switch (pass) {
     case FORWARD:
         if (bf16)
-            direct_bf16_conv_forward(b->out, b->in, b->wb, b->bf16_scratch, s->B, s->C, s->H,
-                                     s->W, s->K, s->kernel, threads);
+            direct_bf16_conv_forward(b->out, b->in, b->wb, b->bf16_weights, b->bf16_scratch,
+                                     s->B, s->C, s->H, s->W, s->K, s->kernel, threads);
         else
             direct_active()->conv_forward(b->out, b->in, b->wb, s->B, s->C, s->H, s->W, s->K,
                                      s->kernel, threads);
         break;
     case BACKWARD_DATA:
         if (bf16)
-            direct_bf16_conv_backward_data(b->d_in, b->d_out, b->wb, b->bf16_scratch, s->B,
-                                           s->C, s->H, s->W, s->K, s->kernel, threads);
+            direct_bf16_conv_backward_data(b->d_in, b->d_out, b->bf16_weights, b->bf16_scratch,
+                                           s->B, s->C, s->H, s->W, s->K, s->kernel, threads);
         else
             direct_active()->conv_backward_data(b->d_in, b->d_out, b->wb, b->fp32_scratch, s->B,
                                            s->C, s->H, s->W, s->K, s->kernel, threads);
@@ -236,6 +236,12 @@ int main(int argc, char **argv)
                          : direct_bf16_conv_scratch_bytes(s->B, s->C, s->H, s->W, s->K, s->kernel);
             b.fp32_scratch = filled(fp32_floats, 9);
             b.bf16_scratch = aligned_alloc(64, (bf16_bytes + 63) / 64 * 64);
+            b.bf16_weights = NULL;
+            if (!s->dense) {
+                const size_t bytes = direct_bf16_conv_weight_bytes(s->C, s->K, s->kernel);
+                b.bf16_weights = aligned_alloc(64, (bytes + 63) / 64 * 64);
+                direct_bf16_pack_conv_weights(b.bf16_weights, b.wb, s->C, s->K, s->kernel);
+            }
             /* multiply-adds of the product (both of a dense backward pass) */
             double flops = 2.0 * (double)n_out * R;
             if (s->dense)
@@ -263,6 +269,7 @@ int main(int argc, char **argv)
             printf("\n");
             free(b.in), free(b.out), free(b.wb), free(b.d_out), free(b.d_in), free(b.d_wb);
             free(b.bias), free(b.d_bias), free(b.fp32_scratch), free(b.bf16_scratch);
+            free(b.bf16_weights);
         }
         printf("%-24s %7d %9.3f ms      %9.3f ms      %7.2fx\n", "all of them (best)", threads,
                total[0] * 1e3, total[1] * 1e3, total[0] / total[1]);
