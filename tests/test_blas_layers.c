@@ -267,15 +267,27 @@ static void check_pool(int B, int C, int H, int W, int kernel, int stride, int w
     maxpool_backward(din_n, dout, in, B, C, H, W, kernel, stride);
     to_chwn(in_c, in, B, C, H * W);
     to_chwn(dout_c, dout, B, C, OH * OW);
-    blas_maxpool_forward(out_c, in_c, B, C, H, W, kernel, stride, 2);
-    for (size_t i = 0; i < n_in; i++) /* whatever was there must go */
-        din_c[i] = 12345.0f;
-    blas_maxpool_backward(din_c, dout_c, in_c, out_c, B, C, H, W, kernel, stride, 2);
     float *expect_out = floats(n_out);
     to_chwn(expect_out, out_n, B, C, OH * OW);
     to_chwn(expect, din_n, B, C, H * W);
-    assert_memory_equal(expect_out, out_c, sizeof(float) * n_out);
-    assert_close(expect, din_c, n_in, "max-pool backward");
+    /* the winners found again from the input and output, and (where the
+     * pool records them) read back from argmax alone: in and out NULL */
+    const int records = blas_maxpool_records_argmax(kernel, stride);
+    unsigned char *argmax = malloc(n_out);
+    assert_non_null(argmax);
+    for (int recorded = 0; recorded <= records; recorded++) {
+        memset(argmax, 0xff, n_out);
+        blas_maxpool_forward(out_c, recorded ? argmax : NULL, in_c, B, C, H, W, kernel, stride,
+                             2);
+        assert_memory_equal(expect_out, out_c, sizeof(float) * n_out);
+        for (size_t i = 0; i < n_in; i++) /* whatever was there must go */
+            din_c[i] = 12345.0f;
+        blas_maxpool_backward(din_c, dout_c, recorded ? argmax : NULL, recorded ? NULL : in_c,
+                              recorded ? NULL : out_c, B, C, H, W, kernel, stride, 2);
+        assert_close(expect, din_c, n_in,
+                     recorded ? "max-pool backward from argmax" : "max-pool backward");
+    }
+    free(argmax);
     float *all[] = {in, dout, out_n, din_n, in_c, dout_c, out_c, din_c, expect, expect_out};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);

@@ -83,8 +83,9 @@ static size_t conv_scratch_per_image(const layer *l, int n)
     return (per_image + line - 1) / line * line;
 }
 
-/* A slot's buffers in slot_buf: act[0..L], then rows. */
-static int slot_stride(int L) { return L + 2; }
+/* A slot's buffers in slot_buf: act[0..L], rows, then argmax[0..L) (NULL
+ * for a layer that records none). */
+static int slot_stride(int L) { return 2 * L + 2; }
 
 void use_slot(engine *e, int slot)
 {
@@ -93,6 +94,14 @@ void use_slot(engine *e, int slot)
     for (int i = 0; i <= L; i++)
         e->act[i] = buf[i];
     e->rows = buf[L + 1];
+    for (int i = 0; i < L; i++)
+        e->argmax[i] = (unsigned char *)buf[L + 2 + i];
+}
+
+/* A pool that records its windows' winners (one byte an output) */
+static int records_argmax(const layer *l)
+{
+    return l->kind == LAYER_MAXPOOL && blas_maxpool_records_argmax(l->kernel, l->stride);
 }
 
 /* One slot's buffers, counted as activations; 0 or -1 out of memory. */
@@ -112,6 +121,13 @@ static int allocate_slot(engine *e, int slot)
     if (C > 0 && !(buf[L + 1] = host_alloc_counted(
                        h, B * shape3_size(w->layers[C - 1].out), &h->activation_bytes)))
         return -1;
+    for (int i = 0; i < C; i++) {
+        const size_t bytes = B * shape3_size(w->layers[i].out);
+        if (records_argmax(&w->layers[i]) &&
+            !(buf[L + 2 + i] = host_alloc_counted(h, (bytes + sizeof(real) - 1) / sizeof(real),
+                                                  &h->activation_bytes)))
+            return -1;
+    }
     return 0;
 }
 
@@ -184,6 +200,14 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
     e->d_b = host_alloc_counted(h, (size_t)B * max_act, scratch_bytes);
     e->d_col = host_alloc_counted(h, e->d_col_per_image * slots_images, scratch_bytes);
     if (!e->d_a || !e->d_b || !e->d_col)
+        return host_engine_out_of_memory(e, err, err_len);
+    for (int i = 0; i + 1 < C; i++)
+        if (w->layers[i].kind == LAYER_CONV && records_argmax(&w->layers[i + 1]) &&
+            (size_t)shape3_size(w->layers[i].out) > e->handoff_per_image)
+            e->handoff_per_image = (size_t)shape3_size(w->layers[i].out);
+    if (e->handoff_per_image &&
+        !(e->handoff = host_alloc_counted(h, e->handoff_per_image * slots * GROUP_IMAGES,
+                                          scratch_bytes)))
         return host_engine_out_of_memory(e, err, err_len);
     size_t dense_scratch = 0;
     for (int i = C; i < L; i++)

@@ -72,11 +72,20 @@ struct engine {
     size_t max_act;         /* floats per image of the largest activation */
     real *d_col;           /* one slot of conv scratch per thread */
     size_t d_col_per_image; /* floats of d_col scratch per image */
+    /* Which input won each window of a 2x2 pool (blas_maxpool_records_
+     * argmax), for its backward pass; NULL for the other layers. */
+    unsigned char *argmax[WORKLOAD_MAX_LAYERS];
+    /* A convolution whose output only such a pool reads hands it over, in
+     * a pass through both, in the thread's block of handoff (one group's
+     * worth), not in act: a block that stays in the core's caches from one
+     * group to the next, where act's go out to memory and come back. */
+    real *handoff;
+    size_t handoff_per_image;
     real *losses, *softmax_rows;
     real *dense_scratch; /* for the dense layers' backward pass */
 
-    /* What the forward pass keeps for the backward pass (act and rows),
-     * once per micro-batch slot of a stage (one for a whole network):
+    /* What the forward pass keeps for the backward pass (act, rows and
+     * argmax), once per micro-batch slot of a stage (one for a whole network):
      * slot_buf[slot * slot_stride(L) + ...], see use_slot. The host
      * engine owns the buffers (host_alloc_counted); use_slot points act
      * and rows at one slot's, so that the layers' code sees one set. */
@@ -111,7 +120,7 @@ void R(blas_destroy)(engine *e);
 #define dense_forward_layer R(chwn_dense_forward_layer)
 #define dense_backward_layer R(chwn_dense_backward_layer)
 
-/* blas.c: points act and rows at slot `slot`'s buffers. */
+/* blas.c: points act, rows and argmax at slot `slot`'s buffers. */
 void use_slot(engine *e, int slot);
 
 /* Where a pass's input comes from: images of a data set (d, idx, first as

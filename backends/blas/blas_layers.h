@@ -73,6 +73,7 @@
 #define blas_conv_forward BLAS_LAYER(blas_conv_forward)
 #define blas_conv_backward_params BLAS_LAYER(blas_conv_backward_params)
 #define blas_conv_backward_data BLAS_LAYER(blas_conv_backward_data)
+#define blas_maxpool_records_argmax BLAS_LAYER(blas_maxpool_records_argmax)
 #define blas_maxpool_forward BLAS_LAYER(blas_maxpool_forward)
 #define blas_maxpool_backward BLAS_LAYER(blas_maxpool_backward)
 #define blas_relu_forward BLAS_LAYER(blas_relu_forward)
@@ -152,13 +153,20 @@ void blas_conv_backward_data(real *d_in, real *d_col, const real *d_out,
                              int kernel, int stride, int threads);
 
 /* Max-pool over in[C][H][W][B]: the first largest input of each window (in
- * row-major window order, as the naive backend) wins. The backward pass
- * finds it again from the input and the output, and adds each output's
- * gradient to it. */
-void blas_maxpool_forward(real *out, const real *in, int B, int C, int H, int W, int kernel,
-                          int stride, int threads);
-void blas_maxpool_backward(real *d_in, const real *d_out, const real *in, const real *out,
-                           int B, int C, int H, int W, int kernel, int stride, int threads);
+ * row-major window order, as the naive backend) wins, and the backward
+ * pass gives it the output's gradient. Where the pool records the winner
+ * (2x2 windows, stride 2: blas_maxpool_records_argmax), the forward pass
+ * writes its place in the window, 0..3, to argmax[C][OH][OW][B] unless
+ * argmax is NULL, and a backward pass given argmax reads only it and
+ * d_out (in and out may then be NULL): the pool's input, a convolution's
+ * output, is then not needed after the forward pass. Otherwise (argmax
+ * NULL) the backward pass finds the winner again from in and out. */
+int blas_maxpool_records_argmax(int kernel, int stride);
+void blas_maxpool_forward(real *out, unsigned char *argmax, const real *in, int B, int C,
+                          int H, int W, int kernel, int stride, int threads);
+void blas_maxpool_backward(real *d_in, const real *d_out, const unsigned char *argmax,
+                           const real *in, const real *out, int B, int C, int H, int W,
+                           int kernel, int stride, int threads);
 
 /* ReLU over n floats; out may be in, d_in may be d_out. */
 void blas_relu_forward(real *out, const real *in, size_t n, int threads);

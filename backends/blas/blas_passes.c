@@ -36,22 +36,37 @@ static void gather(engine *e, const source *src, int b0, int n, int ld, int thre
                          src->first + b0, n, threads);
 }
 
-/* Conv-stage layer i forward for the n images from b0; the stage's last
- * layer also hands its output to the dense stage as columns of `rows`. */
-static void group_forward_layer(engine *e, int i, int B, int b0, int n, real *scratch,
-                                int threads)
+/* Layer i's argmax block for the images from b0, or NULL */
+static unsigned char *group_argmax(const engine *e, int i, int b0)
 {
     const layer *l = &e->h.w.layers[i];
-    const real *in = group_block(e->act[i], l->in, b0);
-    real *out = group_block(e->act[i + 1], l->out, b0);
+    return e->argmax[i] ? e->argmax[i] + (size_t)b0 * shape3_size(l->out) : NULL;
+}
+
+/* Whether conv layer i hands its output to the pool after it through
+ * `handoff` (blas_engine_impl.h) when a pass runs both */
+static int hands_off(const engine *e, int i)
+{
+    return e->handoff && i + 1 < e->conv_layers && e->h.w.layers[i].kind == LAYER_CONV &&
+           e->argmax[i + 1];
+}
+
+/* Conv-stage layer i forward for the n images from b0, reading its input
+ * from `from` and writing its output to `to` (act's blocks or the
+ * thread's handoff); the stage's last layer also hands its output to the
+ * dense stage as columns of `rows`. */
+static void group_forward_layer(engine *e, int i, int B, int b0, int n, const real *in,
+                                real *out, real *scratch, int threads)
+{
+    const layer *l = &e->h.w.layers[i];
     switch (l->kind) {
     case LAYER_CONV:
         blas_conv_forward(out, in, e->weight_bias[i], scratch, n, l->in.c, l->in.h, l->in.w, l->units, l->kernel,
                           l->stride, threads);
         break;
     case LAYER_MAXPOOL:
-        blas_maxpool_forward(out, in, n, l->in.c, l->in.h, l->in.w, l->kernel, l->stride,
-                             threads);
+        blas_maxpool_forward(out, group_argmax(e, i, b0), in, n, l->in.c, l->in.h, l->in.w,
+                             l->kernel, l->stride, threads);
         break;
     case LAYER_RELU:
         blas_relu_forward(out, in, (size_t)n * shape3_size(l->in), threads);
@@ -90,7 +105,7 @@ static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, 
     }
     case LAYER_MAXPOOL:
         if (d_in)
-            blas_maxpool_backward(d_in, d, group_block(e->act[i], l->in, b0),
+            blas_maxpool_backward(d_in, d, group_argmax(e, i, b0), group_block(e->act[i], l->in, b0),
                                   group_block(e->act[i + 1], l->out, b0), n, l->in.c, l->in.h,
                                   l->in.w, l->kernel, l->stride, threads);
         break;
@@ -164,10 +179,23 @@ void conv_stage_forward(engine *e, const source *src, int B, int lo, int hi)
     num_threads(p.group_threads) if (p.group_threads > 1)
     for (int g = 0; g < p.groups; g++) {
         const int b0 = g * p.group_images, n = group_size(&p, B, g);
+        /* the thread's handoff block, when groups are GROUP_IMAGES images */
+        const int slot = p.group_threads > 1 ? omp_get_thread_num() : 0;
+        real *handoff = p.group_images == GROUP_IMAGES && e->handoff
+                            ? e->handoff + (size_t)slot * GROUP_IMAGES * e->handoff_per_image
+                            : NULL;
         if (src)
             gather(e, src, b0, n, n, p.layer_threads);
-        for (int i = lo; i < hi; i++)
-            group_forward_layer(e, i, B, b0, n, d_col_slot(e, &p), p.layer_threads);
+        for (int i = lo; i < hi; i++) {
+            const layer *l = &e->h.w.layers[i];
+            const real *in = handoff && i > lo && hands_off(e, i - 1)
+                                 ? handoff
+                                 : group_block(e->act[i], l->in, b0);
+            real *out = handoff && i + 1 < hi && hands_off(e, i)
+                            ? handoff
+                            : group_block(e->act[i + 1], l->out, b0);
+            group_forward_layer(e, i, B, b0, n, in, out, d_col_slot(e, &p), p.layer_threads);
+        }
     }
 }
 
