@@ -535,13 +535,16 @@ void blas_maxpool_backward(real *d_in, const real *d_out, const unsigned char *a
     }
 }
 
-/* Below this many floats an elementwise loop is not worth waking threads. */
+/* Below this many floats an elementwise loop is not worth waking threads.
+ * (`if (parallel : ...)`: a bare `if` on a combined construct applies to
+ * its simd too, and a false one leaves the loop scalar, with a branch per
+ * element.) */
 enum { PARALLEL_MIN_FLOATS = 1 << 18 };
 
 void blas_relu_forward(real *out, const real *in, size_t n, int threads)
 {
 #pragma omp parallel for simd schedule(static)                                                \
-    num_threads(threads) if (threads > 1 && n >= PARALLEL_MIN_FLOATS)
+    num_threads(threads) if (parallel : threads > 1 && n >= PARALLEL_MIN_FLOATS)
     for (size_t i = 0; i < n; i++)
         out[i] = lb_relu(in[i]);
 }
@@ -550,7 +553,7 @@ void blas_relu_backward(real *d_in, const real *d_out, const real *out, size_t n
                         int threads)
 {
 #pragma omp parallel for simd schedule(static)                                                \
-    num_threads(threads) if (threads > 1 && n >= PARALLEL_MIN_FLOATS)
+    num_threads(threads) if (parallel : threads > 1 && n >= PARALLEL_MIN_FLOATS)
     for (size_t i = 0; i < n; i++)
         d_in[i] = lb_relu_backward(out[i], d_out[i]);
 }
