@@ -306,22 +306,39 @@ static void a_user_value_is_never_overridden(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
-/* OMP_WAIT_POLICY: passive unless set; a value set wins. In children. */
-static int wait_policy_child(const char *set, const char *want, int by_user)
+/* Sets name to value, or unsets it for NULL */
+static void set_or_unset(const char *name, const char *value)
+{
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+}
+
+/* The same text, NULL standing for unset */
+static int same(const char *a, const char *b) { return a && b ? strcmp(a, b) == 0 : a == b; }
+
+/* OMP_WAIT_POLICY: passive unless set; GOMP_SPINCOUNT: a short spin unless
+ * either is set; a value set wins. In children: policy and spin are what
+ * the user set (NULL unset), want_* what libgomp must see (NULL unset). */
+static int wait_policy_child(const char *policy, const char *spin, const char *want_policy,
+                             const char *want_spin)
 {
     const pid_t pid = fork();
     if (pid == 0) {
-        if (set)
-            setenv("OMP_WAIT_POLICY", set, 1);
-        else
-            unsetenv("OMP_WAIT_POLICY");
+        set_or_unset("OMP_WAIT_POLICY", policy);
+        set_or_unset("GOMP_SPINCOUNT", spin);
         blas_setup_prepare();
         const openmp_setup *s = openmp_setup_get();
-        const char *now = getenv("OMP_WAIT_POLICY");
         char line[2048];
         blas_setup_describe(line, sizeof line, 0);
-        _exit(now && strcmp(now, want) == 0 && strcmp(s->wait_policy, want) == 0 &&
-                      s->wait_policy_by_user == by_user && strstr(line, "OMP_WAIT_POLICY=")
+        const int described = strstr(line, "OMP_WAIT_POLICY=") &&
+                              (!want_spin || strstr(line, "GOMP_SPINCOUNT="));
+        _exit(same(getenv("OMP_WAIT_POLICY"), want_policy) && same(s->wait_policy, want_policy) &&
+                      s->wait_policy_by_user == (policy != NULL) &&
+                      same(getenv("GOMP_SPINCOUNT"), want_spin) &&
+                      same(s->spin_count[0] ? s->spin_count : NULL, want_spin) &&
+                      s->spin_count_by_user == (spin != NULL) && described
                   ? 0
                   : 1);
     }
@@ -334,10 +351,15 @@ static int wait_policy_child(const char *set, const char *want, int by_user)
 static void passive_waiting_unless_set(void **state)
 {
     (void)state;
-    assert_int_equal(wait_policy_child(NULL, "passive", 0), 0);
-    assert_int_equal(wait_policy_child("active", "active", 1), 0);
-    /* the control: a wrong expectation fails */
-    assert_int_equal(wait_policy_child("active", "passive", 1), 1);
+    assert_int_equal(wait_policy_child(NULL, NULL, "passive", "30000"), 0);
+    /* a policy of the user's own: no spin count of ours */
+    assert_int_equal(wait_policy_child("active", NULL, "active", NULL), 0);
+    assert_int_equal(wait_policy_child("passive", NULL, "passive", NULL), 0);
+    /* a spin count of the user's own, under our policy */
+    assert_int_equal(wait_policy_child(NULL, "0", "passive", "0"), 0);
+    /* the controls: wrong expectations fail */
+    assert_int_equal(wait_policy_child("active", NULL, "passive", NULL), 1);
+    assert_int_equal(wait_policy_child(NULL, NULL, "passive", NULL), 1);
 }
 
 int main(void)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The blas backend's environment end to end: --list, each blas row's
 # details and system.json say which OpenBLAS kernels run, who chose them and
-# why, and how OpenMP threads wait; OMP_WAIT_POLICY is passive unless set.
+# why, and how OpenMP threads wait; OMP_WAIT_POLICY is passive unless set,
+# with a short spin (GOMP_SPINCOUNT) unless either is set.
 # The one place OPENBLAS_CORETYPE is set here is the check that a value the
 # user set wins, on that one command line. (The decision itself is tested
 # on data and in child processes by test_kernel_choice.)
@@ -21,10 +22,10 @@ D=(--data "$tmp/data" --workload mlp --epochs 1 --limit 256 --test-limit 100 --b
 json() { sed -n "s/^  \"$2\": \"\\(.*\\)\",\$/\\1/p" "$1"; }
 
 # The default environment (whatever the machine exported is the user's).
-env -u OMP_WAIT_POLICY "$BENCH" --list >"$tmp/list" 2>&1
+env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$BENCH" --list >"$tmp/list" 2>&1
 line=$(grep -A1 '^blas ' "$tmp/list" | tail -1)
 if [[ "$line" == *"kernels "*" ("*"OMP_WAIT_POLICY=passive (default)"* ]]; then pass; else fail "--list: $line"; fi
-env -u OMP_WAIT_POLICY "$BENCH" "${D[@]}" --out "$tmp/run" >/dev/null 2>"$tmp/err" || fail "blas run: $(head -c 300 "$tmp/err")"
+env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$BENCH" "${D[@]}" --out "$tmp/run" >/dev/null 2>"$tmp/err" || fail "blas run: $(head -c 300 "$tmp/err")"
 src=$(json "$tmp/run/system.json" blas_kernels_source)
 core=$(json "$tmp/run/system.json" blas_kernels)
 libraries=$(json "$tmp/run/system.json" libraries)
@@ -36,20 +37,23 @@ if [ -n "$core" ] && [[ "$libraries" == *"OpenBLAS "*" $core ("* ]]; then pass; 
     fail "system.json: kernels '$core' but the library ran '$libraries'"; fi
 if [ -n "$(json "$tmp/run/system.json" blas_kernels_reason)" ] &&
         [ "$(json "$tmp/run/system.json" omp_wait_policy)" = passive ] &&
-        [ "$(json "$tmp/run/system.json" omp_wait_policy_source)" = default ]; then pass; else
-    fail "system.json: $(grep -E 'blas_kernels|omp_wait' "$tmp/run/system.json")"; fi
+        [ "$(json "$tmp/run/system.json" omp_wait_policy_source)" = default ] &&
+        [ "$(json "$tmp/run/system.json" gomp_spin_count)" = 30000 ] &&
+        [ "$(json "$tmp/run/system.json" gomp_spin_count_source)" = default ]; then pass; else
+    fail "system.json: $(grep -E 'blas_kernels|omp_wait|gomp_spin' "$tmp/run/system.json")"; fi
 if grep -q "^blas,.*kernels $core (.*OMP_WAIT_POLICY=passive (default)" "$tmp/run/summary.csv"; then pass; else
     fail "summary details: $(grep '^blas,' "$tmp/run/summary.csv" | head -c 600)"; fi
 
 # A value the user set wins, for both variables.
-OPENBLAS_CORETYPE=Prescott OMP_WAIT_POLICY=active "$BENCH" "${D[@]}" --out "$tmp/user" \
+env -u GOMP_SPINCOUNT OPENBLAS_CORETYPE=Prescott OMP_WAIT_POLICY=active "$BENCH" "${D[@]}" --out "$tmp/user" \
     >/dev/null 2>"$tmp/err" || fail "blas run with user values: $(head -c 300 "$tmp/err")"
 if [ "$(json "$tmp/user/system.json" blas_kernels_source)" = user ] &&
         [ "$(json "$tmp/user/system.json" blas_kernels)" = Prescott ] &&
         [[ "$(json "$tmp/user/system.json" libraries)" == *" Prescott ("* ]] &&
         [ "$(json "$tmp/user/system.json" omp_wait_policy)" = active ] &&
-        [ "$(json "$tmp/user/system.json" omp_wait_policy_source)" = user ]; then pass; else
-    fail "user values: $(grep -E 'libraries|blas_kernels|omp_wait' "$tmp/user/system.json")"; fi
+        [ "$(json "$tmp/user/system.json" omp_wait_policy_source)" = user ] &&
+        [ -z "$(json "$tmp/user/system.json" gomp_spin_count)" ]; then pass; else
+    fail "user values: $(grep -E 'libraries|blas_kernels|omp_wait|gomp_spin' "$tmp/user/system.json")"; fi
 OPENBLAS_CORETYPE=Prescott "$BENCH" --list >"$tmp/list" 2>&1
 if grep -A1 '^blas ' "$tmp/list" | grep -q 'kernels Prescott (set by the user'; then pass; else
     fail "--list with a user value: $(cat "$tmp/list")"; fi

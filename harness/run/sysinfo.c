@@ -237,7 +237,8 @@ static void read_libraries(sysinfo *s)
 static void read_environment(char *out, size_t len)
 {
     static const char *const names[] = {
-        "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
+        "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_PROC_BIND", "OMP_PLACES",
+        "GOMP_CPU_AFFINITY",
         "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "CUDA_VISIBLE_DEVICES",
         "CUDA_LAUNCH_BLOCKING", "NCCL_ALGO", "NCCL_PROTO",
     };
@@ -258,6 +259,9 @@ static void read_cpu_setup(sysinfo *s)
         snprintf(s->omp_wait_policy, sizeof s->omp_wait_policy, "%s", omp->wait_policy);
         snprintf(s->omp_wait_policy_source, sizeof s->omp_wait_policy_source, "%s",
                  omp->wait_policy_by_user ? "user" : "default");
+        snprintf(s->gomp_spin_count, sizeof s->gomp_spin_count, "%s", omp->spin_count);
+        snprintf(s->gomp_spin_count_source, sizeof s->gomp_spin_count_source, "%s",
+                 !omp->spin_count[0] ? "" : omp->spin_count_by_user ? "user" : "default");
     }
     const blas_setup *b = blas_setup_get();
     if (!b->prepared)
@@ -382,7 +386,8 @@ static const json_field system_fields[] = {
     /* the blas backend's start */
     TEXT(blas_kernels), TEXT(blas_kernels_source), TEXT(blas_kernels_reason),
     TEXT(blas_kernels_asked),
-    TEXT(omp_wait_policy), TEXT(omp_wait_policy_source),
+    TEXT(omp_wait_policy), TEXT(omp_wait_policy_source), TEXT(gomp_spin_count),
+    TEXT(gomp_spin_count_source),
     /* the data */
     TEXT(data_files), TEXT(data_files_not_read),
 };
