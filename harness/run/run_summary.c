@@ -70,6 +70,12 @@ static int run_samples(const run_config *cfg, const attempt *a, double *out)
     return timed_samples(a->epoch_seconds, done, cfg->epochs, out);
 }
 
+/* Whether the CPU peak (the probe's fp32 multiply-adds) bounds a row of
+ * this precision: bf16 and fp16 products run on dot-product units that do
+ * twice the multiply-adds an instruction (vdpbf16ps), so such a row may
+ * pass it without saying anything about the probe. */
+static int fp32_peak_bounds(precision p) { return p != PREC_BF16 && p != PREC_FP16; }
+
 /* Before any row is written: every CPU row's rate is held to the peak of
  * its thread count (a faster row has the probe run again, or makes the
  * peak uncertain), so the rows of a run share one figure per thread count
@@ -88,7 +94,8 @@ static void settle_cpu_peaks(run_state *s, double *samples)
         if (!configs[i].runnable || done_runs[i] == 0)
             continue;
         const attempt *last = &runs[i * cfg->repeat + done_runs[i] - 1];
-        if (last->status != STATUS_OK || last->devices != 0 || last->device_peak_gflops > 0)
+        if (last->status != STATUS_OK || last->devices != 0 || last->device_peak_gflops > 0 ||
+            !fp32_peak_bounds(configs[i].prec))
             continue;
         int seen = 0;
         for (int k = 0; k < n_again && !seen; k++)
@@ -167,6 +174,9 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
             pk = (peak_measure){.source = "not measured (--no-peak)"};
         else if (s->ending) /* no time left for a probe */
             pk = (peak_measure){.source = "not measured (the run was ended)"};
+        else if (pk.gflops <= 0 && row->key.devices == 0 && !fp32_peak_bounds(s->engine.precision))
+            pk = (peak_measure){.source = "not measured (the CPU probe times fp32 multiply-adds; "
+                                          "bf16 and fp16 dot products do twice as many)"};
         else if (pk.gflops <= 0 && row->key.devices == 0)
             pk = cpu_peak_check(row->key.threads, row->gflops_per_second, peak_rival(b));
         else if (pk.gflops <= 0)
