@@ -257,7 +257,7 @@ static int compute_gradients(engine *e, const int32_t *indices, int batch, float
     if (host_check_batch(h, batch) || host_take_labels(h, &h->train, indices, 0, batch))
         return -1;
     const int C = e->conv_layers, L = h->w.n_layers;
-    conv_stage_forward(e, &(source){&h->train, indices, 0, NULL}, batch, 0, C);
+    conv_stage_forward(e, &(source){&h->train, indices, 0, NULL, 0}, batch, 0, C);
     for (int i = C; i < L; i++)
         dense_forward_layer(e, i, batch);
     const double mean = loss_and_dlogits(e, batch);
@@ -287,7 +287,7 @@ static int score(engine *e, int first, int n, double *loss_sum)
     blas_team_enter(&e->team);
     host_engine *h = &e->h;
     const int L = h->w.n_layers;
-    conv_stage_forward(e, &(source){&h->test, NULL, first, NULL}, n, 0, e->conv_layers);
+    conv_stage_forward(e, &(source){&h->test, NULL, first, NULL, 1}, n, 0, e->conv_layers);
     for (int i = e->conv_layers; i < L; i++)
         dense_forward_layer(e, i, n);
     blas_softmax_xent(NULL, e->losses, h->predicted, e->act[L], h->labels, n, h->w.classes,
@@ -305,7 +305,7 @@ static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
 {
     blas_team_enter(&e->team);
     const int C = e->conv_layers, L = e->h.w.n_layers;
-    conv_stage_forward(e, &(source){&e->h.train, indices, 0, NULL}, batch, 0, 0);
+    conv_stage_forward(e, &(source){&e->h.train, indices, 0, NULL, 0}, batch, 0, 0);
     for (int r = 0; r < reps; r++) {
         join_conv_weights(e);
         for (int i = 0; i < L; i++) {

@@ -124,12 +124,15 @@ void R(blas_destroy)(engine *e);
 void use_slot(engine *e, int slot);
 
 /* Where a pass's input comes from: images of a data set (d, idx, first as
- * blas_gather_chwn), or the NCHW floats handed to a stage. */
+ * blas_gather_chwn), or the NCHW floats handed to a stage; forward_only
+ * for a pass no backward pass follows (scoring), which keeps no pool
+ * winners. */
 typedef struct source {
     const dataset *d;
     const int32_t *idx;
     int first;
     const float *floats;
+    int forward_only;
 } source;
 
 /* Who works on what: with BLAS_SPLIT_OWN the groups are GROUP_IMAGES

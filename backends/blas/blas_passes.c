@@ -51,12 +51,12 @@ static int hands_off(const engine *e, int i)
            e->argmax[i + 1];
 }
 
-/* Conv-stage layer i forward for the n images from b0, reading its input
- * from `from` and writing its output to `to` (act's blocks or the
- * thread's handoff); the stage's last layer also hands its output to the
- * dense stage as columns of `rows`. */
+/* Conv-stage layer i forward for the n images from b0, from `in` to `out`
+ * (act's blocks or the thread's handoff), a pool recording its winners in
+ * argmax unless that is NULL; the stage's last layer also hands its output
+ * to the dense stage as columns of `rows`. */
 static void group_forward_layer(engine *e, int i, int B, int b0, int n, const real *in,
-                                real *out, real *scratch, int threads)
+                                real *out, unsigned char *argmax, real *scratch, int threads)
 {
     const layer *l = &e->h.w.layers[i];
     switch (l->kind) {
@@ -65,8 +65,8 @@ static void group_forward_layer(engine *e, int i, int B, int b0, int n, const re
                           l->stride, threads);
         break;
     case LAYER_MAXPOOL:
-        blas_maxpool_forward(out, group_argmax(e, i, b0), in, n, l->in.c, l->in.h, l->in.w,
-                             l->kernel, l->stride, threads);
+        blas_maxpool_forward(out, argmax, in, n, l->in.c, l->in.h, l->in.w, l->kernel,
+                             l->stride, threads);
         break;
     case LAYER_RELU:
         blas_relu_forward(out, in, (size_t)n * shape3_size(l->in), threads);
@@ -194,7 +194,9 @@ void conv_stage_forward(engine *e, const source *src, int B, int lo, int hi)
             real *out = handoff && i + 1 < hi && hands_off(e, i)
                             ? handoff
                             : group_block(e->act[i + 1], l->out, b0);
-            group_forward_layer(e, i, B, b0, n, in, out, d_col_slot(e, &p), p.layer_threads);
+            unsigned char *argmax = src && src->forward_only ? NULL : group_argmax(e, i, b0);
+            group_forward_layer(e, i, B, b0, n, in, out, argmax, d_col_slot(e, &p),
+                                p.layer_threads);
         }
     }
 }

@@ -19,7 +19,7 @@ int R(blas_stage_forward)(engine *e, int slot, const float *in, int batch, float
     host_engine *h = &e->h;
     const int C = e->conv_layers, L = h->w.n_layers;
     use_slot(e, slot);
-    conv_stage_forward(e, &(source){NULL, NULL, 0, in}, batch, 0, C);
+    conv_stage_forward(e, &(source){NULL, NULL, 0, in, 0}, batch, 0, C);
     for (int i = C; i < L; i++)
         dense_forward_layer(e, i, batch);
     blas_nchw_from_chwn(out, stage_output(e), batch, shape3_size(h->w.layers[L - 1].out), batch,
