@@ -47,7 +47,7 @@ MODULES :=      # $(BUILD)/modules/<name>.so, added by module_rule
 REAL_TWICE := backends/common/optimizer.c
 
 # What every backend module links from the program's own sources.
-MODULE_SHARED_OBJS := $(BUILD)/workloads/workload.o $(BUILD)/backends/common/optimizer.o \
+MODULE_SHARED_OBJS := $(BUILD)/base/cpu.o $(BUILD)/workloads/workload.o $(BUILD)/backends/common/optimizer.o \
                       $(BUILD)/backends/common/optimizer_f64.o $(BUILD)/backends/common/host_engine.o
 
 # module_rule NAME,OBJECTS,LIBRARIES: builds $(BUILD)/modules/NAME.so.

@@ -1,3 +1,7 @@
+# base/cpu.c, the one reader of the CPU's features, against the kernel's
+# /proc/cpuinfo.
+TESTS += test_cpu
+
 # Bad input, faults and interruptions end to end (tests/craft.sh has the
 # helpers), the fuzz corpus replayed, and the test programs again under
 # AddressSanitizer + UBSan and a short run under valgrind.
