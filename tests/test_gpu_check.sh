@@ -21,6 +21,8 @@
 #   - every tar after the first is killed half-way, its partial archive
 #     written: the first archive (of the device rows) survives whole, and
 #     no partial one is left in OUT.
+# The real ./bench --list, asked as the check asks it, writes its cuda line
+# by itself as it prints it.
 # And the batch sizes a cuda engine plans for before its graph capture
 # (backends/cuda/plan_sizes.c through tests/cuda_plan_sizes.c): B and the
 # sets' short last batches, each once.
@@ -79,6 +81,7 @@ esac
 [ "$precision" = fp16 ] && [ "$STAND_IN_SLOW_FP16" = 1 ] && sleep 30 # past the row's timeout
 rc=0
 "$real" "${args[@]}" --limit 1280 --test-limit 100 > /dev/null || rc=$?
+[ "$backend" = naive ] && exit "$rc" # the anchor: naive's own rows
 scale=1
 [ "$precision" = bf16 ] && scale=1.2
 python3 - "$out/summary.csv" "$steps" "$backend" "$precision" "$scale" <<'PY'
@@ -199,6 +202,26 @@ esac
 if find "$tmp/killed/out" -name '*.new' | grep -q .; then fail "a partial archive was left in OUT: $(ls "$tmp/killed/out")"; else pass; fi
 if grep -q 'tar did not finish.*the archive of an earlier step stands' "$tmp/killed.stderr"; then pass
 else fail "the check did not say the archive was kept: $(grep -i tar "$tmp/killed.stderr" | head -3)"; fi
+
+# ---- the real ./bench --list, asked as the check asks it (no peers'
+# probe, stdbuf -oL), writes its cuda line to the file by itself, as it is
+# printed, so that a --list killed later keeps it (fully buffered, all of
+# --list is one write at exit)
+if ! command -v stdbuf > /dev/null; then
+    skip_check "no stdbuf: the line-buffered --list is not checked"
+elif ! command -v strace > /dev/null || ! strace -o /dev/null true 2> /dev/null; then
+    skip_check "no strace (or no ptrace here): the line-buffered --list is not checked"
+else
+    LENET_BENCH_PYTORCH_SCRIPT=$tmp/absent strace -f -s 1000 -e trace=write -o "$tmp/list.strace" \
+        stdbuf -oL "$bench" --list > /dev/null 2>&1
+    cuda_write=$(grep 'write(1, "cuda ' "$tmp/list.strace" | head -1)
+    # one line: the only \n is the last character written
+    case "$cuda_write" in
+    *'\n"'*) lines=$(printf '%s' "${cuda_write%%\",*}" | grep -o '\\n' | wc -l)
+        if [ "$lines" = 1 ]; then pass; else fail "the cuda line shares its write with $((lines - 1)) more: $cuda_write"; fi ;;
+    *) fail "--list did not write its cuda line by itself: $(grep -c 'write(1,' "$tmp/list.strace") writes, $(grep -m1 'write(1,' "$tmp/list.strace" | cut -c1-120)" ;;
+    esac
+fi
 
 # ---- the batch sizes a cuda engine plans for
 if ${CC:-cc} -std=c11 -Wall -Wextra -Werror -I. -o "$tmp/cuda_plan_sizes" tests/cuda_plan_sizes.c \
