@@ -100,15 +100,34 @@ static float sum_floats(const float *x, size_t n)
     return total;
 }
 
-/* dst = src rounded, in pieces shared between threads */
-static void round_all(uint16_t *dst, const float *src, size_t n, int threads)
+/* dst[e] = src[e] rounded, as halves, or doubled (direct_fp16_double:
+ * the row tile's broadcast operand) when `doubled` */
+static void pack_run(void *dst, int doubled, const float *src, size_t n)
+{
+    if (!doubled) {
+        direct_fp16_round_run(dst, src, n, 1.0f);
+        return;
+    }
+    enum { PIECE = 256 };
+    uint16_t h[PIECE];
+    uint32_t *words = dst;
+    for (size_t e0 = 0; e0 < n; e0 += PIECE) {
+        const size_t len = n - e0 < PIECE ? n - e0 : PIECE;
+        direct_fp16_round_run(h, src + e0, len, 1.0f);
+        for (size_t e = 0; e < len; e++)
+            words[e0 + e] = direct_fp16_double(h[e]);
+    }
+}
+
+/* pack_run over n values, in pieces shared between threads */
+static void pack_all(void *dst, int doubled, const float *src, size_t n, int threads)
 {
     enum { PIECE = 16384 };
-    const size_t pieces = (n + PIECE - 1) / PIECE;
+    const size_t pieces = (n + PIECE - 1) / PIECE, size = doubled ? 4 : 2;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && pieces > 1)
     for (size_t i = 0; i < pieces; i++)
-        direct_fp16_round_run(dst + i * PIECE, src + i * PIECE,
-                              n - i * PIECE < PIECE ? n - i * PIECE : PIECE, 1.0f);
+        pack_run((char *)dst + i * PIECE * size, doubled, src + i * PIECE,
+                 n - i * PIECE < PIECE ? n - i * PIECE : PIECE);
 }
 
 /* rows r < n of x (row stride sx floats, `cols` each) rounded into
@@ -126,7 +145,7 @@ static void round_rows(uint16_t *packed, size_t ld, const float *x, ptrdiff_t sx
 /* c[M][ldc] (columns [0, N)) = init + a x b[steps][ld], the row tile over
  * every block of rows and strip of columns; a's row i, step s is
  * a[i * lda + s * a_step]. */
-static void row_product(float *c, size_t ldc, const float *init, const uint16_t *a,
+static void row_product(float *c, size_t ldc, const float *init, const uint32_t *a,
                         ptrdiff_t lda, ptrdiff_t a_step, const uint16_t *b, size_t ld,
                         ptrdiff_t *offsets, int steps, int M, int N, int threads)
 {
@@ -154,15 +173,15 @@ static void row_product(float *c, size_t ldc, const float *init, const uint16_t 
  * batch: the forward pass's [k][tap] (each channel's weights without its
  * bias), the input gradient's [c][kj][ki][k]. */
 typedef struct conv_weight_parts {
-    uint16_t *forward, *data;
+    uint32_t *forward, *data;
 } conv_weight_parts;
 
 static conv_weight_parts weight_parts(carver *c, int C, int K, int kernel)
 {
     const size_t R = (size_t)C * kernel * kernel;
     conv_weight_parts p;
-    p.forward = carve(c, sizeof(uint16_t) * K * R);
-    p.data = carve(c, sizeof(uint16_t) * K * R);
+    p.forward = carve(c, sizeof(uint32_t) * K * R);
+    p.data = carve(c, sizeof(uint32_t) * K * R);
     return p;
 }
 
@@ -180,8 +199,7 @@ void direct_fp16_pack_conv_weights(void *packed, const float *weight_bias, int C
     carver cv = {packed, 0};
     const conv_weight_parts p = weight_parts(&cv, C, K, kernel);
     for (int k = 0; k < K; k++)
-        direct_fp16_round_run(p.forward + (size_t)k * R, weight_bias + (size_t)k * (R + 1),
-                              (size_t)R, 1.0f);
+        pack_run(p.forward + (size_t)k * R, 1, weight_bias + (size_t)k * (R + 1), (size_t)R);
     for (int c = 0; c < C; c++)
         for (int kj = 0; kj < kernel; kj++)
             for (int ki = 0; ki < kernel; ki++)
@@ -254,9 +272,9 @@ void direct_fp16_conv_forward(float *out, const float *in, const float *weight_b
     const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
     carver cv = {scratch, 0}, cw = {(char *)packed_weights, 0};
     const conv_forward_parts p = forward_parts(&cv, B, C, H, W, kernel);
-    const uint16_t *weights = weight_parts(&cw, C, K, kernel).forward;
+    const uint32_t *weights = weight_parts(&cw, C, K, kernel).forward;
     const size_t n_in = (size_t)C * H * W * B;
-    round_all(p.input, in, n_in, threads);
+    pack_all(p.input, 0, in, n_in, threads);
     memset(p.input + n_in, 0, sizeof(uint16_t) * OVERREAD);
     for (int s = 0; s < R; s++) { /* tap (c, ki, kj) */
         const int c = s / (kernel * kernel), ki = s / kernel % kernel, kj = s % kernel;
@@ -293,7 +311,7 @@ void direct_fp16_conv_backward_data(float *d_in, const float *d_out,
     const int OH = H - kernel + 1, OW = W - kernel + 1;
     carver cv = {scratch, 0}, cw = {(char *)packed_weights, 0};
     const conv_data_parts p = data_parts(&cv, B, H, W, K, kernel);
-    const uint16_t *weights = weight_parts(&cw, C, K, kernel).data;
+    const uint32_t *weights = weight_parts(&cw, C, K, kernel).data;
     const size_t row = (size_t)OW * B, plane_out = (size_t)OH * row;
     /* d_out's rows: grad[oy][k] */
     for (int oy = 0; oy < OH; oy++)
@@ -325,7 +343,7 @@ void direct_fp16_conv_backward_data(float *d_in, const float *d_out,
                     float *rows[FP16_ROWS];
                     for (int i = 0; i < m; i++) /* kernel column kj lands kj images on */
                         rows[i] = dst + (size_t)(kj0 + i) * B + j;
-                    const uint16_t *a =
+                    const uint32_t *a =
                         weights + ((size_t)(c * kernel + kj0) * kernel + ki_lo) * K;
                     tile(m, cols, rows, 1, NULL, a, (ptrdiff_t)kernel * K, 1, b + j,
                          p.offsets + ki_lo * K, steps, DIRECT_FP16_CHAIN);
@@ -344,8 +362,8 @@ void direct_fp16_conv_backward_params(float *d_weight_bias, const float *d_out,
     const size_t row = (size_t)OW * B, plane_out = (size_t)OH * row;
     const int tap_tiles = (R + FP16_DOT_COLS - 1) / FP16_DOT_COLS;
     const int k_tiles = (K + FP16_DOT_ROWS - 1) / FP16_DOT_ROWS;
-    round_all(p.input, in, (size_t)C * H * W * B, threads);
-    round_all(p.grad, d_out, (size_t)K * plane_out, threads);
+    pack_all(p.input, 0, in, (size_t)C * H * W * B, threads);
+    pack_all(p.grad, 0, d_out, (size_t)K * plane_out, threads);
     fp16_dot_tile_fn *tile = dot_tile();
     /* the taps outside: a tile's runs of the input stay in cache while
      * every channel's gradient passes */
@@ -373,11 +391,13 @@ void direct_fp16_conv_backward_params(float *d_weight_bias, const float *d_out,
 /* ---------------------------------------------------------------------- */
 /* Dense layers                                                             */
 
-/* Packed operands: in[n_in][ld_b] and the weights [n_out][n_in] rounded
+/* Packed operands: in[n_in][ld_b] and the weights [n_out][n_in] doubled
  * (forward; the weights read down their columns for the input gradient);
- * d_out[n_out][ld_b]; in transposed, [B][ld_in]. */
+ * d_out[n_out][ld_b], and doubled [n_out][B] for the weight gradient, where
+ * it is broadcast; in transposed, [B][ld_in]. */
 typedef struct dense_parts {
-    uint16_t *x, *w, *g, *xt, *untransposed;
+    uint16_t *x, *g, *xt, *untransposed;
+    uint32_t *w, *g_doubled;
     ptrdiff_t *offsets;
 } dense_parts;
 
@@ -386,8 +406,9 @@ static dense_parts dense_layout(carver *c, int B, int n_in, int n_out)
     const size_t ld_b = round_up((size_t)B, FP16_LANES), ld_in = round_up((size_t)n_in, FP16_LANES);
     dense_parts p;
     p.x = carve(c, sizeof(uint16_t) * n_in * ld_b);
-    p.w = carve(c, sizeof(uint16_t) * n_out * n_in);
+    p.w = carve(c, sizeof(uint32_t) * n_out * n_in);
     p.g = carve(c, sizeof(uint16_t) * n_out * ld_b);
+    p.g_doubled = carve(c, sizeof(uint32_t) * n_out * B);
     p.xt = carve(c, sizeof(uint16_t) * B * ld_in);
     p.untransposed = carve(c, sizeof(uint16_t) * n_in * B);
     const int most = n_in > n_out ? (n_in > B ? n_in : B) : (n_out > B ? n_out : B);
@@ -417,7 +438,7 @@ void direct_fp16_dense_forward(float *out, const float *in, const float *weight,
     const dense_parts p = dense_layout(&c, B, n_in, n_out);
     const size_t ld = round_up((size_t)B, FP16_LANES);
     round_rows(p.x, ld, in, B, n_in, B, threads);
-    round_all(p.w, weight, (size_t)n_out * n_in, threads);
+    pack_all(p.w, 1, weight, (size_t)n_out * n_in, threads);
     row_product(out, B, bias, p.w, n_in, 1, p.x, ld, p.offsets, n_in, n_out, B, threads);
 }
 
@@ -445,19 +466,20 @@ void direct_fp16_dense_backward(float *d_weight, float *d_bias, float *d_in,
     carver c = {scratch, 0};
     const dense_parts p = dense_layout(&c, B, n_in, n_out);
     const size_t ld_b = round_up((size_t)B, FP16_LANES), ld_in = round_up((size_t)n_in, FP16_LANES);
-    round_rows(p.g, ld_b, d_out, B, n_out, B, threads);
     /* d_weight = d_out x in^T: a step an image, in's rows transposed to
      * xt[b][i] */
-    round_all(p.untransposed, in, (size_t)n_in * B, threads);
+    pack_all(p.g_doubled, 1, d_out, (size_t)n_out * B, threads);
+    pack_all(p.untransposed, 0, in, (size_t)n_in * B, threads);
     transpose_halves(p.xt, ld_in, p.untransposed, (size_t)B, n_in, B, threads);
     for (int b = 0; b < B; b++)
         memset(p.xt + b * ld_in + n_in, 0, sizeof(uint16_t) * (ld_in - n_in));
-    row_product(d_weight, n_in, NULL, p.g, (ptrdiff_t)ld_b, 1, p.xt, ld_in, p.offsets, B, n_out,
-                n_in, threads);
+    row_product(d_weight, n_in, NULL, p.g_doubled, B, 1, p.xt, ld_in, p.offsets, B, n_out, n_in,
+                threads);
     /* d_in = weight^T x d_out: a step an output, d_in's row i reading the
      * weights down column i, so nothing is transposed */
     if (d_in) {
-        round_all(p.w, weight, (size_t)n_out * n_in, threads);
+        round_rows(p.g, ld_b, d_out, B, n_out, B, threads);
+        pack_all(p.w, 1, weight, (size_t)n_out * n_in, threads);
         row_product(d_in, B, NULL, p.w, 1, n_in, p.g, ld_b, p.offsets, n_out, n_in, B, threads);
     }
     for (int k = 0; k < n_out; k++)

@@ -5,8 +5,8 @@
  *
  * Sized for AVX-512's 32 registers:
  *   - row tile: 6 rows x 4 vectors of 32 halves, 24 fp16 accumulators, the
- *     4 vectors of a step loaded once and each row's half broadcast; 24
- *     vfmadd231ph for 4 loads and 6 broadcasts, and 24 independent chains,
+ *     4 vectors of a step loaded once and each row's half broadcast (a
+ *     load alone); 24 vfmadd231ph for 10 loads, and 24 independent chains,
  *     enough to hide the instruction's latency (4 cycles, 2 a cycle). A
  *     chain's end widens each accumulator (vcvtph2ps, two halves) and adds
  *     it into the fp32 rows in memory, which the tile keeps in L1: about 7
@@ -27,7 +27,8 @@ ALWAYS_INLINE void pinned(__m512h *v) { __asm__("" : "+v"(*v)); }
 
 ALWAYS_INLINE __m512h halves_at(const uint16_t *p) { return _mm512_castsi512_ph(_mm512_loadu_si512(p)); }
 
-ALWAYS_INLINE __m512h broadcast(uint16_t h) { return _mm512_castsi512_ph(_mm512_set1_epi16((short)h)); }
+/* a doubled half (fp16_tiles.h) in every lane: vpbroadcastd from memory */
+ALWAYS_INLINE __m512h broadcast(uint32_t hh) { return _mm512_castsi512_ph(_mm512_set1_epi32((int)hh)); }
 
 /* The 16 low and the 16 high halves of v, widened (exactly) */
 ALWAYS_INLINE __m512 low_floats(__m512h v)
@@ -46,7 +47,7 @@ ALWAYS_INLINE void add_into(float *p, __mmask16 k, __m512 x)
 }
 
 ALWAYS_INLINE void row_body(const int m, const int nv, int cols, float *const *rows, int add,
-                            const float *init, const uint16_t *a, ptrdiff_t lda,
+                            const float *init, const uint32_t *a, ptrdiff_t lda,
                             ptrdiff_t a_step, const uint16_t *b, const ptrdiff_t *off, int steps,
                             int chain)
 {
@@ -69,7 +70,7 @@ ALWAYS_INLINE void row_body(const int m, const int nv, int cols, float *const *r
                 _mm512_mask_storeu_ps(rows[i] + FP16_LANES * v + 16, high_mask[v], start);
             }
         }
-    const uint16_t *w_at = a; /* step s's halves */
+    const uint32_t *w_at = a; /* step s's halves */
     for (int s0 = 0; s0 < steps; s0 += chain) {
         const int s1 = steps - s0 < chain ? steps : s0 + chain;
         __m512h acc[FP16_ROWS][FP16_VECS];
@@ -105,7 +106,7 @@ ALWAYS_INLINE void row_body(const int m, const int nv, int cols, float *const *r
 }
 
 void direct_fp16_row_tile_avx512(int m, int cols, float *const *rows, int add,
-                                 const float *init, const uint16_t *a, ptrdiff_t lda,
+                                 const float *init, const uint32_t *a, ptrdiff_t lda,
                                  ptrdiff_t a_step, const uint16_t *b, const ptrdiff_t *off,
                                  int steps, int chain)
 {

@@ -63,7 +63,7 @@ uint16_t direct_fp16_fma(uint16_t a, uint16_t b, uint16_t c)
 }
 
 void direct_fp16_row_tile_emulated(int m, int cols, float *const *rows, int add,
-                                   const float *init, const uint16_t *a, ptrdiff_t lda,
+                                   const float *init, const uint32_t *a, ptrdiff_t lda,
                                    ptrdiff_t a_step, const uint16_t *b, const ptrdiff_t *off,
                                    int steps, int chain)
 {
@@ -80,7 +80,7 @@ void direct_fp16_row_tile_emulated(int m, int cols, float *const *rows, int add,
         for (int s = s0; s < s1; s++) {
             const uint16_t *run = b + off[s];
             for (int i = 0; i < m; i++) {
-                const float w = direct_fp16_value(a[i * lda + s * a_step]);
+                const float w = direct_fp16_value((uint16_t)a[i * lda + s * a_step]);
                 for (int col = 0; col < cols; col++)
                     h[i][col] = fma16(w, direct_fp16_value(run[col]), h[i][col]);
             }

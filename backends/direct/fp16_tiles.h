@@ -16,7 +16,10 @@
 
 /* A row tile: rows i < m (at most FP16_ROWS), columns [0, cols) (at most
  * FP16_COLS), each a sum over steps s of a[i * lda + s * a_step] (one half,
- * broadcast) times b[off[s] + col] (a vector along the columns):
+ * broadcast) times b[off[s] + col] (a vector along the columns). Each word
+ * of a holds its half twice (low and high: direct_fp16_double), so that a
+ * 32-bit broadcast fills the register: a load alone, where a 16-bit one
+ * (vpbroadcastw) also takes a shuffle on a port the FMAs need.
  *   r = add ? rows[i][col] : (init ? init[i] : 0), stored first unless add;
  *   then for each chain of steps [s0, s0 + chain) in turn, for each row i
  *   in turn: rows[i][col] += the chain's fp16 sum (fp32 addition).
@@ -24,8 +27,11 @@
  * read up to 32 halves past the last column (a vector), whatever cols is. */
 enum { FP16_ROWS = 6, FP16_VECS = 4, FP16_LANES = 32, FP16_COLS = FP16_VECS * FP16_LANES };
 typedef void fp16_row_tile_fn(int m, int cols, float *const *rows, int add, const float *init,
-                              const uint16_t *a, ptrdiff_t lda, ptrdiff_t a_step,
+                              const uint32_t *a, ptrdiff_t lda, ptrdiff_t a_step,
                               const uint16_t *b, const ptrdiff_t *off, int steps, int chain);
+
+/* A half twice in a word, as the row tile's broadcast operand wants it */
+static inline uint32_t direct_fp16_double(uint16_t h) { return (uint32_t)h * 0x10001u; }
 
 /* A dot tile, for weight gradients (the sum runs over images and
  * positions, so the vectors lie along it): for i < mk (at most
