@@ -47,16 +47,7 @@ uint16_t direct_fp16_round(float x)
     return (uint16_t)(sign | (bits_of(float_of(magnitude) + 0.5f) - 0x3f000000u));
 }
 
-float direct_fp16_value(uint16_t h)
-{
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu;
-    const uint32_t mantissa = h & 0x3ffu;
-    if (exponent == 0x1f) /* infinity, or NaN made quiet as vcvtph2ps does */
-        return float_of(sign | 0x7f800000u | mantissa << 13 | (mantissa ? 0x400000u : 0));
-    if (exponent)
-        return float_of(sign | (exponent + 112) << 23 | mantissa << 13);
-    return float_of(sign | bits_of((float)mantissa * 0x1p-24f)); /* subnormal, or zero */
-}
+float direct_fp16_value(uint16_t h) { return direct_fp16_value_inline(h); }
 
 void direct_fp16_round_run_plain(uint16_t *dst, const float *src, size_t n, float scale)
 {

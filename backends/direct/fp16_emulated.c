@@ -22,6 +22,7 @@
  * inside TwoSum would break it. tests/test_direct_fp16.c holds the
  * function to the exact sum rounded once (in binary128), ties and
  * subnormals included. */
+#include <math.h>
 #include <string.h>
 
 #include "backends/direct/fp16.h"
@@ -41,6 +42,21 @@ static inline float float_of(uint32_t u)
     return x;
 }
 
+/* x rounded to the nearest fp16, as a float: adding and taking away c,
+ * whose spacing of floats is x's spacing of halves (2^-10 of x's power of
+ * two, 2^-24 below 2^-14), rounds to it, ties to even; from 65520 on,
+ * infinity. Selects, not branches, so that the loops vectorise. */
+static inline float half_grid(float x)
+{
+    const float ax = fabsf(x);
+    uint32_t e = bits_of(ax) & 0x7f800000u;
+    e = e < 0x38800000u ? 0x38800000u : e;
+    const float c = float_of(e + (13u << 23));
+    float y = (ax + c) - c;
+    y = y > 65504.0f ? INFINITY : y;
+    return copysignf(y, x);
+}
+
 /* a * b + c rounded once to fp16, its value as a float (operands given as
  * the floats that fp16 values stand for) */
 static inline float fma16(float a, float b, float c)
@@ -48,18 +64,18 @@ static inline float fma16(float a, float b, float c)
     const float p = a * b, s = p + c;
     const float p_part = s - c, c_part = s - p_part;
     const float e = (p - p_part) + (c - c_part);
-    uint32_t u = bits_of(s);
+    const uint32_t u = bits_of(s);
     /* to the odd neighbour on e's side (s finite: an infinite operand
      * makes e NaN, and s is then the answer) */
-    if (e != 0.0f && !(u & 1u) && (u & 0x7f800000u) != 0x7f800000u)
-        u = (e > 0.0f) == (s > 0.0f) ? u + 1 : u - 1;
-    return direct_fp16_value(direct_fp16_round(float_of(u)));
+    const int to_odd = e != 0.0f && !(u & 1u) && (u & 0x7f800000u) != 0x7f800000u;
+    const uint32_t odd = (e > 0.0f) == (s > 0.0f) ? u + 1 : u - 1;
+    return half_grid(float_of(to_odd ? odd : u));
 }
 
 uint16_t direct_fp16_fma(uint16_t a, uint16_t b, uint16_t c)
 {
-    return direct_fp16_round(
-        fma16(direct_fp16_value(a), direct_fp16_value(b), direct_fp16_value(c)));
+    return direct_fp16_round(fma16(direct_fp16_value_inline(a), direct_fp16_value_inline(b),
+                                   direct_fp16_value_inline(c)));
 }
 
 void direct_fp16_row_tile_emulated(int m, int cols, float *const *rows, int add,
@@ -78,11 +94,13 @@ void direct_fp16_row_tile_emulated(int m, int cols, float *const *rows, int add,
             for (int col = 0; col < cols; col++)
                 h[i][col] = 0.0f;
         for (int s = s0; s < s1; s++) {
-            const uint16_t *run = b + off[s];
+            float x[FP16_COLS];
+            for (int col = 0; col < cols; col++)
+                x[col] = direct_fp16_value_inline(b[off[s] + col]);
             for (int i = 0; i < m; i++) {
-                const float w = direct_fp16_value((uint16_t)a[i * lda + s * a_step]);
+                const float w = direct_fp16_value_inline((uint16_t)a[i * lda + s * a_step]);
                 for (int col = 0; col < cols; col++)
-                    h[i][col] = fma16(w, direct_fp16_value(run[col]), h[i][col]);
+                    h[i][col] = fma16(w, x[col], h[i][col]);
             }
         }
         /* every row folds after the chain, in order (rows may overlap) */
@@ -115,8 +133,8 @@ void direct_fp16_dot_tile_emulated(int mk, int nt, float *out, ptrdiff_t out_row
                     for (int l = 0; l < FP16_LANES; l++) { /* lanes past len: 0 * 0 */
                         const ptrdiff_t e = (ptrdiff_t)(j + (size_t)l);
                         const int in = j + (size_t)l < len;
-                        const float gv = in ? direct_fp16_value(g[i][y * g_row + e]) : 0.0f;
-                        const float xv = in ? direct_fp16_value(x[t][y * x_row + e]) : 0.0f;
+                        const float gv = in ? direct_fp16_value_inline(g[i][y * g_row + e]) : 0.0f;
+                        const float xv = in ? direct_fp16_value_inline(x[t][y * x_row + e]) : 0.0f;
                         h[l] = fma16(gv, xv, h[l]);
                     }
                     if (++in_chain == chain || (y == nrows - 1 && j + FP16_LANES >= len)) {
