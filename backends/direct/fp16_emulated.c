@@ -67,9 +67,9 @@ static inline float fma16(float a, float b, float c)
     const uint32_t u = bits_of(s);
     /* to the odd neighbour on e's side (s finite: an infinite operand
      * makes e NaN, and s is then the answer) */
-    const int to_odd = e != 0.0f && !(u & 1u) && (u & 0x7f800000u) != 0x7f800000u;
-    const uint32_t odd = (e > 0.0f) == (s > 0.0f) ? u + 1 : u - 1;
-    return half_grid(float_of(to_odd ? odd : u));
+    const uint32_t to_odd = (e != 0.0f) & ~u & ((u & 0x7f800000u) != 0x7f800000u);
+    const uint32_t away = (uint32_t)((e > 0.0f) == (s > 0.0f));
+    return half_grid(float_of(u + to_odd * (2 * away - 1)));
 }
 
 uint16_t direct_fp16_fma(uint16_t a, uint16_t b, uint16_t c)
@@ -130,13 +130,14 @@ void direct_fp16_dot_tile_emulated(int mk, int nt, float *out, ptrdiff_t out_row
             int in_chain = 0;
             for (int y = 0; y < nrows; y++)
                 for (size_t j = 0; j < len; j += FP16_LANES) {
-                    for (int l = 0; l < FP16_LANES; l++) { /* lanes past len: 0 * 0 */
-                        const ptrdiff_t e = (ptrdiff_t)(j + (size_t)l);
-                        const int in = j + (size_t)l < len;
-                        const float gv = in ? direct_fp16_value_inline(g[i][y * g_row + e]) : 0.0f;
-                        const float xv = in ? direct_fp16_value_inline(x[t][y * x_row + e]) : 0.0f;
-                        h[l] = fma16(gv, xv, h[l]);
+                    float gv[FP16_LANES] = {0}, xv[FP16_LANES] = {0}; /* lanes past len: 0 * 0 */
+                    const size_t lanes = len - j < FP16_LANES ? len - j : FP16_LANES;
+                    for (size_t l = 0; l < lanes; l++) {
+                        gv[l] = direct_fp16_value_inline(g[i][y * g_row + (ptrdiff_t)(j + l)]);
+                        xv[l] = direct_fp16_value_inline(x[t][y * x_row + (ptrdiff_t)(j + l)]);
                     }
+                    for (int l = 0; l < FP16_LANES; l++)
+                        h[l] = fma16(gv[l], xv[l], h[l]);
                     if (++in_chain == chain || (y == nrows - 1 && j + FP16_LANES >= len)) {
                         for (int l = 0; l < 16; l++)
                             sum[l] += h[l] + h[l + 16];
