@@ -502,6 +502,67 @@ static void loss_scaling_keeps_small_gradients(void **state)
     free(in), free(w), free(d_out), free(scaled), free(dw), free(db), free(scratch);
 }
 
+/* Where the chains end, seen in the results: a sum whose first product
+ * is 32 * 32 = 1024 and every other 0.5 * 0.5. In fp16 1024 + 0.25 rounds
+ * back to 1024 (its spacing there is 1), so the first chain keeps only its
+ * 1024, and every later chain, starting from 0, sums its quarters exactly:
+ * n products give 1024 + (n - DIRECT_FP16_CHAIN) / 4, and any other chain
+ * length another number. The weight gradient's dot tile chains each lane
+ * over vector steps: 2048 images in 64 steps of 32, the first step's lanes
+ * all 1024. */
+static float probe_value(int first) { return first ? 32.0f : 0.5f; }
+
+static void chains_are_as_designed(int vector)
+{
+    enum { N = 100, IMAGES = 2048 };
+    const double want = 1024 + (N - DIRECT_FP16_CHAIN) / 4.0;
+    const double want_lanes = FP16_LANES * 1024.0 + (IMAGES - FP16_LANES * DIRECT_FP16_CHAIN) / 4.0;
+    float *in = floats((size_t)N * IMAGES), *w = floats(N), *d_out = floats(IMAGES);
+    float out[FP16_LANES], bias = 0, dw[FP16_LANES * N], db, dwb[2];
+    void *scratch = scratch_of(direct_fp16_dense_scratch_bytes(N, N, 1) +
+                               direct_fp16_conv_scratch_bytes(IMAGES, 1, 1, 1, 1, 1));
+    direct_fp16_emulate = !vector;
+    /* forward, a step an input: in[N][32], weight[1][N] */
+    for (int i = 0; i < N; i++) {
+        w[i] = probe_value(i == 0);
+        for (int b = 0; b < FP16_LANES; b++)
+            in[i * FP16_LANES + b] = probe_value(i == 0);
+    }
+    direct_fp16_dense_forward(out, in, w, &bias, scratch, FP16_LANES, N, 1, 1);
+    for (int b = 0; b < FP16_LANES; b++)
+        assert_float_equal(out[b], want, 0);
+    /* weight gradient, a step an image: in[32][N], d_out[1][N] */
+    for (int b = 0; b < N; b++) {
+        d_out[b] = probe_value(b == 0);
+        for (int i = 0; i < FP16_LANES; i++)
+            in[i * N + b] = probe_value(b == 0);
+    }
+    direct_fp16_dense_backward(dw, &db, NULL, d_out, in, w, scratch, N, FP16_LANES, 1, 1);
+    for (int i = 0; i < FP16_LANES; i++)
+        assert_float_equal(dw[i], want, 0);
+    /* a 1x1 convolution's weight gradient over 2048 images */
+    for (int b = 0; b < IMAGES; b++)
+        in[b] = d_out[b] = probe_value(b < FP16_LANES);
+    direct_fp16_conv_backward_params(dwb, d_out, in, scratch, IMAGES, 1, 1, 1, 1, 1, 1);
+    assert_float_equal(dwb[0], want_lanes, 0);
+    direct_fp16_emulate = 0;
+    free(in), free(w), free(d_out), free(scratch);
+}
+
+static void emulated_chains_are_as_designed(void **state)
+{
+    (void)state;
+    chains_are_as_designed(0);
+}
+
+static void avx512_fp16_chains_are_as_designed(void **state)
+{
+    (void)state;
+    if (!instructions_or_skip())
+        skip();
+    chains_are_as_designed(1);
+}
+
 #define RUN(array, vector) {array, sizeof array / sizeof array[0], vector}
 static const product_run emulated_lenet_convs = RUN(lenet_convs_small, 0),
                          emulated_odd_convs = RUN(odd_convs, 0),
@@ -520,6 +581,8 @@ int main(void)
         CASE_TEST("emulated_odd_convs", convs_match_reference, &emulated_odd_convs),
         CASE_TEST("emulated_lenet_convs", convs_match_reference, &emulated_lenet_convs),
         cmocka_unit_test(loss_scaling_keeps_small_gradients),
+        cmocka_unit_test(emulated_chains_are_as_designed),
+        cmocka_unit_test(avx512_fp16_chains_are_as_designed),
         CASE_TEST("avx512_fp16_odd_denses", denses_match_reference, &vector_odd_denses),
         CASE_TEST("avx512_fp16_lenet_denses", denses_match_reference, &vector_lenet_denses),
         CASE_TEST("avx512_fp16_odd_convs", convs_match_reference, &vector_odd_convs),
