@@ -74,19 +74,7 @@ static inline void poison(float *x, size_t n)
         x[i] = 12345.0f;
 }
 
-static inline float from_bits(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-static inline uint32_t bits_of(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
+static inline float from_bits(uint32_t u) { return fp16_float_of(u); }
 
 /* x rounded to fp16, as a double: the reference's operands */
 static inline double half_of(float x) { return direct_fp16_value(direct_fp16_round(x)); }

@@ -15,23 +15,9 @@
 #define FP16_X86 1
 #endif
 
-static inline uint32_t bits_of(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static inline float float_of(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 uint16_t direct_fp16_round(float x)
 {
-    const uint32_t u = bits_of(x), sign = (u >> 16) & 0x8000u, magnitude = u & 0x7fffffffu;
+    const uint32_t u = fp16_bits_of(x), sign = (u >> 16) & 0x8000u, magnitude = u & 0x7fffffffu;
     if (magnitude > 0x7f800000u) /* NaN: quiet, the top of its payload kept */
         return (uint16_t)(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));
     if (magnitude >= 0x477ff000u) /* from 65520 (halfway to 2^16) on, and infinity */
@@ -44,7 +30,7 @@ uint16_t direct_fp16_round(float x)
      * floats in [0.5, 1): adding 0.5 rounds to a step, ties to even, and
      * the step count is what the addition leaves in the low bits (1024,
      * the smallest normal, where it rounds up to 2^-14) */
-    return (uint16_t)(sign | (bits_of(float_of(magnitude) + 0.5f) - 0x3f000000u));
+    return (uint16_t)(sign | (fp16_bits_of(fp16_float_of(magnitude) + 0.5f) - 0x3f000000u));
 }
 
 float direct_fp16_value(uint16_t h) { return direct_fp16_value_inline(h); }

@@ -28,20 +28,6 @@
 #include "backends/direct/fp16.h"
 #include "backends/direct/fp16_tiles.h"
 
-static inline uint32_t bits_of(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static inline float float_of(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* x rounded to the nearest fp16, as a float: adding and taking away c,
  * whose spacing of floats is x's spacing of halves (2^-10 of x's power of
  * two, 2^-24 below 2^-14), rounds to it, ties to even; from 65520 on,
@@ -49,9 +35,9 @@ static inline float float_of(uint32_t u)
 static inline float half_grid(float x)
 {
     const float ax = fabsf(x);
-    uint32_t e = bits_of(ax) & 0x7f800000u;
+    uint32_t e = fp16_bits_of(ax) & 0x7f800000u;
     e = e < 0x38800000u ? 0x38800000u : e;
-    const float c = float_of(e + (13u << 23));
+    const float c = fp16_float_of(e + (13u << 23));
     float y = (ax + c) - c;
     y = y > 65504.0f ? INFINITY : y;
     return copysignf(y, x);
@@ -64,12 +50,12 @@ static inline float fma16(float a, float b, float c)
     const float p = a * b, s = p + c;
     const float p_part = s - c, c_part = s - p_part;
     const float e = (p - p_part) + (c - c_part);
-    const uint32_t u = bits_of(s);
+    const uint32_t u = fp16_bits_of(s);
     /* to the odd neighbour on e's side (s finite: an infinite operand
      * makes e NaN, and s is then the answer) */
     const uint32_t to_odd = (e != 0.0f) & ~u & ((u & 0x7f800000u) != 0x7f800000u);
     const uint32_t away = (uint32_t)((e > 0.0f) == (s > 0.0f));
-    return half_grid(float_of(u + to_odd * (2 * away - 1)));
+    return half_grid(fp16_float_of(u + to_odd * (2 * away - 1)));
 }
 
 uint16_t direct_fp16_fma(uint16_t a, uint16_t b, uint16_t c)

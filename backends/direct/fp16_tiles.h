@@ -51,25 +51,25 @@ typedef void fp16_dot_tile_fn(int mk, int nt, float *out, ptrdiff_t out_row,
 fp16_row_tile_fn direct_fp16_row_tile_avx512, direct_fp16_row_tile_emulated;
 fp16_dot_tile_fn direct_fp16_dot_tile_avx512, direct_fp16_dot_tile_emulated;
 
+/* A float's bits and back (type punning without aliasing) */
+typedef union fp16_pun {
+    float f;
+    uint32_t u;
+} fp16_pun;
+static inline uint32_t fp16_bits_of(float x) { return ((fp16_pun){.f = x}).u; }
+static inline float fp16_float_of(uint32_t u) { return ((fp16_pun){.u = u}).f; }
+
 /* What a half stands for (direct_fp16_value), inline for the emulation's
  * loops: vcvtph2ps's value, NaN made quiet. */
 static inline float direct_fp16_value_inline(uint16_t h)
 {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu;
     const uint32_t mantissa = h & 0x3ffu;
-    union {
-        uint32_t u;
-        float f;
-    } v;
     if (exponent == 0x1f) /* infinity, or NaN */
-        v.u = sign | 0x7f800000u | mantissa << 13 | (mantissa ? 0x400000u : 0);
-    else if (exponent)
-        v.u = sign | (exponent + 112) << 23 | mantissa << 13;
-    else { /* subnormal, or zero */
-        v.f = (float)mantissa * 0x1p-24f;
-        v.u |= sign;
-    }
-    return v.f;
+        return fp16_float_of(sign | 0x7f800000u | mantissa << 13 | (mantissa ? 0x400000u : 0));
+    if (exponent)
+        return fp16_float_of(sign | (exponent + 112) << 23 | mantissa << 13);
+    return fp16_float_of(sign | fp16_bits_of((float)mantissa * 0x1p-24f)); /* subnormal, zero */
 }
 
 /* One fp16 FMA as vfmadd231ph computes it: a * b + c rounded once to fp16
