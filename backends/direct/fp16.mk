@@ -27,6 +27,15 @@ DIRECT_FP16_TEST_OBJS := $(DIRECT_FP16_OBJS) $(BUILD)/base/cpu.o $(BUILD)/harnes
 $(DIRECT_FP16_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: tests/%.c $(DIRECT_FP16_TEST_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_FP16_TEST_OBJS) -fopenmp -lm -lcmocka
+
+# The products alone on LeNet's shapes and the row tile at several chain
+# lengths, GFLOP/s (not a test: make direct-fp16-speed ARGS='--threads 2').
+.PHONY: direct-fp16-speed
+$(BUILD)/direct-fp16-speed: backends/direct/fp16_speed.c $(DIRECT_FP16_OBJS) $(BUILD)/base/cpu.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_FP16_OBJS) $(BUILD)/base/cpu.o -fopenmp -lm
+direct-fp16-speed: $(BUILD)/direct-fp16-speed
+	$(BUILD)/direct-fp16-speed $(ARGS)
 else
 SKIPPED += direct_fp16_products:_this_compiler_has_no_-mavx512fp16
 endif
