@@ -40,7 +40,8 @@ static inline double fp16_bound(int chain, double folds, double size, double n, 
 {
     assert_true(chain * U16 < 0.5); /* else no bound: a chain that long may lose everything */
     const double g16 = gamma_of(chain, U16), g32 = gamma_of(folds, U32);
-    return (g16 + g32 * (1 + g16)) * size + g32 * fabs(start) + n * UNDERFLOW16 * (1 + g32);
+    return (g16 + g32 * (1 + g16)) * size + g32 * fabs(start) +
+           n * UNDERFLOW16 * (1 + g16) * (1 + g32);
 }
 
 static inline double *doubles(size_t n)

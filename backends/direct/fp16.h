@@ -13,10 +13,11 @@
  * of the terms' sizes |a * b| (of the fp16 operands), n the products of
  * the sum and D the fp32 additions a chain's value passes through, a
  * result is within
- *     (g16(CHAIN) + g32(D) (1 + g16(CHAIN))) T + g32(D) |bias| + n 2^-25
+ *     (g16(CHAIN) + g32(D) (1 + g16(CHAIN))) T + g32(D) |bias|
+ *     + n 2^-25 (1 + g16(CHAIN)) (1 + g32(D))
  * of the exact sum, g16(m) = m 2^-11 / (1 - m 2^-11), g32(m) = m 2^-24 /
- * (1 - m 2^-24); n 2^-25 is what fp16 results below 2^-14 (subnormal,
- * spaced 2^-24) may lose. notes/direct-fp16.md argues the chain length;
+ * (1 - m 2^-24); 2^-25 is what an fp16 result below 2^-14 (subnormal,
+ * spaced 2^-24) may lose, once a product. notes/direct-fp16.md argues the chain length;
  * tests/test_direct_fp16_products.c holds every product to this bound.
  *
  * fp16's range is narrow: the caller keeps gradients in it by loss
