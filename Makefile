@@ -63,7 +63,7 @@ endef
 # Library detection first, so that the module files below may be read in
 # any order; then each part adds its sources, modules, flags and tests.
 include backends/cuda/find-libs.mk
-include $(wildcard backends/*/module.mk backends/direct/bf16.mk parallel/module.mk harness/module.mk tests/module.mk fuzz/module.mk)
+include $(wildcard backends/*/module.mk backends/direct/bf16.mk backends/direct/fp16.mk parallel/module.mk harness/module.mk tests/module.mk fuzz/module.mk)
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(REAL_TWICE:%.c=$(BUILD)/%_f64.o)
 TEST_BINS := $(TESTS:%=$(BUILD)/tests/%)
