@@ -150,7 +150,7 @@ void run_use_configuration(run_state *s, const configuration *c)
     s->engine.batch_size = c->batch_size;
 }
 
-static int run_backends(const run_config *cfg)
+static int run_backends(const run_config *cfg, run_chart_drawer *draw_charts)
 {
     configuration *configs = xcalloc(MAX_RUN_CONFIGS, sizeof *configs);
     int n = run_plan_configurations(cfg, configs);
@@ -174,7 +174,8 @@ static int run_backends(const run_config *cfg)
 
     /* from here a signal ends the run with 130, during loading too */
     install_signal_handlers();
-    run_state s = {.cfg = cfg, .root = world_rank() == 0, .engine = cfg->engine};
+    run_state s = {.cfg = cfg, .root = world_rank() == 0, .engine = cfg->engine,
+                   .draw_charts = draw_charts};
     s.label_axes = (cfg->n_precisions > 1 ? LABEL_PRECISION : 0) |
                    (cfg->n_batch_sizes > 1 ? LABEL_BATCH : 0);
     int rc = run_load_inputs(&s);
@@ -257,7 +258,7 @@ static int run_backends(const run_config *cfg)
     return rc;
 }
 
-int run_benchmark(const run_config *cfg)
+int run_benchmark(const run_config *cfg, run_chart_drawer *draw_charts)
 {
     char err[512];
     if (world_init(err, sizeof err) != 0) {
@@ -268,7 +269,7 @@ int run_benchmark(const run_config *cfg)
      * for each other in a collective forever */
     int rc = agree_on_config(cfg);
     if (rc == 0)
-        rc = run_backends(cfg);
+        rc = run_backends(cfg, draw_charts);
     world_finalize();
     return rc;
 }

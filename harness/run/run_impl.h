@@ -81,6 +81,7 @@ typedef struct run_state {
     int done_runs[MAX_RUN_CONFIGS];
     int current_config, current_repeat; /* being trained (-1: none) */
     int ending; /* the report of a run that was stuck: no peak probes */
+    run_chart_drawer *draw_charts; /* run_benchmark's; NULL: no charts */
 } run_state;
 
 row_key run_row_key(const run_state *s, const backend *b, const attempt *a);

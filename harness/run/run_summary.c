@@ -12,8 +12,7 @@
 #include "harness/run/label.h"
 #include "harness/run/peak.h"
 #include "harness/run/report.h"
-#include "harness/tools/plot.h"
-#include "harness/tools/stats.h"
+#include "harness/common/stats.h"
 #include "parallel/data_parallel.h"
 #include "parallel/model_parallel.h"
 
@@ -331,7 +330,7 @@ int run_report(run_state *s, int rc)
         if (results_close(&s->res) != 0)
             rc = 1;
         fprintf(stderr, "results in %s\n", s->res.dir);
-        if (!run_stop_signal && plot_after_run(s->res.dir) != 0)
+        if (!run_stop_signal && s->draw_charts && s->draw_charts(s->res.dir) != 0)
             rc = 1; /* a chart could not be written */
     }
     for (int i = 0; i < n_rows; i++) {

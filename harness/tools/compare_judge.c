@@ -18,7 +18,7 @@
 
 #include "base/alloc.h"
 #include "harness/tools/compare.h"
-#include "harness/tools/stats.h"
+#include "harness/common/stats.h"
 
 /* ---- judging speed ------------------------------------------------------- */
 
