@@ -60,7 +60,7 @@ refuse1 "history: flag without value" "bench history: --file needs a value" -- h
 refuse "unknown backend" "unknown backend 'gpu'" "naive" "blas" "cuda" "all" -- --backend gpu
 refuse "unknown backend in a list" "unknown backend 'nave'" "naive" -- --backend naive,nave
 refuse "empty backend list" "--backend needs at least one name" "naive" -- --backend ,
-refuse "backend twice" "listed twice" -- --backend naive,naive
+refuse "backend twice" "--backend lists naive twice" -- --backend naive,naive
 refuse1 "empty item at the end of the backend list" "--backend 'naive,' has an empty item" "naive" \
     -- "${D[@]}" --backend naive,
 refuse1 "empty item inside the backend list" "--backend 'naive,,blas' has an empty item" \
