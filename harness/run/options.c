@@ -139,14 +139,14 @@ int option_number(const char *subcommand, const char *flag, const char *s, doubl
 
 /* ---- lists ------------------------------------------------------------------ */
 
-#define ITEM_LEN 64
+#define LIST_ITEM_LEN 64
 
-/* The item of a list at *p, copied into item (cut to ITEM_LEN - 1); *p
+/* The item of a list at *p, copied into item (cut to LIST_ITEM_LEN - 1); *p
  * moves past it and its comma, to NULL after the last. Its whole length. */
 static size_t next_item(const char **p, char *item)
 {
     size_t n = strcspn(*p, ",");
-    snprintf(item, ITEM_LEN, "%.*s", (int)(n < ITEM_LEN ? n : ITEM_LEN - 1), *p);
+    snprintf(item, LIST_ITEM_LEN, "%.*s", (int)(n < LIST_ITEM_LEN ? n : LIST_ITEM_LEN - 1), *p);
     *p = (*p)[n] == ',' ? *p + n + 1 : NULL;
     return n;
 }
@@ -202,9 +202,9 @@ int option_whole_list(const char *subcommand, const char *flag, const char *list
     if (check_items(subcommand, flag, list, "value", ""))
         return 2;
     for (const char *p = list; p;) {
-        char item[ITEM_LEN];
+        char item[LIST_ITEM_LEN];
         long long v;
-        if (next_item(&p, item) >= ITEM_LEN || number_read_whole(item, &v) != 0 || v < lo ||
+        if (next_item(&p, item) >= LIST_ITEM_LEN || number_read_whole(item, &v) != 0 || v < lo ||
             v > hi) {
             fprintf(stderr, COMMAND_FORMAT ": %s expects a comma list of whole numbers in "
                     "%ld..%ld, got '%s'\n", COMMAND_ARGS(subcommand), flag, lo, hi, list);
@@ -229,8 +229,8 @@ int option_name_list(const char *subcommand, const char *flag, const char *what,
     if (check_items(subcommand, flag, list, "name", choices))
         return 2;
     for (const char *p = list; p;) {
-        char item[ITEM_LEN];
-        const int cut = next_item(&p, item) >= ITEM_LEN;
+        char item[LIST_ITEM_LEN];
+        const int cut = next_item(&p, item) >= LIST_ITEM_LEN;
         int found = -1;
         for (int k = 0; k < count && !cut; k++)
             if (!strcmp(item, names[k]))
