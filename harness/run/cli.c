@@ -504,7 +504,6 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     cfg->epochs = epochs > 0 ? epochs : w->default_epochs;
     if (cfg->n_batch_sizes == 0)
         cfg->batch_sizes[cfg->n_batch_sizes++] = w->default_batch_size;
-    cfg->engine.batch_size = cfg->batch_sizes[0];
     cfg->seed = seed >= 0 ? (uint64_t)seed : w->default_seed;
     cfg->format = (output_format)fmt;
     optimizer_config *opt = &cfg->engine.opt;
@@ -517,7 +516,6 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     opt->eps = 1e-8f;
     if (cfg->n_precisions == 0)
         cfg->precisions[cfg->n_precisions++] = PREC_FP32;
-    cfg->engine.precision = cfg->precisions[0];
     return 0;
 }
 
