@@ -1,5 +1,7 @@
-/* How a run turns the backends it was asked for into what it trains:
- * the harness's side of data parallelism. */
+/* How a run turns what it was asked for into what it trains: the whole
+ * product of backends, replicas, model-parallel splits, precisions and
+ * batch sizes, each a configuration passed to what trains and reports it
+ * (the harness's side of data and model parallelism). */
 #ifndef LB_PLAN_H
 #define LB_PLAN_H
 
