@@ -105,6 +105,41 @@ elif [ -e "$tmp/startup" ]; then
 else
     pass
 fi
+# SIGTERM while the backends are probed (here the peer's interpreter, a
+# stand-in that never answers) exits 130 with a word of it, before any
+# results directory is made: the handler is in place before planning.
+cat >"$tmp/silent-python" <<'SH'
+#!/bin/sh
+exec sleep 60
+SH
+chmod +x "$tmp/silent-python"
+LENET_BENCH_PYTHON="$tmp/silent-python" LENET_BENCH_PEER_TIMEOUT=20 \
+    "$BENCH" --backend naive,pytorch-cpu --epochs 1 --data "$tmp/data" --no-peak \
+    --out "$tmp/probing" >/dev/null 2>"$tmp/err" &
+pid=$!
+probing=""
+for ((i = 0; i < 1000; i++)); do
+    pgrep -P "$pid" sleep >/dev/null && { probing=1; break; }
+    sleep 0.01
+done
+kill -TERM "$pid" 2>/dev/null
+started=$SECONDS
+wait "$pid"; rc=$?
+pid=""
+if [ -z "$probing" ]; then
+    fail "probing: the peer's stand-in interpreter never started (exit status $rc)"
+elif [ "$rc" -ne 130 ]; then
+    fail "probing: SIGTERM gave exit status $rc, expected 130: $(cat "$tmp/err")"
+elif ! grep -q "^bench: stopped by signal 15 during start-up" "$tmp/err"; then
+    fail "probing: no word of the signal: $(cat "$tmp/err")"
+elif [ -e "$tmp/probing" ]; then
+    fail "probing: a results directory was made after SIGTERM"
+elif [ $((SECONDS - started)) -gt 15 ]; then
+    fail "probing: $((SECONDS - started)) s from SIGTERM to the end"
+else
+    pass
+fi
+
 # SIGINT to `./bench plot` ends gnuplot and leaves no .part- file behind:
 # 130, and the charts drawn before it are whole.
 if command -v gnuplot >/dev/null; then

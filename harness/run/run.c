@@ -150,19 +150,46 @@ void run_use_configuration(run_state *s, const configuration *c)
     s->engine.batch_size = c->batch_size;
 }
 
+/* A stop signal during start-up: 130, said once (under mpirun by rank 0). */
+static int stopped_at_start(void)
+{
+    if (world_rank() == 0)
+        fprintf(stderr, "bench: stopped by signal %d during start-up\n", (int)run_stop_signal);
+    return 130;
+}
+
 static int run_backends(const run_config *cfg)
 {
+    /* from here a signal ends the run with 130: during the backends'
+     * probes (modules, kernel-choice children, a peer's interpreter) and
+     * the loading too */
+    install_signal_handlers();
     configuration *configs = xcalloc(MAX_RUN_CONFIGS, sizeof *configs);
     int n = run_plan_configurations(cfg, configs);
     if (n < 0) {
         free(configs);
         return 2;
     }
+    if (run_stopping(NULL)) { /* every rank asks here, so all stop alike */
+        free(configs);
+        return stopped_at_start();
+    }
+    /* a configuration one rank cannot run is skipped on every rank */
+    int runnable[MAX_RUN_CONFIGS];
+    char *reasons[MAX_RUN_CONFIGS];
+    for (int i = 0; i < n; i++) {
+        runnable[i] = configs[i].runnable;
+        reasons[i] = configs[i].reason;
+    }
+    if (agree_on_runnable(n, runnable, reasons, sizeof configs[0].reason) != 0) {
+        free(configs);
+        return 2;
+    }
     int any = 0;
     for (int i = 0; i < n; i++)
-        any |= configs[i].runnable;
+        any |= configs[i].runnable = runnable[i];
     if (!any) {
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n && world_rank() == 0; i++) /* every rank alike: one says */
             if (cfg->n_precisions > 1)
                 fprintf(stderr, "bench: %s at %s: %s\n", configs[i].b->name,
                         precision_name(configs[i].prec), configs[i].reason);
@@ -172,14 +199,12 @@ static int run_backends(const run_config *cfg)
         return 3;
     }
 
-    /* from here a signal ends the run with 130, during loading too */
-    install_signal_handlers();
     run_state s = {.cfg = cfg, .root = world_rank() == 0, .engine = cfg->engine};
     s.label_axes = (cfg->n_precisions > 1 ? LABEL_PRECISION : 0) |
                    (cfg->n_batch_sizes > 1 ? LABEL_BATCH : 0);
     int rc = run_load_inputs(&s);
     if (!rc && run_stop_signal)
-        rc = 130;
+        rc = stopped_at_start();
     if (!rc && s.root)
         rc = run_open_destinations(&s);
     /* every rank stops when one cannot start, or read other data */
