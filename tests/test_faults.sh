@@ -486,11 +486,20 @@ if mount -t tmpfs -o size=16k tmpfs "$tmp/small" 2>/dev/null; then
     mounted="$tmp/small"
     head -c 4096 /dev/zero >"$tmp/small/filler"
     (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --epochs 60 --out "$tmp/small/run" \
-        >/dev/null 2>"$tmp/err"); rc=$?
+        >"$tmp/stdout" 2>"$tmp/err"); rc=$?
     if [ "$rc" -eq 1 ] && grep -q "cannot write $tmp/small/run/epochs.csv: No space left" "$tmp/err"; then
         pass
     else
         fail "full disk: exit status $rc (expected 1), message: $(grep -v '^naive ' "$tmp/err")"
+    fi
+    # the configuration that was training keeps its row, failed, in
+    # summary.csv and the printed table (both lost it)
+    if [ "$(csv_cell "$tmp/small/run/summary.csv" status | tr '\n' ' ')" = "failed " ] &&
+            csv_cell "$tmp/small/run/summary.csv" message | grep -q "could not be written to epochs.csv" &&
+            grep -q '^| naive .* failed |' "$tmp/stdout"; then
+        pass
+    else
+        fail "full disk: the configuration training is not in summary.csv and the table: $(cat "$tmp/small/run/summary.csv" "$tmp/stdout")"
     fi
     if [ -s "$tmp/small/run/epochs.csv" ] && csv_fields_ok "$tmp/small/run/epochs.csv" &&
             [ "$(tail -c 1 "$tmp/small/run/epochs.csv" | od -An -c | tr -d ' ')" = '\n' ]; then

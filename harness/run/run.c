@@ -255,6 +255,7 @@ static int run_backends(const run_config *cfg)
     s.n_configs = n;
     s.runs = runs;
     s.current_config = -1;
+    run_save_summary(&s); /* the skipped rows, from the start */
     watch_ranks(&s);
     int stopped[MAX_RUN_CONFIGS] = {0};
     for (int r = 0; r < cfg->repeat && rc == 0 && !run_stopping(NULL); r++)
@@ -265,13 +266,17 @@ static int run_backends(const run_config *cfg)
             run_use_configuration(&s, &configs[i]);
             s.current_config = i;
             s.current_repeat = r;
-            if (run_train_configuration(&s, configs[i].b, r + 1, a) != 0) {
-                rc = 1;
-                break;
-            }
+            /* a row that could not be written (a full disk) stops the
+             * run, yet the configuration keeps its row, failed */
+            const int io_error = run_train_configuration(&s, configs[i].b, r + 1, a) != 0;
             s.done_runs[i] = r + 1;
             s.current_config = -1;
             stopped[i] = a->status != STATUS_OK;
+            run_save_summary(&s); /* the report at the end tries again if it fails */
+            if (io_error) {
+                rc = 1;
+                break;
+            }
         }
     rc = run_report(&s, rc);
     for (int k = 0; k < n * cfg->repeat; k++)
