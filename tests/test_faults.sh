@@ -476,6 +476,25 @@ charts_whole() {
     if ls -A "$1" | grep -q '\.part-'; then echo "partial charts left in $1"; ok=1; fi
     return $ok
 }
+# Standard output that cannot be written (/dev/full): the summary, the
+# list or the comparison lost is a failure, said in one line, never exit 0.
+stdout_full() {
+    local name=$1 want=$2 rc
+    shift 2
+    (cd "$tmp/cwd" && "$@" >/dev/full 2>"$tmp/err"); rc=$?
+    if [ "$rc" -eq "$want" ] && [ "$(grep -c '^bench: cannot write to standard output' "$tmp/err")" -eq 1 ]; then
+        pass
+    else
+        fail "$name > /dev/full: exit status $rc (expected $want): $(tail -3 "$tmp/err")"
+    fi
+}
+for format in csv json md; do
+    stdout_full "--format $format" 1 "$BENCH" --backend naive "${M[@]}" --format "$format" \
+        --out "$tmp/full-$format"
+done
+stdout_full "--list" 1 "$BENCH" --list
+stdout_full "compare" 2 "$BENCH" compare "$tmp/control" "$tmp/control"
+
 # a run with its charts drawn, for the full-disk chart case
 (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --out "$tmp/plotted" >/dev/null 2>&1)
 
