@@ -98,6 +98,27 @@ else
     RUN_AS=limit_memory refused "images: 2.1 GB claimed by a 16-byte file" "$tmp/d/$TI" \
         "data is truncated"
 fi
+# A 2 MB .gz of 2,097,152 blank images (1.6 GB inflated) beside 300
+# labels: refused by the label count in the headers, before the images are
+# inflated or allocated; and with as many labels, --limit 300 holds 300
+# images, not all of them (each cost 1.6 GB first, past a 1 GiB limit).
+head -c $((784 * 1024)) /dev/zero | gzip -9 >"$tmp/member.gz"
+for ((i = 0; i < 11; i++)); do cat "$tmp/member.gz" "$tmp/member.gz" >"$tmp/members.gz"; mv "$tmp/members.gz" "$tmp/member.gz"; done
+fresh
+{ { be32 2051; be32 $((2048 * 1024)); be32 28; be32 28; } | gzip -1; cat "$tmp/member.gz"; } >"$tmp/d/$TI.gz"
+rm "$tmp/d/$TI"
+if [ -n "${SANITIZED:-}" ]; then
+    skip_check "1.6 GB claims under a memory limit: AddressSanitizer's shadow memory needs more"
+else
+    RUN_AS=limit_memory refused "images: 2 MB .gz of 1.6 GB beside 300 labels" "$tmp/d/$TL" \
+        "holds 300 labels but $tmp/d/$TI.gz holds 2097152 images"
+    { be32 2049; be32 $((2048 * 1024)); head -c $((2048 * 1024)) /dev/zero; } | gzip -1 >"$tmp/d/$TL.gz"
+    rm "$tmp/d/$TL"
+    (cd "$tmp/cwd" && limit_memory "$BENCH" --backend naive --epochs 1 --limit 300 --batch-size 100 \
+        --data "$tmp/d" --no-peak --out "$tmp/kept" >/dev/null 2>"$tmp/err"); rc=$?
+    [ "$rc" -eq 0 ] && [ "$(csv_column "$tmp/kept/summary.csv" images_per_epoch)" = 300 ] && pass ||
+        fail "--limit 300 of a 1.6 GB training set under a 1 GiB limit: exit $rc: $(tail -2 "$tmp/err")"
+fi
 fresh; labels_file "$tmp/d/$TL" 299
 refused "labels: fewer labels than images" "$tmp/d/$TL" "holds 299 labels"
 fresh; labels_file "$tmp/d/$TL" 300; put_bytes "$tmp/d/$TL" $((8 + 17)) '\12'
@@ -270,10 +291,12 @@ fi
 
 # Out of memory at start-up is no fault of the input: exit 1, one line.
 # The images file claims 720 MB of zeros (900 gzip members of 1024 blank
-# images, a few MB); the run has 512 MiB of data memory.
-fresh; rm "$tmp/d/$TI"
+# images, a few MB), with as many labels; the run has 512 MiB of data
+# memory.
+fresh; rm "$tmp/d/$TI" "$tmp/d/$TL"
 members=900
 { be32 2051; be32 $((members * 1024)); be32 28; be32 28; } | gzip -1 >"$tmp/d/$TI.gz"
+{ be32 2049; be32 $((members * 1024)); head -c $((members * 1024)) /dev/zero; } | gzip -1 >"$tmp/d/$TL.gz"
 head -c $((784 * 1024)) /dev/zero | gzip -1 >"$tmp/member.gz"
 for ((i = 0; i < members; i++)); do cat "$tmp/member.gz"; done >>"$tmp/d/$TI.gz"
 if [ -n "${SANITIZED:-}" ]; then
