@@ -2,6 +2,9 @@
 # SIGINT and SIGTERM during training: the run finishes the current row
 # marked `interrupted`, flushes, and exits 130; every epoch completed
 # before the signal is on disk with status ok, and both CSV files parse.
+# SIGTERM during start-up (loading, the backends' probes) exits 130 too;
+# `./bench plot` ends gnuplot on SIGINT and SIGHUP; a signal the run does
+# not catch (SIGHUP, SIGKILL) keeps every finished configuration's row.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
