@@ -160,10 +160,6 @@ static int stopped_at_start(void)
 
 static int run_backends(const run_config *cfg)
 {
-    /* from here a signal ends the run with 130: during the backends'
-     * probes (modules, kernel-choice children, a peer's interpreter) and
-     * the loading too */
-    install_signal_handlers();
     configuration *configs = xcalloc(MAX_RUN_CONFIGS, sizeof *configs);
     int n = run_plan_configurations(cfg, configs);
     if (n < 0) {
@@ -289,6 +285,10 @@ static int run_backends(const run_config *cfg)
 
 int run_benchmark(const run_config *cfg)
 {
+    /* from here a signal ends the run with 130: while MPI starts, the
+     * backends are probed (modules, kernel-choice children, a peer's
+     * interpreter) and the data loads too */
+    install_signal_handlers();
     char err[512];
     if (world_init(err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
