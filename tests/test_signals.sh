@@ -206,7 +206,9 @@ for sig in HUP KILL; do
     wait "$pid" 2>/dev/null; rc=$? # (no word from bash of how it ended)
     pid=""
     want=$((128 + $(kill -l $sig)))
-    if [ "$rc" -ne "$want" ]; then
+    if [ "$waited" -gt 1200 ]; then
+        fail "SIG$sig: no epoch row of the second configuration within 120 s"
+    elif [ "$rc" -ne "$want" ]; then
         fail "SIG$sig during the second configuration: exit status $rc, expected $want: $(tail -3 "$tmp/err")"
     elif [ "$(csv_cell "$out/summary.csv" status | tr '\n' ' ')" != "ok " ] ||
             [ "$(csv_column "$out/summary.csv" batch_size)" != 64 ]; then
