@@ -1,5 +1,6 @@
 /* ./bench: train LeNet with each backend and record how fast each one is.
  * `./bench SUBCOMMAND ...` runs one of the tools below instead. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,18 +25,31 @@ static const subcommand subcommands[] = {
     {NULL, NULL},
 };
 
+/* What was printed must have reached stdout (not a full disk, a closed
+ * descriptor or a pipe whose reader left with SIGPIPE ignored): else one
+ * line and `lost` as the exit status, unless rc already says a failure. */
+static int check_stdout(int rc, int lost)
+{
+    int flushed = fflush(stdout) == 0;
+    if (flushed && !ferror(stdout))
+        return rc;
+    fprintf(stderr, "bench: cannot write to standard output%s%s\n", flushed ? "" : ": ",
+            flushed ? "" : strerror(errno));
+    return rc ? rc : lost;
+}
+
 int main(int argc, char **argv)
 {
     for (const subcommand *s = subcommands; argc > 1 && s->name; s++)
         if (strcmp(argv[1], s->name) == 0) {
             alloc_set_exit_status(2); /* their 1 is a finding, not an error */
-            return s->main(argc - 1, argv + 1);
+            return check_stdout(s->main(argc - 1, argv + 1), 2);
         }
     static run_config cfg;
     int rc = cli_parse(argc, argv, &cfg);
     if (rc == 1)
-        return 0;
+        return check_stdout(0, 1);
     if (rc)
         return rc;
-    return run_benchmark(&cfg, plot_after_run);
+    return check_stdout(run_benchmark(&cfg, plot_after_run), 1);
 }

@@ -58,9 +58,9 @@ for bad in "--items nothing" "--steps 0" "--workload none" "--batch-size x" "--i
 done
 # a duplicate is named as one, not as "not an item"
 grep -q -- "--items lists load twice" "$tmp/err" || fail "count --items load,load: $(cat "$tmp/err")"
-# SIGINT and SIGTERM during the count end valgrind and remove the
+# SIGINT, SIGTERM and SIGHUP during the count end valgrind and remove the
 # temporary directory (both were left behind), exit 128 + the signal.
-for sig in INT TERM; do
+for sig in INT TERM HUP; do
     "$bench" count "${args[@]}" --out "$tmp/sig-$sig" >/dev/null 2>"$tmp/sig.log" &
     p=$! child="" tmpdir=""
     for _ in $(seq 100); do

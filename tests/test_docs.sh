@@ -43,4 +43,22 @@ else fail "a removed flag in a code block not named: $out"; fi
 refuses 'Run `./bench compare --no-such-compare-flag A B`.' 'not an option of ./bench compare'
 refuses 'Checked by `test_never_written.sh`.' 'names test_never_written.sh, which is not a test'
 
+# Bad usage (a page that is not there, a directory, an unknown option) and a
+# ./bench that cannot be run: exit 2 with one line, no traceback, no list
+# of bogus problems.
+bad_usage() {
+    local out rc
+    out=$(scripts/check-docs "$@" 2>&1); rc=$?
+    if [ "$rc" -eq 2 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && ! grep -q Traceback <<<"$out"; then
+        pass
+    else
+        fail "check-docs $*: exit $rc, expected 2 with one line: $out"
+    fi
+}
+bad_usage --bench "$BENCH" /nonexistent.md
+bad_usage --bench "$BENCH" docs
+bad_usage --bench "$BENCH" --no-such-option
+bad_usage --bench /bin/false
+bad_usage --bench /bin/true
+
 finish

@@ -98,6 +98,27 @@ else
     RUN_AS=limit_memory refused "images: 2.1 GB claimed by a 16-byte file" "$tmp/d/$TI" \
         "data is truncated"
 fi
+# A 2 MB .gz of 2,097,152 blank images (1.6 GB inflated) beside 300
+# labels: refused by the label count in the headers, before the images are
+# inflated or allocated; and with as many labels, --limit 300 holds 300
+# images, not all of them (each cost 1.6 GB first, past a 1 GiB limit).
+head -c $((784 * 1024)) /dev/zero | gzip -9 >"$tmp/member.gz"
+for ((i = 0; i < 11; i++)); do cat "$tmp/member.gz" "$tmp/member.gz" >"$tmp/members.gz"; mv "$tmp/members.gz" "$tmp/member.gz"; done
+fresh
+{ { be32 2051; be32 $((2048 * 1024)); be32 28; be32 28; } | gzip -1; cat "$tmp/member.gz"; } >"$tmp/d/$TI.gz"
+rm "$tmp/d/$TI"
+if [ -n "${SANITIZED:-}" ]; then
+    skip_check "1.6 GB claims under a memory limit: AddressSanitizer's shadow memory needs more"
+else
+    RUN_AS=limit_memory refused "images: 2 MB .gz of 1.6 GB beside 300 labels" "$tmp/d/$TL" \
+        "holds 300 labels but $tmp/d/$TI.gz holds 2097152 images"
+    { be32 2049; be32 $((2048 * 1024)); head -c $((2048 * 1024)) /dev/zero; } | gzip -1 >"$tmp/d/$TL.gz"
+    rm "$tmp/d/$TL"
+    (cd "$tmp/cwd" && limit_memory "$BENCH" --backend naive --epochs 1 --limit 300 --batch-size 100 \
+        --data "$tmp/d" --no-peak --out "$tmp/kept" >/dev/null 2>"$tmp/err"); rc=$?
+    [ "$rc" -eq 0 ] && [ "$(csv_column "$tmp/kept/summary.csv" images_per_epoch)" = 300 ] && pass ||
+        fail "--limit 300 of a 1.6 GB training set under a 1 GiB limit: exit $rc: $(tail -2 "$tmp/err")"
+fi
 fresh; labels_file "$tmp/d/$TL" 299
 refused "labels: fewer labels than images" "$tmp/d/$TL" "holds 299 labels"
 fresh; labels_file "$tmp/d/$TL" 300; put_bytes "$tmp/d/$TL" $((8 + 17)) '\12'
@@ -270,10 +291,12 @@ fi
 
 # Out of memory at start-up is no fault of the input: exit 1, one line.
 # The images file claims 720 MB of zeros (900 gzip members of 1024 blank
-# images, a few MB); the run has 512 MiB of data memory.
-fresh; rm "$tmp/d/$TI"
+# images, a few MB), with as many labels; the run has 512 MiB of data
+# memory.
+fresh; rm "$tmp/d/$TI" "$tmp/d/$TL"
 members=900
 { be32 2051; be32 $((members * 1024)); be32 28; be32 28; } | gzip -1 >"$tmp/d/$TI.gz"
+{ be32 2049; be32 $((members * 1024)); head -c $((members * 1024)) /dev/zero; } | gzip -1 >"$tmp/d/$TL.gz"
 head -c $((784 * 1024)) /dev/zero | gzip -1 >"$tmp/member.gz"
 for ((i = 0; i < members; i++)); do cat "$tmp/member.gz"; done >>"$tmp/d/$TI.gz"
 if [ -n "${SANITIZED:-}" ]; then
@@ -476,6 +499,25 @@ charts_whole() {
     if ls -A "$1" | grep -q '\.part-'; then echo "partial charts left in $1"; ok=1; fi
     return $ok
 }
+# Standard output that cannot be written (/dev/full): the summary, the
+# list or the comparison lost is a failure, said in one line, never exit 0.
+stdout_full() {
+    local name=$1 want=$2 rc
+    shift 2
+    (cd "$tmp/cwd" && "$@" >/dev/full 2>"$tmp/err"); rc=$?
+    if [ "$rc" -eq "$want" ] && [ "$(grep -c '^bench: cannot write to standard output' "$tmp/err")" -eq 1 ]; then
+        pass
+    else
+        fail "$name > /dev/full: exit status $rc (expected $want): $(tail -3 "$tmp/err")"
+    fi
+}
+for format in csv json md; do
+    stdout_full "--format $format" 1 "$BENCH" --backend naive "${M[@]}" --format "$format" \
+        --out "$tmp/full-$format"
+done
+stdout_full "--list" 1 "$BENCH" --list
+stdout_full "compare" 2 "$BENCH" compare "$tmp/control" "$tmp/control"
+
 # a run with its charts drawn, for the full-disk chart case
 (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --out "$tmp/plotted" >/dev/null 2>&1)
 
@@ -486,11 +528,20 @@ if mount -t tmpfs -o size=16k tmpfs "$tmp/small" 2>/dev/null; then
     mounted="$tmp/small"
     head -c 4096 /dev/zero >"$tmp/small/filler"
     (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --epochs 60 --out "$tmp/small/run" \
-        >/dev/null 2>"$tmp/err"); rc=$?
+        >"$tmp/stdout" 2>"$tmp/err"); rc=$?
     if [ "$rc" -eq 1 ] && grep -q "cannot write $tmp/small/run/epochs.csv: No space left" "$tmp/err"; then
         pass
     else
         fail "full disk: exit status $rc (expected 1), message: $(grep -v '^naive ' "$tmp/err")"
+    fi
+    # the configuration that was training keeps its row, failed, in
+    # summary.csv and the printed table (both lost it)
+    if [ "$(csv_cell "$tmp/small/run/summary.csv" status | tr '\n' ' ')" = "failed " ] &&
+            csv_cell "$tmp/small/run/summary.csv" message | grep -q "could not be written to epochs.csv" &&
+            grep -q '^| naive .* failed |' "$tmp/stdout"; then
+        pass
+    else
+        fail "full disk: the configuration training is not in summary.csv and the table: $(cat "$tmp/small/run/summary.csv" "$tmp/stdout")"
     fi
     if [ -s "$tmp/small/run/epochs.csv" ] && csv_fields_ok "$tmp/small/run/epochs.csv" &&
             [ "$(tail -c 1 "$tmp/small/run/epochs.csv" | od -An -c | tr -d ' ')" = '\n' ]; then

@@ -2,6 +2,9 @@
 # SIGINT and SIGTERM during training: the run finishes the current row
 # marked `interrupted`, flushes, and exits 130; every epoch completed
 # before the signal is on disk with status ok, and both CSV files parse.
+# SIGTERM during start-up (loading, the backends' probes) exits 130 too;
+# `./bench plot` ends gnuplot on SIGINT and SIGHUP; a signal the run does
+# not catch (SIGHUP, SIGKILL) keeps every finished configuration's row.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
@@ -105,41 +108,117 @@ elif [ -e "$tmp/startup" ]; then
 else
     pass
 fi
-# SIGINT to `./bench plot` ends gnuplot and leaves no .part- file behind:
-# 130, and the charts drawn before it are whole.
+# SIGTERM while the backends are probed (here the peer's interpreter, a
+# stand-in that never answers) exits 130 with a word of it, before any
+# results directory is made: the handler is in place before planning.
+cat >"$tmp/silent-python" <<'SH'
+#!/bin/sh
+exec sleep 60
+SH
+chmod +x "$tmp/silent-python"
+LENET_BENCH_PYTHON="$tmp/silent-python" LENET_BENCH_PEER_TIMEOUT=20 \
+    "$BENCH" --backend naive,pytorch-cpu --epochs 1 --data "$tmp/data" --no-peak \
+    --out "$tmp/probing" >/dev/null 2>"$tmp/err" &
+pid=$!
+probing=""
+for ((i = 0; i < 1000; i++)); do
+    pgrep -P "$pid" sleep >/dev/null && { probing=1; break; }
+    sleep 0.01
+done
+kill -TERM "$pid" 2>/dev/null
+started=$SECONDS
+wait "$pid"; rc=$?
+pid=""
+if [ -z "$probing" ]; then
+    fail "probing: the peer's stand-in interpreter never started (exit status $rc)"
+elif [ "$rc" -ne 130 ]; then
+    fail "probing: SIGTERM gave exit status $rc, expected 130: $(cat "$tmp/err")"
+elif ! grep -q "^bench: stopped by signal 15 during start-up" "$tmp/err"; then
+    fail "probing: no word of the signal: $(cat "$tmp/err")"
+elif [ -e "$tmp/probing" ]; then
+    fail "probing: a results directory was made after SIGTERM"
+elif [ $((SECONDS - started)) -gt 15 ]; then
+    fail "probing: $((SECONDS - started)) s from SIGTERM to the end"
+else
+    pass
+fi
+
+# SIGINT or SIGHUP to `./bench plot` ends gnuplot and leaves no .part-
+# file behind: 128 + the signal, and the charts drawn before it are whole.
 if command -v gnuplot >/dev/null; then
     "$BENCH" --backend naive --epochs 2 --limit 512 --data "$tmp/data" --no-peak \
         --out "$tmp/plotted" >/dev/null 2>&1
-    caught=""
-    for _ in $(seq 5); do
-        "$BENCH" plot "$tmp/plotted" >/dev/null 2>"$tmp/plot.err" &
-        pid=$!
-        gp=""
-        for _ in $(seq 200); do
-            gp=$(pgrep -P $pid gnuplot | head -1)
-            [ -n "$gp" ] && break
-            sleep 0.01
+    for sig in INT HUP; do
+        caught=""
+        for _ in $(seq 5); do
+            "$BENCH" plot "$tmp/plotted" >/dev/null 2>"$tmp/plot.err" &
+            pid=$!
+            gp=""
+            for _ in $(seq 200); do
+                gp=$(pgrep -P $pid gnuplot | head -1)
+                [ -n "$gp" ] && break
+                sleep 0.01
+            done
+            [ -n "$gp" ] || { wait $pid; continue; } # drawn before we looked: again
+            kill -$sig $pid
+            wait $pid 2>/dev/null; rc=$?
+            pid=""
+            caught=1
+            break
         done
-        [ -n "$gp" ] || { wait $pid; continue; } # drawn before we looked: again
-        kill -INT $pid
-        wait $pid; rc=$?
-        pid=""
-        caught=1
-        break
+        want=$((128 + $(kill -l $sig)))
+        if [ -z "$caught" ]; then
+            skip_check "plot: never caught gnuplot running for SIG$sig"
+        elif [ "$rc" -ne "$want" ]; then
+            fail "plot: SIG$sig gave exit status $rc, expected $want: $(cat "$tmp/plot.err")"
+        elif sleep 0.2; kill -0 "$gp" 2>/dev/null; then
+            kill -KILL "$gp"
+            fail "plot: SIG$sig left gnuplot running"
+        elif ls -a "$tmp/plotted" | grep -q '\.part-'; then
+            fail "plot: SIG$sig left $(ls -a "$tmp/plotted" | grep '\.part-')"
+            rm -f "$tmp/plotted"/*.part-*
+        else
+            pass
+        fi
     done
-    if [ -z "$caught" ]; then
-        skip_check "plot: never caught gnuplot running"
-    elif [ "$rc" -ne 130 ]; then
-        fail "plot: SIGINT gave exit status $rc, expected 130: $(cat "$tmp/plot.err")"
-    elif sleep 0.2; kill -0 "$gp" 2>/dev/null; then
-        kill -KILL "$gp"
-        fail "plot: SIGINT left gnuplot running"
-    elif ls -a "$tmp/plotted" | grep -q '\.part-'; then
-        fail "plot: SIGINT left $(ls -a "$tmp/plotted" | grep '\.part-')"
-    else
-        pass
-    fi
 else
     skip_check "gnuplot is not installed"
 fi
+
+# A signal the run does not catch (SIGHUP, a crash, the OOM killer's
+# SIGKILL) while the second configuration trains: summary.csv, rewritten
+# as each configuration ends, keeps the first one's row, whole, and no
+# temporary file of it is left. It was written only at the end.
+for sig in HUP KILL; do
+    out="$tmp/killed-$sig"
+    "$BENCH" --backend naive --batch-size 64,128 --epochs 20 --limit 512 --data "$tmp/data" \
+        --no-peak --out "$out" >/dev/null 2>"$tmp/err" &
+    pid=$!
+    waited=0
+    # the second configuration's first epoch row
+    until [ "$(csv_column "$out/epochs.csv" batch_size 2>/dev/null | grep -c '^128$')" -ge 1 ]; do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+        waited=$((waited + 1))
+        [ "$waited" -gt 1200 ] && break
+    done
+    kill -"$sig" "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null; rc=$? # (no word from bash of how it ended)
+    pid=""
+    want=$((128 + $(kill -l $sig)))
+    if [ "$waited" -gt 1200 ]; then
+        fail "SIG$sig: no epoch row of the second configuration within 120 s"
+    elif [ "$rc" -ne "$want" ]; then
+        fail "SIG$sig during the second configuration: exit status $rc, expected $want: $(tail -3 "$tmp/err")"
+    elif [ "$(csv_cell "$out/summary.csv" status | tr '\n' ' ')" != "ok " ] ||
+            [ "$(csv_column "$out/summary.csv" batch_size)" != 64 ]; then
+        fail "SIG$sig during the second configuration: summary.csv lacks the first one's row: $(cat "$out/summary.csv")"
+    elif ! csv_fields_ok "$out/summary.csv"; then
+        fail "SIG$sig during the second configuration: summary.csv does not parse"
+    elif ls -a "$out" | grep -q '\.part-'; then
+        fail "SIG$sig during the second configuration: left $(ls -a "$out" | grep '\.part-')"
+    else
+        pass
+    fi
+done
 finish

@@ -311,27 +311,58 @@ static int source_read(source *s, uint8_t *dst, size_t n, size_t *got, char *err
 #endif
 }
 
-/* Reads, validates and returns the data part of an image (want_ndims 3) or
- * label (want_ndims 1) file. */
-static int load_file(const char *path, int want_ndims, int rows, int cols, int classes,
-                     uint8_t **data, int *count, char *err, size_t err_len)
+/* The most a gzip stream can decompress to per byte: deflate codes a run
+ * of 258 bytes in no fewer than 2 bits, about 1032 to 1. */
+#define GZIP_MAX_RATIO 1032
+
+/* Opens path and reads and checks its header (want_ndims 3: images, 1:
+ * labels); s is left at the first byte of data. Then what the header
+ * claims against what the file can hold, before anything is allocated for
+ * it: a plain file's size, a gzip file's size times deflate's largest
+ * ratio. */
+static int open_checked(source *s, const char *path, int want_ndims, int rows, int cols,
+                        idx_header *h, char *err, size_t err_len)
 {
-    *data = NULL;
-    *count = 0;
-    source s;
-    if (source_open(&s, path, err, err_len))
+    if (source_open(s, path, err, err_len))
         return -1;
     uint8_t hdr[16];
-    size_t hlen = 4 + 4 * (size_t)want_ndims, got;
-    idx_header h;
-    if (source_read(&s, hdr, hlen, &got, err, err_len) ||
-        check_header(hdr, got, path, want_ndims, rows, cols, &h, err, err_len)) {
-        source_close(&s);
-        return -1;
+    size_t got;
+    struct stat st;
+    if (source_read(s, hdr, 4 + 4 * (size_t)want_ndims, &got, err, err_len) ||
+        check_header(hdr, got, path, want_ndims, rows, cols, h, err, err_len))
+        goto bad;
+    if (fstat(fileno(s->f), &st) != 0 || st.st_size < 0)
+        return 0; /* no size to hold it to: the reading finds out */
+    size_t size = (size_t)st.st_size;
+    if (!s->gz && size < h->header_len + h->data_len) {
+        errmsg_set(err, err_len, path,
+                   "data is truncated: the header describes %zu bytes of data, the file has %zu",
+                   h->data_len, size > h->header_len ? size - h->header_len : 0);
+        goto bad;
     }
-    /* The buffer grows as data arrives (from 1 MiB, doubling), so a short
-     * file whose header claims gigabytes is refused without allocating them. */
-    size_t cap = h.data_len < ((size_t)1 << 20) ? h.data_len : (size_t)1 << 20, have = 0;
+    if (s->gz && size < (h->header_len + h->data_len) / GZIP_MAX_RATIO) {
+        errmsg_set(err, err_len, path,
+                   "data is truncated: the header describes %zu bytes of data, more than a "
+                   "gzip file of %zu bytes can hold (%d times that at most)", h->data_len, size,
+                   GZIP_MAX_RATIO);
+        goto bad;
+    }
+    return 0;
+bad:
+    source_close(s);
+    return -1;
+}
+
+/* Reads the data of s (header h) to its end, keeping the first `keep`
+ * records (0: all) in *data: the rest is read and checked for length, not
+ * held. The buffer grows as data arrives (from 1 MiB, doubling). Closes s. */
+static int read_data(source *s, const idx_header *h, int keep, uint8_t **data, char *err,
+                     size_t err_len)
+{
+    const char *path = s->path;
+    const size_t record = h->data_len / (size_t)h->count;
+    const size_t kept = keep > 0 && keep < h->count ? record * (size_t)keep : h->data_len;
+    size_t cap = kept < ((size_t)1 << 20) ? kept : (size_t)1 << 20, have = 0, got;
     uint8_t *buf = NULL;
     int oom = 0;
     for (;;) {
@@ -342,52 +373,78 @@ static int load_file(const char *path, int want_ndims, int rows, int cols, int c
             goto bad;
         }
         buf = grown;
-        if (source_read(&s, buf + have, cap - have, &got, err, err_len))
+        if (source_read(s, buf + have, cap - have, &got, err, err_len))
             goto bad;
         have += got;
-        if (have < cap || cap == h.data_len)
+        if (have < cap || cap == kept)
             break;
-        cap = cap > h.data_len / 2 ? h.data_len : cap * 2;
+        cap = cap > kept / 2 ? kept : cap * 2;
+    }
+    /* what is not kept: read through in pieces */
+    uint8_t skip[1 << 16];
+    while (have >= kept && have < h->data_len) {
+        size_t want = h->data_len - have < sizeof skip ? h->data_len - have : sizeof skip;
+        if (source_read(s, skip, want, &got, err, err_len))
+            goto bad;
+        have += got;
+        if (got < want)
+            break;
+    }
+    if (have < h->data_len) {
+        errmsg_set(err, err_len, path,
+             "data is truncated: the header describes %zu bytes of data, the %s has %zu",
+             h->data_len, s->gz ? "decompressed file" : "file", have);
+        goto bad;
     }
     uint8_t extra;
     size_t more = 0;
-    if (have < h.data_len) {
-        errmsg_set(err, err_len, path,
-             "data is truncated: the header describes %zu bytes of data, the %s has %zu",
-             h.data_len, s.gz ? "decompressed file" : "file", have);
-        goto bad;
-    }
-    if (source_read(&s, &extra, 1, &more, err, err_len))
+    if (source_read(s, &extra, 1, &more, err, err_len))
         goto bad;
     if (more) {
-        if (s.gz) {
+        if (s->gz) {
             errmsg_set(err, err_len, path, "trailing bytes: decompresses to more than the %zu "
-                 "bytes of data the header describes", h.data_len);
+                 "bytes of data the header describes", h->data_len);
         } else {
             struct stat st;
-            long long n = fstat(fileno(s.f), &st) == 0
-                              ? (long long)st.st_size - (long long)(hlen + h.data_len)
+            long long n = fstat(fileno(s->f), &st) == 0
+                              ? (long long)st.st_size - (long long)(h->header_len + h->data_len)
                               : 1;
             errmsg_set(err, err_len, path,
                  "%lld trailing bytes after the %zu bytes of data the header describes", n,
-                 h.data_len);
+                 h->data_len);
         }
         goto bad;
     }
-    source_close(&s);
-    if (want_ndims == 1 && check_labels(buf, h.count, path, classes, err, err_len)) {
-        free(buf);
-        return -1;
-    }
+    source_close(s);
     *data = buf;
-    *count = h.count;
     return 0;
 bad:
     free(buf);
-    source_close(&s);
+    source_close(s);
     if (oom)
         errno = ENOMEM; /* not the file's fault: the caller says so */
     return -1;
+}
+
+/* Reads, validates and returns the data part of an image (want_ndims 3) or
+ * label (want_ndims 1) file. */
+static int load_file(const char *path, int want_ndims, int rows, int cols, int classes,
+                     uint8_t **data, int *count, char *err, size_t err_len)
+{
+    *data = NULL;
+    *count = 0;
+    source s;
+    idx_header h;
+    if (open_checked(&s, path, want_ndims, rows, cols, &h, err, err_len) ||
+        read_data(&s, &h, 0, data, err, err_len))
+        return -1;
+    if (want_ndims == 1 && check_labels(*data, h.count, path, classes, err, err_len)) {
+        free(*data);
+        *data = NULL;
+        return -1;
+    }
+    *count = h.count;
+    return 0;
 }
 
 int idx_load_images(const char *path, int rows, int cols, uint8_t **pixels, int *count,
@@ -468,8 +525,11 @@ void dataset_free(dataset *d)
     memset(d, 0, sizeof *d);
 }
 
-int idx_load_split(const char *dir, const char *split, int classes, int rows, int cols,
-                   dataset *out, char *err, size_t err_len)
+/* The split's images, keeping the first `keep` (0: all), and its labels.
+ * Both headers are read first: a label count that is not the image count
+ * is refused before either file's data is read or allocated. */
+static int load_split(const char *dir, const char *split, int classes, int rows, int cols,
+                      int keep, dataset *out, char *err, size_t err_len)
 {
     memset(out, 0, sizeof *out);
     if (classes < 1 || classes > 256 || rows < 1 || cols < 1) {
@@ -494,22 +554,34 @@ int idx_load_split(const char *dir, const char *split, int classes, int rows, in
     if (idx_find(dir, split, "images", ipath, sizeof ipath, NULL, 0, err, err_len) ||
         idx_find(dir, split, "labels", lpath, sizeof lpath, NULL, 0, err, err_len))
         return -1;
-    uint8_t *images = NULL, *labels = NULL;
-    int n_images = 0, n_labels = 0;
-    if (idx_load_images(ipath, rows, cols, &images, &n_images, err, err_len))
+    source is, ls;
+    idx_header ih, lh;
+    if (open_checked(&is, ipath, 3, rows, cols, &ih, err, err_len))
         return -1;
-    if (idx_load_labels(lpath, classes, &labels, &n_labels, err, err_len)) {
-        free(images);
+    if (open_checked(&ls, lpath, 1, 0, 0, &lh, err, err_len)) {
+        source_close(&is);
         return -1;
     }
-    if (n_images != n_labels) {
-        errmsg_set(err, err_len, lpath, "holds %d labels but %s holds %d images", n_labels, ipath,
-             n_images);
+    if (ih.count != lh.count) {
+        errmsg_set(err, err_len, lpath, "holds %d labels but %s holds %d images", lh.count, ipath,
+             ih.count);
+        source_close(&is);
+        source_close(&ls);
+        return -1;
+    }
+    uint8_t *images = NULL, *labels = NULL;
+    if (read_data(&is, &ih, keep, &images, err, err_len)) {
+        source_close(&ls);
+        return -1;
+    }
+    /* every label is checked, the few bytes of those not kept too */
+    if (read_data(&ls, &lh, 0, &labels, err, err_len) ||
+        check_labels(labels, lh.count, lpath, classes, err, err_len)) {
         free(images);
         free(labels);
         return -1;
     }
-    out->count = n_images;
+    out->count = keep > 0 && keep < ih.count ? keep : ih.count;
     out->rows = rows;
     out->cols = cols;
     out->images = images;
@@ -517,15 +589,27 @@ int idx_load_split(const char *dir, const char *split, int classes, int rows, in
     return 0;
 }
 
-int idx_load(const char *dir, int classes, int rows, int cols, dataset *train,
-             dataset *test, char *err, size_t err_len)
+int idx_load_split(const char *dir, const char *split, int classes, int rows, int cols,
+                   dataset *out, char *err, size_t err_len)
+{
+    return load_split(dir, split, classes, rows, cols, 0, out, err, err_len);
+}
+
+int idx_load_kept(const char *dir, int classes, int rows, int cols, int train_keep,
+                  int test_keep, dataset *train, dataset *test, char *err, size_t err_len)
 {
     memset(test, 0, sizeof *test);
-    if (idx_load_split(dir, "train", classes, rows, cols, train, err, err_len))
+    if (load_split(dir, "train", classes, rows, cols, train_keep, train, err, err_len))
         return -1;
-    if (idx_load_split(dir, "t10k", classes, rows, cols, test, err, err_len)) {
+    if (load_split(dir, "t10k", classes, rows, cols, test_keep, test, err, err_len)) {
         dataset_free(train);
         return -1;
     }
     return 0;
+}
+
+int idx_load(const char *dir, int classes, int rows, int cols, dataset *train,
+             dataset *test, char *err, size_t err_len)
+{
+    return idx_load_kept(dir, classes, rows, cols, 0, 0, train, test, err, err_len);
 }

@@ -7,6 +7,9 @@
  * image size against the workload's input, data length exactly as the
  * header describes (no truncation, no trailing bytes), a size limit of
  * IDX_MAX_BYTES, labels below the class count, and as many labels as images.
+ * What a header claims is held to what the file can hold (its size, or
+ * deflate's largest ratio for gzip) and the label count to the image count
+ * before the data is allocated.
  *
  * Conventions: functions returning int give 0 on success and non-zero on
  * failure, with one line in err naming the file and the problem, e.g.
@@ -56,6 +59,12 @@ void idx_describe_files(const char *dir, char *used, size_t used_len, char *unre
  * are left empty. */
 int idx_load(const char *dir, int classes, int rows, int cols, dataset *train,
              dataset *test, char *err, size_t err_len);
+/* idx_load holding only the first train_keep training and test_keep test
+ * images (0: all; --limit and --test-limit): every file is still read and
+ * checked whole, but no more is allocated than is kept. A split's count is
+ * then the smaller of what is kept and what the file holds. */
+int idx_load_kept(const char *dir, int classes, int rows, int cols, int train_keep,
+                  int test_keep, dataset *train, dataset *test, char *err, size_t err_len);
 
 /* Frees what idx_load / idx_load_split allocated and zeroes *d. Safe on a
  * zeroed dataset. */

@@ -200,6 +200,49 @@ int agree_on_inputs(int rc, const dataset *train, const dataset *test, const flo
     return common;
 }
 
+int agree_on_runnable(int n, int *runnable, char *const *reason, size_t reason_len)
+{
+    const int size = world_size();
+    if (size <= 1 || n <= 0)
+        return 0;
+    /* per configuration: the runnable flag, then the reason */
+    const size_t entry = sizeof(int32_t) + reason_len, per_rank = entry * (size_t)n;
+    unsigned char *mine = xcalloc(1, per_rank), *all = xcalloc((size_t)size, per_rank);
+    for (int i = 0; i < n; i++) {
+        int32_t ok = runnable[i] != 0;
+        memcpy(mine + entry * i, &ok, sizeof ok);
+        snprintf((char *)mine + entry * i + sizeof ok, reason_len, "%s", reason[i]);
+    }
+    int rc = 0;
+    if (world_allgather_bytes(mine, per_rank, all) != 0) {
+        fprintf(stderr, "bench: rank %d: cannot compare what the ranks can run\n", world_rank());
+        rc = 2;
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        int refused_by = -1, any_can = 0;
+        for (int r = 0; r < size; r++) {
+            int32_t ok;
+            memcpy(&ok, all + per_rank * r + entry * i, sizeof ok);
+            any_can |= ok != 0;
+            if (!ok && refused_by < 0)
+                refused_by = r;
+        }
+        if (refused_by < 0)
+            continue;
+        const char *why = (const char *)all + per_rank * refused_by + entry * i + sizeof(int32_t);
+        char said[1024];
+        if (any_can)
+            snprintf(said, sizeof said, "rank %d: %.*s", refused_by, (int)reason_len, why);
+        else
+            snprintf(said, sizeof said, "%.*s", (int)reason_len, why);
+        runnable[i] = 0;
+        snprintf(reason[i], reason_len, "%s", said);
+    }
+    free(mine);
+    free(all);
+    return rc;
+}
+
 int agree_on_stop(int signal, int *chunk)
 {
     const int size = world_size();

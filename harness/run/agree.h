@@ -26,6 +26,15 @@ int agree_on_config(const run_config *cfg);
 int agree_on_inputs(int rc, const dataset *train, const dataset *test, const float *params,
                     size_t n_params);
 
+/* Which of the n configurations every rank can run: runnable[i] (1 or 0)
+ * and reason[i] (reason_len bytes: why not) are this rank's answers on
+ * entry. On return a configuration one rank cannot run is not runnable on
+ * any rank, its reason that rank's, prefixed "rank R: " when another rank
+ * could run it (a rank that cannot run a configuration the others train
+ * would leave them waiting in its collectives). 0, or 2 when the ranks
+ * cannot compare (said on stderr). A plain process: 0, nothing changed. */
+int agree_on_runnable(int n, int *runnable, char *const *reason, size_t reason_len);
+
 /* Whether the run stops, asked at the same points on every rank (a
  * collective under mpirun): returns the first of the ranks' stop signals
  * (signal: this rank's, 0 for none), 0 when none has one. chunk (NULL: not

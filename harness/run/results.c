@@ -168,6 +168,13 @@ static int open_files(results *r, const run_config *cfg, char *err, size_t err_l
         snprintf(err, err_len, "cannot write the CSV headers in %s: %s", r->dir, strerror(errno));
         return -1;
     }
+    /* summary.csv is rewritten whole from here (results_write_summary) */
+    FILE *summary = r->summary;
+    r->summary = NULL;
+    if (fclose(summary) != 0) {
+        snprintf(err, err_len, "cannot write %s/summary.csv: %s", r->dir, strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -178,11 +185,49 @@ int results_epoch(results *r, const epoch_row *row)
     return finish_row(r->epochs, r->dir, "epochs.csv", start);
 }
 
-int results_summary(results *r, const summary_row *row)
+/* The header and rows into f; 0, or the errno of a failed write. */
+static int put_summary(FILE *f, const summary_row *rows, int n, const sysinfo *sys)
 {
-    long start = ftell(r->summary);
-    columns_csv_row(r->summary, summary_columns, row, &r->sys);
-    return finish_row(r->summary, r->dir, "summary.csv", start);
+    columns_csv_header(f, summary_columns);
+    for (int i = 0; i < n; i++)
+        columns_csv_row(f, summary_columns, &rows[i], sys);
+    return fflush(f) != 0 || ferror(f) ? (errno ? errno : EIO) : 0;
+}
+
+/* No room for a second copy of the file beside it. */
+static int out_of_room(int e) { return e == ENOSPC || e == EDQUOT || e == EFBIG; }
+
+int results_write_summary(results *r, const summary_row *rows, int n)
+{
+    char path[PATH_LEN + 64], part[PATH_LEN + 96];
+    snprintf(path, sizeof path, "%s/summary.csv", r->dir);
+    snprintf(part, sizeof part, "%s/summary.csv.part-%ld", r->dir, (long)getpid());
+    errno = 0;
+    FILE *f = fopen(part, "w");
+    int e = f ? put_summary(f, rows, n, &r->sys) : errno;
+    if (f && fclose(f) != 0 && !e)
+        e = errno;
+    if (!e && rename(part, path) == 0)
+        return 0;
+    if (!e)
+        e = errno;
+    if (f)
+        unlink(part);
+    /* A full disk: rewritten in place, where its earlier rows already hold
+     * their room; a crash while it is written could cut it short, where
+     * refusing would lose the row that did not fit for certain. */
+    if (out_of_room(e) && (f = fopen(path, "r+")) != NULL) {
+        e = put_summary(f, rows, n, &r->sys);
+        if (!e && ftruncate(fileno(f), ftell(f)) != 0)
+            e = errno;
+        if (fclose(f) != 0 && !e)
+            e = errno;
+        if (!e)
+            return 0;
+    }
+    fprintf(stderr, "bench: cannot write %s: %s\n", path, strerror(e));
+    errno = e;
+    return -1;
 }
 
 int results_close(results *r)

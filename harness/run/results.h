@@ -1,6 +1,6 @@
 /* The run directory: epochs.csv, summary.csv and system.json. Rows are
- * written and flushed as they happen, so an interrupted run keeps every
- * row it finished. */
+ * written and flushed as they happen (summary.csv whole again as each
+ * configuration ends), so an interrupted run keeps every row it finished. */
 #ifndef LB_RESULTS_H
 #define LB_RESULTS_H
 
@@ -97,7 +97,11 @@ typedef struct results {
  * and system.json. 0, or -1 with a one-line message. */
 int results_open(results *r, const run_config *cfg, char *err, size_t err_len);
 int results_epoch(results *r, const epoch_row *row);
-int results_summary(results *r, const summary_row *row);
+/* summary.csv rewritten with these n rows: in a file beside it renamed
+ * over it, so that it holds the rows of the last call whole whatever ends
+ * the process (in place when the disk has no room for the copy). 0, or -1
+ * with the message printed. */
+int results_write_summary(results *r, const summary_row *rows, int n);
 /* A row of zeros whose every number column (summary_columns' COL_REAL) is
  * NOT_MEASURED. */
 void summary_row_init(summary_row *row);

@@ -144,6 +144,14 @@ static void install_signal_handlers(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* A stop signal during start-up: 130, said once (under mpirun by rank 0). */
+static int stopped_at_start(void)
+{
+    if (world_rank() == 0)
+        fprintf(stderr, "bench: stopped by signal %d during start-up\n", (int)run_stop_signal);
+    return 130;
+}
+
 static int run_backends(const run_config *cfg, run_chart_drawer *draw_charts)
 {
     configuration *configs = xcalloc(MAX_RUN_CONFIGS, sizeof *configs);
@@ -155,11 +163,26 @@ static int run_backends(const run_config *cfg, run_chart_drawer *draw_charts)
         free(configs);
         return 2;
     }
+    if (run_stopping(NULL)) { /* every rank asks here, so all stop alike */
+        free(configs);
+        return stopped_at_start();
+    }
+    /* a configuration one rank cannot run is skipped on every rank */
+    int runnable[MAX_RUN_CONFIGS];
+    char *reasons[MAX_RUN_CONFIGS];
+    for (int i = 0; i < n; i++) {
+        runnable[i] = configs[i].runnable;
+        reasons[i] = configs[i].reason;
+    }
+    if (agree_on_runnable(n, runnable, reasons, sizeof configs[0].reason) != 0) {
+        free(configs);
+        return 2;
+    }
     int any = 0;
     for (int i = 0; i < n; i++)
-        any |= configs[i].runnable;
+        any |= configs[i].runnable = runnable[i];
     if (!any) {
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n && world_rank() == 0; i++) /* every rank alike: one says */
             if (cfg->n_precisions > 1)
                 fprintf(stderr, "bench: %s at %s: %s\n", configs[i].b->name,
                         precision_name(configs[i].prec), configs[i].reason);
@@ -169,14 +192,12 @@ static int run_backends(const run_config *cfg, run_chart_drawer *draw_charts)
         return 3;
     }
 
-    /* from here a signal ends the run with 130, during loading too */
-    install_signal_handlers();
     run_state s = {.cfg = cfg, .root = world_rank() == 0, .draw_charts = draw_charts};
     s.label_axes = (cfg->n_precisions > 1 ? LABEL_PRECISION : 0) |
                    (cfg->n_batch_sizes > 1 ? LABEL_BATCH : 0);
     int rc = run_load_inputs(&s);
     if (!rc && run_stop_signal)
-        rc = 130;
+        rc = stopped_at_start();
     if (!rc && s.root)
         rc = run_open_destinations(&s);
     /* every rank stops when one cannot start, or read other data */
@@ -225,6 +246,7 @@ static int run_backends(const run_config *cfg, run_chart_drawer *draw_charts)
     s.n_configs = n;
     s.runs = runs;
     s.current_config = -1;
+    run_save_summary(&s); /* the skipped rows, from the start */
     watch_ranks(&s);
     int stopped[MAX_RUN_CONFIGS] = {0};
     for (int r = 0; r < cfg->repeat && rc == 0 && !run_stopping(NULL); r++)
@@ -234,13 +256,17 @@ static int run_backends(const run_config *cfg, run_chart_drawer *draw_charts)
             attempt *a = &runs[i * cfg->repeat + r];
             s.current_config = i;
             s.current_repeat = r;
-            if (run_train_configuration(&s, &configs[i], r + 1, a) != 0) {
-                rc = 1;
-                break;
-            }
+            /* a row that could not be written (a full disk) stops the
+             * run, yet the configuration keeps its row, failed */
+            const int io_error = run_train_configuration(&s, &configs[i], r + 1, a) != 0;
             s.done_runs[i] = r + 1;
             s.current_config = -1;
             stopped[i] = a->status != STATUS_OK;
+            run_save_summary(&s); /* the report at the end tries again if it fails */
+            if (io_error) {
+                rc = 1;
+                break;
+            }
         }
     rc = run_report(&s, rc);
     for (int k = 0; k < n * cfg->repeat; k++)
@@ -253,6 +279,10 @@ static int run_backends(const run_config *cfg, run_chart_drawer *draw_charts)
 
 int run_benchmark(const run_config *cfg, run_chart_drawer *draw_charts)
 {
+    /* from here a signal ends the run with 130: while MPI starts, the
+     * backends are probed (modules, kernel-choice children, a peer's
+     * interpreter) and the data loads too */
+    install_signal_handlers();
     char err[512];
     if (world_init(err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);

@@ -70,6 +70,7 @@ typedef struct run_state {
     int current_config, current_repeat; /* being trained (-1: none) */
     int ending; /* the report of a run that was stuck: no peak probes */
     run_chart_drawer *draw_charts; /* run_benchmark's; NULL: no charts */
+    int interim; /* summary.csv as a configuration ends: no peak probes */
 } run_state;
 
 /* The key of configuration c's rows, a its attempt (where it ran). */
@@ -114,5 +115,10 @@ void run_wait_end(void);
  * matrix, then system.json, the printed summary and the charts. Returns
  * the run's exit status, rc being what it was before. */
 int run_report(run_state *s, int rc);
+/* summary.csv rewritten with the rows of the configurations that have
+ * ended so far (skipped ones too), their peaks not yet measured, so that a
+ * process that dies loses at most the row it was training. Rank 0 alone;
+ * 0, or -1 with the message printed (the report at the end tries again). */
+int run_save_summary(run_state *s);
 
 #endif

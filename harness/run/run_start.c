@@ -20,8 +20,9 @@ int run_load_inputs(run_state *s)
     const run_config *cfg = s->cfg;
     const workload *w = &cfg->work;
     char err[1024];
-    if (idx_load(cfg->data_dir, w->classes, w->input.h, w->input.w, &s->train, &s->test, err,
-                 sizeof err) != 0) {
+    /* only what --limit and --test-limit train and score is held */
+    if (idx_load_kept(cfg->data_dir, w->classes, w->input.h, w->input.w, cfg->limit,
+                      cfg->test_limit, &s->train, &s->test, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
         return errno == ENOMEM ? 1 : 2; /* out of memory is no fault of the input */
     }

@@ -174,6 +174,8 @@ static void fill_summary(run_state *s, const configuration *c, const attempt *ru
             pk = (peak_measure){.source = "not measured (--no-peak)"};
         else if (s->ending) /* no time left for a probe */
             pk = (peak_measure){.source = "not measured (the run was ended)"};
+        else if (s->interim) /* the row as its configuration ended: no probe between them */
+            pk = (peak_measure){.source = "not measured (the run did not reach its end)"};
         else if (pk.gflops <= 0 && row->key.devices == 0 && !fp32_peak_bounds(c->prec))
             pk = (peak_measure){.source = "not measured (the CPU probe times fp32 multiply-adds; "
                                           "bf16 and fp16 dot products do twice as many)"};
@@ -247,17 +249,16 @@ static double scaling_efficiency(const run_state *s, const configuration *c,
     return one > 0 ? row->images_per_second / (replicas * one) : 0;
 }
 
-int run_report(run_state *s, int rc)
+/* The row of every configuration so far (skipped, or trained as
+ * s->done_runs says) into rows, with the index of its configuration in
+ * of_config; their details and messages are copies of their own (the
+ * attempts that held them are reused by the next backend). Returns the
+ * count. */
+static int summary_rows(run_state *s, summary_row *rows, int *of_config, double *samples)
 {
     const run_config *cfg = s->cfg;
-    char err[1024];
-    /* a row's details and message are its own copies (freed at the end):
-     * the attempts that held them are reused by the next backend */
-    summary_row *rows = xcalloc(MAX_RUN_CONFIGS, sizeof *rows);
-    int n_rows = 0, failed = 0, trained = 0, finished = 0;
-    char first_failure[768] = ""; /* said again last, after the charts' lines */
-    double *samples = xcalloc((size_t)cfg->epochs * cfg->repeat, sizeof(double));
-    settle_cpu_peaks(s, samples);
+    int n_rows = 0;
+    s->n_baselines = 0;
     for (int i = 0; i < s->n_configs; i++) {
         const configuration *c = &s->configs[i];
         const backend *b = c->b;
@@ -268,19 +269,17 @@ int run_report(run_state *s, int rc)
             row->key = run_row_key(s, c, &none);
             row->status = STATUS_SKIPPED;
             row->message = xstrdup(s->configs[i].reason);
-            n_rows++;
-            if (s->root && results_summary(&s->res, row) != 0)
-                rc = 1;
+            of_config[n_rows++] = i;
             continue;
         }
         const int done = s->done_runs[i];
         if (done == 0)
-            continue; /* not reached, or a results file could not be written: no row */
+            continue; /* not reached: no row */
         const attempt *backend_runs = &s->runs[i * cfg->repeat];
         fill_summary(s, c, backend_runs, done, row, samples);
         row->details = xstrdup(row->details);
         row->message = xstrdup(row->message);
-        n_rows++;
+        of_config[n_rows++] = i;
         if (row->status == STATUS_OK && row->key.replicas == 1 && row->key.ranks == 1 &&
             s->n_baselines < MAX_RUN_CONFIGS)
             s->baselines[s->n_baselines++] = (baseline){
@@ -293,6 +292,52 @@ int run_report(run_state *s, int rc)
         if (!strcmp(b->name, "naive") && row->status == STATUS_OK && row->key.replicas == 1 &&
             row->key.ranks == 1)
             row->speedup_vs_naive = 1;
+    }
+    return n_rows;
+}
+
+static void free_summary_rows(summary_row *rows, int n_rows)
+{
+    for (int i = 0; i < n_rows; i++) {
+        free((char *)rows[i].details);
+        free((char *)rows[i].message);
+    }
+}
+
+int run_save_summary(run_state *s)
+{
+    if (!s->root)
+        return 0;
+    summary_row *rows = xcalloc(MAX_RUN_CONFIGS, sizeof *rows);
+    int *of_config = xcalloc(MAX_RUN_CONFIGS, sizeof *of_config);
+    double *samples = xcalloc((size_t)s->cfg->epochs * s->cfg->repeat, sizeof(double));
+    s->interim = 1; /* no peak probe between configurations */
+    int n_rows = summary_rows(s, rows, of_config, samples);
+    s->interim = 0;
+    int rc = results_write_summary(&s->res, rows, n_rows);
+    free_summary_rows(rows, n_rows);
+    free(samples);
+    free(of_config);
+    free(rows);
+    return rc;
+}
+
+int run_report(run_state *s, int rc)
+{
+    const run_config *cfg = s->cfg;
+    char err[1024];
+    summary_row *rows = xcalloc(MAX_RUN_CONFIGS, sizeof *rows);
+    int *of_config = xcalloc(MAX_RUN_CONFIGS, sizeof *of_config);
+    int failed = 0, trained = 0, finished = 0;
+    char first_failure[768] = ""; /* said again last, after the charts' lines */
+    double *samples = xcalloc((size_t)cfg->epochs * cfg->repeat, sizeof(double));
+    settle_cpu_peaks(s, samples);
+    const int n_rows = summary_rows(s, rows, of_config, samples);
+    for (int k = 0; k < n_rows; k++) {
+        const int i = of_config[k];
+        const summary_row *row = &rows[k];
+        if (!s->configs[i].runnable)
+            continue;
         if (row->status == STATUS_FAILED)
             failed = 1;
         trained++;
@@ -301,19 +346,19 @@ int run_report(run_state *s, int rc)
             continue; /* rank 0 reports */
         char label[128];
         config_label(&row->key, label, sizeof label);
-        if (row->status == STATUS_OK &&
-            write_confusion(&s->res, label, &backend_runs[done - 1].final_eval) != 0) {
+        const attempt *last = &s->runs[i * cfg->repeat + s->done_runs[i] - 1];
+        if (row->status == STATUS_OK && write_confusion(&s->res, label, &last->final_eval) != 0) {
             fprintf(stderr, "bench: cannot write %s/confusion-%s.csv: %s\n", s->res.dir, label,
                     strerror(errno));
             rc = 1;
         }
-        if (results_summary(&s->res, row) != 0)
-            rc = 1;
         if (row->status != STATUS_OK)
             fprintf(stderr, "%-10s %s: %s\n", label, status_name(row->status), row->message);
         if (row->status == STATUS_FAILED && !first_failure[0])
             snprintf(first_failure, sizeof first_failure, "%s failed: %s", label, row->message);
     }
+    if (s->root && results_write_summary(&s->res, rows, n_rows) != 0)
+        rc = 1;
 
     if (s->step_losses && fclose(s->step_losses) != 0) {
         fprintf(stderr, "bench: cannot finish writing --step-losses %s\n", cfg->step_losses);
@@ -335,13 +380,11 @@ int run_report(run_state *s, int rc)
         if (!run_stop_signal && s->draw_charts && s->draw_charts(s->res.dir) != 0)
             rc = 1; /* a chart could not be written */
     }
-    for (int i = 0; i < n_rows; i++) {
-        free((char *)rows[i].details);
-        free((char *)rows[i].message);
-    }
+    free_summary_rows(rows, n_rows);
     if (s->save_failed)
         rc = 1;
     free(samples);
+    free(of_config);
     free(rows);
     if (run_stop_signal)
         return 130;

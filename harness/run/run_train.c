@@ -347,6 +347,10 @@ int run_train_configuration(run_state *s, const configuration *c, int r, attempt
         };
         if (s->root && results_epoch(&s->res, &row) != 0) {
             io_error = 1;
+            a->status = STATUS_FAILED;
+            snprintf(a->message, sizeof a->message,
+                     "the row of epoch %d could not be written to epochs.csv (%d of %d epochs "
+                     "finished)", ep + 1, a->epochs_done, cfg->epochs);
             break;
         }
         if (s->root)

@@ -22,8 +22,11 @@ void children_catch_signals(void)
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0; /* no SA_RESTART: a blocked wait or read returns EINTR */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    /* every signal whose default ends the process without a core dump
+     * (and SIGQUIT's): ending the bench must end its child too */
+    static const int ending[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
+    for (size_t i = 0; i < sizeof ending / sizeof *ending; i++)
+        sigaction(ending[i], &sa, NULL);
 }
 
 int children_signal(void) { return caught; }

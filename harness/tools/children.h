@@ -1,4 +1,4 @@
-/* SIGINT and SIGTERM for the subcommands that wait on a child process
+/* SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM for the subcommands that wait on a child process
  * (plot runs gnuplot, count runs valgrind): the signal is noted, the child
  * is ended and reaped, the command removes its temporaries and exits with
  * 128 + the signal, as the main run does. Without this the child went on
