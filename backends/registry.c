@@ -91,9 +91,12 @@ static int ensure_loaded(const backend *b, char *why, size_t why_len)
                      t->name, m->b.name);
             t = NULL;
         }
-        if (t) { /* the registered entry becomes the module's descriptor */
+        if (t) { /* the registered entry becomes the module's descriptor, with
+                  * the registration's summary: the one place it is written */
+            const char *summary = m->b.summary;
             m->table = t;
             m->b = *t;
+            m->b.summary = summary;
         }
     }
     int rc = m->table ? 0 : -1;

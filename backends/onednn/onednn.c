@@ -340,18 +340,10 @@ static const engine_ops onednn_ops = {HOST_ENGINE_OPS, .destroy = destroy,
 /* No model-parallel stages: this engine does not offer them. */
 const backend onednn_backend = {
     .name = "onednn",
-    .summary = "oneDNN primitives for every layer, layouts of the library's choosing, fp32 "
-               "or bf16",
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
     .probe = host_probe, .probe_precision = probe_precision, .create = create,
     .library_info = library_info, .ops = &onednn_ops, .dp = &host_data_parallel,
 };
 
-LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)
-{
-    if (abi != LB_MODULE_ABI)
-        return NULL;
-    return strcmp(table, "backend") == 0 ? &onednn_backend : NULL;
-}
-
+LB_MODULE_TABLES({"backend", &onednn_backend})
