@@ -15,14 +15,14 @@
 #include "backends/blas/bf16.h"
 #include "backends/blas/sgemm_peak.h"
 
-static void run_blas(const char *workload_name, int threads, blas_split split, int steps,
+static void run_blas(const char *workload_name, int threads, chwn_split split, int steps,
                      float *losses, float **params, size_t *count)
 {
     workload w;
     assert_int_equal(workload_get(workload_name, &w), 0);
     engine_config c = config(OPT_NESTEROV, threads);
     engine *e = start(bb, &w, &c);
-    blas_engine_set_split(e, split);
+    chwn_set_split(e, split);
     int threads_used = 0, devices = -1, replicas = 0;
     bb->ops->placement(e, &threads_used, &devices, &replicas);
     assert_int_equal(threads_used, threads);
@@ -48,8 +48,8 @@ static void threads_agree_bitwise(void **state)
         /* as many steps as test_equivalence.c holds 2 threads to naive */
         float l1[50], l2[50], *p1, *p2;
         size_t n1, n2;
-        run_blas(names[k], 1, BLAS_SPLIT_OWN, 50, l1, &p1, &n1);
-        run_blas(names[k], 2, BLAS_SPLIT_OWN, 50, l2, &p2, &n2);
+        run_blas(names[k], 1, CHWN_SPLIT_OWN, 50, l1, &p1, &n1);
+        run_blas(names[k], 2, CHWN_SPLIT_OWN, 50, l2, &p2, &n2);
         assert_int_equal(n1, n2);
         assert_memory_equal(l1, l2, sizeof l1);
         assert_memory_equal(p1, p2, sizeof(float) * n1);
@@ -65,8 +65,8 @@ static void library_split_agrees(void **state)
     (void)state;
     float lo[10], ll[10], *po, *pl;
     size_t n, m;
-    run_blas("lenet", 2, BLAS_SPLIT_OWN, 10, lo, &po, &n);
-    run_blas("lenet", 2, BLAS_SPLIT_LIBRARY, 10, ll, &pl, &m);
+    run_blas("lenet", 2, CHWN_SPLIT_OWN, 10, lo, &po, &n);
+    run_blas("lenet", 2, CHWN_SPLIT_LIBRARY, 10, ll, &pl, &m);
     for (int s = 0; s < 10; s++)
         assert_true(rel_diff(lo[s], ll[s], 1e-6) < 1e-4);
     assert_true(max_rel_diff(po, pl, n, 1e-2) < 1e-4);

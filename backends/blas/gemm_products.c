@@ -312,9 +312,9 @@ static void dense_backward(const chwn_products *set, real *d_weight, real *d_bia
 
 #define GEMM_PRODUCTS                                                                          \
     .group_images = 16, .enter = blas_team_enter, .conv_scratch_floats = conv_scratch_floats,  \
-    .conv_forward = conv_forward, .conv_backward_params = conv_backward_params,                \
-    .conv_backward_data = conv_backward_data, .dense_scratch_floats = dense_scratch_floats,    \
-    .dense_forward = dense_forward, .dense_backward = dense_backward
+    .forward_conv = conv_forward, .backward_conv_params = conv_backward_params,                \
+    .backward_conv_data = conv_backward_data, .dense_scratch_floats = dense_scratch_floats,    \
+    .forward_dense = dense_forward, .backward_dense = dense_backward
 
 #ifdef LB_REAL_DOUBLE
 static void dgemm(int trans_a, int trans_b, int M, int N, int K, double alpha, const double *A,

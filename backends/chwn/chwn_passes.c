@@ -62,7 +62,7 @@ static void group_forward_layer(chwn_engine *e, int i, int B, int b0, int n, con
     const layer *l = &e->h.w.layers[i];
     switch (l->kind) {
     case LAYER_CONV:
-        e->products->conv_forward(e->products, out, in, e->weight_bias[i], scratch, n, l->in.c,
+        e->products->forward_conv(e->products, out, in, e->weight_bias[i], scratch, n, l->in.c,
                                   l->in.h, l->in.w, l->units, l->kernel, l->stride, threads);
         break;
     case LAYER_MAXPOOL:
@@ -98,11 +98,11 @@ static void group_backward_layer(chwn_engine *e, int i, int B, int g, int b0, in
     case LAYER_CONV: {
         real *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
         const chwn_products *set = e->products;
-        set->conv_backward_params(set, part, d, group_block(e->act[i], l->in, b0), d_col, n,
+        set->backward_conv_params(set, part, d, group_block(e->act[i], l->in, b0), d_col, n,
                                   l->in.c, l->in.h, l->in.w, l->units, l->kernel, l->stride,
                                   threads);
         if (d_in)
-            set->conv_backward_data(set, d_in, d, e->weight_bias[i], d_col, n, l->in.c, l->in.h,
+            set->backward_conv_data(set, d_in, d, e->weight_bias[i], d_col, n, l->in.c, l->in.h,
                                     l->in.w, l->units, l->kernel, l->stride, threads);
         break;
     }
@@ -262,7 +262,7 @@ void chwn_dense_forward_layer(chwn_engine *e, int i, int B)
     const layer *l = &e->h.w.layers[i];
     const real *in = dense_input(e, i);
     if (l->kind == LAYER_DENSE)
-        e->products->dense_forward(e->products, e->act[i + 1], in,
+        e->products->forward_dense(e->products, e->act[i + 1], in,
                                    e->h.TYPED(params) + l->weight_offset,
                                    e->h.TYPED(params) + l->bias_offset, e->dense_scratch, B,
                                    shape3_size(l->in), l->units, &e->team);
@@ -284,7 +284,7 @@ void chwn_dense_backward_layer(chwn_engine *e, int i, int B)
                  : after % 2           ? e->d_a
                                        : e->d_b;
     if (l->kind == LAYER_DENSE)
-        e->products->dense_backward(e->products, e->h.TYPED(grads) + l->weight_offset,
+        e->products->backward_dense(e->products, e->h.TYPED(grads) + l->weight_offset,
                                     e->h.TYPED(grads) + l->bias_offset, d_in, d,
                                     dense_input(e, i), e->h.TYPED(params) + l->weight_offset,
                                     e->dense_scratch, B, shape3_size(l->in), l->units,

@@ -93,16 +93,16 @@ struct R(chwn_products) {
      * (once a pass, before any group reads them). */
     size_t (*conv_packed_floats)(int C, int K, int kernel);
     void (*conv_pack_weights)(real *weight_bias, int C, int K, int kernel);
-    void (*conv_forward)(const chwn_products *set, real *out, const real *in,
+    void (*forward_conv)(const chwn_products *set, real *out, const real *in,
                          const real *weight_bias, real *scratch, int B, int C, int H, int W,
                          int K, int kernel, int stride, int threads);
     /* d_weight_bias[K][R + 1]: the weight and bias gradients of these B
      * images. */
-    void (*conv_backward_params)(const chwn_products *set, real *d_weight_bias,
+    void (*backward_conv_params)(const chwn_products *set, real *d_weight_bias,
                                  const real *d_out, const real *in, real *scratch, int B, int C,
                                  int H, int W, int K, int kernel, int stride, int threads);
     /* d_in[C][H][W][B] from d_out[K][OH][OW][B]. */
-    void (*conv_backward_data)(const chwn_products *set, real *d_in, const real *d_out,
+    void (*backward_conv_data)(const chwn_products *set, real *d_in, const real *d_out,
                                const real *weight_bias, real *scratch, int B, int C, int H,
                                int W, int K, int kernel, int stride, int threads);
 
@@ -111,10 +111,10 @@ struct R(chwn_products) {
      * d_weight = d_out x in^T, d_bias = row sums of d_out, and d_in =
      * weight^T x d_out unless d_in is NULL. */
     size_t (*dense_scratch_floats)(int B, int n_in, int n_out);
-    void (*dense_forward)(const chwn_products *set, real *out, const real *in,
+    void (*forward_dense)(const chwn_products *set, real *out, const real *in,
                           const real *weight, const real *bias, real *scratch, int B, int n_in,
                           int n_out, const chwn_team *team);
-    void (*dense_backward)(const chwn_products *set, real *d_weight, real *d_bias, real *d_in,
+    void (*backward_dense)(const chwn_products *set, real *d_weight, real *d_bias, real *d_in,
                            const real *d_out, const real *in, const real *weight,
                            real *scratch, int B, int n_in, int n_out, const chwn_team *team);
 };
