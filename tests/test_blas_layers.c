@@ -63,10 +63,12 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     for (size_t i = 0; i < n_out; i++) /* whatever was there must go */
         out_c[i] = 12345.0f;
     products->forward_conv(products, out_c, in_c, wb, dcol, B, C, H, W, K, kernel, stride, threads);
-    products->backward_conv_params(products, dwb, dout_c, in_c, dcol, B, C, H, W, K, kernel, stride, threads);
+    products->backward_conv_params(products, dwb, dout_c, in_c, dcol, B, C, H, W, K, kernel,
+                                   stride, threads);
     for (size_t i = 0; i < n_in; i++) /* whatever was there must go */
         din_c[i] = 12345.0f;
-    products->backward_conv_data(products, din_c, dout_c, wb, dcol, B, C, H, W, K, kernel, stride, threads);
+    products->backward_conv_data(products, din_c, dout_c, wb, dcol, B, C, H, W, K, kernel, stride,
+                                 threads);
     for (int k = 0; k < K; k++) {
         memcpy(dw_c + (size_t)k * R, dwb + (size_t)k * (R + 1), sizeof(float) * R);
         db_c[k] = dwb[(size_t)k * (R + 1) + R];
@@ -192,8 +194,8 @@ static void check_dense(int B, int I, int O, int threads)
             for (size_t i = 0; i < count[k]; i++)
                 every[k][i] = 12345.0f;
         products->forward_dense(products, out_c[run], in_c, w, bias, dense_scratch, B, I, O, &team);
-        products->backward_dense(products, dw_c[run], db_c[run], din_c[run], dout_c, in_c, w, dense_scratch, B,
-                            I, O, &team);
+        products->backward_dense(products, dw_c[run], db_c[run], din_c[run], dout_c, in_c, w,
+                                 dense_scratch, B, I, O, &team);
     }
     assert_memory_equal(out_c[0], out_c[1], sizeof(float) * n_out);
     assert_memory_equal(din_c[0], din_c[1], sizeof(float) * n_in);
@@ -201,7 +203,8 @@ static void check_dense(int B, int I, int O, int threads)
     assert_memory_equal(db_c[0], db_c[1], sizeof(float) * O);
     /* without the input gradient, the same parameter gradients */
     const chwn_team team = {threads, CHWN_SPLIT_OWN};
-    products->backward_dense(products, dw_c[1], db_c[1], NULL, dout_c, in_c, w, dense_scratch, B, I, O, &team);
+    products->backward_dense(products, dw_c[1], db_c[1], NULL, dout_c, in_c, w, dense_scratch,
+                             B, I, O, &team);
     assert_memory_equal(dw_c[0], dw_c[1], sizeof(float) * n_w);
     assert_memory_equal(db_c[0], db_c[1], sizeof(float) * O);
     float *got_out = floats(n_out), *got_din = floats(n_in);

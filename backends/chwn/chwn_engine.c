@@ -189,7 +189,8 @@ engine *R(chwn_create)(const backend *b, const chwn_products *set, const workloa
             !set->conv_scratch_for_input_gradient_only || i > 0 || cfg->stage_slots;
         size_t scratch = (size_t)shape3_size(l->out);
         if (full_scratch) {
-            const size_t grouped = conv_scratch_per_image(set, l, group_images < B ? group_images : B);
+            const size_t grouped =
+                conv_scratch_per_image(set, l, group_images < B ? group_images : B);
             const size_t whole = conv_scratch_per_image(set, l, B);
             scratch = grouped > whole ? grouped : whole;
         }
