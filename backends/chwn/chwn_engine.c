@@ -285,12 +285,7 @@ static int compute_gradients(engine *handle, const int32_t *indices, int batch, 
         chwn_dense_backward_layer(e, i, batch);
     chwn_conv_stage_backward(e, batch, 0, C);
     chwn_conv_stage_sum_gradients(e, batch);
-    if (chwn_pass_failed(e))
-        return -1;
-    h->last_loss = mean;
-    if (loss)
-        *loss = (float)mean;
-    return 0;
+    return chwn_pass_failed(e) ? -1 : host_keep_loss(h, mean, loss);
 }
 
 static int apply_update(engine *handle, float grad_scale)
@@ -359,10 +354,6 @@ static void time_steps(engine *handle, const int32_t *indices, int batch, int re
 }
 
 static const host_layers chwn_layers = {
-    .compute_gradients = compute_gradients,
-    .apply_update = apply_update,
-    .score = score,
-    .time_steps = time_steps,
-    .stage_forward = chwn_stage_forward,
-    .stage_backward = chwn_stage_backward,
-};
+    .compute_gradients = compute_gradients, .apply_update = apply_update, .score = score,
+    .time_steps = time_steps, .stage_forward = chwn_stage_forward,
+    .stage_backward = chwn_stage_backward};

@@ -85,16 +85,7 @@ static void dense_backward(const chwn_products *set, float *d_weight, float *d_b
 
 const chwn_products direct_bf16_products = {
     .name = "direct bf16",
-    .group_images = 32,
-    .enter = direct_team_enter,
-    .refuses_conv = direct_refuses_conv,
-    .conv_scratch_floats = conv_scratch_floats,
     .conv_packed_floats = conv_packed_floats,
     .conv_pack_weights = conv_pack_weights,
-    .forward_conv = conv_forward,
-    .backward_conv_params = conv_backward_params,
-    .backward_conv_data = conv_backward_data,
-    .dense_scratch_floats = dense_scratch_floats,
-    .forward_dense = dense_forward,
-    .backward_dense = dense_backward,
+    DIRECT_PRODUCT_ENTRIES,
 };

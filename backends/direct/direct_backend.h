@@ -19,4 +19,16 @@ extern const struct chwn_products_f32 direct_fp32_products, direct_bf16_products
 void direct_team_enter(const chwn_team *t);
 const char *direct_refuses_conv(int kernel, int stride);
 
+/* The entries of a direct set, from the static functions of its file
+ * (conv_forward, ..., dense_backward): 32 images a group, since the tiles
+ * read the input in place and want rows (OW x images) long enough for
+ * their column tiles (on a Zen 1 core 32 ran 5% faster per step than 16
+ * and 3% faster than 64, batch 128, 1 and 2 threads). */
+#define DIRECT_PRODUCT_ENTRIES                                                                 \
+    .group_images = 32, .enter = direct_team_enter, .refuses_conv = direct_refuses_conv,       \
+    .conv_scratch_floats = conv_scratch_floats, .forward_conv = conv_forward,                  \
+    .backward_conv_params = conv_backward_params, .backward_conv_data = conv_backward_data,    \
+    .dense_scratch_floats = dense_scratch_floats, .forward_dense = dense_forward,              \
+    .backward_dense = dense_backward
+
 #endif

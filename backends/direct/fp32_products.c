@@ -82,15 +82,6 @@ static void dense_backward(const chwn_products *set, float *d_weight, float *d_b
 
 const chwn_products direct_fp32_products = {
     .name = "direct fp32",
-    .group_images = 32,
     .conv_scratch_for_input_gradient_only = 1,
-    .enter = direct_team_enter,
-    .refuses_conv = direct_refuses_conv,
-    .conv_scratch_floats = conv_scratch_floats,
-    .forward_conv = conv_forward,
-    .backward_conv_params = conv_backward_params,
-    .backward_conv_data = conv_backward_data,
-    .dense_scratch_floats = dense_scratch_floats,
-    .forward_dense = dense_forward,
-    .backward_dense = dense_backward,
+    DIRECT_PRODUCT_ENTRIES,
 };

@@ -161,10 +161,7 @@ static int compute_gradients(engine *handle, const int32_t *indices, int batch, 
     real *d = e->d_a;
     for (int i = L - 1; i >= 0; i--)
         d = backward_step(e, i, batch, d);
-    h->last_loss = sum / batch;
-    if (loss)
-        *loss = (float)h->last_loss;
-    return 0;
+    return host_keep_loss(h, sum / batch, loss);
 }
 
 static int apply_update(engine *handle, float grad_scale)
@@ -270,10 +267,5 @@ static int stage_backward(engine *handle, int slot, int batch, const float *d_ou
 }
 
 const host_layers R(naive_layers) = {
-    .compute_gradients = compute_gradients,
-    .apply_update = apply_update,
-    .score = score,
-    .time_steps = time_steps,
-    .stage_forward = stage_forward,
-    .stage_backward = stage_backward,
-};
+    .compute_gradients = compute_gradients, .apply_update = apply_update, .score = score,
+    .time_steps = time_steps, .stage_forward = stage_forward, .stage_backward = stage_backward};

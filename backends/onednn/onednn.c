@@ -230,12 +230,7 @@ static int compute_gradients(engine *handle, const int32_t *indices, int batch, 
         load_images(e, &e->train, &h->train, indices, 0, batch))
         return -1;
     double mean;
-    if (step(e, batch, &mean, NULL))
-        return -1;
-    h->last_loss = mean;
-    if (loss)
-        *loss = (float)mean;
-    return 0;
+    return step(e, batch, &mean, NULL) ? -1 : host_keep_loss(h, mean, loss);
 }
 
 static int apply_update(engine *handle, float grad_scale)
