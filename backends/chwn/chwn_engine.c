@@ -249,7 +249,8 @@ engine *R(chwn_create)(const backend *b, const chwn_products *set, const workloa
 int chwn_pass_failed(chwn_engine *e)
 {
     if (e->products->take_failure && e->products->take_failure())
-        return host_fail(&e->h, "out of memory for the %s copies of a product's operands",
+        return host_fail(&e->h, "out of memory for the rounded copies of a product's operands "
+                                "(%s)",
                          e->products->name);
     return 0;
 }

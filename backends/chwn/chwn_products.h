@@ -35,6 +35,12 @@
  * master weights: they round and pack their operands themselves, in
  * scratch or in the packed copy of the weights (conv_packed_floats).
  *
+ * Optional entries are NULL: refuses_conv, take_failure, and
+ * conv_packed_floats with conv_pack_weights (both or neither). The
+ * products are named forward_conv, backward_conv_params, ...: the naive
+ * layers' header renames conv_forward and its kin by macro, and a test
+ * includes both.
+ *
  * Written over `real`: a float program sees chwn_products (the type
  * chwn_products_f32), the double engine's build chwn_products_f64, whose
  * one set is dgemm's. */
