@@ -37,5 +37,5 @@ int main(int argc, char **argv)
         return 0;
     if (rc)
         return rc;
-    return run_benchmark(&cfg);
+    return run_benchmark(&cfg, plot_after_run);
 }

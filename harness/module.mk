@@ -3,7 +3,7 @@
 # plot, stats) and the file formats (formats/: IDX, parameter files, CSV).
 # LIB_SRCS picks up their sources (less main.c); this adds their tests.
 TESTS += test_idx test_paramfile
-TESTS += test_compare test_mann_whitney
+TESTS += test_compare test_mann_whitney test_options
 TEST_SCRIPTS += tests/test_compare.sh tests/test_mpi_config.sh
 TESTS += test_report test_report_runs test_peak
 TEST_SCRIPTS += tests/test_plot.sh

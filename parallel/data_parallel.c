@@ -7,26 +7,28 @@
  * steps the harness hands each of them. */
 #include "parallel/data_parallel_impl.h"
 
-static const char *error(engine *e) { return e ? e->err : "data-parallel: no engine"; }
+static const char *error(engine *e) { return e ? dp_of(e)->err : "data-parallel: no engine"; }
 
 /* The entries ------------------------------------------------------------ */
 
-static int set_params(engine *e, const float *params)
+static int set_params(engine *handle, const float *params)
 {
+    dp_engine *e = dp_of(handle);
     e->params_in = params;
     e->steps_done = e->since_average = 0;
     return dp_run_all(e, JOB_SET_PARAMS);
 }
 
-static int bind_dataset(engine *e, const dataset *train, const dataset *test)
+static int bind_dataset(engine *handle, const dataset *train, const dataset *test)
 {
+    dp_engine *e = dp_of(handle);
     e->train = train;
     e->test = test;
     return dp_run_all(e, JOB_BIND);
 }
 
 /* Synchronous: one step of `batch` images on every replica. */
-static int sync_step(engine *e, const int32_t *indices, int batch, float *loss)
+static int sync_step(dp_engine *e, const int32_t *indices, int batch, float *loss)
 {
     e->indices = indices;
     e->batch = batch;
@@ -49,7 +51,7 @@ static int sync_step(engine *e, const int32_t *indices, int batch, float *loss)
     return 0;
 }
 
-static int average_now(engine *e)
+static int average_now(dp_engine *e)
 {
     if (dp_run_all(e, JOB_AVERAGE) != 0)
         return dp_end_job_if_ranks(e);
@@ -62,7 +64,8 @@ static int average_now(engine *e)
  * a round in parallel; a round cut by the end of the call finishes in the
  * next call. Which replica trains which batch, and when parameters are
  * averaged, depend only on the global step count. */
-static int averaging_steps(engine *e, const int32_t *indices, int batch, int steps, float *losses)
+static int averaging_steps(dp_engine *e, const int32_t *indices, int batch, int steps,
+                           float *losses)
 {
     const long R = e->total, window = (long)e->opt.averaging_frequency * R;
     long t = e->steps_done;
@@ -103,8 +106,9 @@ static int averaging_steps(engine *e, const int32_t *indices, int batch, int ste
     return 0;
 }
 
-static int train_steps(engine *e, const int32_t *indices, int batch, int steps, float *losses)
+static int train_steps(engine *handle, const int32_t *indices, int batch, int steps, float *losses)
 {
+    dp_engine *e = dp_of(handle);
     if (batch < 1 || batch > e->cfg.batch_size)
         return dp_fail(e, "data-parallel: batch of %d images, engine was created for 1..%d", batch,
                        e->cfg.batch_size);
@@ -123,7 +127,7 @@ static int train_steps(engine *e, const int32_t *indices, int batch, int steps, 
 /* Rank 0's scores reach every rank, so every rank takes the same decisions
  * (a NaN test loss, a reached target) and none runs ahead into collectives
  * the others will not make. Counts up to 2^24 travel exactly as floats. */
-static int share_evaluation(engine *e, int rc, eval_counts *out)
+static int share_evaluation(dp_engine *e, int rc, eval_counts *out)
 {
     const int k = e->w.classes * e->w.classes;
     float buf[3 + WORKLOAD_MAX_CLASSES * WORKLOAD_MAX_CLASSES];
@@ -150,8 +154,9 @@ static int share_evaluation(engine *e, int rc, eval_counts *out)
     return 0;
 }
 
-static int evaluate(engine *e, int limit, eval_counts *out)
+static int evaluate(engine *handle, int limit, eval_counts *out)
 {
+    dp_engine *e = dp_of(handle);
     /* every rank averages at the same point; rank 0 alone scores */
     if (e->opt.averaging_frequency > 0 && e->since_average > 0 && average_now(e) != 0)
         return -1;
@@ -166,8 +171,9 @@ static int evaluate(engine *e, int limit, eval_counts *out)
     return e->proc ? share_evaluation(e, rc, out) : rc;
 }
 
-static int get_params(engine *e, float *params)
+static int get_params(engine *handle, float *params)
 {
+    dp_engine *e = dp_of(handle);
     if (e->opt.averaging_frequency > 0 && e->since_average > 0) {
         if (e->ranks > 1)
             return dp_fail(e, "data-parallel: parameters were not averaged since the last step "
@@ -179,8 +185,9 @@ static int get_params(engine *e, float *params)
     return dp_run_all(e, JOB_GET_PARAMS);
 }
 
-static void placement(engine *e, int *threads, int *devices, int *replicas)
+static void placement(engine *handle, int *threads, int *devices, int *replicas)
 {
+    dp_engine *e = dp_of(handle);
     int t, d, r;
     backend_placement(e->inner, e->rep[0].e, &t, &d, &r);
     /* the whole job's hardware: threads and GPUs over every replica */
@@ -200,8 +207,9 @@ static void placement(engine *e, int *threads, int *devices, int *replicas)
     *devices = distinct * e->ranks;
 }
 
-static void describe(engine *e, char *buf, size_t len)
+static void describe(engine *handle, char *buf, size_t len)
 {
+    dp_engine *e = dp_of(handle);
     e->describe_buf[0] = '\0';
     dp_run_all(e, JOB_DESCRIBE);
     char mode[128];
@@ -216,13 +224,15 @@ static void describe(engine *e, char *buf, size_t len)
 }
 
 /* One replica's: each holds the same. */
-static void memory_use_entry(engine *e, memory_use *out)
+static void memory_use_entry(engine *handle, memory_use *out)
 {
+    dp_engine *e = dp_of(handle);
     backend_memory_use(e->inner, e->rep[0].e, out);
 }
 
-static size_t peak_memory(engine *e)
+static size_t peak_memory(engine *handle)
 {
+    dp_engine *e = dp_of(handle);
     size_t peak = 0;
     for (int l = 0; l < e->local; l++) {
         size_t p = backend_peak_memory(e->inner, e->rep[l].e);
@@ -232,16 +242,17 @@ static size_t peak_memory(engine *e)
 }
 
 /* Every GPU of the job: the peak of one, times the GPUs in use. */
-static double peak_gflops(engine *e)
+static double peak_gflops(engine *handle)
 {
+    dp_engine *e = dp_of(handle);
     if (!e->inner->ops->peak_gflops)
         return 0;
     int threads, devices, replicas;
-    placement(e, &threads, &devices, &replicas);
+    placement(handle, &threads, &devices, &replicas);
     return backend_peak_gflops(e->inner, e->rep[0].e) * (devices > 0 ? devices : 1);
 }
 
-void dp_destroy(engine *e)
+void dp_destroy(dp_engine *e)
 {
     if (!e)
         return;
@@ -259,8 +270,10 @@ void dp_destroy(engine *e)
 /* The coordinator's entries, shared by every wrapped backend and
  * multi-gpu. It offers no data-parallel entries of its own (it is the
  * data parallelism) and no stages. */
+static void destroy(engine *e) { dp_destroy(dp_of(e)); }
+
 static const engine_ops dp_ops = {
-    .destroy = dp_destroy, .error = error, .set_params = set_params, .get_params = get_params,
+    .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params,
     .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,
     .placement = placement, .describe = describe, .peak_memory = peak_memory,
     .peak_gflops = peak_gflops, .memory_use = memory_use_entry};
@@ -292,7 +305,7 @@ static engine *wrapped_create(void *ctx, const workload *w, const engine_config 
                               size_t err_len)
 {
     const wrapped_backend *d = ctx;
-    return dp_create(d->inner, options_of(d), w, cfg, err, err_len);
+    return (engine *)dp_create(d->inner, options_of(d), w, cfg, err, err_len);
 }
 
 static const backend dp_entries = {
@@ -323,7 +336,7 @@ static engine *multi_gpu_create(void *ctx, const workload *w, const engine_confi
                                 char *err, size_t err_len)
 {
     (void)ctx;
-    return dp_create(backend_find("cuda"), &multi_gpu_defaults, w, cfg, err, err_len);
+    return (engine *)dp_create(backend_find("cuda"), &multi_gpu_defaults, w, cfg, err, err_len);
 }
 
 /* Only once NCCL was loaded by this run: the system record never loads it. */

@@ -47,7 +47,9 @@ typedef struct replica {
     char err[384];
 } replica;
 
-struct engine {
+/* The coordinator's engine; the contract's handle is converted by dp_of. */
+typedef struct dp_engine dp_engine;
+struct dp_engine {
     const backend *inner;
     dp_options opt;
     workload w;
@@ -82,17 +84,19 @@ struct engine {
     char err[512];
 };
 
+static inline dp_engine *dp_of(engine *e) { return (dp_engine *)e; }
+
 /* parallel/data_parallel.c */
 /* "reason" into the engine's error text; -1 */
 #define dp_fail(e, ...) errmsg_fail((e)->err, sizeof (e)->err, __VA_ARGS__)
-void dp_destroy(engine *e);
+void dp_destroy(dp_engine *e);
 
 /* parallel/data_parallel_replicas.c */
 void dp_run_job(void *ctx, int l);
-int dp_run_all(engine *e, job_kind job);
-int dp_agree(engine *e, float *v, int n, int failed, long step);
-int dp_end_job_if_ranks(engine *e);
-engine *dp_create(const backend *inner, const dp_options *o, const workload *w,
-                         const engine_config *cfg, char *err, size_t err_len);
+int dp_run_all(dp_engine *e, job_kind job);
+int dp_agree(dp_engine *e, float *v, int n, int failed, long step);
+int dp_end_job_if_ranks(dp_engine *e);
+dp_engine *dp_create(const backend *inner, const dp_options *o, const workload *w,
+                     const engine_config *cfg, char *err, size_t err_len);
 
 #endif

@@ -13,7 +13,7 @@ static void set_rep_error(replica *r, const backend *b, const char *what)
 
 void dp_run_job(void *ctx, int l)
 {
-    engine *e = ctx;
+    dp_engine *e = ctx;
     replica *r = &e->rep[l];
     const backend *b = e->inner;
     size_t n = 0;
@@ -112,7 +112,7 @@ void dp_run_job(void *ctx, int l)
 }
 
 /* Runs `job` on every local replica; 0, or -1 with the first error. */
-int dp_run_all(engine *e, job_kind job)
+int dp_run_all(dp_engine *e, job_kind job)
 {
     e->job = job;
     worker_team_run(e->team, dp_run_job, e);
@@ -125,7 +125,7 @@ int dp_run_all(engine *e, job_kind job)
 /* Across ranks: sums v[0..n) and tells whether any rank failed (failed is
  * this rank's flag). Every rank calls it at the same points. 0 when all
  * succeeded; -1 (with a message) otherwise. */
-int dp_agree(engine *e, float *v, int n, int failed, long step)
+int dp_agree(dp_engine *e, float *v, int n, int failed, long step)
 {
     if (!e->proc)
         return failed ? -1 : 0;
@@ -150,7 +150,7 @@ int dp_agree(engine *e, float *v, int n, int failed, long step)
 /* A failure after a collective began on this rank alone cannot be agreed
  * on any more: with several ranks, end the job instead of leaving the
  * others waiting. */
-int dp_end_job_if_ranks(engine *e)
+int dp_end_job_if_ranks(dp_engine *e)
 {
     if (e->ranks > 1) {
         fprintf(stderr, "bench: rank %d: %s; ending the job\n", world_rank(), e->err);
@@ -162,7 +162,7 @@ int dp_end_job_if_ranks(engine *e)
 /* Creation --------------------------------------------------------------- */
 
 /* Picks each replica's device and the communicator kind. */
-static int plan_devices(engine *e, const engine_config *cfg)
+static int plan_devices(dp_engine *e, const engine_config *cfg)
 {
     const int on_device = e->inner->dp->buffer_space == MEM_DEVICE;
     int devices = 0;
@@ -186,7 +186,7 @@ static int plan_devices(engine *e, const engine_config *cfg)
     return 0;
 }
 
-static int make_communicators(engine *e)
+static int make_communicators(dp_engine *e)
 {
     char err[256] = "";
     const memory_space space = e->inner->dp->buffer_space;
@@ -241,12 +241,12 @@ static int make_communicators(engine *e)
     return 0;
 }
 
-engine *dp_create(const backend *inner, const dp_options *o, const workload *w,
-                         const engine_config *cfg, char *err, size_t err_len)
+dp_engine *dp_create(const backend *inner, const dp_options *o, const workload *w,
+                     const engine_config *cfg, char *err, size_t err_len)
 {
     if (!backend_supports_data_parallel(inner, err, err_len))
         return NULL;
-    engine *e;
+    dp_engine *e;
     COORDINATOR_NEW(e, "data-parallel", inner, o, w, cfg, err, err_len);
     if (!e)
         return NULL;

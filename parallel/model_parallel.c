@@ -9,19 +9,21 @@
 
 const char *mp_split_name(mp_split s) { return s == MP_SPLIT_FILTERS ? "filters" : "layers"; }
 
-static const char *error(engine *e) { return e ? e->err : "model-parallel: no engine"; }
+static const char *error(engine *e) { return e ? mp_of(e)->err : "model-parallel: no engine"; }
 
 /* The contract's entries ---------------------------------------------------- */
 
-static int set_params(engine *e, const float *params)
+static int set_params(engine *handle, const float *params)
 {
+    mp_engine *e = mp_of(handle);
     e->params_in = params;
     return mp_run_all(e, JOB_SET_PARAMS);
 }
 
 /* Across ranks each rank holds its shares: zeros elsewhere, then a sum. */
-static int get_params(engine *e, float *params)
+static int get_params(engine *handle, float *params)
 {
+    mp_engine *e = mp_of(handle);
     e->params_out = params;
     if (e->distributed)
         memset(params, 0, sizeof(float) * e->w.param_count);
@@ -32,8 +34,9 @@ static int get_params(engine *e, float *params)
     return 0;
 }
 
-static int bind_dataset(engine *e, const dataset *train, const dataset *test)
+static int bind_dataset(engine *handle, const dataset *train, const dataset *test)
 {
+    mp_engine *e = mp_of(handle);
     const shape3 in = e->w.input;
     const dataset *sets[2] = {train, test};
     for (int k = 0; k < 2; k++)
@@ -47,7 +50,7 @@ static int bind_dataset(engine *e, const dataset *train, const dataset *test)
 
 /* Checks and takes the labels of images idx[0..n) (first.. when idx is
  * NULL) of d, and cuts the batch into micro-batches. */
-static int prepare(engine *e, const dataset *d, const int32_t *idx, int first, int n)
+static int prepare(mp_engine *e, const dataset *d, const int32_t *idx, int first, int n)
 {
     if (!d)
         return mp_fail(e, "model-parallel: no data set bound");
@@ -76,7 +79,7 @@ static int prepare(engine *e, const dataset *d, const int32_t *idx, int first, i
 
 /* By layers across ranks the last stage's rank has the logits: its
  * results go to every rank. */
-static int share_from_last(engine *e, void *buf, size_t bytes)
+static int share_from_last(mp_engine *e, void *buf, size_t bytes)
 {
     if (!e->distributed || e->opt.split != MP_SPLIT_LAYERS)
         return 0;
@@ -85,7 +88,7 @@ static int share_from_last(engine *e, void *buf, size_t bytes)
     return 0;
 }
 
-static int compute_step(engine *e, const int32_t *indices, int batch, float *loss)
+static int compute_step(mp_engine *e, const int32_t *indices, int batch, float *loss)
 {
     if (prepare(e, e->train, indices, 0, batch) || mp_run_all(e, JOB_STEP) ||
         share_from_last(e, e->image_loss, sizeof(double) * (size_t)batch))
@@ -100,8 +103,9 @@ static int compute_step(engine *e, const int32_t *indices, int batch, float *los
 
 /* With --prefetch K the batches' pixels come from the input pipeline's
  * threads, K batches ahead; else the first stage's worker converts them. */
-static int train_steps(engine *e, const int32_t *indices, int batch, int steps, float *losses)
+static int train_steps(engine *handle, const int32_t *indices, int batch, int steps, float *losses)
 {
+    mp_engine *e = mp_of(handle);
     prefetch *pipe = NULL;
     char err[256];
     if (e->opt.prefetch > 0 && e->train &&
@@ -125,25 +129,29 @@ static int train_steps(engine *e, const int32_t *indices, int batch, int steps, 
 }
 
 /* For a data-parallel wrapper (hybrid): the whole gradient in host memory. */
-static int compute_gradients(engine *e, const int32_t *indices, int batch, float *loss)
+static int compute_gradients(engine *handle, const int32_t *indices, int batch, float *loss)
 {
+    mp_engine *e = mp_of(handle);
     return compute_step(e, indices, batch, loss) || mp_run_all(e, JOB_GATHER_GRADS) ? -1 : 0;
 }
 
-static int apply_update(engine *e, float grad_scale)
+static int apply_update(engine *handle, float grad_scale)
 {
+    mp_engine *e = mp_of(handle);
     e->grad_scale = grad_scale;
     return mp_run_all(e, JOB_SCATTER_UPDATE);
 }
 
-static float *buffer(engine *e, engine_buffer which, size_t *count)
+static float *buffer(engine *handle, engine_buffer which, size_t *count)
 {
+    mp_engine *e = mp_of(handle);
     *count = which == BUF_GRADS ? e->w.param_count : 0;
     return which == BUF_GRADS ? e->grads : NULL;
 }
 
-static int evaluate(engine *e, int limit, eval_counts *out)
+static int evaluate(engine *handle, int limit, eval_counts *out)
 {
+    mp_engine *e = mp_of(handle);
     const dataset *d = e->test;
     if (!d)
         return mp_fail(e, "model-parallel: no test set bound");
@@ -170,7 +178,7 @@ static int evaluate(engine *e, int limit, eval_counts *out)
     return 0;
 }
 
-int mp_worker_memory(engine *e, int i, memory_use *out)
+static int worker_memory(mp_engine *e, int i, memory_use *out)
 {
     if (i < 0 || i >= e->workers)
         return -1;
@@ -192,12 +200,13 @@ int mp_worker_memory(engine *e, int i, memory_use *out)
 }
 
 /* The largest worker's (of this rank's, across ranks). */
-static void memory_use_entry(engine *e, memory_use *out)
+static void memory_use_entry(engine *handle, memory_use *out)
 {
+    mp_engine *e = mp_of(handle);
     memset(out, 0, sizeof *out);
     for (int i = e->first_local; i < e->first_local + e->local_workers; i++) {
         memory_use m;
-        mp_worker_memory(e, i, &m);
+        worker_memory(e, i, &m);
         if (memory_use_total(&m) > memory_use_total(out))
             *out = m;
     }
@@ -215,8 +224,9 @@ static size_t peak_memory(engine *e)
     return memory_use_total(&m);
 }
 
-static void placement(engine *e, int *threads, int *devices, int *replicas)
+static void placement(engine *handle, int *threads, int *devices, int *replicas)
 {
+    mp_engine *e = mp_of(handle);
     int t, d, r;
     stage *mine[WORKLOAD_MAX_LAYERS] = {0};
     mp_worker_stages(e, e->first_local, mine);
@@ -228,8 +238,9 @@ static void placement(engine *e, int *threads, int *devices, int *replicas)
     *replicas = 1;
 }
 
-static void describe(engine *e, char *buf, size_t len)
+static void describe(engine *handle, char *buf, size_t len)
 {
+    mp_engine *e = mp_of(handle);
     e->describe_buf[0] = '\0';
     mp_run_all(e, JOB_DESCRIBE);
     char how[160] = "";
@@ -251,7 +262,7 @@ static void describe(engine *e, char *buf, size_t len)
              e->describe_buf[0] ? e->describe_buf : "-");
 }
 
-static void destroy(engine *e)
+static void mp_destroy(mp_engine *e)
 {
     if (!e)
         return;
@@ -287,7 +298,7 @@ static void destroy(engine *e)
 
 /* The segments: by layers, the cuts; within layers, a cut before every
  * layer with parameters but the first. */
-static const char *plan_segments(engine *e)
+static const char *plan_segments(mp_engine *e)
 {
     const workload *w = &e->w;
     if (e->opt.split == MP_SPLIT_LAYERS) {
@@ -319,7 +330,7 @@ static float *alloc_floats(size_t n, size_t *counter)
 }
 
 /* The stages' workloads and every buffer; NULL or why not. */
-static const char *plan_buffers(engine *e)
+static const char *plan_buffers(mp_engine *e)
 {
     const int S = e->segments, P = e->parts, M = e->opt.micro_batches, cap = e->micro_cap;
     size_t largest_share = 0;
@@ -377,8 +388,8 @@ static const char *plan_buffers(engine *e)
     return e->grads && e->labels && e->image_loss ? NULL : "out of memory";
 }
 
-static engine *mp_create(const backend *inner, const mp_options *o, const workload *w,
-                         const engine_config *cfg, char *err, size_t err_len)
+static mp_engine *mp_create(const backend *inner, const mp_options *o, const workload *w,
+                            const engine_config *cfg, char *err, size_t err_len)
 {
     const char *why = NULL;
     if (o->workers < 1 || o->workers > MP_MAX_WORKERS)
@@ -397,7 +408,7 @@ static engine *mp_create(const backend *inner, const mp_options *o, const worklo
         snprintf(err, err_len, "model-parallel: %s", why);
         return NULL;
     }
-    engine *e;
+    mp_engine *e;
     COORDINATOR_NEW(e, "model-parallel", inner, o, w, cfg, err, err_len);
     if (!e)
         return NULL;
@@ -430,7 +441,7 @@ static engine *mp_create(const backend *inner, const mp_options *o, const worklo
         why = team_err;
     if (why) {
         snprintf(err, err_len, "model-parallel: %s", why);
-        destroy(e);
+        mp_destroy(e);
         return NULL;
     }
     int rc = mp_run_all(e, JOB_CREATE);
@@ -443,7 +454,7 @@ static engine *mp_create(const backend *inner, const mp_options *o, const worklo
     }
     if (rc) {
         snprintf(err, err_len, "%s", e->err);
-        destroy(e);
+        mp_destroy(e);
         return NULL;
     }
     return e;
@@ -479,7 +490,14 @@ static engine *wrapped_create(void *ctx, const workload *w, const engine_config 
                               size_t err_len)
 {
     const wrapped_backend *m = ctx;
-    return mp_create(m->inner, options_of(m), w, cfg, err, err_len);
+    return (engine *)mp_create(m->inner, options_of(m), w, cfg, err, err_len);
+}
+
+static void destroy(engine *e) { mp_destroy(mp_of(e)); }
+
+int mp_worker_memory(engine *e, int i, memory_use *out)
+{
+    return worker_memory(mp_of(e), i, out);
 }
 
 static const engine_ops mp_ops = {

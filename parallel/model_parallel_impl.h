@@ -55,7 +55,9 @@ typedef struct worker_state {
     float *share_out, *share_dout, *part_din;
 } worker_state;
 
-struct engine {
+/* The coordinator's engine; the contract's handle is converted by mp_of. */
+typedef struct mp_engine mp_engine;
+struct mp_engine {
     const backend *inner;
     mp_options opt;
     workload w;
@@ -109,13 +111,15 @@ struct engine {
     char err[512];
 };
 
+static inline mp_engine *mp_of(engine *e) { return (mp_engine *)e; }
+
 /* parallel/model_parallel.c */
 /* "reason" into the engine's error text; -1 */
 #define mp_fail(e, ...) errmsg_fail((e)->err, sizeof (e)->err, __VA_ARGS__)
 
 /* parallel/model_schedule.c */
-size_t mp_boundary_bytes(const engine *e, int s, int m);
-int mp_worker_stages(engine *e, int i, stage **out);
-int mp_run_all(engine *e, job_kind job);
+size_t mp_boundary_bytes(const mp_engine *e, int s, int m);
+int mp_worker_stages(mp_engine *e, int i, stage **out);
+int mp_run_all(mp_engine *e, job_kind job);
 
 #endif

@@ -15,7 +15,7 @@ static void end_job(const char *reason)
 
 /* Marks the job failed with worker i's message and wakes every waiter
  * (across ranks: ends the job). */
-static void worker_fail(engine *e, int i, const stage *s, const char *what)
+static void worker_fail(mp_engine *e, int i, const stage *s, const char *what)
 {
     worker_state *w = &e->ws[i];
     if (!w->rc)
@@ -31,7 +31,7 @@ static void worker_fail(engine *e, int i, const stage *s, const char *what)
 }
 
 /* Waits until *counter reaches value; -1 when the job failed meanwhile. */
-static int wait_for(engine *e, const int *counter, int value)
+static int wait_for(mp_engine *e, const int *counter, int value)
 {
     pthread_mutex_lock(&e->lock);
     while (*counter < value && !e->failed)
@@ -41,7 +41,7 @@ static int wait_for(engine *e, const int *counter, int value)
     return failed ? -1 : 0;
 }
 
-static void post(engine *e, int *counter)
+static void post(mp_engine *e, int *counter)
 {
     pthread_mutex_lock(&e->lock);
     (*counter)++;
@@ -49,7 +49,7 @@ static void post(engine *e, int *counter)
     pthread_mutex_unlock(&e->lock);
 }
 
-static int job_failed(engine *e)
+static int job_failed(mp_engine *e)
 {
     pthread_mutex_lock(&e->lock);
     const int failed = e->failed;
@@ -61,7 +61,7 @@ static int job_failed(engine *e)
 
 /* Images [lo, hi) of micro-batch m as scaled pixels into act[0][m], unless
  * the input pipeline prepared them. */
-static void fill_pixels(engine *e, int m, int lo, int hi)
+static void fill_pixels(mp_engine *e, int m, int lo, int hi)
 {
     const dataset *d = e->data;
     if (e->prepared)
@@ -78,7 +78,7 @@ static void fill_pixels(engine *e, int m, int lo, int hi)
 }
 
 /* The input of segment s for micro-batch m. */
-static const float *segment_input(const engine *e, int s, int m)
+static const float *segment_input(const mp_engine *e, int s, int m)
 {
     if (s == 0 && e->prepared)
         return e->prepared + (size_t)e->mb_start[m] * e->size[0];
@@ -87,7 +87,7 @@ static const float *segment_input(const engine *e, int s, int m)
 
 /* Images [lo, hi) of micro-batch m: their losses, and the gradient of the
  * batch's mean loss with respect to their logits. */
-static void loss_of(engine *e, int m, int lo, int hi)
+static void loss_of(mp_engine *e, int m, int lo, int hi)
 {
     const int S = e->segments, C = e->w.classes;
     for (int j = lo; j < hi; j++) {
@@ -109,7 +109,7 @@ static void part_of(int n, int parts, int i, int *lo, int *hi)
 
 /* Moving activations between workers ------------------------------------ */
 
-size_t mp_boundary_bytes(const engine *e, int s, int m)
+size_t mp_boundary_bytes(const mp_engine *e, int s, int m)
 {
     return sizeof(float) * (size_t)e->mb_count[m] * e->size[s];
 }
@@ -124,7 +124,7 @@ static int link_failed(int i, const char *what)
 }
 
 /* By layers: stage k's output of micro-batch m on to stage k + 1. */
-static int pass_activation(engine *e, int k, int m)
+static int pass_activation(mp_engine *e, int k, int m)
 {
     if (!e->distributed) {
         post(e, &e->fwd_done[k + 1]);
@@ -136,7 +136,7 @@ static int pass_activation(engine *e, int k, int m)
 }
 
 /* By layers: stage k's input of micro-batch m, once stage k - 1 has it. */
-static int receive_activation(engine *e, int k, int m)
+static int receive_activation(mp_engine *e, int k, int m)
 {
     if (!e->distributed)
         return wait_for(e, &e->fwd_done[k], m + 1);
@@ -146,7 +146,7 @@ static int receive_activation(engine *e, int k, int m)
 }
 
 /* By layers: the gradient of stage k's input back to stage k - 1. */
-static int pass_gradient(engine *e, int k, int m)
+static int pass_gradient(mp_engine *e, int k, int m)
 {
     if (!e->distributed) {
         post(e, &e->bwd_done[k]);
@@ -158,7 +158,7 @@ static int pass_gradient(engine *e, int k, int m)
 }
 
 /* By layers: the gradient of stage k's output, once stage k + 1 has it. */
-static int receive_gradient(engine *e, int k, int m)
+static int receive_gradient(mp_engine *e, int k, int m)
 {
     if (!e->distributed)
         return wait_for(e, &e->bwd_done[k + 1], m + 1);
@@ -172,7 +172,7 @@ static int receive_gradient(engine *e, int k, int m)
  * gradients arrive. The backward passes go in the forward order, so that
  * an engine that adds image after image into its gradients (naive) sums
  * in the same order as with the whole batch at once. */
-static void layers_program(engine *e, int k, int train)
+static void layers_program(mp_engine *e, int k, int train)
 {
     stage *s = &e->st[k][0];
     const int last = e->segments - 1, M = e->micro;
@@ -220,7 +220,7 @@ static void copy_share(float *gathered, float *share, int n, size_t whole, size_
 
 /* Within layers: worker i's share of segment s's output (share_out) into
  * the gathered activation, and across ranks every other rank's too. */
-static void gather_shares(engine *e, int s, int i, int m)
+static void gather_shares(mp_engine *e, int s, int i, int m)
 {
     const int n = e->mb_count[m];
     if (!e->distributed) {
@@ -245,7 +245,7 @@ static void gather_shares(engine *e, int s, int i, int m)
 /* Within layers: the workers' partial input gradients of segment s added
  * up into grad[s][m]; in one process worker i adds its range, in worker
  * order, between two barriers. */
-static void sum_input_gradients(engine *e, int s, int i, int m)
+static void sum_input_gradients(mp_engine *e, int s, int i, int m)
 {
     const int n = e->mb_count[m];
     const size_t count = (size_t)n * e->size[s];
@@ -270,7 +270,7 @@ static void sum_input_gradients(engine *e, int s, int i, int m)
 
 /* Worker i of the split within layers. Every worker passes every barrier,
  * failed or not, so that none is left waiting. */
-static void filters_program(engine *e, int i, int train)
+static void filters_program(mp_engine *e, int i, int train)
 {
     const int S = e->segments, M = e->micro, P = e->parts;
     worker_state *w = &e->ws[i];
@@ -313,7 +313,7 @@ static void filters_program(engine *e, int i, int train)
 }
 
 /* Gradients between a stage engine and its staging floats. */
-static int stage_grads(engine *e, stage *s, int to_engine)
+static int stage_grads(mp_engine *e, stage *s, int to_engine)
 {
     size_t n = 0;
     float *g = e->inner->dp->buffer(s->e, BUF_GRADS, &n); /* mp_create checked dp */
@@ -331,7 +331,7 @@ static int stage_grads(engine *e, stage *s, int to_engine)
 /* GPU engines: worker i's device, the next one after the configured
  * device for each worker (each rank's under mpirun), so that workers
  * spread over the GPUs there are; one GPU takes them all. */
-static int worker_device(const engine *e, int i)
+static int worker_device(const mp_engine *e, int i)
 {
     if (e->inner->dp->buffer_space != MEM_DEVICE || e->gpus < 2)
         return e->cfg.device;
@@ -340,7 +340,7 @@ static int worker_device(const engine *e, int i)
 }
 
 /* The stages worker i holds: (segment, part) pairs. */
-int mp_worker_stages(engine *e, int i, stage **out)
+int mp_worker_stages(mp_engine *e, int i, stage **out)
 {
     int n = 0;
     if (e->opt.split == MP_SPLIT_LAYERS)
@@ -353,7 +353,7 @@ int mp_worker_stages(engine *e, int i, stage **out)
 
 static void run_job(void *ctx, int local)
 {
-    engine *e = ctx;
+    mp_engine *e = ctx;
     const int i = e->first_local + local;
     const backend *b = e->inner;
     stage *mine[WORKLOAD_MAX_LAYERS];
@@ -421,7 +421,7 @@ static void run_job(void *ctx, int local)
 }
 
 /* Runs `job` on every worker; 0, or -1 with the first error. */
-int mp_run_all(engine *e, job_kind job)
+int mp_run_all(mp_engine *e, job_kind job)
 {
     e->job = job;
     e->failed = 0;

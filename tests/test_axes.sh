@@ -64,6 +64,19 @@ else
     skip_check "charts: gnuplot is not installed"
 fi
 
+# --- a list of replicas beside a precision naive cannot compute in: each
+# skipped row is keyed by the replicas asked for (both were written with
+# replicas 1: one key twice, which compare refused), so compare reads it
+run="$tmp/replicas"
+train "$run" --epochs 1 --batch-size 32 --precision fp32,tf32 --replicas 1,2 && pass ||
+    fail "--precision fp32,tf32 --replicas 1,2 exited with status $? ($(tail -2 "$run.err"))"
+got=$(paste -d' ' <(col "$run/summary.csv" precision) <(col "$run/summary.csv" replicas) \
+    <(col "$run/summary.csv" status) | sort | tr '\n' ';')
+[ "$got" = "fp32 1 ok;fp32 2 ok;tf32 1 skipped;tf32 2 skipped;" ] && pass ||
+    fail "precision, replicas and status of the rows: $got"
+"$BENCH" compare "$run" "$run" >"$run.compare" 2>&1 && pass ||
+    fail "compare of a run with itself: $(tail -3 "$run.compare")"
+
 # --- two batch sizes on naive mlp, given out of order: one row each, ascending
 run="$tmp/batch"
 train "$run" --epochs 2 --batch-size 32,16 && pass ||

@@ -60,7 +60,7 @@ refuse1 "history: flag without value" "bench history: --file needs a value" -- h
 refuse "unknown backend" "unknown backend 'gpu'" "naive" "blas" "cuda" "all" -- --backend gpu
 refuse "unknown backend in a list" "unknown backend 'nave'" "naive" -- --backend naive,nave
 refuse "empty backend list" "--backend needs at least one name" "naive" -- --backend ,
-refuse "backend twice" "listed twice" -- --backend naive,naive
+refuse "backend twice" "--backend lists naive twice" -- --backend naive,naive
 refuse1 "empty item at the end of the backend list" "--backend 'naive,' has an empty item" "naive" \
     -- "${D[@]}" --backend naive,
 refuse1 "empty item inside the backend list" "--backend 'naive,,blas' has an empty item" \
@@ -126,6 +126,26 @@ for v in "--batch-size +32" "--batch-size 32,+64" "--replicas +2" "--epochs +1" 
     refuse "$v" "got '" -- "${D[@]}" ${v% *} "${v#* }"
 done
 refuse "a leading space" "got ' 32'" -- "${D[@]}" --batch-size " 32"
+# One grammar for every number and list (docs/running.md): a number kept in
+# a float is checked as that float (--lr 1e-300 trained nothing), a seed as
+# a whole number a double holds exactly (1.5 was seed 1, 2^53 + 1 was 2^53),
+# no hexadecimal or inf, and a repeat is refused in every list (--replicas
+# dropped it quietly).
+refuse1 "--lr that is 0 as a float" "--lr" "'1e-300'" "0 as a float" -- "${D[@]}" --lr 1e-300
+refuse1 "a seed that is not whole" "--seed" "'1.5'" -- "${D[@]}" --seed 1.5
+refuse1 "a seed beyond a double's whole numbers" "--seed" "'9007199254740993'" \
+    -- "${D[@]}" --seed 9007199254740993
+refuse1 "a hexadecimal number" "--lr" "'0x1p3'" -- "${D[@]}" --lr 0x1p3
+refuse1 "inf" "--weight-decay" "'inf'" -- "${D[@]}" --weight-decay inf
+refuse1 "replicas listed twice" "--replicas lists 2 twice" -- "${D[@]}" --replicas 2,2
+refuse1 "all beside an unknown backend" "unknown backend 'bogus'" -- "${D[@]}" --backend all,bogus
+# ./bench count reads its --items list by the same rules, and refuses a
+# framework peer's item (its training runs in a process callgrind does not
+# trace: the count was of the harness waiting), before valgrind starts
+refuse1 "count: an empty item" "--items 'train-naive,,load' has an empty item" \
+    -- count --items train-naive,,load
+refuse1 "count: a framework peer's item" "train-pytorch-cpu cannot be counted" \
+    "callgrind does not trace" -- count --items train-pytorch-cpu
 if (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --workload mlp --limit 128 --weight-decay 1e-320 --no-peak \
         --out "$tmp/tiny-decay" >/dev/null 2>"$tmp/err"); then pass; else
     fail "--weight-decay 1e-320 refused: $(head -2 "$tmp/err")"; fi

@@ -19,7 +19,7 @@
 
 #include "harness/formats/csv.h"
 #include "harness/tools/compare.h"
-#include "harness/tools/stats.h"
+#include "harness/common/stats.h"
 #include "tests/scratch.h"
 
 /* ---- the speed verdict ----------------------------------------------------- */

@@ -213,9 +213,14 @@ else
     fail "history with the status 'fine': $(cat "$tmp/out")"
 fi
 # values compare refuses, history refuses too, with the same message: one
-# check for both (history appended 'fast' and 1e999)
+# check for both (history appended 'fast' and 1e999); the numbers as the
+# command line reads them (a lowercase nan, 0x1p3, an accuracy of 5 and a
+# negative time passed, and nan bypassed the gate)
 for bad in "images_per_second:fast:is not a number" "images_per_second:1e999:is out of range" \
-    "final_test_accuracy:inf:is not finite" "epochs: 3:is not a number" "images_per_second:+5:is not a number"; do
+    "final_test_accuracy:inf:is not finite" "epochs: 3:is not a number" "images_per_second:+5:is not a number" \
+    "images_per_second:nan:is not finite" "images_per_second:0x1p3:is not a number" \
+    "final_test_accuracy:5:is not in 0..1" "epoch_seconds_median:-1:is negative" \
+    "epochs:3.5:is not a whole number"; do
     col=${bad%%:*} rest=${bad#*:} value=${rest%%:*} why=${rest#*:}
     rm -rf "$tmp/odd" "$tmp/odd-history.csv"
     mkdir -p "$tmp/odd"
@@ -231,6 +236,16 @@ for bad in "images_per_second:fast:is not a number" "images_per_second:1e999:is 
         fail "$col '$value': history exit $hrc ($hout), compare exit $crc ($(cat "$tmp/out"))"
     fi
 done
+# a figure too large for its fixed form is printed in six digits (1e308
+# images/s, and a loss of 1e308 in the finding, were 300-digit numbers)
+rm -rf "$tmp/huge" && mkdir -p "$tmp/huge"
+edit "$run/summary.csv" "$tmp/huge/summary.csv" "set=images_per_second:1e308,final_train_loss:1e308"
+"$BENCH" compare "$run" "$tmp/huge" >"$tmp/out" 2>&1; rc=$?
+if [ "$rc" -le 1 ] && grep -q "1e+308" "$tmp/out" && ! grep -qE '[0-9]{20}' "$tmp/out"; then
+    pass
+else
+    fail "compare of 1e308 images/s: exit $rc: $(grep -E '[0-9]{20}|1e' "$tmp/out" | head -3)"
+fi
 if command -v gnuplot >/dev/null; then
     edit "$hist" "$tmp/h2.csv" "set=commit:abc123,images_per_second:1234"
     tail -n +2 "$tmp/h2.csv" >>"$hist"

@@ -57,7 +57,7 @@ for bad in "--items nothing" "--steps 0" "--workload none" "--batch-size x" "--i
         { cat "$tmp/err"; fail "count $bad exited $rc, expected 2 with one line"; }
 done
 # a duplicate is named as one, not as "not an item"
-grep -q "'load' is listed twice" "$tmp/err" || fail "count --items load,load: $(cat "$tmp/err")"
+grep -q -- "--items lists load twice" "$tmp/err" || fail "count --items load,load: $(cat "$tmp/err")"
 # SIGINT and SIGTERM during the count end valgrind and remove the
 # temporary directory (both were left behind), exit 128 + the signal.
 for sig in INT TERM; do

@@ -5,8 +5,9 @@
 # differs from graph on by one step, a "graph capture failed" detail on a
 # graph row, an fp64 run off naive fp64, a multi-gpu run not over NCCL, a
 # timed-out run and a missing naive reference each fail their row, and
-# only theirs; the same detail on the eager row passes; "no GPU" marks
-# every row so.
+# only theirs; fp32's accuracy 3 points off the naive anchor's, an anchor
+# that ran out of time and an anchor of other epochs fail fp32 alone; the
+# same detail on the eager row passes; "no GPU" marks every row so.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
@@ -21,12 +22,12 @@ steps() {
         for (i = 1; i <= n; i++) printf "%s,1,1,1,1,%d,128,%.9g\n", b, i, (2.3 / (1 + 0.05 * i)) * k
     }' > "$1"
 }
-# summary DIR BACKEND ACCURACY DETAILS
+# summary DIR BACKEND ACCURACY DETAILS [EPOCHS]: 3 epochs of 60000 unless told
 summary() {
     mkdir -p "$1"
     {
-        echo "backend,status,final_test_accuracy,images_per_second,epoch_seconds_median,peak_memory_bytes,details,message"
-        echo "$2,ok,$3,250000,0.24,52428800,\"$4\","
+        echo "backend,status,epochs,images_per_epoch,final_test_accuracy,images_per_second,epoch_seconds_median,peak_memory_bytes,details,message"
+        echo "$2,ok,${5:-3},60000,$3,250000,0.24,52428800,\"$4\","
     } > "$1/summary.csv"
 }
 graph_details="fp32 FMA (no TF32); CUDA graph; data on device; conv1 fwd algo1"
@@ -38,6 +39,8 @@ make_set() {
     steps "$d/reference/fp64.steps.csv" naive 10 1.00000005
     echo 0 > "$d/reference/fp32.rc"
     echo 0 > "$d/reference/fp64.rc"
+    summary "$d/anchor/bench" naive 0.8931 "fp32, 1 thread"
+    echo 0 > "$d/anchor/bench.rc"
     printf 'name\tkind\tprecision\tbackend\n' > "$d/rows.tsv"
     for n in $names; do
         kind=graph prec=${n%%-*} backend=cuda details=$graph_details
@@ -152,6 +155,26 @@ has "$tmp/timeout" "^fp16	FAILED	.*bench run ran out of time"
 make_set "$tmp/noref"
 echo 124 > "$tmp/noref/reference/fp32.rc"
 only_failing "$tmp/noref" fp32 tf32 bf16 fp16 fp32-graph-off fp32-host-fed
+
+# fp32 three points below naive over the same data and epochs (0.02): the
+# other rows, compared with fp32, pass
+make_set "$tmp/anchor"
+summary "$tmp/anchor/anchor/bench" naive 0.9212 "fp32, 1 thread"
+only_failing "$tmp/anchor" fp32
+has "$tmp/anchor" "^fp32	FAILED	.*accuracy 0.8912, naive's 0.9212 over the same data and epochs"
+has "$tmp/good" "^fp32	ok	.*accuracy vs naive anchor 0.8931: 0.0019 apart"
+
+# the anchor ran out of time: fp32 is not anchored, so it fails
+make_set "$tmp/anchor-late"
+echo 124 > "$tmp/anchor-late/anchor/bench.rc"
+only_failing "$tmp/anchor-late" fp32
+has "$tmp/anchor-late" "^fp32	FAILED	.*naive anchor: ran out of time"
+
+# an anchor of one epoch against fp32's three is not the same run
+make_set "$tmp/anchor-short"
+summary "$tmp/anchor-short/anchor/bench" naive 0.8931 "fp32, 1 thread" 1
+only_failing "$tmp/anchor-short" fp32
+has "$tmp/anchor-short" "^fp32	FAILED	.*naive anchor: epochs 1, fp32's 3"
 
 # no GPU: every row says so, and the judge does not pass
 make_set "$tmp/nogpu"

@@ -1,4 +1,4 @@
-/* The Mann-Whitney U test of harness/tools/stats.c, which bench compare
+/* The Mann-Whitney U test of harness/common/stats.c, which bench compare
  * runs on the per-epoch samples, against values worked by hand. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,7 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "harness/tools/stats.h"
+#include "harness/common/stats.h"
 
 /* scipy's documentation example (Conover): mannwhitneyu(males, females,
  * method="asymptotic") gives U1 = 17, p = 0.11134688653314041. By hand:

@@ -21,6 +21,7 @@
 #include "backends/engine.h"
 #include "backends/registry.h"
 #include "harness/run/init.h"
+#include "harness/run/options.h"
 #include "harness/run/plan.h"
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
@@ -173,22 +174,24 @@ static void test_worker_team_runs_each_index_on_its_thread(void **state)
     worker_team_destroy(t);
 }
 
+/* --replicas reads as every list of counts does (options.h): ascending,
+ * and a repeat is refused as it is in --micro-batches. */
 static void test_parse_replicas(void **state)
 {
     (void)state;
     int out[4], n = 0;
-    assert_int_equal(dp_parse_replicas("4,1,2,2", out, 4, &n), 0);
+    assert_int_equal(option_whole_list(NULL, "--replicas", "4,1,2", 1, DP_MAX_REPLICAS, out, 4, &n), 0);
     assert_int_equal(n, 3);
     assert_int_equal(out[0], 1);
     assert_int_equal(out[1], 2);
     assert_int_equal(out[2], 4);
-    assert_int_equal(dp_parse_replicas("2", out, 4, &n), 0);
+    assert_int_equal(option_whole_list(NULL, "--replicas", "2", 1, DP_MAX_REPLICAS, out, 4, &n), 0);
     assert_int_equal(n, 1);
-    assert_int_equal(dp_parse_replicas("0", out, 4, &n), 2);
-    assert_int_equal(dp_parse_replicas("1,,2", out, 4, &n), 2);
-    assert_int_equal(dp_parse_replicas("2x", out, 4, &n), 2);
-    assert_int_equal(dp_parse_replicas("1,2,3,4,5", out, 4, &n), 2);
-    assert_int_equal(dp_parse_replicas("65", out, 4, &n), 2);
+    static const char *const bad[] = {"4,1,2,2", "0", "1,,2", "2x", "1,2,3,4,5", "65", "+2",
+                                       " 2", "2,", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(
+            option_whole_list(NULL, "--replicas", bad[i], 1, DP_MAX_REPLICAS, out, 4, &n), 2);
 }
 
 /* ---------------------------------------------------------------------- */

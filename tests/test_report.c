@@ -16,7 +16,7 @@
 
 #include "harness/run/peak.h"
 #include "harness/run/report.h"
-#include "harness/tools/stats.h"
+#include "harness/common/stats.h"
 #include "tests/report_checks.h"
 
 /* ---- statistics ------------------------------------------------------ */

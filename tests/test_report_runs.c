@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/tools/stats.h"
+#include "harness/common/stats.h"
 #include "tests/report_checks.h"
 #include "tests/scratch.h"
 

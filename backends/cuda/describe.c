@@ -11,16 +11,18 @@ static const char *fallback_text(int why)
                                             : "";
 }
 
-void cuda_placement(engine *e, int *threads, int *devices, int *replicas)
+void cuda_placement(engine *handle, int *threads, int *devices, int *replicas)
 {
+    cuda_engine *e = cuda_of(handle);
     (void)e;
     *threads = 1;
     *devices = 1;
     *replicas = 1;
 }
 
-size_t cuda_peak_memory(engine *e)
+size_t cuda_peak_memory(engine *handle)
 {
+    cuda_engine *e = cuda_of(handle);
     if (cudaSetDevice(e->device) == cudaSuccess)
         cuda_sample_memory(e);
     cudaGetLastError();
@@ -41,8 +43,9 @@ static const char *math_name(cudnnMathType_t m)
     }
 }
 
-void cuda_describe(engine *e, char *buf, size_t len)
+void cuda_describe(engine *handle, char *buf, size_t len)
 {
+    cuda_engine *e = cuda_of(handle);
     static const char *math[PRECISION_COUNT] = {
         "fp32 FMA (no TF32)", "tf32 tensor cores", "bf16 mixed, fp32 master weights",
         "fp16 mixed, fp32 master weights, dynamic loss scale", "fp64 throughout"};
@@ -89,7 +92,8 @@ void cuda_describe(engine *e, char *buf, size_t len)
 /* ------------------------------------------------------------------ profile */
 
 /* One timed step on the batch in slot 0: an event after each part. */
-static int profile_once(engine *e, const plan *p, int batch, cudaEvent_t *mark, layer_times *out)
+static int profile_once(cuda_engine *e, const plan *p, int batch, cudaEvent_t *mark,
+                        layer_times *out)
 {
     const int L = e->w.n_layers;
     int m = 0;
@@ -132,8 +136,10 @@ static int profile_once(engine *e, const plan *p, int batch, cudaEvent_t *mark, 
 /* Times each layer's forward and backward, the loss and the update with
  * events over `reps` eager steps on one batch; the parameters, optimiser
  * state and step count are put back afterwards. */
-int cuda_profile_layers(engine *e, const int32_t *indices, int batch, int reps, layer_times *out)
+int cuda_profile_layers(engine *handle, const int32_t *indices, int batch, int reps,
+                        layer_times *out)
 {
+    cuda_engine *e = cuda_of(handle);
     BEGIN(e);
     if (reps < 1)
         return cuda_fail(e, "cuda: profile needs at least one repetition");
@@ -194,7 +200,7 @@ int cuda_profile_layers(engine *e, const int32_t *indices, int batch, int reps, 
 
 /* Times square GEMMs in the engine's precision and math mode: the device's
  * practical peak for "% of peak". 0 when it cannot be measured. */
-static int measure_peak(engine *e, double *gflops)
+static int measure_peak(cuda_engine *e, double *gflops)
 {
     const int N = 8192, reps = 10;
     const size_t bytes = (size_t)N * N * act_size(e);
@@ -231,8 +237,9 @@ static int measure_peak(engine *e, double *gflops)
     return rc;
 }
 
-double cuda_peak_gflops(engine *e)
+double cuda_peak_gflops(engine *handle)
 {
+    cuda_engine *e = cuda_of(handle);
     /* the probe's matrices are not the training's memory */
     const size_t tracked_peak = e->tracked_peak;
     if (e->peak_gflops <= 0 && cudaSetDevice(e->device) == cudaSuccess)

@@ -6,7 +6,8 @@
 /* ------------------------------------------------------------------ errors */
 
 /* "file:line: function: reason"; only the function's name of the call. */
-int cuda_call_failed(engine *e, const char *file, int line, const char *call, const char *reason)
+int cuda_call_failed(cuda_engine *e, const char *file, int line, const char *call,
+                     const char *reason)
 {
     int name_len = (int)strcspn(call, "(");
     cuda_fail(e, "cuda: %s:%d: %.*s: %s", file, line, name_len, call, reason);
@@ -86,7 +87,7 @@ void cuda_library_info(void *ctx, char *buf, size_t len)
 
 /* ------------------------------------------------------------------ memory */
 
-void cuda_sample_memory(engine *e)
+void cuda_sample_memory(cuda_engine *e)
 {
     size_t free_bytes = 0, total = 0;
     if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
@@ -98,7 +99,7 @@ void cuda_sample_memory(engine *e)
 }
 
 /* Zeroed device memory; *p stays NULL on failure. */
-int cuda_device_alloc(engine *e, void **p, size_t bytes, const char *what)
+int cuda_device_alloc(cuda_engine *e, void **p, size_t bytes, const char *what)
 {
     *p = NULL;
     if (bytes == 0)
@@ -121,7 +122,7 @@ int cuda_device_alloc(engine *e, void **p, size_t bytes, const char *what)
     return 0;
 }
 
-void cuda_device_free(engine *e, void **p, size_t bytes)
+void cuda_device_free(cuda_engine *e, void **p, size_t bytes)
 {
     if (*p) {
         cudaFree(*p);
@@ -130,7 +131,7 @@ void cuda_device_free(engine *e, void **p, size_t bytes)
     *p = NULL;
 }
 
-static int pinned_alloc(engine *e, void **p, size_t bytes, const char *what)
+static int pinned_alloc(cuda_engine *e, void **p, size_t bytes, const char *what)
 {
     *p = NULL;
     cudaError_t rc = cudaHostAlloc(p, bytes ? bytes : 16, cudaHostAllocDefault);
@@ -145,7 +146,7 @@ static int pinned_alloc(engine *e, void **p, size_t bytes, const char *what)
     return 0;
 }
 
-static void pinned_free(engine *e, void **p, size_t bytes)
+static void pinned_free(cuda_engine *e, void **p, size_t bytes)
 {
     if (*p) {
         cudaFreeHost(*p);
@@ -156,7 +157,7 @@ static void pinned_free(engine *e, void **p, size_t bytes)
 }
 
 /* A replayed graph holds raw pointers: drop it when a buffer it uses moves. */
-static void drop_graph(engine *e)
+static void drop_graph(cuda_engine *e)
 {
     if (e->graph) {
         cudaStreamSynchronize(e->stream);
@@ -166,7 +167,7 @@ static void drop_graph(engine *e)
     }
 }
 
-int cuda_ensure_workspace(engine *e, size_t bytes)
+int cuda_ensure_workspace(cuda_engine *e, size_t bytes)
 {
     if (bytes <= e->workspace_bytes && e->workspace)
         return 0;
@@ -180,7 +181,7 @@ int cuda_ensure_workspace(engine *e, size_t bytes)
 }
 
 /* Index and loss buffers for `steps` steps of a full batch. */
-int cuda_ensure_capacity(engine *e, int steps)
+int cuda_ensure_capacity(cuda_engine *e, int steps)
 {
     if (steps <= e->capacity_steps)
         return 0;
@@ -204,14 +205,14 @@ int cuda_ensure_capacity(engine *e, int steps)
 /* ------------------------------------------------------------------ create */
 
 /* The slot's activations into act[]. */
-void cuda_use_slot(engine *e, int slot)
+void cuda_use_slot(cuda_engine *e, int slot)
 {
     const int per_slot = e->w.n_layers + 1;
     for (int i = 0; i < per_slot; i++)
         e->act[i] = e->slot_act[slot * per_slot + i];
 }
 
-static int init_engine(engine *e)
+static int init_engine(cuda_engine *e)
 {
     const workload *w = &e->w;
     const size_t B = (size_t)e->cfg.batch_size;
@@ -257,18 +258,9 @@ static int init_engine(engine *e)
         }
     }
     e->plans[0].last_used = ~0UL; /* never evicted */
-    CK(cuda_build_plan(e, &e->plans[0], (int)B, 0));
-    /* One workspace for every batch size 1..B, sized now: growing it later
-     * (for an epoch's short last batch, 60000 mod 128 = 96) would drop the
-     * captured graph in the middle of an epoch. A size cuDNN has no
-     * algorithm for is left out here and says so when it is used. */
-    size_t workspace = e->plans[0].workspace_bytes;
-    for (int n = 1; n < (int)B; n++)
-        if (cuda_build_plan(e, &e->plans[1], n, 0) == 0 && e->plans[1].workspace_bytes > workspace)
-            workspace = e->plans[1].workspace_bytes;
-    e->plans[1].n = 0;
-    e->err[0] = '\0';
-    CK(cuda_ensure_workspace(e, workspace));
+    /* the full batch's plan; the short last batches' come with the data
+     * sets (cuda_prepare_plans) */
+    CK(cuda_build_plan(e, &e->plans[0], (int)B, 1));
 
     /* flat vectors */
     const size_t n = w->param_count;
@@ -363,8 +355,9 @@ static int init_engine(engine *e)
     return 0;
 }
 
-void cuda_destroy(engine *e)
+void cuda_destroy(engine *handle)
 {
+    cuda_engine *e = cuda_of(handle);
     if (!e)
         return;
     if (e->device >= 0 && cudaSetDevice(e->device) == cudaSuccess && e->stream)
@@ -462,7 +455,7 @@ engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char
             snprintf(err, err_len, "cuda: %s", why);
         return NULL;
     }
-    engine *e = calloc(1, sizeof *e);
+    cuda_engine *e = calloc(1, sizeof *e);
     if (!e) {
         if (err && err_len)
             snprintf(err, err_len, "cuda: out of host memory");
@@ -488,19 +481,23 @@ engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char
     if (init_engine(e) != 0) {
         if (err && err_len)
             snprintf(err, err_len, "%s", e->err);
-        cuda_destroy(e);
+        cuda_destroy((engine *)e);
         return NULL;
     }
-    return e;
+    return (engine *)e;
 }
 
-const char *cuda_error(engine *e) { return e ? e->err : "cuda: no engine"; }
+const char *cuda_error(engine *handle)
+{
+    return handle ? cuda_of(handle)->err : "cuda: no engine";
+}
 
 
 /* ------------------------------------------------------------------ params */
 
-int cuda_set_params(engine *e, const float *params)
+int cuda_set_params(engine *handle, const float *params)
 {
+    cuda_engine *e = cuda_of(handle);
     BEGIN(e);
     float *to = e->master == LBK_F64 ? e->params32 : e->params;
     CK_CUDA(cudaMemcpyAsync(to, params, e->n_params * sizeof(float), cudaMemcpyHostToDevice,
@@ -513,8 +510,9 @@ int cuda_set_params(engine *e, const float *params)
     return 0;
 }
 
-int cuda_get_params(engine *e, float *params)
+int cuda_get_params(engine *handle, float *params)
 {
+    cuda_engine *e = cuda_of(handle);
     BEGIN(e);
     const float *from = e->params;
     if (e->master == LBK_F64) {
@@ -528,7 +526,7 @@ int cuda_get_params(engine *e, float *params)
     return 0;
 }
 
-static int check_dataset(engine *e, const dataset *d, const char *which)
+static int check_dataset(cuda_engine *e, const dataset *d, const char *which)
 {
     char why[256];
     if (dataset_refusal(&e->w, d, which, why, sizeof why))
@@ -542,7 +540,7 @@ static int check_dataset(engine *e, const dataset *d, const char *which)
     return 0;
 }
 
-static int upload_set(engine *e, const dataset *d, uint8_t **images, uint8_t **labels,
+static int upload_set(cuda_engine *e, const dataset *d, uint8_t **images, uint8_t **labels,
                       const char *what)
 {
     const size_t bytes = (size_t)d->count * e->pixels;
@@ -557,8 +555,9 @@ static int upload_set(engine *e, const dataset *d, uint8_t **images, uint8_t **l
     return 0;
 }
 
-int cuda_bind_dataset(engine *e, const dataset *train, const dataset *test)
+int cuda_bind_dataset(engine *handle, const dataset *train, const dataset *test)
 {
+    cuda_engine *e = cuda_of(handle);
     BEGIN(e);
     if ((train && check_dataset(e, train, "training")) || (test && check_dataset(e, test, "test")))
         return -1;
@@ -580,6 +579,10 @@ int cuda_bind_dataset(engine *e, const dataset *train, const dataset *test)
         e->have_test = 1;
     }
     CK_CUDA(cudaStreamSynchronize(e->stream));
+    /* the plans of the sets' short last batches, and the workspace they
+     * need, before the capture: growing the workspace later would drop the
+     * graph in the middle of an epoch */
+    CK(cuda_prepare_plans(e));
     /* capture now, on slot 0 of zeroed indices (image 0), so describe()
      * can tell whether the graph is in use */
     if (e->have_train && e->cfg.cuda_graph && !e->graph && !e->graph_failed) {

@@ -14,7 +14,10 @@
  *    captured once as a CUDA graph and replayed with one cudaGraphLaunch per
  *    step. The losses are copied back once, when the call returns.
  *  - A smaller last batch runs the same kernels without the graph, with
- *    cuDNN descriptors for its size (a "plan" per batch size).
+ *    cuDNN descriptors for its size (a "plan" per batch size). bind_dataset
+ *    builds the plans of the sizes the run meets (B, and the sets' short
+ *    last batches: plan_sizes.h) and sizes the workspace for them before
+ *    it captures the graph.
  *  - data_on_device off: the host gathers each batch into one of two pinned
  *    staging buffers and a second stream copies it to the device; events make
  *    the copy of batch n+1 overlap the compute of batch n and keep a staging
@@ -72,12 +75,15 @@
 #include "backends/cuda/dense_gemm.h"
 #include "backends/cuda/devmem.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/plan_sizes.h"
 #include "backends/engine.h"
 #include "backends/module.h"
 #include "base/errmsg.h"
 
 #define MAX_LAYERS WORKLOAD_MAX_LAYERS
-#define PARTIAL_PLANS 2                          /* cached plans for other batch sizes */
+/* cached plans for other batch sizes: at least the short last batches of
+ * the two bound sets, planned before the capture */
+#define PARTIAL_PLANS (CUDA_PLAN_SIZES_MAX - 1)
 #define CONV_WORKSPACE_LIMIT ((size_t)512 << 20) /* per algorithm */
 #define CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 
@@ -104,7 +110,11 @@ typedef struct plan {
     size_t workspace_bytes;
 } plan;
 
-struct engine {
+/* The engine behind the opaque handle of backends/engine.h: the table
+ * entries (engine.c's ops, dp and stage tables) take the handle and convert
+ * it with cuda_of; everything inside takes a cuda_engine. */
+typedef struct cuda_engine cuda_engine;
+struct cuda_engine {
     workload w;
     engine_config cfg;
     char err[512];
@@ -183,6 +193,8 @@ struct engine {
     double peak_gflops; /* 0 until measured */
 };
 
+static inline cuda_engine *cuda_of(engine *e) { return (cuda_engine *)e; }
+
 /* A library call whose status is not `ok`: the engine's error names it
  * (`text`: the call as written) with the library's reason, and the caller
  * returns -1. */
@@ -205,27 +217,27 @@ struct engine {
 #define BEGIN(e) CK_CUDA(cudaSetDevice((e)->device))
 
 
-static inline size_t act_size(const engine *e) { return lbk_dtype_size(e->act_type); }
+static inline size_t act_size(const cuda_engine *e) { return lbk_dtype_size(e->act_type); }
 
-static inline size_t master_size(const engine *e) { return lbk_dtype_size(e->master); }
+static inline size_t master_size(const cuda_engine *e) { return lbk_dtype_size(e->master); }
 
 /* Whether the precision computes in plain FMA maths, no tensor-core
  * shortcuts: fp32 (no TF32) and fp64. */
-static inline int plain_math(const engine *e)
+static inline int plain_math(const cuda_engine *e)
 {
     return e->cfg.precision == PREC_FP32 || e->cfg.precision == PREC_FP64;
 }
 
 /* The scaling factors alpha = 1 and beta = 0 cuDNN and cuBLAS take: double
  * for double data, float otherwise. */
-static inline const void *one_of(const engine *e)
+static inline const void *one_of(const cuda_engine *e)
 {
     static const float one_f = 1.0f;
     static const double one_d = 1.0;
     return e->master == LBK_F64 ? (const void *)&one_d : (const void *)&one_f;
 }
 
-static inline const void *zero_of(const engine *e)
+static inline const void *zero_of(const cuda_engine *e)
 {
     static const float zero_f = 0.0f;
     static const double zero_d = 0.0;
@@ -235,65 +247,69 @@ static inline const void *zero_of(const engine *e)
 /* engine.c: errors, memory, probe */
 /* "reason" into the engine's error text; -1 */
 #define cuda_fail(e, ...) errmsg_fail((e)->err, sizeof (e)->err, __VA_ARGS__)
-int cuda_call_failed(engine *e, const char *file, int line, const char *call, const char *reason);
+int cuda_call_failed(cuda_engine *e, const char *file, int line, const char *call,
+                     const char *reason);
 int cuda_probe(void *ctx, char *why, size_t why_len);
 void cuda_library_info(void *ctx, char *buf, size_t len);
-void cuda_sample_memory(engine *e);
-int cuda_device_alloc(engine *e, void **p, size_t bytes, const char *what);
-void cuda_device_free(engine *e, void **p, size_t bytes);
-int cuda_ensure_workspace(engine *e, size_t bytes);
-int cuda_ensure_capacity(engine *e, int steps);
-void cuda_use_slot(engine *e, int slot);
-void cuda_destroy(engine *e);
+void cuda_sample_memory(cuda_engine *e);
+int cuda_device_alloc(cuda_engine *e, void **p, size_t bytes, const char *what);
+void cuda_device_free(cuda_engine *e, void **p, size_t bytes);
+int cuda_ensure_workspace(cuda_engine *e, size_t bytes);
+int cuda_ensure_capacity(cuda_engine *e, int steps);
+void cuda_use_slot(cuda_engine *e, int slot);
+void cuda_destroy(engine *handle);
 engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
                            size_t err_len);
-const char *cuda_error(engine *e);
-int cuda_set_params(engine *e, const float *params);
-int cuda_get_params(engine *e, float *params);
-int cuda_bind_dataset(engine *e, const dataset *train, const dataset *test);
+const char *cuda_error(engine *handle);
+int cuda_set_params(engine *handle, const float *params);
+int cuda_get_params(engine *handle, float *params);
+int cuda_bind_dataset(engine *handle, const dataset *train, const dataset *test);
 
 /* plans.c: cuDNN descriptors and algorithms per batch size */
 const char *cuda_fwd_algo_name(int a);
 const char *cuda_bwd_data_algo_name(int a);
 const char *cuda_bwd_filter_algo_name(int a);
-int cuda_needs_input_gradient(const engine *e, int li);
-int cuda_build_plan(engine *e, plan *p, int n, int allocate);
+int cuda_needs_input_gradient(const cuda_engine *e, int li);
+int cuda_build_plan(cuda_engine *e, plan *p, int n, int allocate);
 void cuda_destroy_plan(plan *p);
-plan *cuda_plan_for(engine *e, int n);
+plan *cuda_plan_for(cuda_engine *e, int n);
+int cuda_prepare_plans(cuda_engine *e);
 
 /* step.c: layers, a step, graph, staging, training, evaluation, data parallel */
-int cuda_gemm(engine *e, dense_product which, int n, int in, int out, const void *A,
+int cuda_gemm(cuda_engine *e, dense_product which, int n, int in, int out, const void *A,
                      const void *B, void *C);
-int cuda_forward_layer(engine *e, const plan *p, int i, int n);
-int cuda_backward_layer(engine *e, const plan *p, int i, int n, const void *dy, void *dx,
+int cuda_forward_layer(cuda_engine *e, const plan *p, int i, int n);
+int cuda_backward_layer(cuda_engine *e, const plan *p, int i, int n, const void *dy, void *dx,
                                int accumulate);
-int cuda_gather_training_batch(engine *e, int n);
-int cuda_update_and_finish(engine *e);
-int cuda_refresh_low_copy(engine *e);
-int cuda_save_model(engine *e);
-int cuda_restore_model(engine *e);
-int cuda_reset_slot(engine *e);
-int cuda_capture_graph(engine *e);
-int cuda_stage_batch(engine *e, const dataset *d, const int32_t *rows, long first, int n, int k);
-int cuda_check_batch(engine *e, const int32_t *indices, int batch, int steps);
-int cuda_upload_indices(engine *e, const int32_t *indices, int batch, int steps);
-int cuda_train_steps(engine *e, const int32_t *indices, int batch, int steps, float *losses);
-int cuda_evaluate(engine *e, int limit, eval_counts *out);
-int cuda_compute_gradients(engine *e, const int32_t *indices, int batch, float *loss);
-int cuda_apply_update(engine *e, float grad_scale);
-float *cuda_buffer(engine *e, engine_buffer which, size_t *count);
-double cuda_last_loss(engine *e);
+int cuda_gather_training_batch(cuda_engine *e, int n);
+int cuda_update_and_finish(cuda_engine *e);
+int cuda_refresh_low_copy(cuda_engine *e);
+int cuda_save_model(cuda_engine *e);
+int cuda_restore_model(cuda_engine *e);
+int cuda_reset_slot(cuda_engine *e);
+int cuda_capture_graph(cuda_engine *e);
+int cuda_stage_batch(cuda_engine *e, const dataset *d, const int32_t *rows, long first, int n,
+                     int k);
+int cuda_check_batch(cuda_engine *e, const int32_t *indices, int batch, int steps);
+int cuda_upload_indices(cuda_engine *e, const int32_t *indices, int batch, int steps);
+int cuda_train_steps(engine *handle, const int32_t *indices, int batch, int steps, float *losses);
+int cuda_evaluate(engine *handle, int limit, eval_counts *out);
+int cuda_compute_gradients(engine *handle, const int32_t *indices, int batch, float *loss);
+int cuda_apply_update(engine *handle, float grad_scale);
+float *cuda_buffer(engine *handle, engine_buffer which, size_t *count);
+double cuda_last_loss(engine *handle);
 
 /* stages.c: model-parallel stages */
-int cuda_stage_forward(engine *e, int slot, const float *in, int batch, float *out);
-int cuda_stage_backward(engine *e, int slot, const float *d_out, float *d_in, int accumulate);
-void cuda_memory_use_of(engine *e, memory_use *out);
+int cuda_stage_forward(engine *handle, int slot, const float *in, int batch, float *out);
+int cuda_stage_backward(engine *handle, int slot, const float *d_out, float *d_in, int accumulate);
+void cuda_memory_use_of(engine *handle, memory_use *out);
 
 /* describe.c: placement, description, profile, peak */
-void cuda_placement(engine *e, int *threads, int *devices, int *replicas);
-size_t cuda_peak_memory(engine *e);
-void cuda_describe(engine *e, char *buf, size_t len);
-int cuda_profile_layers(engine *e, const int32_t *indices, int batch, int reps, layer_times *out);
-double cuda_peak_gflops(engine *e);
+void cuda_placement(engine *handle, int *threads, int *devices, int *replicas);
+size_t cuda_peak_memory(engine *handle);
+void cuda_describe(engine *handle, char *buf, size_t len);
+int cuda_profile_layers(engine *handle, const int32_t *indices, int batch, int reps,
+                        layer_times *out);
+double cuda_peak_gflops(engine *handle);
 
 #endif

@@ -30,7 +30,7 @@ const char *cuda_bwd_filter_algo_name(int a)
  * (CUDNN_DEFAULT_MATH would let Ampere and later use TF32); the others allow
  * tensor cores. CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION is never used: it may
  * convert fp32 data down to fp16. */
-static cudnnMathType_t initial_math(const engine *e)
+static cudnnMathType_t initial_math(const cuda_engine *e)
 {
     return plain_math(e) ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
 }
@@ -61,7 +61,7 @@ static int usable(const candidate *c)
 
 /* Of a usable candidate: what keeps it from being preferred, or
  * FALLBACK_NONE. */
-static int shortfall(const engine *e, const candidate *c)
+static int shortfall(const cuda_engine *e, const candidate *c)
 {
     if (c->determinism != CUDNN_DETERMINISTIC)
         return FALLBACK_NONDETERMINISTIC;
@@ -71,7 +71,7 @@ static int shortfall(const engine *e, const candidate *c)
 }
 
 /* The math type set on the descriptor for a chosen candidate. */
-static cudnnMathType_t chosen_math(const engine *e, const candidate *c)
+static cudnnMathType_t chosen_math(const cuda_engine *e, const candidate *c)
 {
     return plain_math(e) ? CUDNN_FMA_MATH : c->math;
 }
@@ -103,7 +103,7 @@ static int is_fft(enum conv_direction dir, int algo)
  * takes the first preferred one in the heuristics' order (FFT ones last),
  * else the fastest usable one, sets its math type and adds its workspace to
  * the plan. */
-static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir, int n)
+static int choose_algorithm(cuda_engine *e, plan *p, int li, enum conv_direction dir, int n)
 {
     const layer *l = &e->w.layers[li];
     candidate cand[16];
@@ -186,12 +186,12 @@ static int choose_algorithm(engine *e, plan *p, int li, enum conv_direction dir,
 /* Whether layer li's backward pass computes the gradient to its input:
  * not for the first layer of a whole network (its input is the images),
  * always in a model-parallel stage (the stage before needs it). */
-int cuda_needs_input_gradient(const engine *e, int li)
+int cuda_needs_input_gradient(const cuda_engine *e, int li)
 {
     return li > 0 || e->cfg.stage_slots > 0;
 }
 
-static int set_tensor(engine *e, cudnnTensorDescriptor_t d, int n, shape3 s)
+static int set_tensor(cuda_engine *e, cudnnTensorDescriptor_t d, int n, shape3 s)
 {
     CK_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, e->cudnn_type, n, s.c, s.h, s.w));
     return 0;
@@ -199,7 +199,7 @@ static int set_tensor(engine *e, cudnnTensorDescriptor_t d, int n, shape3 s)
 
 /* Descriptors and algorithms for batches of n images; with allocate, the
  * workspace grows to what they need. */
-int cuda_build_plan(engine *e, plan *p, int n, int allocate)
+int cuda_build_plan(cuda_engine *e, plan *p, int n, int allocate)
 {
     p->n = 0; /* until every step below has succeeded: a failed plan is never handed out */
     p->workspace_bytes = 0;
@@ -273,7 +273,7 @@ void cuda_destroy_plan(plan *p)
 
 /* The plan for n images: the full one, a cached one, or a new one in the
  * least recently used slot. */
-plan *cuda_plan_for(engine *e, int n)
+plan *cuda_plan_for(cuda_engine *e, int n)
 {
     if (n == e->plans[0].n)
         return &e->plans[0];
@@ -289,4 +289,20 @@ plan *cuda_plan_for(engine *e, int n)
     }
     oldest->last_used = ++e->plan_clock;
     return cuda_build_plan(e, oldest, n, 1) == 0 ? oldest : NULL;
+}
+
+/* Plans for every batch size a run over the bound sets meets (B and the
+ * sets' short last batches, plan_sizes.h), the workspace grown to fit
+ * them: called before the graph is captured. Other sizes (a data-parallel
+ * replica's share, a model-parallel micro-batch, an evaluation limit) are
+ * planned when first met. */
+int cuda_prepare_plans(cuda_engine *e)
+{
+    int sizes[CUDA_PLAN_SIZES_MAX];
+    const int count = cuda_plan_sizes(e->cfg.batch_size, e->have_train ? e->train.count : 0,
+                                      e->have_test ? e->test.count : 0, sizes);
+    for (int i = 1; i < count; i++)
+        if (!cuda_plan_for(e, sizes[i]))
+            return -1;
+    return 0;
 }

@@ -4,7 +4,7 @@
 
 /* ------------------------------------------------------------------ model parallel */
 
-static int check_slot(engine *e, int slot)
+static int check_slot(cuda_engine *e, int slot)
 {
     char why[128];
     return slot_refusal(&e->cfg, slot, why, sizeof why) ? cuda_fail(e, "cuda: %s", why) : 0;
@@ -13,7 +13,7 @@ static int check_slot(engine *e, int slot)
 /* count host floats into the device buffer to (of the activation type),
  * through the pinned buffer; enqueued, the pinned buffer in use until the
  * stream gets there. */
-static int floats_to_device(engine *e, void *to, const float *from, size_t count)
+static int floats_to_device(cuda_engine *e, void *to, const float *from, size_t count)
 {
     memcpy(e->io_host, from, count * sizeof(float));
     if (e->act_type == LBK_F32) {
@@ -30,7 +30,7 @@ static int floats_to_device(engine *e, void *to, const float *from, size_t count
 /* count numbers of the device buffer from (of the activation type) into
  * host floats, after everything enqueued before: returns when they are
  * there. */
-static int floats_to_host(engine *e, float *to, const void *from, size_t count)
+static int floats_to_host(cuda_engine *e, float *to, const void *from, size_t count)
 {
     if (e->act_type != LBK_F32) {
         CK_CUDA(lbk_convert(e->stream, e->io_dev, LBK_F32, from, e->act_type, count, 0, NULL));
@@ -45,8 +45,9 @@ static int floats_to_host(engine *e, float *to, const void *from, size_t count)
 
 /* The stage's layers on the floats handed over, in the slot's activations,
  * which stay on the device until the slot's stage_backward. */
-int cuda_stage_forward(engine *e, int slot, const float *in, int batch, float *out)
+int cuda_stage_forward(engine *handle, int slot, const float *in, int batch, float *out)
 {
+    cuda_engine *e = cuda_of(handle);
     BEGIN(e);
     CK(check_slot(e, slot));
     if (batch < 1 || batch > e->cfg.batch_size)
@@ -77,8 +78,9 @@ int cuda_stage_forward(engine *e, int slot, const float *in, int batch, float *o
  * added with accumulate) and the gradient to its input into d_in unless it
  * is NULL. In bf16 the layers write 16-bit gradients, which are then
  * converted into (or added to) the fp32 BUF_GRADS apply_update reads. */
-int cuda_stage_backward(engine *e, int slot, const float *d_out, float *d_in, int accumulate)
+int cuda_stage_backward(engine *handle, int slot, const float *d_out, float *d_in, int accumulate)
 {
+    cuda_engine *e = cuda_of(handle);
     BEGIN(e);
     CK(check_slot(e, slot));
     const int n = e->slot_batch[slot];
@@ -117,8 +119,9 @@ int cuda_stage_backward(engine *e, int slot, const float *d_out, float *d_in, in
  * outputs; workspace: everything else, on the device (cuDNN and cuBLAS
  * workspaces, activation gradients, the resident data set, the saved model,
  * index and loss buffers) and pinned on the host (staging buffers). */
-void cuda_memory_use_of(engine *e, memory_use *out)
+void cuda_memory_use_of(engine *handle, memory_use *out)
 {
+    cuda_engine *e = cuda_of(handle);
     const size_t n = e->n_params;
     out->params = n * master_size(e) + (e->mixed ? n * act_size(e) : 0);
     out->grads = n * act_size(e) + (e->mixed ? n * sizeof(float) : 0);

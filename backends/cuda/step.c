@@ -5,17 +5,20 @@
 
 /* ------------------------------------------------------------------ layers */
 
-static const void *weights_at(engine *e, size_t offset)
+static const void *weights_at(cuda_engine *e, size_t offset)
 {
     if (e->mixed)
         return (const char *)e->params_lo + offset * act_size(e);
     return (const char *)e->params + offset * master_size(e);
 }
 
-static void *grads_at(engine *e, size_t offset) { return (char *)e->grads + offset * act_size(e); }
+static void *grads_at(cuda_engine *e, size_t offset)
+{
+    return (char *)e->grads + offset * act_size(e);
+}
 
 /* C = product, or C += product with accumulate (cuBLAS's beta = 1). */
-static int gemm_into(engine *e, dense_product which, int n, int in, int out, const void *A,
+static int gemm_into(cuda_engine *e, dense_product which, int n, int in, int out, const void *A,
                      const void *B, void *C, int accumulate)
 {
     const gemm_args g = dense_gemm_args(which, n, in, out);
@@ -28,13 +31,13 @@ static int gemm_into(engine *e, dense_product which, int n, int in, int out, con
     return 0;
 }
 
-int cuda_gemm(engine *e, dense_product which, int n, int in, int out, const void *A,
+int cuda_gemm(cuda_engine *e, dense_product which, int n, int in, int out, const void *A,
                      const void *B, void *C)
 {
     return gemm_into(e, which, n, in, out, A, B, C, 0);
 }
 
-int cuda_forward_layer(engine *e, const plan *p, int i, int n)
+int cuda_forward_layer(cuda_engine *e, const plan *p, int i, int n)
 {
     const layer *l = &e->w.layers[i];
     const void *one = one_of(e), *zero = zero_of(e);
@@ -66,7 +69,7 @@ int cuda_forward_layer(engine *e, const plan *p, int i, int n)
 /* Parameter gradients of layer i (overwritten, or added to with
  * accumulate: cuDNN's and cuBLAS's beta = 1), and the gradient to its input
  * into dx unless dx is NULL. */
-int cuda_backward_layer(engine *e, const plan *p, int i, int n, const void *dy, void *dx,
+int cuda_backward_layer(cuda_engine *e, const plan *p, int i, int n, const void *dy, void *dx,
                                int accumulate)
 {
     const layer *l = &e->w.layers[i];
@@ -112,7 +115,7 @@ int cuda_backward_layer(engine *e, const plan *p, int i, int n, const void *dy, 
 
 /* Where the gather kernel reads training images from: the resident set, or
  * the staging buffers (whose rows the indices then name). */
-int cuda_gather_training_batch(engine *e, int n)
+int cuda_gather_training_batch(cuda_engine *e, int n)
 {
     const uint8_t *images = e->train_images, *labels = e->train_labels;
     if (!e->cfg.data_on_device) {
@@ -126,7 +129,7 @@ int cuda_gather_training_batch(engine *e, int n)
 
 /* Forward, loss and backward for the batch in the slot; gradients of
  * loss_scale * mean loss end in e->grads. */
-static int forward_backward(engine *e, const plan *p, int n)
+static int forward_backward(cuda_engine *e, const plan *p, int n)
 {
     const int L = e->w.n_layers;
     CK(cuda_gather_training_batch(e, n));
@@ -144,7 +147,7 @@ static int forward_backward(engine *e, const plan *p, int n)
 }
 
 /* The optimiser step from e->grads and the step's bookkeeping. */
-int cuda_update_and_finish(engine *e)
+int cuda_update_and_finish(cuda_engine *e)
 {
     if (e->scaling.dynamic)
         CK_CUDA(lbk_check_finite(e->stream, e->act_type, e->grads, e->n_params, e->state));
@@ -156,7 +159,7 @@ int cuda_update_and_finish(engine *e)
 }
 
 /* One whole training step: exactly what the graph captures. */
-static int enqueue_step(engine *e, const plan *p, int n)
+static int enqueue_step(cuda_engine *e, const plan *p, int n)
 {
     CK(forward_backward(e, p, n));
     return cuda_update_and_finish(e);
@@ -164,7 +167,7 @@ static int enqueue_step(engine *e, const plan *p, int n)
 
 /* ------------------------------------------------------------------ state */
 
-int cuda_refresh_low_copy(engine *e)
+int cuda_refresh_low_copy(cuda_engine *e)
 {
     if (e->mixed)
         CK_CUDA(lbk_convert(e->stream, e->params_lo, e->act_type, e->params, LBK_F32, e->n_params,
@@ -174,7 +177,7 @@ int cuda_refresh_low_copy(engine *e)
 
 /* The master parameters, the optimiser state and the step state copied
  * into their saved copies (save) or back from them, on the stream. */
-static int copy_model(engine *e, int save)
+static int copy_model(cuda_engine *e, int save)
 {
     const size_t size = master_size(e);
     const struct {
@@ -193,15 +196,15 @@ static int copy_model(engine *e, int save)
     return 0;
 }
 
-int cuda_save_model(engine *e) { return copy_model(e, 1); }
+int cuda_save_model(cuda_engine *e) { return copy_model(e, 1); }
 
-int cuda_restore_model(engine *e)
+int cuda_restore_model(cuda_engine *e)
 {
     CK(copy_model(e, 0));
     return cuda_refresh_low_copy(e);
 }
 
-int cuda_reset_slot(engine *e)
+int cuda_reset_slot(cuda_engine *e)
 {
     CK_CUDA(cudaMemsetAsync(&e->state->slot, 0, sizeof(int), e->stream));
     return 0;
@@ -212,7 +215,7 @@ int cuda_reset_slot(engine *e)
  * set-up outside the capture. The step's indices must already be in slot 0.
  * A capture that fails is not an error: the steps then run eagerly and
  * describe() says why. */
-int cuda_capture_graph(engine *e)
+int cuda_capture_graph(cuda_engine *e)
 {
     const int B = e->cfg.batch_size;
     CK(cuda_reset_slot(e));
@@ -258,7 +261,8 @@ int cuda_capture_graph(engine *e)
  * NULL) of d into staging buffer k, on the copy stream, and makes the
  * compute stream wait for it. The caller records compute_done[k] after the
  * work that reads the buffer. */
-int cuda_stage_batch(engine *e, const dataset *d, const int32_t *rows, long first, int n, int k)
+int cuda_stage_batch(cuda_engine *e, const dataset *d, const int32_t *rows, long first, int n,
+                     int k)
 {
     const size_t B = (size_t)e->cfg.batch_size, P = e->pixels;
     uint8_t *host_images = e->stage_host + k * B * P;
@@ -283,7 +287,7 @@ int cuda_stage_batch(engine *e, const dataset *d, const int32_t *rows, long firs
 
 /* ------------------------------------------------------------------ training */
 
-int cuda_check_batch(engine *e, const int32_t *indices, int batch, int steps)
+int cuda_check_batch(cuda_engine *e, const int32_t *indices, int batch, int steps)
 {
     char why[128];
     if (batch_refusal(&e->cfg, batch, why, sizeof why))
@@ -305,7 +309,7 @@ int cuda_check_batch(engine *e, const int32_t *indices, int batch, int steps)
 /* Puts the indices of `steps` steps into the device index buffer: the
  * images themselves when the set is resident, else the staging rows that
  * step s will find its batch in (buffer s % 2). */
-int cuda_upload_indices(engine *e, const int32_t *indices, int batch, int steps)
+int cuda_upload_indices(cuda_engine *e, const int32_t *indices, int batch, int steps)
 {
     CK(cuda_ensure_capacity(e, steps));
     const size_t n = (size_t)steps * batch;
@@ -321,8 +325,9 @@ int cuda_upload_indices(engine *e, const int32_t *indices, int batch, int steps)
     return cuda_reset_slot(e);
 }
 
-int cuda_train_steps(engine *e, const int32_t *indices, int batch, int steps, float *losses)
+int cuda_train_steps(engine *handle, const int32_t *indices, int batch, int steps, float *losses)
 {
+    cuda_engine *e = cuda_of(handle);
     BEGIN(e);
     CK(cuda_check_batch(e, indices, batch, steps));
     if (steps == 0)
@@ -357,8 +362,9 @@ int cuda_train_steps(engine *e, const int32_t *indices, int batch, int steps, fl
     return 0;
 }
 
-int cuda_evaluate(engine *e, int limit, eval_counts *out)
+int cuda_evaluate(engine *handle, int limit, eval_counts *out)
 {
+    cuda_engine *e = cuda_of(handle);
     BEGIN(e);
     if (e->cfg.stage_slots)
         return cuda_fail(e, "cuda: a model-parallel stage is evaluated through stage_forward");
@@ -414,8 +420,9 @@ int cuda_evaluate(engine *e, int limit, eval_counts *out)
 /* ------------------------------------------------------------------ data parallel */
 
 /* Gradients of the mean loss over one batch, unscaled fp32, into BUF_GRADS. */
-int cuda_compute_gradients(engine *e, const int32_t *indices, int batch, float *loss)
+int cuda_compute_gradients(engine *handle, const int32_t *indices, int batch, float *loss)
 {
+    cuda_engine *e = cuda_of(handle);
     BEGIN(e);
     CK(cuda_check_batch(e, indices, batch, 1));
     const plan *p = cuda_plan_for(e, batch);
@@ -440,8 +447,9 @@ int cuda_compute_gradients(engine *e, const int32_t *indices, int batch, float *
     return 0;
 }
 
-int cuda_apply_update(engine *e, float grad_scale)
+int cuda_apply_update(engine *handle, float grad_scale)
 {
+    cuda_engine *e = cuda_of(handle);
     BEGIN(e);
     const void *g = e->mixed ? (void *)e->grads32 : e->grads;
     const lbk_dtype g_type = e->mixed ? LBK_F32 : e->act_type;
@@ -455,8 +463,9 @@ int cuda_apply_update(engine *e, float grad_scale)
 }
 
 /* None in fp64: the buffers are double, and the coordinator reduces floats. */
-float *cuda_buffer(engine *e, engine_buffer which, size_t *count)
+float *cuda_buffer(engine *handle, engine_buffer which, size_t *count)
 {
+    cuda_engine *e = cuda_of(handle);
     if (e->master != LBK_F32) {
         *count = 0;
         return NULL;
@@ -476,4 +485,4 @@ float *cuda_buffer(engine *e, engine_buffer which, size_t *count)
     return NULL;
 }
 
-double cuda_last_loss(engine *e) { return e->last_loss; }
+double cuda_last_loss(engine *handle) { return cuda_of(handle)->last_loss; }

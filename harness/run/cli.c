@@ -7,9 +7,7 @@
 #include "backends/registry.h"
 #include "parallel/world.h"
 
-#include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,33 +140,6 @@ static int usage_error(const char *fmt, const char *a, const char *b)
     return 2;
 }
 
-/* Whole string must be an integer in [lo, hi]. */
-static int parse_int(const char *flag, const char *s, long lo, long hi, int *out)
-{
-    return option_int(NULL, flag, s, lo, hi, out);
-}
-
-static int parse_double(const char *flag, const char *s, double lo, double hi, int open_lo,
-                        double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    /* a value too small for a double (1e-320) is an underflow, not out of
-     * range: it is taken as the nearest double; a leading space or '+' is
-     * not a number as written */
-    if (errno == ERANGE && fabs(v) < 1)
-        errno = 0;
-    if (errno || end == s || *end || !(v >= lo) || v > hi || (open_lo && v == lo) ||
-        s[0] == ' ' || s[0] == '+') {
-        fprintf(stderr, "bench: %s expects a number %s %g and <= %g, got '%s'\n", flag,
-                open_lo ? ">" : ">=", lo, hi, s);
-        return 2;
-    }
-    *out = v;
-    return 0;
-}
-
 static int parse_on_off(const char *flag, const char *s, int *out)
 {
     if (strcmp(s, "on") == 0)
@@ -192,63 +163,25 @@ static int pick(const char *flag, const char *s, const char *const *names, int n
     return 2;
 }
 
-static void backend_choices(char *buf, size_t len)
-{
-    size_t used = (size_t)snprintf(buf, len, "all");
-    for (int i = 0; i < backend_count() && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, ", %s", backend_at(i)->name);
-}
-
-/* "a,", ",a" and "a,,b" hold an empty item (a typo, not a request); a list
- * of no names at all is refused as such further on. */
-static int list_has_empty_item(const char *list)
-{
-    size_t n = strlen(list);
-    if (strspn(list, ",") == n)
-        return 0;
-    return list[0] == ',' || list[n - 1] == ',' || strstr(list, ",,") != NULL;
-}
-
+/* --backend: names of the registry, or "all" (every backend) among them. */
 static int parse_backends(const char *list, run_config *cfg)
 {
-    char choices[256];
-    backend_choices(choices, sizeof choices);
+    const char *names[MAX_RUN_BACKENDS + 1] = {"all"};
+    int count = 1, got[MAX_RUN_BACKENDS + 1], n;
+    for (int i = 0; i < backend_count() && count <= MAX_RUN_BACKENDS; i++)
+        names[count++] = backend_at(i)->name;
     cfg->n_backends = 0;
     cfg->all_backends = 0;
-    char buf[1024];
-    if (strlen(list) >= sizeof buf)
-        return usage_error("--backend list is too long%s%s", "", "");
-    strcpy(buf, list);
-    if (list_has_empty_item(list)) {
-        fprintf(stderr, "bench: --backend '%s' has an empty item; choose from: %s\n", list,
-                choices);
+    if (option_name_list(NULL, "--backend", "backend", list, names, count, got, count, &n))
         return 2;
-    }
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (strcmp(tok, "all") == 0) {
-            cfg->all_backends = 1;
-            cfg->n_backends = 0;
-            for (int i = 0; i < backend_count() && i < MAX_RUN_BACKENDS; i++)
-                cfg->backends[cfg->n_backends++] = backend_at(i);
-            return 0;
-        }
-        const backend *b = backend_find(tok);
-        if (!b) {
-            fprintf(stderr, "bench: unknown backend '%s'; choose from: %s\n", tok, choices);
-            return 2;
-        }
-        for (int i = 0; i < cfg->n_backends; i++)
-            if (cfg->backends[i] == b)
-                return usage_error("backend '%s' is listed twice%s", tok, "");
-        if (cfg->n_backends == MAX_RUN_BACKENDS)
-            return usage_error("too many backends%s%s", "", "");
-        cfg->backends[cfg->n_backends++] = b;
-    }
-    if (cfg->n_backends == 0) {
-        fprintf(stderr, "bench: --backend needs at least one name; choose from: %s\n", choices);
-        return 2;
-    }
+    for (int i = 0; i < n; i++)
+        cfg->all_backends |= got[i] == 0;
+    if (cfg->all_backends)
+        for (int k = 1; k < count; k++)
+            cfg->backends[cfg->n_backends++] = backend_at(k - 1);
+    else
+        for (int i = 0; i < n; i++)
+            cfg->backends[cfg->n_backends++] = backend_at(got[i] - 1);
     return 0;
 }
 
@@ -281,15 +214,10 @@ static int read_path(const char *flag, const char *value, const option_entry *e)
     return copy_path(flag, value, e->to);
 }
 
-/* A number in (lo, hi] or in [lo, hi], as the entry's range. */
-static int read_above(const char *flag, const char *value, const option_entry *e)
+/* --seed: a whole number a double holds exactly (the system record's). */
+static int read_seed(const char *flag, const char *value, const option_entry *e)
 {
-    return parse_double(flag, value, e->lo, e->hi, 1, e->to);
-}
-
-static int read_from(const char *flag, const char *value, const option_entry *e)
-{
-    return parse_double(flag, value, e->lo, e->hi, 0, e->to);
+    return option_whole(NULL, flag, value, (long long)e->lo, (long long)e->hi, e->to);
 }
 
 static int read_on_off(const char *flag, const char *value, const option_entry *e)
@@ -313,23 +241,30 @@ static int read_format(const char *flag, const char *value, const option_entry *
 
 static int read_batch_sizes(const char *flag, const char *value, const option_entry *e)
 {
-    (void)flag;
     run_config *cfg = e->to;
-    return plan_parse_batch_sizes(value, cfg->batch_sizes, MAX_BATCH_SIZES, &cfg->n_batch_sizes);
+    return option_whole_list(NULL, flag, value, 1, PLAN_MAX_BATCH, cfg->batch_sizes,
+                             MAX_BATCH_SIZES, &cfg->n_batch_sizes);
 }
 
 static int read_precisions(const char *flag, const char *value, const option_entry *e)
 {
-    (void)flag;
     run_config *cfg = e->to;
-    return plan_parse_precisions(value, cfg->precisions, PRECISION_COUNT, &cfg->n_precisions);
+    const char *names[PRECISION_COUNT];
+    int got[PRECISION_COUNT];
+    for (int k = 0; k < PRECISION_COUNT; k++)
+        names[k] = precision_name((precision)k);
+    int rc = option_name_list(NULL, flag, "precision", value, names, PRECISION_COUNT, got,
+                              PRECISION_COUNT, &cfg->n_precisions);
+    for (int i = 0; rc == 0 && i < cfg->n_precisions; i++)
+        cfg->precisions[i] = (precision)got[i];
+    return rc;
 }
 
 static int read_replicas(const char *flag, const char *value, const option_entry *e)
 {
-    (void)flag;
     run_config *cfg = e->to;
-    return dp_parse_replicas(value, cfg->replicas, MAX_REPLICA_COUNTS, &cfg->n_replicas);
+    return option_whole_list(NULL, flag, value, 1, DP_MAX_REPLICAS, cfg->replicas,
+                             MAX_REPLICA_COUNTS, &cfg->n_replicas);
 }
 
 static int read_parallel(const char *flag, const char *value, const option_entry *e)
@@ -337,7 +272,7 @@ static int read_parallel(const char *flag, const char *value, const option_entry
     run_config *cfg = e->to;
     static const char *const modes[] = {"model", "hybrid"};
     int got[2], n;
-    int rc = plan_parse_names(flag, "parallel mode", value, modes, 2, got, 2, &n);
+    int rc = option_name_list(NULL, flag, "parallel mode", value, modes, 2, got, 2, &n);
     for (int i = 0; rc == 0 && i < n; i++)
         *(got[i] ? &cfg->hybrid_parallel : &cfg->model_parallel) = 1;
     return rc;
@@ -363,7 +298,7 @@ static int read_split(const char *flag, const char *value, const option_entry *e
     run_config *cfg = model_option_given(e)->cfg;
     static const char *const splits[] = {"layers", "filters"};
     int got[2];
-    int rc = plan_parse_names(flag, "split", value, splits, 2, got, 2, &cfg->n_splits);
+    int rc = option_name_list(NULL, flag, "split", value, splits, 2, got, 2, &cfg->n_splits);
     for (int i = 0; rc == 0 && i < cfg->n_splits; i++)
         cfg->splits[i] = (mp_split)got[i];
     return rc;
@@ -373,27 +308,27 @@ static int read_workers(const char *flag, const char *value, const option_entry 
 {
     run_config *cfg = model_option_given(e)->cfg;
     cfg->workers_given = 1;
-    return parse_int(flag, value, (long)e->lo, (long)e->hi, &cfg->workers);
+    return option_int(NULL, flag, value, (long)e->lo, (long)e->hi, &cfg->workers);
 }
 
 static int read_groups(const char *flag, const char *value, const option_entry *e)
 {
     model_options *m = model_option_given(e);
     m->groups_given = 1;
-    return parse_int(flag, value, (long)e->lo, (long)e->hi, &m->cfg->groups);
+    return option_int(NULL, flag, value, (long)e->lo, (long)e->hi, &m->cfg->groups);
 }
 
 static int read_micro_batches(const char *flag, const char *value, const option_entry *e)
 {
     run_config *cfg = model_option_given(e)->cfg;
-    return plan_parse_counts(flag, value, (int)e->lo, (int)e->hi, cfg->micro_batches,
+    return option_whole_list(NULL, flag, value, (long)e->lo, (long)e->hi, cfg->micro_batches,
                              MAX_AXIS_VALUES, &cfg->n_micro_batches);
 }
 
 static int read_prefetch(const char *flag, const char *value, const option_entry *e)
 {
     run_config *cfg = model_option_given(e)->cfg;
-    return plan_parse_counts(flag, value, (int)e->lo, (int)e->hi, cfg->prefetch,
+    return option_whole_list(NULL, flag, value, (long)e->lo, (long)e->hi, cfg->prefetch,
                              MAX_AXIS_VALUES, &cfg->n_prefetch);
 }
 
@@ -437,10 +372,8 @@ static int check_peer_timeout(const run_config *cfg)
         peers |= backend_is_peer(cfg->backends[i]);
     if (!env || !peers)
         return 0;
-    char *end;
-    errno = 0;
-    double v = strtod(env, &end);
-    if (end == env || *end || errno || !(v > 0) || v > 1e6 || env[0] == ' ' || env[0] == '+')
+    double v;
+    if (number_read(env, &v) != 0 || !(v > 0) || v > 1e6)
         return usage_error("LENET_BENCH_PEER_TIMEOUT='%s' is not a number of seconds in "
                            "(0, 1e6]%s", env, "");
     return 0;
@@ -455,7 +388,8 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     const char *backend_list = "all";
     int no_peers = 0;
     int epochs = -1, optimizer = OPT_NESTEROV, fmt = FORMAT_MD;
-    double lr = -1, momentum = -1, decay = -1, seed = -1;
+    double lr = -1, momentum = -1, decay = -1;
+    long long seed = -1;
     cfg->shuffle = 1;
     cfg->repeat = 1;
     cfg->replicas[0] = cfg->n_replicas = 1;
@@ -480,10 +414,13 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         {"test-limit", OPTION_INT, .to = &cfg->test_limit, .lo = 1, .hi = INT_MAX},
         {"data", OPTION_READ, .to = cfg->data_dir, .read = read_path},
         {"optimizer", OPTION_READ, .to = &optimizer, .read = read_optimizer},
-        {"lr", OPTION_READ, .to = &lr, .lo = 0, .hi = 1e6, .read = read_above},
-        {"momentum", OPTION_READ, .to = &momentum, .lo = 0, .hi = 0.999999, .read = read_from},
-        {"weight-decay", OPTION_READ, .to = &decay, .lo = 0, .hi = 1, .read = read_from},
-        {"seed", OPTION_READ, .to = &seed, .lo = 0, .hi = 9007199254740992.0, .read = read_from},
+        /* stored as floats (optimizer_config) */
+        {"lr", OPTION_NUMBER, .to = &lr, .lo = 0, .hi = 1e6,
+         .how = NUMBER_ABOVE_LO | NUMBER_IN_FLOAT},
+        {"momentum", OPTION_NUMBER, .to = &momentum, .lo = 0, .hi = 0.999999,
+         .how = NUMBER_IN_FLOAT},
+        {"weight-decay", OPTION_NUMBER, .to = &decay, .lo = 0, .hi = 1, .how = NUMBER_IN_FLOAT},
+        {"seed", OPTION_READ, .to = &seed, .lo = 0, .hi = 9007199254740992.0, .read = read_seed},
         {"no-shuffle", OPTION_CLEAR, .to = &cfg->shuffle},
         {"init-params", OPTION_READ, .to = cfg->init_params, .read = read_path},
         {"save-params", OPTION_READ, .to = cfg->save_params, .read = read_path},
@@ -496,8 +433,8 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         {"repeat", OPTION_INT, .to = &cfg->repeat, .lo = 1, .hi = 1000},
         {"profile-layers", OPTION_SET, .to = &cfg->profile_layers},
         {"no-peak", OPTION_SET, .to = &cfg->no_peak},
-        {"target-accuracy", OPTION_READ, .to = &cfg->target_accuracy, .lo = 0, .hi = 1,
-         .read = read_above},
+        {"target-accuracy", OPTION_NUMBER, .to = &cfg->target_accuracy, .lo = 0, .hi = 1,
+         .how = NUMBER_ABOVE_LO},
         {"format", OPTION_READ, .to = &fmt, .read = read_format},
         {"replicas", OPTION_READ, .to = cfg, .read = read_replicas},
         {"gpus", OPTION_INT, .to = &cfg->gpus, .lo = 1, .hi = DP_MAX_REPLICAS},
@@ -567,7 +504,6 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     cfg->epochs = epochs > 0 ? epochs : w->default_epochs;
     if (cfg->n_batch_sizes == 0)
         cfg->batch_sizes[cfg->n_batch_sizes++] = w->default_batch_size;
-    cfg->engine.batch_size = cfg->batch_sizes[0];
     cfg->seed = seed >= 0 ? (uint64_t)seed : w->default_seed;
     cfg->format = (output_format)fmt;
     optimizer_config *opt = &cfg->engine.opt;
@@ -580,7 +516,6 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     opt->eps = 1e-8f;
     if (cfg->n_precisions == 0)
         cfg->precisions[cfg->n_precisions++] = PREC_FP32;
-    cfg->engine.precision = cfg->precisions[0];
     return 0;
 }
 

@@ -1,6 +1,6 @@
 #include "harness/run/columns.h"
 
-#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "harness/formats/csv.h"
 #include "harness/run/label.h"
+#include "harness/run/options.h"
 
 /* ---- markdown cells that are more than one number ------------------------ */
 
@@ -88,27 +89,28 @@ const column summary_columns[] = {
     {INT("epochs", S(epochs))},
     {INT("repeats", S(repeats))},
     {LONG("images_per_epoch", S(images_per_epoch))},
-    {REAL("epoch_seconds_median", S(epoch_seconds_median), "%.6f"),
+    {REAL("epoch_seconds_median", S(epoch_seconds_median), "%.6f"), .range = RANGE_NONNEGATIVE,
      .md_title = "s/epoch (median)", .md_cell = md_seconds},
-    {REAL("epoch_seconds_mean", S(epoch_seconds_mean), "%.6f")},
-    {REAL("epoch_seconds_stddev", S(epoch_seconds_stddev), "%.6f")},
-    {REAL("images_per_second", S(images_per_second), "%.1f"), .md_title = "images/s",
-     .md_format = "%.0f"},
-    {REAL("gflops_per_second", S(gflops_per_second), "%.3f"), .md_title = "GFLOP/s",
-     .md_format = "%.2f"},
-    {REAL("percent_of_peak", S(percent_of_peak), "%.2f"), .md_title = "% of peak",
-     .md_cell = md_percent_of_peak},
-    {REAL("speedup_vs_naive", S(speedup_vs_naive), "%.3f"), .none_unless_positive = 1,
+    {REAL("epoch_seconds_mean", S(epoch_seconds_mean), "%.6f"), .range = RANGE_NONNEGATIVE},
+    {REAL("epoch_seconds_stddev", S(epoch_seconds_stddev), "%.6f"), .range = RANGE_NONNEGATIVE},
+    {REAL("images_per_second", S(images_per_second), "%.1f"), .range = RANGE_NONNEGATIVE,
+     .md_title = "images/s", .md_format = "%.0f"},
+    {REAL("gflops_per_second", S(gflops_per_second), "%.3f"), .range = RANGE_NONNEGATIVE,
+     .md_title = "GFLOP/s", .md_format = "%.2f"},
+    {REAL("percent_of_peak", S(percent_of_peak), "%.2f"), .range = RANGE_NONNEGATIVE,
+     .md_title = "% of peak", .md_cell = md_percent_of_peak},
+    {REAL("speedup_vs_naive", S(speedup_vs_naive), "%.3f"), .range = RANGE_NONNEGATIVE,
+     .none_unless_positive = 1,
      .md_title = "speedup vs naive", .md_format = "%.2fx"},
     {REAL("final_train_loss", S(final_train_loss), "%.6f")},
-    {REAL("final_test_accuracy", S(final_test_accuracy), "%.6f"),
+    {REAL("final_test_accuracy", S(final_test_accuracy), "%.6f"), .range = RANGE_FRACTION,
      .md_title = "test accuracy", .md_format = "%.4f"},
-    {REAL("macro_precision", S(macro_precision), "%.6f")},
-    {REAL("macro_recall", S(macro_recall), "%.6f")},
-    {REAL("macro_f1", S(macro_f1), "%.6f")},
+    {REAL("macro_precision", S(macro_precision), "%.6f"), .range = RANGE_FRACTION},
+    {REAL("macro_recall", S(macro_recall), "%.6f"), .range = RANGE_FRACTION},
+    {REAL("macro_f1", S(macro_f1), "%.6f"), .range = RANGE_FRACTION},
     {REAL("time_to_target_seconds", S(time_to_target_seconds), "%.3f"),
      .md_title = "time to target (s)", .md_cell = md_target},
-    {REAL("peak_memory_bytes", S(peak_memory_bytes), "%.0f")},
+    {REAL("peak_memory_bytes", S(peak_memory_bytes), "%.0f"), .range = RANGE_NONNEGATIVE},
     {TEXT("details", S(details))},
     {STATUS("status", S(status)), .md_title = "status"},
     {TEXT("message", S(message))},
@@ -118,14 +120,16 @@ const column summary_columns[] = {
     {SYSTEM("date", SYS(date))},
     {INT("timed_samples", S(timed_samples))},
     {INT("warmup_epochs", S(warmup_epochs))},
-    {REAL("epoch_seconds_min", S(epoch_seconds_min), "%.6f")},
-    {REAL("epoch_seconds_max", S(epoch_seconds_max), "%.6f")},
-    {REAL("peak_gflops", S(peak_gflops), "%.1f")},
+    {REAL("epoch_seconds_min", S(epoch_seconds_min), "%.6f"), .range = RANGE_NONNEGATIVE},
+    {REAL("epoch_seconds_max", S(epoch_seconds_max), "%.6f"), .range = RANGE_NONNEGATIVE},
+    {REAL("peak_gflops", S(peak_gflops), "%.1f"), .range = RANGE_NONNEGATIVE},
     {TEXT("peak_source", S(peak_source))},
     {SYSTEM("gpu_model", SYS(gpu_model))},
-    {REAL("target_accuracy", S(target_accuracy), "%.4f")},
-    {REAL("scaling_efficiency", S(scaling_efficiency), "%.4f"), .none_unless_positive = 1},
-    {REAL("memory_bytes", S(memory_bytes), "%.0f"), .none_unless_positive = 1,
+    {REAL("target_accuracy", S(target_accuracy), "%.4f"), .range = RANGE_FRACTION},
+    {REAL("scaling_efficiency", S(scaling_efficiency), "%.4f"), .range = RANGE_NONNEGATIVE,
+     .none_unless_positive = 1},
+    {REAL("memory_bytes", S(memory_bytes), "%.0f"), .range = RANGE_NONNEGATIVE,
+     .none_unless_positive = 1,
      .md_title = "memory (MiB)", .md_cell = md_mebibytes},
     {TEXT("memory_source", S(memory_source))},
     {TEXT("parallel", S(parallel))},
@@ -135,11 +139,12 @@ const column summary_columns[] = {
     {INT("prefetch", S(prefetch))},
     /* 0 is a measurement here (a pool-only worker holds no parameters);
      * an engine that does not itemise leaves them NOT_MEASURED */
-    {REAL("worker_params_bytes", S(worker_params_bytes), "%.0f")},
-    {REAL("worker_grads_bytes", S(worker_grads_bytes), "%.0f")},
-    {REAL("worker_opt_state_bytes", S(worker_opt_state_bytes), "%.0f")},
-    {REAL("worker_activation_bytes", S(worker_activation_bytes), "%.0f")},
-    {REAL("worker_workspace_bytes", S(worker_workspace_bytes), "%.0f")},
+    {REAL("worker_params_bytes", S(worker_params_bytes), "%.0f"), .range = RANGE_NONNEGATIVE},
+    {REAL("worker_grads_bytes", S(worker_grads_bytes), "%.0f"), .range = RANGE_NONNEGATIVE},
+    {REAL("worker_opt_state_bytes", S(worker_opt_state_bytes), "%.0f"), .range = RANGE_NONNEGATIVE},
+    {REAL("worker_activation_bytes", S(worker_activation_bytes), "%.0f"),
+     .range = RANGE_NONNEGATIVE},
+    {REAL("worker_workspace_bytes", S(worker_workspace_bytes), "%.0f"), .range = RANGE_NONNEGATIVE},
     {.name = NULL},
 };
 
@@ -150,12 +155,12 @@ const column epoch_columns[] = {
     {INT("repeat", E(repeat))},
     {INT("epoch", E(epoch))},
     {LONG("images", E(images))},
-    {REAL("epoch_seconds", E(epoch_seconds), "%.6f")},
-    {REAL("images_per_second", E(images_per_second), "%.1f")},
-    {REAL("gflops_per_second", E(gflops_per_second), "%.3f")},
+    {REAL("epoch_seconds", E(epoch_seconds), "%.6f"), .range = RANGE_NONNEGATIVE},
+    {REAL("images_per_second", E(images_per_second), "%.1f"), .range = RANGE_NONNEGATIVE},
+    {REAL("gflops_per_second", E(gflops_per_second), "%.3f"), .range = RANGE_NONNEGATIVE},
     {REAL("train_loss", E(train_loss), "%.6f"), .nan_is_value = 1},
     {REAL("test_loss", E(test_loss), "%.6f"), .nan_is_value = 1},
-    {REAL("test_accuracy", E(test_accuracy), "%.6f"), .nan_is_value = 1},
+    {REAL("test_accuracy", E(test_accuracy), "%.6f"), .range = RANGE_FRACTION, .nan_is_value = 1},
     {STATUS("status", E(status))},
     {TEXT("message", E(message))},
     {.name = NULL},
@@ -301,28 +306,34 @@ static const column *status_column(const column *cols)
     return NULL;
 }
 
-/* What is wrong with a number cell, or NULL when it is one. */
+/* What is wrong with a number cell, or NULL when it is one: written as
+ * the command line's numbers are (options.h), within the column's range;
+ * NaN and Inf only in a column that measures them (a loss that became NaN)
+ * of a row that did not finish. */
 static const char *bad_number(const column *c, const char *s, int finished)
 {
     if (!*s)
         return NULL; /* not measured */
-    if (!(s[0] == '-' || s[0] == '.' || (s[0] >= '0' && s[0] <= '9') || s[0] == 'n' ||
-          s[0] == 'i'))
+    double v;
+    long long whole;
+    if (!strcmp(s, "nan") || !strcmp(s, "-nan") || !strcmp(s, "inf") || !strcmp(s, "-inf"))
+        return c->kind == COL_REAL && c->nan_is_value && !finished ? NULL : "is not finite";
+    const int read = number_read(s, &v);
+    if (read == -1)
         return "is not a number";
-    char *end;
-    errno = 0;
     if (c->kind != COL_REAL) {
-        long v = strtol(s, &end, 10);
-        (void)v;
-        return end == s || *end ? "is not a whole number" : errno ? "is out of range" : NULL;
+        const long long hi = c->kind == COL_INT ? INT_MAX : LONG_MAX;
+        const int read_whole = number_read_whole(s, &whole);
+        if (read_whole == -1)
+            return "is not a whole number";
+        return read_whole || whole < -hi - 1 || whole > hi ? "is out of range" : NULL;
     }
-    double v = strtod(s, &end);
-    if (end == s || *end)
-        return "is not a number";
-    if (errno == ERANGE && isinf(v))
+    if (read)
         return "is out of range";
-    if (!isfinite(v) && !(isnan(v) && !c->nan_is_value) && (finished || !c->nan_is_value))
-        return "is not finite";
+    if (c->range == RANGE_NONNEGATIVE && v < 0)
+        return "is negative";
+    if (c->range == RANGE_FRACTION && !(v >= 0 && v <= 1))
+        return "is not in 0..1";
     return NULL;
 }
 

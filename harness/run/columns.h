@@ -26,6 +26,13 @@ typedef enum column_kind {
     COL_SYSTEM, /* a char array in the run's sysinfo: the same in every row */
 } column_kind;
 
+/* The values a COL_REAL column may hold when read back (result_table_check). */
+typedef enum column_range {
+    RANGE_ANY,
+    RANGE_NONNEGATIVE, /* times, rates, bytes */
+    RANGE_FRACTION,    /* accuracies: 0..1 */
+} column_range;
+
 typedef struct column {
     const char *name; /* NULL ends a list */
     column_kind kind;
@@ -35,6 +42,7 @@ typedef struct column {
     /* COL_REAL: NaN is a measured value, written "nan" in CSV (a loss that
      * became NaN). Elsewhere NaN is NOT_MEASURED: empty, JSON null. */
     int nan_is_value;
+    column_range range;
     /* The markdown table of summary rows: columns without a title are left
      * out. Numbers with md_format show "-" unless > 0; md_cell, when set,
      * writes the cell instead. */

@@ -29,10 +29,9 @@ typedef struct run_config {
     int test_limit; /* first N test images; 0 = all */
     int shuffle;
     uint64_t seed;
-    /* What every engine is created with: batch size, optimiser, threads,
-     * device, precision, graph, data residency. The batch size and precision
-     * are those of the first configuration; each configuration's engine
-     * gets its own from the lists below. */
+    /* What every engine is created with: optimiser, threads, device, graph,
+     * data residency. Its batch size and precision are left unset: each
+     * configuration (plan.h) brings its own from the lists below. */
     engine_config engine;
     /* The axes every backend runs over, each value its own configuration. */
     precision precisions[PRECISION_COUNT]; /* --precision, in the order given */

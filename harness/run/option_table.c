@@ -40,7 +40,8 @@ static int apply(const char *subcommand, const option_entry *e, const char *flag
     case OPTION_TEXT: *(const char **)e->to = value; return 0;
     case OPTION_INT:
         return option_int(subcommand, flag, value, (long)e->lo, (long)e->hi, e->to);
-    case OPTION_NUMBER: return option_number(subcommand, flag, value, e->lo, e->hi, e->to);
+    case OPTION_NUMBER:
+        return option_real(subcommand, flag, value, e->lo, e->hi, e->how, e->to);
     case OPTION_DO:
     case OPTION_READ: return e->read(flag, value, e);
     }

@@ -16,7 +16,7 @@ typedef enum option_action {
     OPTION_DO,     /* read(flag, NULL, entry): the command's own action (--list) */
     OPTION_TEXT,   /* *(const char **)to = the value, as written */
     OPTION_INT,    /* a whole number in [lo, hi] into *(int *)to (option_int) */
-    OPTION_NUMBER, /* a number in [lo, hi] into *(double *)to (option_number) */
+    OPTION_NUMBER, /* a number in its range into *(double *)to (option_real) */
     OPTION_READ,   /* read(flag, value, entry): a value the command reads itself */
 } option_action;
 
@@ -32,6 +32,7 @@ struct option_entry {
     option_action action;
     void *to;             /* where the value goes */
     double lo, hi;        /* the range of OPTION_INT and OPTION_NUMBER (a reader may use it) */
+    unsigned how;         /* OPTION_NUMBER: NUMBER_ABOVE_LO, NUMBER_IN_FLOAT (options.h) */
     option_reader *read;  /* OPTION_DO, OPTION_READ */
     void (*print)(FILE *f); /* OPTION_HELP: the usage */
 };

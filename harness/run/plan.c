@@ -1,157 +1,13 @@
 #include "harness/run/plan.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/registry.h"
+#include "base/alloc.h"
 #include "parallel/comm.h"
 #include "parallel/model_parallel.h"
 #include "parallel/world.h"
-
-int dp_parse_replicas(const char *list, int *out, int max, int *n)
-{
-    *n = 0;
-    const char *p = list;
-    for (;;) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        /* strtol takes a leading space or '+': a list as written may not */
-        if (errno || end == p || (*end && *end != ',') || v < 1 || v > DP_MAX_REPLICAS ||
-            !(*p >= '0' && *p <= '9')) {
-            fprintf(stderr, "bench: --replicas expects a comma list of whole numbers in 1..%d, "
-                            "got '%s'\n", DP_MAX_REPLICAS, list);
-            return 2;
-        }
-        int seen = 0;
-        for (int i = 0; i < *n; i++)
-            seen |= out[i] == v;
-        if (!seen) {
-            if (*n == max) {
-                fprintf(stderr, "bench: --replicas takes at most %d counts, got '%s'\n", max,
-                        list);
-                return 2;
-            }
-            /* insertion keeps the list ascending */
-            int i = (*n)++;
-            for (; i > 0 && out[i - 1] > v; i--)
-                out[i] = out[i - 1];
-            out[i] = (int)v;
-        }
-        if (!*end)
-            return 0;
-        p = end + 1;
-    }
-}
-
-/* The item of a comma list that starts at p, copied into item; NULL at
- * the end of the list, else where the next item starts (after its comma). A
- * list ending in a comma yields an empty last item. */
-static const char *next_item(const char *p, char *item, size_t len, int *more)
-{
-    size_t n = strcspn(p, ",");
-    snprintf(item, len, "%.*s", (int)(n < len ? n : len - 1), p);
-    *more = p[n] == ',';
-    return p + n + (*more ? 1 : 0);
-}
-
-/* Adds v (written as `item`) to out[0..*n), in ascending place when
- * `sorted`; a repeat or a full list is refused. 0, or 2 after the message. */
-static int add_value(const char *flag, const char *list, const char *item, int v, int *out,
-                     int max, int *n, int sorted)
-{
-    for (int i = 0; i < *n; i++)
-        if (out[i] == v) {
-            fprintf(stderr, "bench: %s lists %s twice in '%s'\n", flag, item, list);
-            return 2;
-        }
-    if (*n == max) {
-        fprintf(stderr, "bench: %s takes at most %d values, got '%s'\n", flag, max, list);
-        return 2;
-    }
-    int i = (*n)++;
-    for (; sorted && i > 0 && out[i - 1] > v; i--)
-        out[i] = out[i - 1];
-    out[i] = v;
-    return 0;
-}
-
-int plan_parse_counts(const char *flag, const char *list, int lo, int hi, int *out, int max,
-                      int *n)
-{
-    *n = 0;
-    const char *p = list;
-    int more = 1;
-    while (more) {
-        char item[32], *end;
-        p = next_item(p, item, sizeof item, &more);
-        errno = 0;
-        long v = strtol(item, &end, 10);
-        /* strtol takes a leading space or '+': a list as written may not */
-        if (errno || end == item || *end || v < lo || v > hi ||
-            !(item[0] == '-' || (item[0] >= '0' && item[0] <= '9'))) {
-            fprintf(stderr, "bench: %s expects a comma list of whole numbers in %d..%d, got '%s'\n",
-                    flag, lo, hi, list);
-            return 2;
-        }
-        if (add_value(flag, list, item, (int)v, out, max, n, 1))
-            return 2;
-    }
-    return 0;
-}
-
-int plan_parse_batch_sizes(const char *list, int *out, int max, int *n)
-{
-    return plan_parse_counts("--batch-size", list, 1, PLAN_MAX_BATCH, out, max, n);
-}
-
-int plan_parse_names(const char *flag, const char *what, const char *list,
-                     const char *const *names, int count, int *out, int max, int *n)
-{
-    char choices[128] = "";
-    size_t used = 0;
-    for (int k = 0; k < count && used < sizeof choices; k++)
-        used += (size_t)snprintf(choices + used, sizeof choices - used, "%s%s", k ? ", " : "",
-                                 names[k]);
-    *n = 0;
-    const char *p = list;
-    int more = 1;
-    while (more) {
-        char item[32];
-        p = next_item(p, item, sizeof item, &more);
-        int found = -1;
-        for (int k = 0; k < count; k++)
-            if (!strcmp(item, names[k]))
-                found = k;
-        if (!item[0]) {
-            fprintf(stderr, "bench: %s '%s' has an empty item; choose from: %s\n", flag, list,
-                    choices);
-            return 2;
-        }
-        if (found < 0) {
-            fprintf(stderr, "bench: unknown %s '%s'; choose one of: %s\n", what, item, choices);
-            return 2;
-        }
-        if (add_value(flag, list, item, found, out, max, n, 0))
-            return 2;
-    }
-    return 0;
-}
-
-int plan_parse_precisions(const char *list, precision *out, int max, int *n)
-{
-    const char *names[PRECISION_COUNT];
-    int got[PRECISION_COUNT];
-    for (int k = 0; k < PRECISION_COUNT; k++)
-        names[k] = precision_name((precision)k);
-    if (plan_parse_names("--precision", "precision", list, names, PRECISION_COUNT, got,
-                         max < PRECISION_COUNT ? max : PRECISION_COUNT, n))
-        return 2;
-    for (int i = 0; i < *n; i++)
-        out[i] = (precision)got[i];
-    return 0;
-}
 
 static dp_options options_for(const run_config *cfg, int replicas, int spread)
 {
@@ -164,7 +20,14 @@ static dp_options options_for(const run_config *cfg, int replicas, int spread)
     return o;
 }
 
-static int add(const backend **out, int *n, int max, const backend *b, char *err, size_t err_len)
+/* A backend the run trains, with the replicas asked of it. */
+typedef struct planned {
+    const backend *b;
+    int replicas;
+} planned;
+
+static int add(planned *out, int *n, int max, const backend *b, int replicas, char *err,
+               size_t err_len)
 {
     if (!b) {
         snprintf(err, err_len, "too many data-parallel configurations in one run");
@@ -174,67 +37,17 @@ static int add(const backend **out, int *n, int max, const backend *b, char *err
         snprintf(err, err_len, "too many backend, --replicas and --parallel combinations (at most %d)", max);
         return -1;
     }
-    out[(*n)++] = b;
+    out[(*n)++] = (planned){b, replicas};
     return 0;
 }
 
-int dp_expand_backends(const run_config *cfg, const backend *const *in, int n,
-                       const backend **out, int max, char *err, size_t err_len)
-{
-    if (world_size() > 1 && (cfg->n_replicas > 1 || cfg->replicas[0] != 1)) {
-        snprintf(err, err_len, "under mpirun every rank is one replica: leave out --replicas "
-                               "and choose the count with mpirun -np N");
-        return -1;
-    }
-    if (world_size() > 1 && cfg->model_parallel && cfg->workers_given &&
-        cfg->workers != world_size()) {
-        snprintf(err, err_len, "under mpirun every rank is one model-parallel worker: --workers "
-                 "%d is not the %d ranks; leave --workers out or run mpirun -np %d",
-                 cfg->workers, world_size(), cfg->workers);
-        return -1;
-    }
-    if (world_size() > 1 && cfg->hybrid_parallel) {
-        snprintf(err, err_len, "--parallel hybrid runs its groups in one process; under mpirun "
-                               "use --parallel model (one worker per rank) or data parallelism");
-        return -1;
-    }
-    int count = 0;
-    for (int i = 0; i < n; i++) {
-        const backend *b = in[i];
-        const int multi_gpu = b == &multi_gpu_backend;
-        int rc = 0;
-        if (world_size() > 1) {
-            dp_options o = options_for(cfg, 1, 0);
-            rc = add(out, &count, max, multi_gpu ? b : dp_wrap(b, &o, NULL), err, err_len);
-            if (rc == 0)
-                rc = plan_model_parallel(cfg, b, out, &count, max, err, err_len);
-        } else if (multi_gpu) {
-            /* the registry's entry when nothing can wrap cuda (not built) */
-            const char *base = dp_base_name(b);
-            const backend *inner = NULL;
-            for (int k = 0; k < backend_count(); k++)
-                if (!strcmp(backend_at(k)->name, base))
-                    inner = backend_at(k);
-            dp_options o = options_for(cfg, cfg->gpus, 1);
-            rc = add(out, &count, max,
-                     inner && inner->built ? dp_wrap(inner, &o, b->name) : b, err, err_len);
-        } else {
-            for (int r = 0; r < cfg->n_replicas && rc == 0; r++) {
-                dp_options o = options_for(cfg, cfg->replicas[r], 0);
-                rc = add(out, &count, max, cfg->replicas[r] > 1 ? dp_wrap(b, &o, NULL) : b,
-                         err, err_len);
-            }
-            if (rc == 0)
-                rc = plan_model_parallel(cfg, b, out, &count, max, err, err_len);
-        }
-        if (rc)
-            return -1;
-    }
-    return count;
-}
-
-int plan_model_parallel(const run_config *cfg, const backend *b, const backend **out, int *n,
-                        int max, char *err, size_t err_len)
+/* The model-parallel and hybrid configurations of backend b that
+ * --parallel asks for, appended to out[*n] (at most max): for each split,
+ * micro-batch count and prefetch depth, b split over --workers (model; under
+ * mpirun one worker per rank), and --groups data-parallel groups of
+ * --workers / --groups (hybrid). 0, or -1 with err. */
+static int plan_model_parallel(const run_config *cfg, const backend *b, planned *out, int *n,
+                               int max, char *err, size_t err_len)
 {
     if (backend_is_peer(b) || dp_base_name(b))
         return 0; /* framework peers and multi-gpu have no stages */
@@ -266,11 +79,108 @@ int plan_model_parallel(const run_config *cfg, const backend *b, const backend *
                         dp_options d = options_for(cfg, cfg->groups, 0);
                         mp = dp_wrap(mp, &d, name);
                     }
-                    if (add(out, n, max, mp, err, err_len))
+                    if (add(out, n, max, mp, hybrid ? cfg->groups : 1, err, err_len))
                         return -1;
                 }
     }
     return 0;
+}
+
+/* What each requested backend becomes, in order, into out (at most max):
+ * see plan_configurations. Returns the count, or -1 with err. */
+static int expand_backends(const run_config *cfg, planned *out, int max, char *err,
+                           size_t err_len)
+{
+    if (world_size() > 1 && (cfg->n_replicas > 1 || cfg->replicas[0] != 1)) {
+        snprintf(err, err_len, "under mpirun every rank is one replica: leave out --replicas "
+                               "and choose the count with mpirun -np N");
+        return -1;
+    }
+    if (world_size() > 1 && cfg->model_parallel && cfg->workers_given &&
+        cfg->workers != world_size()) {
+        snprintf(err, err_len, "under mpirun every rank is one model-parallel worker: --workers "
+                 "%d is not the %d ranks; leave --workers out or run mpirun -np %d",
+                 cfg->workers, world_size(), cfg->workers);
+        return -1;
+    }
+    if (world_size() > 1 && cfg->hybrid_parallel) {
+        snprintf(err, err_len, "--parallel hybrid runs its groups in one process; under mpirun "
+                               "use --parallel model (one worker per rank) or data parallelism");
+        return -1;
+    }
+    int count = 0;
+    for (int i = 0; i < cfg->n_backends; i++) {
+        const backend *b = cfg->backends[i];
+        const int multi_gpu = b == &multi_gpu_backend;
+        int rc = 0;
+        if (world_size() > 1) {
+            dp_options o = options_for(cfg, 1, 0);
+            rc = add(out, &count, max, multi_gpu ? b : dp_wrap(b, &o, NULL), world_size(), err,
+                     err_len);
+            if (rc == 0)
+                rc = plan_model_parallel(cfg, b, out, &count, max, err, err_len);
+        } else if (multi_gpu) {
+            /* the registry's entry when nothing can wrap cuda (not built) */
+            const char *base = dp_base_name(b);
+            const backend *inner = NULL;
+            for (int k = 0; k < backend_count(); k++)
+                if (!strcmp(backend_at(k)->name, base))
+                    inner = backend_at(k);
+            dp_options o = options_for(cfg, cfg->gpus, 1);
+            rc = add(out, &count, max, inner && inner->built ? dp_wrap(inner, &o, b->name) : b,
+                     cfg->gpus > 0 ? cfg->gpus : 1, err, err_len);
+        } else {
+            for (int r = 0; r < cfg->n_replicas && rc == 0; r++) {
+                dp_options o = options_for(cfg, cfg->replicas[r], 0);
+                rc = add(out, &count, max, cfg->replicas[r] > 1 ? dp_wrap(b, &o, NULL) : b,
+                         cfg->replicas[r], err, err_len);
+            }
+            if (rc == 0)
+                rc = plan_model_parallel(cfg, b, out, &count, max, err, err_len);
+        }
+        if (rc)
+            return -1;
+    }
+    return count;
+}
+
+/* The registry's first backend, naive, or its data-parallel wrapping:
+ * the reference the others' speedup is stated against. */
+static int is_reference(const backend *b)
+{
+    const backend *base = dp_inner(b) ? dp_inner(b) : b;
+    return backend_count() > 0 && base == backend_at(0);
+}
+
+int plan_configurations(const run_config *cfg, configuration *out, int max, char *err,
+                        size_t err_len)
+{
+    planned *wanted = xcalloc((size_t)max, sizeof *wanted);
+    int n_wanted = expand_backends(cfg, wanted, max, err, err_len);
+    long total = (long)n_wanted * cfg->n_precisions * cfg->n_batch_sizes;
+    if (n_wanted >= 0 && total > max) {
+        snprintf(err, err_len, "%ld configurations (backends x --replicas and --parallel x "
+                 "--precision x --batch-size) are more than the %d one run takes", total, max);
+        n_wanted = -1;
+    }
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n_wanted; i++) {
+            if (is_reference(wanted[i].b) != (pass == 0))
+                continue;
+            for (int p = 0; p < cfg->n_precisions; p++)
+                for (int k = 0; k < cfg->n_batch_sizes; k++) {
+                    configuration *c = &out[n++];
+                    c->b = wanted[i].b;
+                    c->replicas = wanted[i].replicas;
+                    c->prec = cfg->precisions[p];
+                    c->batch_size = cfg->batch_sizes[k];
+                    c->reason[0] = 0;
+                    c->runnable = backend_runnable(c->b, c->prec, c->reason, sizeof c->reason);
+                }
+        }
+    free(wanted);
+    return n_wanted < 0 ? -1 : n;
 }
 
 void dp_print_support(FILE *f)

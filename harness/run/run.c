@@ -144,17 +144,14 @@ static void install_signal_handlers(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-void run_use_configuration(run_state *s, const configuration *c)
-{
-    s->engine.precision = c->prec;
-    s->engine.batch_size = c->batch_size;
-}
-
-static int run_backends(const run_config *cfg)
+static int run_backends(const run_config *cfg, run_chart_drawer *draw_charts)
 {
     configuration *configs = xcalloc(MAX_RUN_CONFIGS, sizeof *configs);
-    int n = run_plan_configurations(cfg, configs);
+    char err[1024];
+    int n = plan_configurations(cfg, configs, MAX_RUN_CONFIGS, err, sizeof err);
     if (n < 0) {
+        if (world_rank() == 0) /* every rank refuses alike; one says why */
+            fprintf(stderr, "bench: %s\n", err);
         free(configs);
         return 2;
     }
@@ -174,7 +171,7 @@ static int run_backends(const run_config *cfg)
 
     /* from here a signal ends the run with 130, during loading too */
     install_signal_handlers();
-    run_state s = {.cfg = cfg, .root = world_rank() == 0, .engine = cfg->engine};
+    run_state s = {.cfg = cfg, .root = world_rank() == 0, .draw_charts = draw_charts};
     s.label_axes = (cfg->n_precisions > 1 ? LABEL_PRECISION : 0) |
                    (cfg->n_batch_sizes > 1 ? LABEL_BATCH : 0);
     int rc = run_load_inputs(&s);
@@ -189,7 +186,6 @@ static int run_backends(const run_config *cfg)
         free(configs);
         return rc;
     }
-    char err[1024];
     if (s.root && results_open(&s.res, cfg, err, sizeof err) != 0) {
         int status = write_failure_status(errno);
         fprintf(stderr, "bench: %s\n", err);
@@ -213,9 +209,8 @@ static int run_backends(const run_config *cfg)
     }
     for (int i = 0; i < n && s.root; i++)
         if (!configs[i].runnable) {
-            run_use_configuration(&s, &configs[i]);
-            attempt none = {.replicas = 1};
-            row_key key = run_row_key(&s, configs[i].b, &none);
+            attempt none = {.replicas = configs[i].replicas};
+            row_key key = run_row_key(&s, &configs[i], &none);
             char label[128];
             config_label(&key, label, sizeof label);
             fprintf(stderr, "%-10s skipped: %s\n", label, configs[i].reason);
@@ -237,10 +232,9 @@ static int run_backends(const run_config *cfg)
             if (!configs[i].runnable || stopped[i])
                 continue;
             attempt *a = &runs[i * cfg->repeat + r];
-            run_use_configuration(&s, &configs[i]);
             s.current_config = i;
             s.current_repeat = r;
-            if (run_train_configuration(&s, configs[i].b, r + 1, a) != 0) {
+            if (run_train_configuration(&s, &configs[i], r + 1, a) != 0) {
                 rc = 1;
                 break;
             }
@@ -257,7 +251,7 @@ static int run_backends(const run_config *cfg)
     return rc;
 }
 
-int run_benchmark(const run_config *cfg)
+int run_benchmark(const run_config *cfg, run_chart_drawer *draw_charts)
 {
     char err[512];
     if (world_init(err, sizeof err) != 0) {
@@ -268,7 +262,7 @@ int run_benchmark(const run_config *cfg)
      * for each other in a collective forever */
     int rc = agree_on_config(cfg);
     if (rc == 0)
-        rc = run_backends(cfg);
+        rc = run_backends(cfg, draw_charts);
     world_finalize();
     return rc;
 }

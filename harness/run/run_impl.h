@@ -10,21 +10,12 @@
 
 #include "backends/registry.h"
 #include "harness/run/config.h"
+#include "harness/run/plan.h"
 #include "harness/run/results.h"
 #include "harness/run/run.h"
 
 /* The first stop signal received, 0 while none (run.c's handler sets it). */
 extern volatile sig_atomic_t run_stop_signal;
-
-/* One row of the run: a backend (maybe wrapped for data parallelism) at
- * one precision and one batch size. */
-typedef struct configuration {
-    const backend *b;
-    precision prec;
-    int batch_size;
-    int runnable;
-    char reason[512]; /* why not, when not runnable */
-} configuration;
 
 /* A finished configuration's speed, for the speedup over naive and the
  * scaling efficiency of the same engine with more replicas. */
@@ -56,9 +47,6 @@ typedef struct attempt {
 /* Everything shared by the backends of one run. */
 typedef struct run_state {
     const run_config *cfg;
-    /* the configuration being trained: cfg->engine with its precision and
-     * batch size */
-    engine_config engine;
     unsigned label_axes; /* row_key.label_axes of every row */
     dataset train, test;
     float *init_params;
@@ -81,9 +69,11 @@ typedef struct run_state {
     int done_runs[MAX_RUN_CONFIGS];
     int current_config, current_repeat; /* being trained (-1: none) */
     int ending; /* the report of a run that was stuck: no peak probes */
+    run_chart_drawer *draw_charts; /* run_benchmark's; NULL: no charts */
 } run_state;
 
-row_key run_row_key(const run_state *s, const backend *b, const attempt *a);
+/* The key of configuration c's rows, a its attempt (where it ran). */
+row_key run_row_key(const run_state *s, const configuration *c, const attempt *a);
 
 /* run_start.c */
 /* Loads the data and makes the initial parameters. 0 or an exit status
@@ -93,11 +83,6 @@ void run_free_inputs(run_state *s);
 /* A run that cannot start leaves nothing it made behind: the step-loss
  * file it created, its inputs. */
 void run_abandon_start(run_state *s);
-/* The configurations of the run, into out (at most MAX_RUN_CONFIGS):
- * each backend (as --replicas, multi-gpu and MPI make it), naive first so
- * the others' speedup can be stated, at each --precision and then each
- * --batch-size. Returns the count, or -1 (message printed). */
-int run_plan_configurations(const run_config *cfg, configuration *out);
 /* --step-losses and --save-params, checked before anything is trained or
  * written, so a mistyped destination costs no training. 0 or an exit
  * status (message printed). */
@@ -109,13 +94,11 @@ void run_note_unread_data_files(const char *dir);
 /* A run whose training is long enough for the machine's load to change
  * under it: its CPU peaks are probed before the rows and again after. */
 int run_is_long(const run_state *s);
-/* Trains configuration b once (repeat r, 1-based). Returns 0, or -1 when
+/* Trains configuration c once (repeat r, 1-based). Returns 0, or -1 when
  * a results file could not be written (the run must stop). */
-int run_train_configuration(run_state *s, const backend *b, int r, attempt *a);
+int run_train_configuration(run_state *s, const configuration *c, int r, attempt *a);
 
 /* run.c */
-/* What the engine of configuration c is created with, and its rows keyed by. */
-void run_use_configuration(run_state *s, const configuration *c);
 /* Whether the run stops now: the first stop signal this process or, under
  * mpirun, any rank received (0: none). Every rank asks at the same points
  * (agree_on_stop: chunk becomes rank 0's next number of steps). */

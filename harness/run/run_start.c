@@ -14,8 +14,6 @@
 #include "harness/formats/idx.h"
 #include "harness/formats/paramfile.h"
 #include "harness/run/init.h"
-#include "harness/run/plan.h"
-#include "parallel/world.h"
 
 int run_load_inputs(run_state *s)
 {
@@ -66,43 +64,6 @@ void run_abandon_start(run_state *s)
             unlink(cfg->step_losses);
     }
     run_free_inputs(s);
-}
-
-int run_plan_configurations(const run_config *cfg, configuration *out)
-{
-    const backend *wanted[MAX_RUN_CONFIGS];
-    char err[256];
-    int n_wanted = dp_expand_backends(cfg, cfg->backends, cfg->n_backends, wanted,
-                                      MAX_RUN_CONFIGS, err, sizeof err);
-    if (n_wanted < 0) {
-        if (world_rank() == 0) /* every rank refuses alike; one says why */
-            fprintf(stderr, "bench: %s\n", err);
-        return -1;
-    }
-    long total = (long)n_wanted * cfg->n_precisions * cfg->n_batch_sizes;
-    if (total > MAX_RUN_CONFIGS) {
-        fprintf(stderr, "bench: %ld configurations (backends x --replicas and --parallel x "
-                "--precision x --batch-size) are more than the %d one run takes\n", total,
-                MAX_RUN_CONFIGS);
-        return -1;
-    }
-    int n = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < n_wanted; i++) {
-            int is_naive = strcmp(wanted[i]->name, "naive") == 0;
-            if (is_naive != (pass == 0))
-                continue;
-            for (int p = 0; p < cfg->n_precisions; p++)
-                for (int k = 0; k < cfg->n_batch_sizes; k++) {
-                    configuration *c = &out[n++];
-                    c->b = wanted[i];
-                    c->prec = cfg->precisions[p];
-                    c->batch_size = cfg->batch_sizes[k];
-                    c->reason[0] = 0;
-                    c->runnable = backend_runnable(c->b, c->prec, c->reason, sizeof c->reason);
-                }
-        }
-    return n;
 }
 
 /* A name the run writes in its results directory (results.c, plot.c). */

@@ -12,8 +12,7 @@
 #include "harness/run/label.h"
 #include "harness/run/peak.h"
 #include "harness/run/report.h"
-#include "harness/tools/plot.h"
-#include "harness/tools/stats.h"
+#include "harness/common/stats.h"
 #include "parallel/data_parallel.h"
 #include "parallel/model_parallel.h"
 
@@ -115,10 +114,11 @@ static void settle_cpu_peaks(run_state *s, double *samples)
     }
 }
 
-static void fill_summary(run_state *s, const backend *b, const attempt *runs, int n_runs,
+static void fill_summary(run_state *s, const configuration *c, const attempt *runs, int n_runs,
                          summary_row *row, double *samples)
 {
     const run_config *cfg = s->cfg;
+    const backend *b = c->b;
     const attempt *last = &runs[n_runs - 1];
     /* the warm-up rule and what epoch times exclude: stats.h */
     int n = 0, all_epochs = 0;
@@ -128,7 +128,7 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
     }
     sample_stats st = stats_of(samples, n);
     summary_row_init(row); /* what is not set below was not measured */
-    row->key = run_row_key(s, b, last);
+    row->key = run_row_key(s, c, last);
     row->epochs = cfg->epochs;
     row->repeats = n_runs;
     row->images_per_epoch = s->train.count;
@@ -145,7 +145,7 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
         row->images_per_second = s->train.count / st.median;
         row->gflops_per_second = row->images_per_second * cfg->work.train_flops_per_image * 1e-9;
     }
-    double naive = baseline_speed(s, "naive", s->engine.precision, s->engine.batch_size);
+    double naive = baseline_speed(s, "naive", c->prec, c->batch_size);
     if (naive > 0 && row->images_per_second > 0 && last->status == STATUS_OK)
         row->speedup_vs_naive = row->images_per_second / naive;
     if (last->epochs_done > 0)
@@ -174,7 +174,7 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
             pk = (peak_measure){.source = "not measured (--no-peak)"};
         else if (s->ending) /* no time left for a probe */
             pk = (peak_measure){.source = "not measured (the run was ended)"};
-        else if (pk.gflops <= 0 && row->key.devices == 0 && !fp32_peak_bounds(s->engine.precision))
+        else if (pk.gflops <= 0 && row->key.devices == 0 && !fp32_peak_bounds(c->prec))
             pk = (peak_measure){.source = "not measured (the CPU probe times fp32 multiply-adds; "
                                           "bf16 and fp16 dot products do twice as many)"};
         else if (pk.gflops <= 0 && row->key.devices == 0)
@@ -233,16 +233,17 @@ static void fill_summary(run_state *s, const backend *b, const attempt *runs, in
 
 /* Images/s over replicas x the images/s of one replica of the same engine
  * at the same precision and batch size earlier in this run, or 0. */
-static double scaling_efficiency(const run_state *s, const backend *b, const summary_row *row)
+static double scaling_efficiency(const run_state *s, const configuration *c,
+                                 const summary_row *row)
 {
+    const backend *b = c->b;
     const char *base = dp_base_name(b);
     const int replicas = row->key.replicas;
     if (replicas < 1 || !(row->images_per_second > 0) || row->status != STATUS_OK)
         return 0;
     if (replicas == 1 && row->key.ranks == 1)
         return 1; /* its own baseline */
-    double one = baseline_speed(s, base ? base : b->name, s->engine.precision,
-                                s->engine.batch_size);
+    double one = baseline_speed(s, base ? base : b->name, c->prec, c->batch_size);
     return one > 0 ? row->images_per_second / (replicas * one) : 0;
 }
 
@@ -258,13 +259,13 @@ int run_report(run_state *s, int rc)
     double *samples = xcalloc((size_t)cfg->epochs * cfg->repeat, sizeof(double));
     settle_cpu_peaks(s, samples);
     for (int i = 0; i < s->n_configs; i++) {
-        const backend *b = s->configs[i].b;
-        run_use_configuration(s, &s->configs[i]);
+        const configuration *c = &s->configs[i];
+        const backend *b = c->b;
         summary_row *row = &rows[n_rows];
-        if (!s->configs[i].runnable) {
+        if (!c->runnable) {
             summary_row_init(row);
-            attempt none = {.threads = 0, .replicas = 1};
-            row->key = run_row_key(s, b, &none);
+            attempt none = {.threads = 0, .replicas = c->replicas};
+            row->key = run_row_key(s, c, &none);
             row->status = STATUS_SKIPPED;
             row->message = xstrdup(s->configs[i].reason);
             n_rows++;
@@ -276,7 +277,7 @@ int run_report(run_state *s, int rc)
         if (done == 0)
             continue; /* not reached, or a results file could not be written: no row */
         const attempt *backend_runs = &s->runs[i * cfg->repeat];
-        fill_summary(s, b, backend_runs, done, row, samples);
+        fill_summary(s, c, backend_runs, done, row, samples);
         row->details = xstrdup(row->details);
         row->message = xstrdup(row->message);
         n_rows++;
@@ -284,11 +285,11 @@ int run_report(run_state *s, int rc)
             s->n_baselines < MAX_RUN_CONFIGS)
             s->baselines[s->n_baselines++] = (baseline){
                 .name = b->name,
-                .prec = s->engine.precision,
-                .batch_size = s->engine.batch_size,
+                .prec = c->prec,
+                .batch_size = c->batch_size,
                 .images_per_second = row->images_per_second,
             };
-        row->scaling_efficiency = scaling_efficiency(s, b, row);
+        row->scaling_efficiency = scaling_efficiency(s, c, row);
         if (!strcmp(b->name, "naive") && row->status == STATUS_OK && row->key.replicas == 1 &&
             row->key.ranks == 1)
             row->speedup_vs_naive = 1;
@@ -331,7 +332,7 @@ int run_report(run_state *s, int rc)
         if (results_close(&s->res) != 0)
             rc = 1;
         fprintf(stderr, "results in %s\n", s->res.dir);
-        if (!run_stop_signal && plot_after_run(s->res.dir) != 0)
+        if (!run_stop_signal && s->draw_charts && s->draw_charts(s->res.dir) != 0)
             rc = 1; /* a chart could not be written */
     }
     for (int i = 0; i < n_rows; i++) {

@@ -19,18 +19,18 @@
 #include "harness/run/report.h"
 #include "parallel/world.h"
 
-row_key run_row_key(const run_state *s, const backend *b, const attempt *a)
+row_key run_row_key(const run_state *s, const configuration *c, const attempt *a)
 {
     const run_config *cfg = s->cfg;
     row_key k = {
-        .backend = b->name,
+        .backend = c->b->name,
         .workload = cfg->work.name,
-        .precision = precision_name(s->engine.precision),
+        .precision = precision_name(c->prec),
         .threads = a->threads,
         .devices = a->devices,
         .replicas = a->replicas,
         .ranks = world_size(),
-        .batch_size = s->engine.batch_size,
+        .batch_size = c->batch_size,
         .optimizer = optimizer_name(cfg->engine.opt.kind),
         .label_axes = s->label_axes,
     };
@@ -94,14 +94,14 @@ static int evaluate(const run_state *s, const backend *b, engine *e, attempt *a,
 }
 
 /* --step-losses: one row per training step, as the steps complete. */
-static void write_step_losses(run_state *s, const backend *b, const attempt *a, int epoch,
+static void write_step_losses(run_state *s, const configuration *c, const attempt *a, int epoch,
                               int first_step, int steps, int batch, const float *losses)
 {
     if (!s->step_losses)
         return;
-    const row_key k = run_row_key(s, b, a);
+    const row_key k = run_row_key(s, c, a);
     for (int i = 0; i < steps; i++)
-        fprintf(s->step_losses, "%s,%d,%d,%d,%d,%d,%d,%.9g,%s,%s,%d,%d,%d,%s\n", b->name,
+        fprintf(s->step_losses, "%s,%d,%d,%d,%d,%d,%d,%.9g,%s,%s,%d,%d,%d,%s\n", k.backend,
                 a->replicas, world_size(), s->repeat, epoch + 1, first_step + i + 1, batch,
                 losses[i], k.workload, k.precision, k.threads, k.devices, k.batch_size,
                 k.optimizer);
@@ -110,11 +110,12 @@ static void write_step_losses(run_state *s, const backend *b, const attempt *a, 
 
 /* Trains one epoch in chunks of steps sized to ~0.25 s, so progress stays
  * live and a signal is noticed quickly. Returns the images trained. */
-static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, attempt *a,
+static long train_epoch(run_state *s, const configuration *c, engine *e, int epoch, attempt *a,
                         progress *prog, double *seconds, double *loss_sum)
 {
     const run_config *cfg = s->cfg;
-    int n = s->train.count, batch = s->engine.batch_size;
+    const backend *b = c->b;
+    int n = s->train.count, batch = c->batch_size;
     int full_steps = n / batch, rest = n % batch;
     epoch_order(cfg->seed, epoch, n, cfg->shuffle, s->order);
 
@@ -143,7 +144,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
         }
         for (int i = 0; i < k; i++)
             *loss_sum += s->losses[done_steps + i];
-        write_step_losses(s, b, a, epoch, done_steps, k, batch, s->losses + done_steps);
+        write_step_losses(s, c, a, epoch, done_steps, k, batch, s->losses + done_steps);
         done_steps += k;
         if (a->status != STATUS_OK)
             break;
@@ -168,7 +169,7 @@ static long train_epoch(run_state *s, const backend *b, engine *e, int epoch, at
         } else {
             /* weight the partial batch by its size in the epoch mean */
             *loss_sum += last * ((double)rest / batch);
-            write_step_losses(s, b, a, epoch, full_steps, 1, rest, &last);
+            write_step_losses(s, c, a, epoch, full_steps, 1, rest, &last);
             images += rest;
             if (!isfinite(last)) {
                 a->status = STATUS_DIVERGED;
@@ -206,13 +207,18 @@ int run_is_long(const run_state *s)
     return (double)s->train.count * s->cfg->epochs * s->cfg->repeat >= 60000;
 }
 
-static engine *start_engine(run_state *s, const backend *b, attempt *a, size_t heap_before)
+static engine *start_engine(run_state *s, const configuration *c, attempt *a,
+                            size_t heap_before)
 {
+    const backend *b = c->b;
     char err[512] = "";
-    /* an engine that could not be made ran on nothing: 0 threads, as a
-     * skipped row */
-    a->replicas = 1;
-    engine *e = backend_create(b, &s->cfg->work, &s->engine, err, sizeof err);
+    /* an engine that could not be made ran on nothing: 0 threads and the
+     * replicas asked for, as a skipped row */
+    a->replicas = c->replicas;
+    engine_config config = s->cfg->engine;
+    config.precision = c->prec;
+    config.batch_size = c->batch_size;
+    engine *e = backend_create(b, &s->cfg->work, &config, err, sizeof err);
     if (!e) {
         a->status = STATUS_FAILED;
         snprintf(a->message, sizeof a->message, "create: %s", err[0] ? err : "unknown error");
@@ -271,9 +277,10 @@ static int several_configurations(const run_config *cfg)
            cfg->n_batch_sizes > 1 || cfg->model_parallel || cfg->hybrid_parallel;
 }
 
-int run_train_configuration(run_state *s, const backend *b, int r, attempt *a)
+int run_train_configuration(run_state *s, const configuration *c, int r, attempt *a)
 {
     const run_config *cfg = s->cfg;
+    const backend *b = c->b;
     /* nothing of the previous backend's attempt may reach this one's rows */
     double *epoch_seconds = a->epoch_seconds;
     memset(a, 0, sizeof *a);
@@ -282,12 +289,12 @@ int run_train_configuration(run_state *s, const backend *b, int r, attempt *a)
     a->time_to_target = -1;
     s->repeat = r;
     const size_t heap_before = heap_in_use();
-    engine *e = start_engine(s, b, a, heap_before);
+    engine *e = start_engine(s, c, a, heap_before);
     if (!e)
         return 0;
     double flops_per_image = cfg->work.train_flops_per_image;
     double wall_start = now_seconds();
-    row_key key = run_row_key(s, b, a);
+    row_key key = run_row_key(s, c, a);
     char config_name[128], label[160];
     config_label(&key, config_name, sizeof config_name);
     if (cfg->repeat > 1)
@@ -300,8 +307,8 @@ int run_train_configuration(run_state *s, const backend *b, int r, attempt *a)
         if (s->root)
             progress_start(&prog, label, ep + 1, cfg->epochs, s->train.count);
         double seconds, loss_sum;
-        long images = train_epoch(s, b, e, ep, a, &prog, &seconds, &loss_sum);
-        double steps = (double)images / s->engine.batch_size;
+        long images = train_epoch(s, c, e, ep, a, &prog, &seconds, &loss_sum);
+        double steps = (double)images / c->batch_size;
         double train_loss = steps > 0 ? loss_sum / steps : NAN;
         eval_counts ev = {0};
         double test_loss = NAN, accuracy = NAN;
@@ -325,7 +332,7 @@ int run_train_configuration(run_state *s, const backend *b, int r, attempt *a)
                 a->time_to_target = now_seconds() - wall_start;
         }
         epoch_row row = {
-            .key = run_row_key(s, b, a),
+            .key = run_row_key(s, c, a),
             .repeat = r,
             .epoch = ep + 1,
             .images = images,
@@ -358,7 +365,7 @@ int run_train_configuration(run_state *s, const backend *b, int r, attempt *a)
         /* the first batch of epoch 1, 10 steps, like `caffe time` */
         epoch_order(cfg->seed, 0, s->train.count, cfg->shuffle, s->order);
         report_layer_profile(&s->res, config_name, b, e, &cfg->work, s->order,
-                             s->engine.batch_size, 10, stderr);
+                             c->batch_size, 10, stderr);
     }
     if (cfg->save_params[0] && r == cfg->repeat && a->status == STATUS_OK &&
         save_params(s, b, e, config_name, several_configurations(cfg)) != 0)

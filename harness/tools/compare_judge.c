@@ -18,7 +18,7 @@
 
 #include "base/alloc.h"
 #include "harness/tools/compare.h"
-#include "harness/tools/stats.h"
+#include "harness/common/stats.h"
 
 /* ---- judging speed ------------------------------------------------------- */
 
@@ -156,6 +156,17 @@ static const char *numerics_incomparable(const run_files *base, const run_files 
     return NULL;
 }
 
+/* v in `fixed` ("%.1f"), or in six significant digits when the fixed form
+ * would be longer than a figure reads (1e308 images/s has 309 digits). */
+static const char *figure(char *buf, size_t len, const char *fixed, double v)
+{
+    if (isfinite(v) && fabs(v) >= 1e12)
+        snprintf(buf, len, "%.6g", v);
+    else
+        snprintf(buf, len, fixed, v);
+    return buf;
+}
+
 static void table_row(const char *config, const char *metric, const char *base,
                       const char *next, const char *change, const char *verdict)
 {
@@ -196,9 +207,9 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
         }
     }
     if (is_reference) {
-        snprintf(cell_b, sizeof cell_b, "%.1f", fig_b);
-        snprintf(cell_n, sizeof cell_n, "%.1f", fig_n);
-        snprintf(change, sizeof change, "%.3f", fig_n / fig_b);
+        figure(cell_b, sizeof cell_b, "%.1f", fig_b);
+        figure(cell_n, sizeof cell_n, "%.1f", fig_n);
+        figure(change, sizeof change, "%.3f", fig_n / fig_b);
         table_row(name, metric, cell_b, cell_n, change, "reference (not judged)");
     } else if (!speed_known) {
         table_row(name, metric, "-", "-", "-", speed_why);
@@ -215,9 +226,9 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
         free(sb);
         free(sn);
         const char *fmt = o->relative_to ? "%.4f" : "%.1f";
-        snprintf(cell_b, sizeof cell_b, fmt, fig_b);
-        snprintf(cell_n, sizeof cell_n, fmt, fig_n);
-        snprintf(change, sizeof change, "%.3f", fig_n / fig_b);
+        figure(cell_b, sizeof cell_b, fmt, fig_b);
+        figure(cell_n, sizeof cell_n, fmt, fig_n);
+        figure(change, sizeof change, "%.3f", fig_n / fig_b);
         char test[160];
         if (v.u_test_used)
             snprintf(test, sizeof test, "U test p=%.4f, %d vs %d samples", v.p, nb, nn);
@@ -230,8 +241,9 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
         /* slower: more time per image; faster: more images per second */
         const char *word = v.slowdown_pct >= 0 ? "slower" : "faster";
         double size = v.slowdown_pct >= 0 ? v.slowdown_pct : (fig_n / fig_b - 1) * 100;
-        snprintf(verdict, sizeof verdict, "%s%.1f%% %s (%s)", v.regression ? "REGRESSION " : "",
-                 size, word, test);
+        char size_text[32];
+        snprintf(verdict, sizeof verdict, "%s%s%% %s (%s)", v.regression ? "REGRESSION " : "",
+                 figure(size_text, sizeof size_text, "%.1f", size), word, test);
         table_row(name, metric, cell_b, cell_n, change, verdict);
         if (v.regression)
             finding(t, "REGRESSION", name, "%s %.1f%% slower, beyond the %g%% limit (%s)", metric,
@@ -239,9 +251,9 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
     }
     if (sec_b > 0 && sec_n > 0 && (speed_known || is_reference)) {
         const char *fmt = o->relative_to && !is_reference ? "%.4f" : "%.3f";
-        snprintf(cell_b, sizeof cell_b, fmt, sec_b);
-        snprintf(cell_n, sizeof cell_n, fmt, sec_n);
-        snprintf(change, sizeof change, "%.3f", sec_n / sec_b);
+        figure(cell_b, sizeof cell_b, fmt, sec_b);
+        figure(cell_n, sizeof cell_n, fmt, sec_n);
+        figure(change, sizeof change, "%.3f", sec_n / sec_b);
         snprintf(metric_buf, sizeof metric_buf, "s/epoch%s%s", o->relative_to && !is_reference ? " / " : "",
                  o->relative_to && !is_reference ? o->relative_to : "");
         table_row("", metric_buf, cell_b, cell_n, change,
@@ -270,9 +282,9 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
     }
 
     /* train loss: deterministic for the same seed and settings */
-    snprintf(cell_b, sizeof cell_b, "%.6f", b->s.final_train_loss);
-    snprintf(cell_n, sizeof cell_n, "%.6f", n->s.final_train_loss);
-    snprintf(change, sizeof change, "%.6f", n->s.final_train_loss / b->s.final_train_loss);
+    figure(cell_b, sizeof cell_b, "%.6f", b->s.final_train_loss);
+    figure(cell_n, sizeof cell_n, "%.6f", n->s.final_train_loss);
+    figure(change, sizeof change, "%.6f", n->s.final_train_loss / b->s.final_train_loss);
     char why[256];
     const char *incomparable = numerics_incomparable(base, next, b, n, why, sizeof why);
     double diff = fabs(n->s.final_train_loss - b->s.final_train_loss);
@@ -289,10 +301,9 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
         table_row("", "train loss", cell_b, cell_n, change, verdict);
         finding(
             t, o->numerics_gate ? "NUMERICS" : "NOTE", name,
-            "final train loss %.6f -> %.6f (relative change %.2e, tolerance %.0e) with the same "
+            "final train loss %s -> %s (relative change %.2e, tolerance %.0e) with the same "
             "seed, options, epochs and CPU: the arithmetic changed",
-            b->s.final_train_loss, n->s.final_train_loss, diff / fabs(b->s.final_train_loss),
-            o->loss_tolerance);
+            cell_b, cell_n, diff / fabs(b->s.final_train_loss), o->loss_tolerance);
     }
 }
 

@@ -9,7 +9,7 @@
 
 #include "base/alloc.h"
 #include "harness/run/columns.h"
-#include "harness/tools/stats.h"
+#include "harness/common/stats.h"
 
 /* The columns compare cannot do without, in the order a missing one is
  * named; the others are optional (without them the numerics check says it

@@ -5,12 +5,15 @@
 #include "harness/tools/count.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/registry.h"
+#include "base/alloc.h"
 #include "harness/formats/idx.h"
 #include "harness/run/config.h"
 #include "harness/run/option_table.h"
+#include "harness/run/options.h"
 #include "harness/tools/children.h"
 #include "harness/tools/count_run.h"
 
@@ -68,35 +71,37 @@ static int runnable(const char *name, char *why, size_t why_len)
     return backend_runnable(b, PREC_FP32, why, why_len);
 }
 
+/* --items: a list (options.h) of load, train-NAME and eval-NAME for every
+ * backend NAME; a framework peer's is refused with the reason. */
 static int parse_items(count_options *o, const char *list)
 {
-    char buf[MAX_ITEMS * ITEM_LEN];
-    if (strlen(list) >= sizeof buf) {
-        fprintf(stderr, "bench count: --items: list too long\n");
-        return 2;
+    const int count = 1 + 2 * backend_count();
+    char (*spelled)[ITEM_LEN] = xcalloc((size_t)count, sizeof *spelled);
+    const char **names = xcalloc((size_t)count, sizeof *names);
+    int *got = xcalloc((size_t)count, sizeof *got);
+    snprintf(spelled[0], ITEM_LEN, "load");
+    for (int i = 0; i < backend_count(); i++) {
+        snprintf(spelled[1 + 2 * i], ITEM_LEN, "train-%s", backend_at(i)->name);
+        snprintf(spelled[2 + 2 * i], ITEM_LEN, "eval-%s", backend_at(i)->name);
     }
-    snprintf(buf, sizeof buf, "%s", list);
-    o->n_items = 0;
-    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int ok = !strcmp(t, "load");
-        if (!strncmp(t, "train-", 6) || !strncmp(t, "eval-", 5))
-            ok = backend_find(strchr(t, '-') + 1) != NULL;
-        if (ok && item_index(o, t) >= 0) {
-            fprintf(stderr, "bench count: --items: '%s' is listed twice\n", t);
-            return 2;
+    for (int k = 0; k < count; k++)
+        names[k] = spelled[k];
+    int rc = option_name_list("count", "--items", "item", list, names, count, got, MAX_ITEMS,
+                              &o->n_items);
+    for (int i = 0; rc == 0 && i < o->n_items; i++) {
+        const backend *b = got[i] ? backend_at((got[i] - 1) / 2) : NULL;
+        if (b && backend_is_peer(b)) {
+            fprintf(stderr, "bench count: --items: %s cannot be counted: %s trains in a "
+                    "process of its own, which callgrind does not trace\n", names[got[i]],
+                    b->name);
+            rc = 2;
         }
-        if (!ok || strlen(t) >= ITEM_LEN || o->n_items == MAX_ITEMS) {
-            fprintf(stderr, "bench count: --items: '%s' is not an item (load, train-NAME, "
-                            "eval-NAME with NAME a backend, each once)\n", t);
-            return 2;
-        }
-        snprintf(o->items[o->n_items++], ITEM_LEN, "%s", t);
+        snprintf(o->items[i], ITEM_LEN, "%s", names[got[i]]);
     }
-    if (!o->n_items) {
-        fprintf(stderr, "bench count: --items: empty list\n");
-        return 2;
-    }
-    return 0;
+    free(got);
+    free(names);
+    free(spelled);
+    return rc;
 }
 
 int count_main(int argc, char **argv)

@@ -2,7 +2,6 @@
  * `./bench history` appending one to the count history (see count.h). */
 #include "harness/tools/count.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 
 #include "harness/formats/csv.h"
 #include "harness/run/config.h"
+#include "harness/run/options.h"
 #include "harness/tools/count_run.h"
 #include "harness/tools/history_file.h"
 
@@ -84,9 +84,8 @@ static int open_counts(const char *label, const char *path, count_table *c)
         return -1;
     }
     for (int r = 0; r < c->t.n_rows; r++) {
-        char *end;
-        double v = strtod(c->t.rows[r][c->per_image], &end);
-        if (end == c->t.rows[r][c->per_image] || *end || !(v > 0) || !isfinite(v)) {
+        double v;
+        if (number_read(c->t.rows[r][c->per_image], &v) != 0 || !(v > 0)) {
             fprintf(stderr, "bench compare: %s: %s:%d: instructions_per_image '%s' is not a "
                             "positive number\n",
                     label, path, c->t.lines[r], c->t.rows[r][c->per_image]);

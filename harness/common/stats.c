@@ -1,4 +1,4 @@
-#include "harness/tools/stats.h"
+#include "harness/common/stats.h"
 
 #include <math.h>
 #include <stdlib.h>
