@@ -63,7 +63,10 @@ endef
 # Library detection first, so that the module files below may be read in
 # any order; then each part adds its sources, modules, flags and tests.
 include backends/cuda/find-libs.mk
-include $(wildcard backends/*/module.mk backends/direct/bf16.mk backends/direct/fp16.mk parallel/module.mk harness/module.mk tests/module.mk fuzz/module.mk)
+include backends/chwn/module.mk
+include $(filter-out backends/chwn/module.mk,$(wildcard backends/*/module.mk)) \
+        $(wildcard backends/direct/bf16.mk backends/direct/fp16.mk parallel/module.mk \
+                   harness/module.mk tests/module.mk fuzz/module.mk)
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(REAL_TWICE:%.c=$(BUILD)/%_f64.o)
 TEST_BINS := $(TESTS:%=$(BUILD)/tests/%)
@@ -102,10 +105,6 @@ $(BUILD)/%.o: %.c
 $(BUILD)/%_f64.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DLB_REAL_DOUBLE -c -o $@ $<
-
-$(BUILD)/%_bf16.o: %.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DLB_REAL_BF16 -c -o $@ $<
 
 .SECONDEXPANSION:
 $(BUILD)/tests/%: tests/%.c $(LIB_OBJS) $$(TEST_OBJS_$$*) | $(MODULES)

@@ -178,7 +178,11 @@ static inline size_t memory_use_total(const memory_use *m)
     return m->params + m->grads + m->opt_state + m->activations + m->workspace;
 }
 
-typedef struct engine engine; /* each backend defines its own */
+/* An opaque handle that no file defines: each backend has a struct of its
+ * own name (naive_engine, chwn_engine, ...) and converts the handle at its
+ * table entries with one static inline (naive_of(e)), returning
+ * (engine *)its_struct from create. */
+typedef struct engine engine;
 
 /* What an engine does, once created. The first entries are required; the
  * rest are optional (NULL when not offered; backends/registry.h has

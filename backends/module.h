@@ -7,8 +7,9 @@
  * loader's message as the reason).
  *
  * A module exports one symbol, lb_module_entry, which hands out the
- * module's tables by name ("backend", "devmem", "nccl") for the ABI the
- * program was built with. */
+ * module's tables by name ("backend", "kernel_probe", "devmem", "nccl")
+ * for the ABI the program was built with; every module defines it with
+ * LB_MODULE_TABLES below. */
 #ifndef LB_MODULE_H
 #define LB_MODULE_H
 

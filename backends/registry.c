@@ -17,18 +17,11 @@ extern backend_module blas_registration, direct_registration, onednn_registratio
  * backends come first in its tables and charts */
 extern const backend pytorch_cpu_backend, pytorch_cuda_backend;
 
+/* The suite's own engines, in the order --backend all runs them: naive
+ * (in the program), then the module backends; then the backends
+ * registered from above (backend_register), then the peers. */
 static backend_module *const modules[] = {&blas_registration, &direct_registration,
                                            &onednn_registration, &cuda_registration};
-
-/* The suite's own engines, in the order --backend all runs them; then the
- * backends registered from above (backend_register), then the peers. */
-static const backend *const engines[] = {
-    &naive_backend,
-    &blas_registration.b,
-    &direct_registration.b,
-    &onednn_registration.b,
-    &cuda_registration.b,
-};
 static const backend *const peers[] = {&pytorch_cpu_backend, &pytorch_cuda_backend};
 enum { MAX_REGISTERED = 8 };
 static const backend *registered[MAX_REGISTERED];
@@ -48,13 +41,15 @@ void backend_register(const backend *b)
     registered[registered_count++] = b;
 }
 
-int backend_count(void) { return COUNT(engines) + registered_count + COUNT(peers); }
+int backend_count(void) { return 1 + COUNT(modules) + registered_count + COUNT(peers); }
 
 const backend *backend_at(int i)
 {
-    if (i < COUNT(engines))
-        return engines[i];
-    i -= COUNT(engines);
+    if (i == 0)
+        return &naive_backend;
+    if (--i < COUNT(modules))
+        return &modules[i]->b;
+    i -= COUNT(modules);
     return i < registered_count ? registered[i] : peers[i - registered_count];
 }
 
@@ -91,9 +86,12 @@ static int ensure_loaded(const backend *b, char *why, size_t why_len)
                      t->name, m->b.name);
             t = NULL;
         }
-        if (t) { /* the registered entry becomes the module's descriptor */
+        if (t) { /* the registered entry becomes the module's descriptor, with
+                  * the registration's summary: the one place it is written */
+            const char *summary = m->b.summary;
             m->table = t;
             m->b = *t;
+            m->b.summary = summary;
         }
     }
     int rc = m->table ? 0 : -1;

@@ -32,7 +32,11 @@ typedef struct backend_module {
     char why[512];
 } backend_module;
 
-/* A module backend's registration, as its folder writes it:
+/* A module backend's registration, as its folder writes it (the one place
+ * its summary is written: the module's descriptor leaves .summary out, and
+ * loading keeps this one; its name the module's descriptor repeats, for
+ * the messages of engines built without the registry, and loading checks
+ * that the two agree):
  *   backend_module blas_registration = BACKEND_MODULE("blas", "summary",
  *       HAVE_BLAS, "why it may not be built", prepare, describe_setup);
  * BUILT is 1 when the build has the backend (the Makefile's -DHAVE_...),

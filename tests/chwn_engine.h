@@ -1,6 +1,7 @@
 /* The fixtures of the CHWN engine's tests (test_blas.c, test_blas_layers.c,
  * test_blas_stages.c; built with LB_LAYERS_DIRECT by test_direct*.c, over
- * the direct engine): the backend under test (bb) and the naive reference
+ * the direct backend): the backend under test (bb), its fp32 product set
+ * (products) and the naive reference
  * (nb), two synthetic sets, engines started from the seed-123
  * parameters, the harness's batch order, and the runner that takes a
  * program's tests once (blas) or once per build of the direct kernels this
@@ -19,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/blas/blas.h"
+#include "backends/chwn/chwn.h"
+#include "backends/chwn/chwn_layers.h"
+#include "backends/chwn/chwn_products.h"
 #include "backends/engine.h"
 #include "backends/registry.h"
 #include "harness/run/init.h"
@@ -29,11 +32,17 @@
 
 extern const backend naive_backend;
 static const backend *const nb = &naive_backend;
+/* The backend under test and the fp32 product set its engine computes
+ * with, whose products test_blas_layers.c holds to naive's. */
 #ifdef LB_LAYERS_DIRECT /* tests/test_direct.c */
 #include "backends/direct/direct.h"
+#include "backends/direct/direct_backend.h"
 static const backend *const bb = &direct_backend;
+static const chwn_products *const products = &direct_fp32_products;
 #else
+#include "backends/blas/blas.h"
 static const backend *const bb = &blas_backend;
+static const chwn_products *const products = &blas_sgemm_products;
 #endif
 
 enum { TRAIN_IMAGES = 512, TEST_IMAGES = 256, BATCH = 32 };

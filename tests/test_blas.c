@@ -1,9 +1,10 @@
 /* The blas backend from the inside (and, built with LB_LAYERS_DIRECT by
  * tests/test_direct.c, the direct backend, the same engine with the direct
  * kernels, once per build of them this CPU runs): 1 and 2 threads and both
- * ways of splitting the GEMMs; the optional contract (compute_gradients,
- * apply_update, buffers, profile); errors; bf16; the sgemm peak probe; for
- * direct, forcing a build of its kernels. Its layers against the naive
+ * ways of splitting the GEMMs; a product set of the test's own over the
+ * engine (the same floats, a call per product); the optional contract
+ * (compute_gradients, apply_update, buffers, profile); errors; bf16; the
+ * sgemm peak probe; for direct, forcing a build of its kernels. Its layers against the naive
  * layers are tests/test_blas_layers.c's, its model-parallel stages
  * tests/test_blas_stages.c's (fixtures: tests/chwn_engine.h). Training
  * against the naive reference, step by step, with each optimiser and
@@ -12,17 +13,19 @@
  * argued there. */
 #include "tests/chwn_engine.h"
 
+#include <stdatomic.h>
+
 #include "backends/blas/bf16.h"
 #include "backends/blas/sgemm_peak.h"
 
-static void run_blas(const char *workload_name, int threads, blas_split split, int steps,
+static void run_blas(const char *workload_name, int threads, chwn_split split, int steps,
                      float *losses, float **params, size_t *count)
 {
     workload w;
     assert_int_equal(workload_get(workload_name, &w), 0);
     engine_config c = config(OPT_NESTEROV, threads);
     engine *e = start(bb, &w, &c);
-    blas_engine_set_split(e, split);
+    chwn_set_split(e, split);
     int threads_used = 0, devices = -1, replicas = 0;
     bb->ops->placement(e, &threads_used, &devices, &replicas);
     assert_int_equal(threads_used, threads);
@@ -48,14 +51,127 @@ static void threads_agree_bitwise(void **state)
         /* as many steps as test_equivalence.c holds 2 threads to naive */
         float l1[50], l2[50], *p1, *p2;
         size_t n1, n2;
-        run_blas(names[k], 1, BLAS_SPLIT_OWN, 50, l1, &p1, &n1);
-        run_blas(names[k], 2, BLAS_SPLIT_OWN, 50, l2, &p2, &n2);
+        run_blas(names[k], 1, CHWN_SPLIT_OWN, 50, l1, &p1, &n1);
+        run_blas(names[k], 2, CHWN_SPLIT_OWN, 50, l2, &p2, &n2);
         assert_int_equal(n1, n2);
         assert_memory_equal(l1, l2, sizeof l1);
         assert_memory_equal(p1, p2, sizeof(float) * n1);
         free(p1);
         free(p2);
     }
+}
+
+/* A product set defined outside the engine (here, one that counts its
+ * calls and hands each to the backend's own fp32 set) needs no build of
+ * the engine: it trains the very same floats, and is called once per
+ * product, a group's convolution or a whole dense layer, never per
+ * element. */
+static const chwn_products *counted_set;
+static atomic_int product_calls[5];
+
+static void count_forward_conv(const chwn_products *set, float *out, const float *in,
+                               const float *weight_bias, float *scratch, int B, int C, int H,
+                               int W, int K, int kernel, int stride, int threads)
+{
+    (void)set;
+    atomic_fetch_add(&product_calls[0], 1);
+    counted_set->forward_conv(counted_set, out, in, weight_bias, scratch, B, C, H, W, K, kernel,
+                              stride, threads);
+}
+
+static void count_backward_conv_params(const chwn_products *set, float *d_weight_bias,
+                                       const float *d_out, const float *in, float *scratch, int B,
+                                       int C, int H, int W, int K, int kernel, int stride,
+                                       int threads)
+{
+    (void)set;
+    atomic_fetch_add(&product_calls[1], 1);
+    counted_set->backward_conv_params(counted_set, d_weight_bias, d_out, in, scratch, B, C, H, W,
+                                      K, kernel, stride, threads);
+}
+
+static void count_backward_conv_data(const chwn_products *set, float *d_in, const float *d_out,
+                                     const float *weight_bias, float *scratch, int B, int C,
+                                     int H, int W, int K, int kernel, int stride, int threads)
+{
+    (void)set;
+    atomic_fetch_add(&product_calls[2], 1);
+    counted_set->backward_conv_data(counted_set, d_in, d_out, weight_bias, scratch, B, C, H, W, K,
+                                    kernel, stride, threads);
+}
+
+static void count_forward_dense(const chwn_products *set, float *out, const float *in,
+                                const float *weight, const float *bias, float *scratch, int B,
+                                int n_in, int n_out, const chwn_team *team)
+{
+    (void)set;
+    atomic_fetch_add(&product_calls[3], 1);
+    counted_set->forward_dense(counted_set, out, in, weight, bias, scratch, B, n_in, n_out, team);
+}
+
+static void count_backward_dense(const chwn_products *set, float *d_weight, float *d_bias,
+                                 float *d_in, const float *d_out, const float *in,
+                                 const float *weight, float *scratch, int B, int n_in, int n_out,
+                                 const chwn_team *team)
+{
+    (void)set;
+    atomic_fetch_add(&product_calls[4], 1);
+    counted_set->backward_dense(counted_set, d_weight, d_bias, d_in, d_out, in, weight, scratch, B,
+                                n_in, n_out, team);
+}
+
+static void a_product_set_of_its_own_trains_the_same(void **state)
+{
+    (void)state;
+    enum { STEPS = 3 };
+    workload w;
+    assert_int_equal(workload_get("lenet", &w), 0);
+    const engine_config c = config(OPT_NESTEROV, 2);
+    chwn_products counting = *products;
+    counting.forward_conv = count_forward_conv;
+    counting.backward_conv_params = count_backward_conv_params;
+    counting.backward_conv_data = count_backward_conv_data;
+    counting.forward_dense = count_forward_dense;
+    counting.backward_dense = count_backward_dense;
+    counted_set = products;
+    for (int k = 0; k < 5; k++)
+        atomic_store(&product_calls[k], 0);
+    char err[256] = "";
+    engine *plain = start(bb, &w, &c);
+    engine *own = chwn_create_f32(bb, &counting, &w, &c, err, sizeof err);
+    if (!own)
+        fail_msg("chwn_create_f32: %s", err);
+    float *p = floats(w.param_count);
+    init_params(&w, 123, p);
+    assert_int_equal(bb->ops->set_params(own, p), 0);
+    assert_int_equal(bb->ops->bind_dataset(own, &train_set.d, &test_set.d), 0);
+    int32_t *order = batch_order(STEPS, BATCH);
+    float l_plain[STEPS], l_own[STEPS], *q = floats(w.param_count);
+    assert_int_equal(bb->ops->train_steps(plain, order, BATCH, STEPS, l_plain), 0);
+    assert_int_equal(bb->ops->train_steps(own, order, BATCH, STEPS, l_own), 0);
+    assert_memory_equal(l_plain, l_own, sizeof l_plain);
+    bb->ops->get_params(plain, p);
+    bb->ops->get_params(own, q);
+    assert_memory_equal(p, q, sizeof(float) * w.param_count);
+    /* per step: each convolution once a group forward and for its weight
+     * gradient, and for its input gradient but the first layer's; each
+     * dense layer once each way */
+    const int groups = (BATCH + products->group_images - 1) / products->group_images;
+    int convs = 0, inner_convs = 0, denses = 0;
+    for (int i = 0; i < w.n_layers; i++) {
+        convs += w.layers[i].kind == LAYER_CONV;
+        inner_convs += w.layers[i].kind == LAYER_CONV && i > 0;
+        denses += w.layers[i].kind == LAYER_DENSE;
+    }
+    const int expected[5] = {STEPS * groups * convs, STEPS * groups * convs,
+                             STEPS * groups * inner_convs, STEPS * denses, STEPS * denses};
+    for (int k = 0; k < 5; k++)
+        if (atomic_load(&product_calls[k]) != expected[k])
+            fail_msg("product %d of the set called %d times, not %d", k,
+                     atomic_load(&product_calls[k]), expected[k]);
+    free(order), free(p), free(q);
+    bb->ops->destroy(plain);
+    bb->ops->destroy(own);
 }
 
 /* Letting OpenBLAS split each GEMM computes the same model, with sums in
@@ -65,8 +181,8 @@ static void library_split_agrees(void **state)
     (void)state;
     float lo[10], ll[10], *po, *pl;
     size_t n, m;
-    run_blas("lenet", 2, BLAS_SPLIT_OWN, 10, lo, &po, &n);
-    run_blas("lenet", 2, BLAS_SPLIT_LIBRARY, 10, ll, &pl, &m);
+    run_blas("lenet", 2, CHWN_SPLIT_OWN, 10, lo, &po, &n);
+    run_blas("lenet", 2, CHWN_SPLIT_LIBRARY, 10, ll, &pl, &m);
     for (int s = 0; s < 10; s++)
         assert_true(rel_diff(lo[s], ll[s], 1e-6) < 1e-4);
     assert_true(max_rel_diff(po, pl, n, 1e-2) < 1e-4);
@@ -454,6 +570,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(threads_agree_bitwise),
         cmocka_unit_test(library_split_agrees),
+        cmocka_unit_test(a_product_set_of_its_own_trains_the_same),
         cmocka_unit_test(train_steps_is_gradients_then_update),
         cmocka_unit_test(apply_update_matches_shared_update),
         cmocka_unit_test(profile_leaves_the_model_alone),

@@ -50,23 +50,25 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     conv_backward_weights(dw_n, dout, in, B, C, H, W, K, kernel, stride, scratch);
     conv_backward_bias(db_n, dout, B, K, OH, OW);
     /* blas, CHWN */
-    const blas_team team = {threads, BLAS_SPLIT_LIBRARY};
-    blas_team_enter(&team);
+    const chwn_team team = {threads, CHWN_SPLIT_LIBRARY};
+    products->enter(&team);
     float *in_c = floats(n_in), *dout_c = floats(n_out), *out_c = floats(n_out);
     float *din_c = floats(n_in), *dw_c = floats(n_w), *db_c = floats(K);
     const int R = C * kernel * kernel;
     float *wb = floats(n_w + K), *dwb = floats(n_w + K);
-    float *dcol = floats(blas_conv_scratch_floats(B, C, H, W, K, kernel, stride));
+    float *dcol = floats(products->conv_scratch_floats(products, B, C, H, W, K, kernel, stride));
     to_chwn(in_c, in, B, C, H * W);
     to_chwn(dout_c, dout, B, K, OH * OW);
-    blas_join_weight_bias(wb, w, bias, K, R);
+    chwn_join_weight_bias(wb, w, bias, K, R);
     for (size_t i = 0; i < n_out; i++) /* whatever was there must go */
         out_c[i] = 12345.0f;
-    blas_conv_forward(out_c, in_c, wb, dcol, B, C, H, W, K, kernel, stride, threads);
-    blas_conv_backward_params(dwb, dout_c, in_c, dcol, B, C, H, W, K, kernel, stride, threads);
+    products->forward_conv(products, out_c, in_c, wb, dcol, B, C, H, W, K, kernel, stride, threads);
+    products->backward_conv_params(products, dwb, dout_c, in_c, dcol, B, C, H, W, K, kernel,
+                                   stride, threads);
     for (size_t i = 0; i < n_in; i++) /* whatever was there must go */
         din_c[i] = 12345.0f;
-    blas_conv_backward_data(din_c, dcol, dout_c, wb, B, C, H, W, K, kernel, stride, threads);
+    products->backward_conv_data(products, din_c, dout_c, wb, dcol, B, C, H, W, K, kernel, stride,
+                                 threads);
     for (int k = 0; k < K; k++) {
         memcpy(dw_c + (size_t)k * R, dwb + (size_t)k * (R + 1), sizeof(float) * R);
         db_c[k] = dwb[(size_t)k * (R + 1) + R];
@@ -177,13 +179,13 @@ static void check_dense(int B, int I, int O, int threads)
     dense_backward_bias(db_n, dout, B, O);
     /* blas, [features][B]; twice: at `threads` and at 1 */
     float *in_c = floats(n_in), *dout_c = floats(n_out), *dense_scratch;
-    dense_scratch = floats(blas_dense_scratch_floats(B, I, O));
+    dense_scratch = floats(products->dense_scratch_floats(B, I, O));
     to_chwn(in_c, in, B, I, 1);
     to_chwn(dout_c, dout, B, O, 1);
     float *out_c[2], *din_c[2], *dw_c[2], *db_c[2];
     for (int run = 0; run < 2; run++) {
-        const blas_team team = {run ? 1 : threads, BLAS_SPLIT_OWN};
-        blas_team_enter(&team); /* OpenBLAS on one thread inside the tiles, as in the engine */
+        const chwn_team team = {run ? 1 : threads, CHWN_SPLIT_OWN};
+        products->enter(&team); /* OpenBLAS on one thread inside the tiles, as in the engine */
         out_c[run] = floats(n_out), din_c[run] = floats(n_in);
         dw_c[run] = floats(n_w), db_c[run] = floats(O);
         float *every[] = {out_c[run], din_c[run], dw_c[run], db_c[run]};
@@ -191,17 +193,18 @@ static void check_dense(int B, int I, int O, int threads)
         for (int k = 0; k < 4; k++) /* whatever was there must go */
             for (size_t i = 0; i < count[k]; i++)
                 every[k][i] = 12345.0f;
-        blas_dense_forward(out_c[run], in_c, w, bias, dense_scratch, B, I, O, &team);
-        blas_dense_backward(dw_c[run], db_c[run], din_c[run], dout_c, in_c, w, dense_scratch, B,
-                            I, O, &team);
+        products->forward_dense(products, out_c[run], in_c, w, bias, dense_scratch, B, I, O, &team);
+        products->backward_dense(products, dw_c[run], db_c[run], din_c[run], dout_c, in_c, w,
+                                 dense_scratch, B, I, O, &team);
     }
     assert_memory_equal(out_c[0], out_c[1], sizeof(float) * n_out);
     assert_memory_equal(din_c[0], din_c[1], sizeof(float) * n_in);
     assert_memory_equal(dw_c[0], dw_c[1], sizeof(float) * n_w);
     assert_memory_equal(db_c[0], db_c[1], sizeof(float) * O);
     /* without the input gradient, the same parameter gradients */
-    const blas_team team = {threads, BLAS_SPLIT_OWN};
-    blas_dense_backward(dw_c[1], db_c[1], NULL, dout_c, in_c, w, dense_scratch, B, I, O, &team);
+    const chwn_team team = {threads, CHWN_SPLIT_OWN};
+    products->backward_dense(products, dw_c[1], db_c[1], NULL, dout_c, in_c, w, dense_scratch,
+                             B, I, O, &team);
     assert_memory_equal(dw_c[0], dw_c[1], sizeof(float) * n_w);
     assert_memory_equal(db_c[0], db_c[1], sizeof(float) * O);
     float *got_out = floats(n_out), *got_din = floats(n_in);
@@ -272,17 +275,17 @@ static void check_pool(int B, int C, int H, int W, int kernel, int stride, int w
     to_chwn(expect, din_n, B, C, H * W);
     /* the winners found again from the input and output, and (where the
      * pool records them) read back from argmax alone: in and out NULL */
-    const int records = blas_maxpool_records_argmax(kernel, stride);
+    const int records = chwn_maxpool_records_argmax(kernel, stride);
     unsigned char *argmax = malloc(n_out);
     assert_non_null(argmax);
     for (int recorded = 0; recorded <= records; recorded++) {
         memset(argmax, 0xff, n_out);
-        blas_maxpool_forward(out_c, recorded ? argmax : NULL, in_c, B, C, H, W, kernel, stride,
+        chwn_maxpool_forward(out_c, recorded ? argmax : NULL, in_c, B, C, H, W, kernel, stride,
                              2);
         assert_memory_equal(expect_out, out_c, sizeof(float) * n_out);
         for (size_t i = 0; i < n_in; i++) /* whatever was there must go */
             din_c[i] = 12345.0f;
-        blas_maxpool_backward(din_c, dout_c, recorded ? argmax : NULL, recorded ? NULL : in_c,
+        chwn_maxpool_backward(din_c, dout_c, recorded ? argmax : NULL, recorded ? NULL : in_c,
                               recorded ? NULL : out_c, B, C, H, W, kernel, stride, 2);
         assert_close(expect, din_c, n_in,
                      recorded ? "max-pool backward from argmax" : "max-pool backward");

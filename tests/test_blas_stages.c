@@ -108,7 +108,7 @@ static const double STAGE_BOUND = 1e-5;
 static double worst_out, worst_d_in, worst_grads;
 
 static void compare_stage(const workload *whole, const float *parent, int first, int last,
-                          int part, int parts, int threads, blas_split split)
+                          int part, int parts, int threads, chwn_split split)
 {
     workload s;
     const char *why = workload_stage(whole, first, last, part, parts, &s);
@@ -117,7 +117,7 @@ static void compare_stage(const workload *whole, const float *parent, int first,
     float *in, *d_out;
     stage_data(&s, first, 1000 + first * 31 + last * 7 + part, &in, &d_out);
     engine *a = start_stage(nb, &s, 1, 1, parent), *b = start_stage(bb, &s, 1, threads, parent);
-    blas_engine_set_split(b, split);
+    chwn_set_split(b, split);
     stage_result ra, rb;
     run_stage(nb, a, &s, 0, in, d_out, 0, &ra);
     run_stage(bb, b, &s, 0, in, d_out, 0, &rb);
@@ -143,7 +143,7 @@ static void compare_stage(const workload *whole, const float *parent, int first,
         fail_msg("%s stage [%d, %d) part %d/%d, %d thread(s)%s: output %.3g, input gradient "
                  "%.3g, parameter gradients %.3g from naive (bound %.0e)",
                  whole->name, first, last, part, parts, threads,
-                 split == BLAS_SPLIT_LIBRARY ? " splitting by OpenBLAS" : "", d_o, d_i, d_g,
+                 split == CHWN_SPLIT_LIBRARY ? " splitting by OpenBLAS" : "", d_o, d_i, d_g,
                  STAGE_BOUND);
     stage_result_free(&ra);
     stage_result_free(&rb);
@@ -181,7 +181,7 @@ static void stages_match_naive(void **state)
             for (int last = first + 1; last <= w.n_layers; last++)
                 for (int run = 0; run < 3; run++) {
                     const int threads = run ? 2 : 1;
-                    const blas_split split = run == 2 ? BLAS_SPLIT_LIBRARY : BLAS_SPLIT_OWN;
+                    const chwn_split split = run == 2 ? CHWN_SPLIT_LIBRARY : CHWN_SPLIT_OWN;
                     compare_stage(&w, parent, first, last, 0, 1, threads, split);
                     stages++;
                     if (params_in(&w, first, last) != 1)

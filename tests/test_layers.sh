@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/check-layers: the tree's includes and calls run downwards, and the
 # check finds what goes up: an include of a higher room, a call into one
-# (from an object), two files calling each other, and the registry naming
-# a backend's internals.
+# (from an object), two files calling each other, the registry naming
+# a backend's internals, and two backends over one shared engine
+# including each other.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
@@ -52,12 +53,30 @@ printf '#include "backends/toy/toy.h"\n' > "$tmp/backends/other/other.c"
 passes "an include of another backend's public header"
 rm "$tmp/backends/other/other.c"
 
+# two backends built over one shared engine (backends/chwn/) meet only in
+# it: each may include any of its headers, neither the other's files, not
+# even its public header; the engine includes no backend's
+mkdir -p "$tmp/backends/chwn"
+echo 'int chwn_entry(void);' > "$tmp/backends/chwn/chwn_products.h"
+printf '#include "backends/chwn/chwn_products.h"\n' > "$tmp/backends/toy/toy_products.c"
+printf '#include "backends/chwn/chwn_products.h"\n' > "$tmp/backends/other/other_products.c"
+passes "two backends over the shared engine including its headers"
+printf '#include "backends/toy/toy.h"\n' > "$tmp/backends/other/other.c"
+refuses "a backend including its sibling's public header" 'backends/other/other.c includes backends/toy/toy.h (two backends over backends/chwn/'
+rm "$tmp/backends/other/other.c"
+printf '#include "backends/toy/toy.h"\n' > "$tmp/backends/chwn/engine.c"
+refuses "the shared engine including a backend" 'backends/chwn/engine.c includes backends/toy/toy.h'
+rm -r "$tmp/backends/chwn" "$tmp/backends/toy/toy_products.c" "$tmp/backends/other/other_products.c"
+
 # a call that goes up, seen in the objects
 printf 'int harness_helper(void);\nint workload_calls_up(void) { return harness_helper(); }\n' > "$tmp/workloads/call.c"
 compile "$tmp/workloads/call.c" "$tmp/build/workloads/call.o"
 compile "$tmp/harness/helper.c" "$tmp/build/harness/helper.o"
 refuses "an upward call" 'workloads/call.o calls harness_helper, defined in harness/helper.o'
-rm "$tmp/build/workloads/call.o"
+# the same object left behind by an older tree, its source gone, is not read
+mv "$tmp/build/workloads/call.o" "$tmp/build/workloads/gone_f64.o"
+passes "an object whose source is gone"
+rm "$tmp/build/workloads/gone_f64.o"
 
 # two files of one room that call each other
 printf 'int ping(void);\nint pong(void) { return ping(); }\n' > "$tmp/harness/pong.c"

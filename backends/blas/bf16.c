@@ -2,7 +2,6 @@
 #include "backends/blas/bf16.h"
 
 #include <cblas.h>
-#include <cpuid.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -11,27 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpu.h"
+
 typedef void (*sbgemm_fn)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint,
                           blasint, blasint, float, const bfloat16 *, blasint, const bfloat16 *,
                           blasint, float, float *, blasint);
-
-/* AVX512F and AVX512_BF16 (cpuid leaf 7, sub-leaf 1, EAX bit 5), and an
- * operating system that saves the AVX-512 registers (XCR0 bits 1, 2, 5, 6,
- * 7). */
-static int cpu_has_avx512_bf16(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
-        return 0;
-    unsigned xcr0_lo, xcr0_hi;
-    __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-    if ((xcr0_lo & 0xe6) != 0xe6)
-        return 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 16)) || a < 1)
-        return 0;
-    __get_cpuid_count(7, 1, &a, &b, &c, &d);
-    return (a >> 5) & 1;
-}
 
 /* cblas_sbgemm of the OpenBLAS this module was linked with, or NULL. */
 static sbgemm_fn sbgemm;
@@ -52,7 +35,8 @@ static void find_sbgemm(void)
 
 int blas_bf16_available(char *why, size_t why_len)
 {
-    if (!cpu_has_avx512_bf16()) {
+    /* AVX512F and AVX512_BF16, with an OS that saves the AVX-512 state */
+    if (!cpu_has(CPU_AVX512F | CPU_AVX512_BF16)) {
         snprintf(why, why_len,
                  "this CPU lacks AVX512_BF16 (AMD Zen 4 and later, Intel Cooper Lake, "
                  "Sapphire Rapids and later have it)");

@@ -10,11 +10,6 @@
 # kernel_choice.c is part of the program, built or not: it decides the
 # environment OpenBLAS and libgomp start in, before the module is loaded.
 LIB_SRCS += backends/blas/kernel_choice.c backends/blas/registration.c
-# The CHWN engine's parts and its layers (blas_engine_impl.h), each built
-# every way the engine is: here for blas (fp32, fp64, bf16), in
-# backends/direct/module.mk for direct; the tables (blas_tables.c) only in
-# the plain float and the direct fp32 builds.
-CHWN_ENGINE_PARTS := blas blas_passes blas_stages blas_layers
 BLAS ?= 1
 ifneq ($(BLAS),0)
 BLAS_MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
@@ -44,12 +39,11 @@ endif
 ifneq ($(BLAS_LIBS),)
 HAVE_BLAS := 1
 CFLAGS += -DHAVE_BLAS
-BLAS_OBJS := $(CHWN_ENGINE_PARTS:%=$(BUILD)/backends/blas/%.o) $(BUILD)/backends/blas/blas_tables.o \
-             $(BUILD)/backends/blas/sgemm_peak.o $(BUILD)/backends/blas/blas_probe.o
-# the engine and its layers for fp64 and bf16 too, from the same sources
-# (backends/common/real.h), and the bf16 GEMM
-BLAS_OBJS += $(foreach v,f64 bf16,$(CHWN_ENGINE_PARTS:%=$(BUILD)/backends/blas/%_$(v).o)) \
-             $(BUILD)/backends/blas/bf16.o
+# The CHWN engine (backends/chwn/module.mk) for float and double, with
+# the GEMM product sets (gemm_products.c, built for float: sgemm and
+# sbgemm, and double: dgemm) and the bf16 GEMM.
+BLAS_OBJS := $(CHWN_OBJS_F32) $(CHWN_OBJS_F64) \
+             $(foreach f,gemm_products gemm_products_f64 blas_backend bf16 sgemm_peak blas_probe,$(BUILD)/backends/blas/$(f).o)
 $(eval $(call module_rule,blas,$(BLAS_OBJS) $(MODULE_SHARED_OBJS),$(BLAS_LIBS) -fopenmp))
 # the engine (test_blas), its layers and its stages, each a program
 BLAS_ENGINE_TESTS := test_blas test_blas_layers test_blas_stages

@@ -10,7 +10,10 @@
 #endif
 
 backend_module blas_registration = BACKEND_MODULE(
-    "blas", "OpenBLAS GEMMs (convolutions over unfolded inputs) + OpenMP loops, fp32", HAVE_BLAS,
+    "blas",
+    "OpenBLAS GEMMs (convolutions over unfolded inputs, dense layers over the whole batch) + "
+    "OpenMP loops, fp32, fp64 or bf16",
+    HAVE_BLAS,
     "OpenBLAS (cblas.h, libopenblas) or OpenMP not found at build time, or left out with "
     "make BLAS=0",
     blas_setup_prepare, blas_setup_describe);

@@ -5,14 +5,14 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "backends/blas/blas_layers.h"
+#include "backends/blas/blas.h"
 #include "base/clock.h"
 
 double blas_sgemm_peak_gflops_sized(int threads, int n, int reps)
 {
     if (threads < 0 || n < 1 || n > 16384 || reps < 1)
         return -1.0;
-    const blas_team team = {threads > 0 ? threads : omp_get_num_procs(), BLAS_SPLIT_LIBRARY};
+    const chwn_team team = {threads > 0 ? threads : omp_get_num_procs(), CHWN_SPLIT_LIBRARY};
     blas_team_enter(&team);
     const size_t count = (size_t)n * n;
     float *a = malloc(sizeof(float) * count), *b = malloc(sizeof(float) * count),

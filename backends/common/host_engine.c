@@ -175,6 +175,14 @@ int host_take_labels(host_engine *h, const dataset *d, const int32_t *idx, int f
     return 0;
 }
 
+int host_keep_loss(host_engine *h, double mean, float *loss)
+{
+    h->last_loss = mean;
+    if (loss)
+        *loss = (float)mean;
+    return 0;
+}
+
 /* Entries ---------------------------------------------------------------- */
 
 int host_probe(void *ctx, char *why, size_t why_len)

@@ -120,6 +120,10 @@ int host_check_batch(host_engine *h, int batch);
  * their labels in labels; -1 after host_fail on an index or label out of
  * range. */
 int host_take_labels(host_engine *h, const dataset *d, const int32_t *idx, int first, int n);
+/* The end of a compute_gradients: keeps the step's mean loss at the
+ * engine's precision (last_loss) and gives it, rounded to float, to *loss
+ * unless loss is NULL; returns 0. */
+int host_keep_loss(host_engine *h, double mean, float *loss);
 
 /* Entries of the contract, for the backend table ------------------------ */
 

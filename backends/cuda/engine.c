@@ -611,7 +611,6 @@ static const stage_ops cuda_stages = {.stage_forward = cuda_stage_forward,
 
 const backend cuda_backend = {
     .name = "cuda",
-    .summary = "one GPU: cuDNN convolutions, cuBLAS dense layers",
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_TF32 | 1u << PREC_BF16 | 1u << PREC_FP16 |
                   1u << PREC_FP64,

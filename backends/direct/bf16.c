@@ -36,53 +36,28 @@
  * 10 outputs' products do. */
 #include "backends/direct/bf16.h"
 
-#include <cpuid.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "backends/direct/bf16_tiles.h"
+#include "base/cpu.h"
 
 int direct_bf16_emulate;
 
 /* ---------------------------------------------------------------------- */
 /* The CPU                                                                  */
 
-/* "AMD EPYC 7551 32-Core Processor" and the like, or "" */
-static void cpu_name(char *name, size_t len)
-{
-    unsigned r[12];
-    name[0] = '\0';
-    if (__get_cpuid_max(0x80000000u, NULL) < 0x80000004u)
-        return;
-    for (unsigned leaf = 0; leaf < 3; leaf++)
-        __get_cpuid(0x80000002u + leaf, &r[4 * leaf], &r[4 * leaf + 1], &r[4 * leaf + 2],
-                    &r[4 * leaf + 3]);
-    char brand[49];
-    memcpy(brand, r, 48);
-    brand[48] = '\0';
-    const char *s = brand;
-    while (*s == ' ')
-        s++;
-    snprintf(name, len, "%s", s);
-    for (size_t n = strlen(name); n > 0 && name[n - 1] == ' '; n--)
-        name[n - 1] = '\0';
-}
-
 int direct_bf16_supported(char *why, size_t len)
 {
-    /* libgcc's answers include the operating system's: AVX-512 counts
-     * only where it saves the registers (XCR0) */
-    __builtin_cpu_init();
-    const char *missing = !__builtin_cpu_supports("avx512f")      ? "AVX-512 (AVX512F)"
-                          : !__builtin_cpu_supports("avx512bw")   ? "AVX512BW"
-                          : !__builtin_cpu_supports("avx512vl")   ? "AVX512VL"
-                          : !__builtin_cpu_supports("avx512bf16") ? "AVX512_BF16"
-                                                                  : NULL;
-    if (!missing)
+    /* cpu_has counts AVX-512 only where the operating system saves the
+     * registers (XCR0) */
+    char missing[64];
+    cpu_missing(CPU_AVX512F | CPU_AVX512BW | CPU_AVX512VL | CPU_AVX512_BF16, missing,
+                sizeof missing);
+    if (!missing[0])
         return 1;
-    char name[64];
-    cpu_name(name, sizeof name);
+    const char *name = cpu_this()->brand;
     snprintf(why, len,
              "this CPU%s%s%s has no %s (bf16 products need AVX512_BF16: Intel Cooper Lake, "
              "Sapphire Rapids and later, AMD Zen 4 and later), or its operating system does "

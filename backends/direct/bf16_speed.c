@@ -227,7 +227,7 @@ int main(int argc, char **argv)
             const size_t n_out = (size_t)s->K * OH * OW * s->B, n_wb = (size_t)s->K * (R + 1);
             buffers b = {filled(n_in, 1),  filled(n_out, 2), filled(n_wb, 3),  filled(n_out, 4),
                          filled(n_in, 5),  filled(n_wb, 6),  filled(s->K, 7), filled(s->K, 8),
-                         NULL,             NULL};
+                         NULL,             NULL,            NULL};
             const size_t fp32_floats =
                 s->dense ? direct_dense_scratch_floats(s->B, s->C)
                          : direct_conv_scratch_floats(s->B, s->C, s->H, s->W, s->K, s->kernel);

@@ -4,8 +4,8 @@
  * times the images for conv1, 25 times conv2's input), and no GEMM whose
  * operands a library packs, zeroes and transposes around a product of
  * LeNet's small shapes. The engine around them (CHWN layers, groups of
- * images, threads) is the blas backend's source built with these products
- * (backends/blas/blas.c, LB_REAL_DIRECT).
+ * images, threads) is backends/chwn/, which calls these kernels through
+ * the direct fp32 product set (fp32_products.c).
  *
  * kernels.c is compiled once per instruction set, each build with its own
  * vector width and tile shape and one exported table (direct_kernels_avx512,
@@ -13,13 +13,13 @@
  * cpuid, never from where it was built (dispatch.c). LENET_BENCH_DIRECT_ISA
  * forces one; a forced set the CPU lacks is refused with the reason.
  *
- * Layout and conventions as backends/blas/blas_layers.h: CHWN, stride 1,
+ * Layout and conventions as backends/chwn/chwn_products.h: CHWN, stride 1,
  * weight_bias [K][R + 1] with each channel's bias last; outputs
  * overwritten; `threads` OpenMP threads (1 inside a parallel region), the
  * same floats for any count.
  *
- * The bf16 products (bf16.h, AVX512_BF16) come with this header: the
- * engine's bf16 build (LB_DIRECT_BF16) reaches them from here. */
+ * The bf16 products (bf16.h, AVX512_BF16) come with this header; the
+ * direct bf16 product set (bf16_products.c) calls them. */
 #ifndef LB_DIRECT_H
 #define LB_DIRECT_H
 

@@ -1,8 +1,9 @@
-# The direct backend (backends/direct/direct.h): the blas backend's engine
-# and layers built once more with the direct kernels as products
-# (LB_REAL_DIRECT, objects *_direct.o), and kernels.c built once per
-# instruction set, as the module $(BUILD)/modules/direct.so. It needs
-# OpenMP, not OpenBLAS. DIRECT=0 leaves it out.
+# The direct backend (backends/direct/direct_backend.h): the CHWN engine
+# (backends/chwn/module.mk, its float build) with the direct product sets
+# (fp32_products.c over the register tiles, bf16_products.c over the bf16
+# products), and kernels.c built once per instruction set, as the module
+# $(BUILD)/modules/direct.so. It needs OpenMP, not OpenBLAS. DIRECT=0
+# leaves it out.
 #
 # Each build of kernels.c puts its set's -march after the build's own
 # (which may be -march=native): the choice among them is made when the
@@ -48,23 +49,16 @@ DIRECT_FLAGS_avx512 := -march=x86-64-v4 -DLB_DIRECT_MR=8 -DLB_DIRECT_NV=3
 DIRECT_FLAGS_avx2 := -march=haswell
 DIRECT_FLAGS_generic := $(if $(filter avx2,$(DIRECT_ISAS)),-march=x86-64 -mtune=generic)
 DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/kernels_%.o)
-DIRECT_OBJS := $(CHWN_ENGINE_PARTS:%=$(BUILD)/backends/blas/%_direct.o) \
-               $(BUILD)/backends/blas/blas_tables_direct.o \
-               $(BUILD)/backends/direct/dispatch.o $(DIRECT_KERNEL_OBJS)
-# the engine once more with the bf16 products (LB_DIRECT_BF16, objects
-# *_direct_bf16.o) when the compiler has them
+DIRECT_OBJS := $(CHWN_OBJS_F32) \
+               $(foreach f,direct_backend fp32_products dispatch,$(BUILD)/backends/direct/$(f).o) \
+               $(DIRECT_KERNEL_OBJS)
+# the bf16 set when the compiler has the products
 ifeq ($(HAVE_DIRECT_BF16),1)
-DIRECT_OBJS += $(CHWN_ENGINE_PARTS:%=$(BUILD)/backends/blas/%_direct_bf16.o) $(DIRECT_BF16_OBJS)
-$(BUILD)/backends/blas/blas_tables_direct.o: CFLAGS += -DHAVE_DIRECT_BF16
+DIRECT_OBJS += $(BUILD)/backends/direct/bf16_products.o $(DIRECT_BF16_OBJS)
+$(BUILD)/backends/direct/direct_backend.o: CFLAGS += -DHAVE_DIRECT_BF16
 endif
+$(foreach f,direct_backend fp32_products bf16_products,$(BUILD)/backends/direct/$(f).o): CFLAGS += -fopenmp
 $(eval $(call module_rule,direct,$(DIRECT_OBJS) $(MODULE_SHARED_OBJS),-fopenmp))
-
-$(BUILD)/backends/blas/%_direct.o: backends/blas/%.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fopenmp -DLB_REAL_DIRECT -c -o $@ $<
-$(BUILD)/backends/blas/%_direct_bf16.o: backends/blas/%.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fopenmp -DLB_REAL_DIRECT -DLB_DIRECT_BF16 -c -o $@ $<
 # (static pattern: a plain %-pattern would also offer make a way to remake
 # the .d files it includes, through its built-in %: %.o); one FMA per
 # multiply-add

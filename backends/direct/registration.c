@@ -1,6 +1,7 @@
 /* The direct backend as the registry knows it before its module is loaded
- * (part of the program, built or not). It runs libgomp without OpenBLAS:
- * only the OpenMP waiting is set before it loads. */
+ * (part of the program, built or not): its name and summary. It runs
+ * libgomp without OpenBLAS: only the OpenMP waiting is set before it
+ * loads. */
 #include "backends/common/openmp_setup.h"
 #include "backends/registry.h"
 
@@ -9,7 +10,10 @@
 #endif
 
 backend_module direct_registration = BACKEND_MODULE(
-    "direct", "the project's own register tiles, chosen per CPU when it runs, fp32 or bf16",
+    "direct",
+    "the project's own register tiles (no library), vector width and tiles chosen per CPU "
+    "when it runs (AVX-512, AVX2, generic) + OpenMP loops, fp32; bf16 products (vdpbf16ps, "
+    "AVX512_BF16) with fp32 master weights",
     HAVE_DIRECT,
     "OpenMP (omp.h, -fopenmp) not found at build time, or left out with make DIRECT=0",
     openmp_setup_prepare, openmp_setup_describe);

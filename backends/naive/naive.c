@@ -11,12 +11,13 @@
 
 /* The buffers are the host engine's (host_alloc_counted), but for the
  * slots' table of them. */
-static void destroy(engine *e)
+static void destroy(engine *handle)
 {
+    naive_engine *e = naive_of(handle);
     if (!e)
         return;
     free(e->slot_act);
-    host_engine_free(e);
+    host_engine_free(handle);
 }
 
 static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
@@ -24,17 +25,19 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
 {
     (void)ctx;
     const int fp64 = cfg && cfg->precision == PREC_FP64;
-    engine *e = host_engine_create(&naive_backend, fp64 ? &naive_layers_f64 : &naive_layers_f32,
-                                   sizeof *e, w, cfg, NULL, err, err_len);
+    naive_engine *e = naive_of(host_engine_create(&naive_backend,
+                                                  fp64 ? &naive_layers_f64 : &naive_layers_f32,
+                                                  sizeof *e, w, cfg, NULL, err, err_len));
     if (!e)
         return NULL;
     if ((fp64 ? naive_allocate_f64 : naive_allocate_f32)(e))
-        return host_engine_out_of_memory(e, err, err_len);
-    return e;
+        return host_engine_out_of_memory((engine *)e, err, err_len);
+    return (engine *)e;
 }
 
-static void describe(engine *e, char *buf, size_t len)
+static void describe(engine *handle, char *buf, size_t len)
 {
+    naive_engine *e = naive_of(handle);
     snprintf(buf, len, "%s, 1 thread", precision_name(e->h.cfg.precision));
 }
 

@@ -8,7 +8,9 @@
 #include "backends/common/host_engine.h"
 #include "backends/engine.h"
 
-struct engine {
+typedef struct naive_engine naive_engine;
+
+struct naive_engine {
     host_engine h; /* first, so that the host_* entries find it */
 
     /* act[0] is the input batch, act[i + 1] the output of layer i, each
@@ -23,12 +25,14 @@ struct engine {
     void *scratch;
 };
 
+static inline naive_engine *naive_of(engine *e) { return (naive_engine *)e; }
+
 extern const backend naive_backend;
 
 /* train.c, one per precision: the buffers above for h's workload and batch
  * size (0, or -1 when out of memory), and the layers' entries. */
-int naive_allocate_f32(engine *e);
-int naive_allocate_f64(engine *e);
+int naive_allocate_f32(naive_engine *e);
+int naive_allocate_f64(naive_engine *e);
 extern const host_layers naive_layers_f32, naive_layers_f64;
 
 #endif

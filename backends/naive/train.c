@@ -12,14 +12,14 @@
 #include "base/clock.h"
 
 /* The current slot's activations into act[]. */
-static void use_slot(engine *e, int slot)
+static void use_slot(naive_engine *e, int slot)
 {
     const int per_slot = e->h.w.n_layers + 1;
     for (int i = 0; i < per_slot; i++)
         e->act[i] = e->slot_act[slot * per_slot + i];
 }
 
-int R(naive_allocate)(engine *e)
+int R(naive_allocate)(naive_engine *e)
 {
     host_engine *h = &e->h;
     const workload *w = &h->w;
@@ -57,7 +57,7 @@ int R(naive_allocate)(engine *e)
 
 /* Pixels of images idx[0..n) (or first..first+n when idx is NULL), whose
  * indices host_take_labels has checked, into act[0]. */
-static void load_pixels(engine *e, const dataset *d, const int32_t *idx, int first, int n)
+static void load_pixels(naive_engine *e, const dataset *d, const int32_t *idx, int first, int n)
 {
     const size_t pixels = (size_t)d->rows * d->cols;
     real *act = e->act[0];
@@ -70,7 +70,7 @@ static void load_pixels(engine *e, const dataset *d, const int32_t *idx, int fir
     }
 }
 
-static void forward_layer(engine *e, int i, int B)
+static void forward_layer(naive_engine *e, int i, int B)
 {
     const layer *l = &e->h.w.layers[i];
     const real *in = e->act[i], *params = e->h.TYPED(params);
@@ -94,7 +94,7 @@ static void forward_layer(engine *e, int i, int B)
 }
 
 /* Gradients of layer i's parameters from d_out; d_in too unless it is NULL. */
-static void backward_layer(engine *e, int i, int B, const real *d_out, real *d_in)
+static void backward_layer(naive_engine *e, int i, int B, const real *d_out, real *d_in)
 {
     const layer *l = &e->h.w.layers[i];
     const real *in = e->act[i];
@@ -128,7 +128,7 @@ static void backward_layer(engine *e, int i, int B, const real *d_out, real *d_i
 }
 
 /* Layer i's turn in the backward pass, swapping the gradient buffers. */
-static real *backward_step(engine *e, int i, int B, real *d_out)
+static real *backward_step(naive_engine *e, int i, int B, real *d_out)
 {
     real *d_in = i > 0 ? (d_out == e->d_a ? e->d_b : e->d_a) : NULL;
     backward_layer(e, i, B, d_out, d_in);
@@ -138,7 +138,7 @@ static real *backward_step(engine *e, int i, int B, real *d_out)
 /* Sum of the batch's cross-entropies from the logits in act[L]; their
  * gradient (of the mean) into d_a, and the gradients zeroed for the
  * backward pass to add to. */
-static double loss_and_dlogits(engine *e, int B)
+static double loss_and_dlogits(naive_engine *e, int B)
 {
     const int L = e->h.w.n_layers;
     const double sum = softmax_xent(e->d_a, NULL, e->act[L], e->h.labels, B, e->h.w.classes,
@@ -147,8 +147,9 @@ static double loss_and_dlogits(engine *e, int B)
     return sum;
 }
 
-static int compute_gradients(engine *e, const int32_t *indices, int batch, float *loss)
+static int compute_gradients(engine *handle, const int32_t *indices, int batch, float *loss)
 {
+    naive_engine *e = naive_of(handle);
     host_engine *h = &e->h;
     if (host_check_batch(h, batch) || host_take_labels(h, &h->train, indices, 0, batch))
         return -1;
@@ -160,14 +161,12 @@ static int compute_gradients(engine *e, const int32_t *indices, int batch, float
     real *d = e->d_a;
     for (int i = L - 1; i >= 0; i--)
         d = backward_step(e, i, batch, d);
-    h->last_loss = sum / batch;
-    if (loss)
-        *loss = (float)h->last_loss;
-    return 0;
+    return host_keep_loss(h, sum / batch, loss);
 }
 
-static int apply_update(engine *e, float grad_scale)
+static int apply_update(engine *handle, float grad_scale)
 {
+    naive_engine *e = naive_of(handle);
     host_engine *h = &e->h;
     h->step++;
     optimizer_update(&h->w, &h->cfg.opt, h->TYPED(params), h->TYPED(grads), grad_scale,
@@ -175,8 +174,9 @@ static int apply_update(engine *e, float grad_scale)
     return 0;
 }
 
-static int score(engine *e, int first, int n, double *loss_sum)
+static int score(engine *handle, int first, int n, double *loss_sum)
 {
+    naive_engine *e = naive_of(handle);
     host_engine *h = &e->h;
     const int L = h->w.n_layers, classes = h->w.classes;
     const real *logits = e->act[L];
@@ -189,9 +189,10 @@ static int score(engine *e, int first, int n, double *loss_sum)
     return 0;
 }
 
-static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
+static void time_steps(engine *handle, const int32_t *indices, int batch, int reps,
                        layer_times *out)
 {
+    naive_engine *e = naive_of(handle);
     load_pixels(e, &e->h.train, indices, 0, batch);
     const int L = e->h.w.n_layers;
     for (int r = 0; r < reps; r++) {
@@ -210,15 +211,16 @@ static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
             out->backward_ms[i] += now_ms() - t0;
         }
         t0 = now_ms();
-        apply_update(e, 1);
+        apply_update((engine *)e, 1);
         out->update_ms += now_ms() - t0;
     }
 }
 
 /* Model parallelism: the stage's layers on floats handed over, in the
  * slot's activations. */
-static int stage_forward(engine *e, int slot, const float *in, int batch, float *out)
+static int stage_forward(engine *handle, int slot, const float *in, int batch, float *out)
 {
+    naive_engine *e = naive_of(handle);
     const workload *w = &e->h.w;
     const int L = w->n_layers;
     use_slot(e, slot);
@@ -237,9 +239,10 @@ static int stage_forward(engine *e, int slot, const float *in, int batch, float 
 
 /* The layers add their parameter gradients, so accumulating is not
  * zeroing them first. */
-static int stage_backward(engine *e, int slot, int batch, const float *d_out, float *d_in,
+static int stage_backward(engine *handle, int slot, int batch, const float *d_out, float *d_in,
                           int accumulate)
 {
+    naive_engine *e = naive_of(handle);
     host_engine *h = &e->h;
     const workload *w = &h->w;
     const int L = w->n_layers;
@@ -264,10 +267,5 @@ static int stage_backward(engine *e, int slot, int batch, const float *d_out, fl
 }
 
 const host_layers R(naive_layers) = {
-    .compute_gradients = compute_gradients,
-    .apply_update = apply_update,
-    .score = score,
-    .time_steps = time_steps,
-    .stage_forward = stage_forward,
-    .stage_backward = stage_backward,
-};
+    .compute_gradients = compute_gradients, .apply_update = apply_update, .score = score,
+    .time_steps = time_steps, .stage_forward = stage_forward, .stage_backward = stage_backward};

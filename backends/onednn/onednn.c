@@ -53,8 +53,9 @@ static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
 
 static const host_layers onednn_layers;
 
-static void destroy(engine *e)
+static void destroy(engine *handle)
 {
+    onednn_engine *e = onednn_of(handle);
     if (!e)
         return;
     for (int i = 0; i < e->n_prims; i++)
@@ -67,7 +68,7 @@ static void destroy(engine *e)
         dnnl_stream_destroy(e->stream);
     if (e->cpu)
         dnnl_engine_destroy(e->cpu);
-    host_engine_free(e); /* and the buffers of host_alloc_counted */
+    host_engine_free(handle); /* and the buffers of host_alloc_counted */
 }
 
 static const char *check_workload(const workload *w, const engine_config *cfg)
@@ -78,7 +79,7 @@ static const char *check_workload(const workload *w, const engine_config *cfg)
     return NULL;
 }
 
-static int build(engine *e)
+static int build(onednn_engine *e)
 {
     host_engine *h = &e->h;
     DNNL_CHECK(h, dnnl_engine_create(&e->cpu, dnnl_cpu, 0));
@@ -99,8 +100,8 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
         snprintf(err, err_len, "onednn: %s", why);
         return NULL;
     }
-    engine *e = host_engine_create(&onednn_backend, &onednn_layers, sizeof *e, w, cfg,
-                                   check_workload, err, err_len);
+    onednn_engine *e = onednn_of(host_engine_create(&onednn_backend, &onednn_layers, sizeof *e,
+                                                    w, cfg, check_workload, err, err_len));
     if (!e)
         return NULL;
     host_engine *h = &e->h;
@@ -111,27 +112,27 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
     e->logits = host_alloc_counted(h, B * w->classes, &h->workspace_bytes);
     e->d_logits = host_alloc_counted(h, B * w->classes, &h->workspace_bytes);
     if (!e->input || !e->logits || !e->d_logits)
-        return host_engine_out_of_memory(e, err, err_len);
+        return host_engine_out_of_memory((engine *)e, err, err_len);
     enter(e); /* the kernels are chosen for the engine's thread count */
     if (build(e)) {
         snprintf(err, err_len, "%s", h->err);
-        destroy(e);
+        destroy((engine *)e);
         return NULL;
     }
-    return e;
+    return (engine *)e;
 }
 
 /* ---------------------------------------------------------------------- */
 /* Running                                                                  */
 
-static int run(engine *e, const op *o)
+static int run(onednn_engine *e, const op *o)
 {
     if (o->prim)
         DNNL_CHECK(&e->h, dnnl_primitive_execute(o->prim, e->stream, o->nargs, o->args));
     return 0;
 }
 
-static int finish(engine *e)
+static int finish(onednn_engine *e)
 {
     DNNL_CHECK(&e->h, dnnl_stream_wait(e->stream));
     return 0;
@@ -139,7 +140,7 @@ static int finish(engine *e)
 
 /* Images idx[0..n) of d (first.. when idx is NULL) as the first layer's
  * source; the rows past n of a short batch are zero. */
-static int load_images(engine *e, const chain *c, const dataset *d, const int32_t *idx,
+static int load_images(onednn_engine *e, const chain *c, const dataset *d, const int32_t *idx,
                        int first, int n)
 {
     const size_t pixels = (size_t)d->rows * d->cols;
@@ -156,7 +157,7 @@ static int load_images(engine *e, const chain *c, const dataset *d, const int32_
 }
 
 /* The scoring primitives' weights from the flat parameters. */
-static int load_weights(engine *e, const chain *c)
+static int load_weights(onednn_engine *e, const chain *c)
 {
     for (int i = 0; i < e->h.w.n_layers; i++)
         if (run(e, &c->layer[i].to_weights))
@@ -166,7 +167,7 @@ static int load_weights(engine *e, const chain *c)
 
 /* The mean loss of the first n rows of the logits, its gradient into the
  * last layer's output gradient (zero in the padded rows). */
-static int loss_and_dlogits(engine *e, int n, double *mean)
+static int loss_and_dlogits(onednn_engine *e, int n, double *mean)
 {
     host_engine *h = &e->h;
     const int classes = h->w.classes;
@@ -182,7 +183,7 @@ static int loss_and_dlogits(engine *e, int n, double *mean)
     return run(e, &e->to_diff_logits);
 }
 
-static int backward_layer(engine *e, int i)
+static int backward_layer(onednn_engine *e, int i)
 {
     const back_layer *k = &e->back[i];
     return run(e, &k->to_weights_src) || run(e, &k->to_weights_diff_dst) ||
@@ -191,7 +192,7 @@ static int backward_layer(engine *e, int i)
 }
 
 /* One training pass over n images; times added to t when given. */
-static int step(engine *e, int n, double *mean, layer_times *t)
+static int step(onednn_engine *e, int n, double *mean, layer_times *t)
 {
     const int L = e->h.w.n_layers;
     for (int i = 0; i < L; i++) {
@@ -220,31 +221,29 @@ static int step(engine *e, int n, double *mean, layer_times *t)
 
 /* Every conv and dense layer writes its gradients whole, and every
  * parameter belongs to one of them, so nothing needs zeroing. */
-static int compute_gradients(engine *e, const int32_t *indices, int batch, float *loss)
+static int compute_gradients(engine *handle, const int32_t *indices, int batch, float *loss)
 {
+    onednn_engine *e = onednn_of(handle);
     host_engine *h = &e->h;
     enter(e);
     if (host_check_batch(h, batch) || host_take_labels(h, &h->train, indices, 0, batch) ||
         load_images(e, &e->train, &h->train, indices, 0, batch))
         return -1;
     double mean;
-    if (step(e, batch, &mean, NULL))
-        return -1;
-    h->last_loss = mean;
-    if (loss)
-        *loss = (float)mean;
-    return 0;
+    return step(e, batch, &mean, NULL) ? -1 : host_keep_loss(h, mean, loss);
 }
 
-static int apply_update(engine *e, float grad_scale)
+static int apply_update(engine *handle, float grad_scale)
 {
+    onednn_engine *e = onednn_of(handle);
     enter(e);
     host_update_in_ranges(&e->h, grad_scale, e->threads);
     return 0;
 }
 
-static int score(engine *e, int first, int n, double *loss_sum)
+static int score(engine *handle, int first, int n, double *loss_sum)
 {
+    onednn_engine *e = onednn_of(handle);
     host_engine *h = &e->h;
     const int L = h->w.n_layers, classes = h->w.classes;
     enter(e);
@@ -263,9 +262,10 @@ static int score(engine *e, int first, int n, double *loss_sum)
     return 0;
 }
 
-static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
+static void time_steps(engine *handle, const int32_t *indices, int batch, int reps,
                        layer_times *out)
 {
+    onednn_engine *e = onednn_of(handle);
     host_engine *h = &e->h;
     enter(e);
     if (load_images(e, &e->train, &h->train, indices, 0, batch))
@@ -290,7 +290,7 @@ static const host_layers onednn_layers = {
 /* ---------------------------------------------------------------------- */
 /* For the tests                                                            */
 
-static int export(engine *e, dnnl_memory_t m, float *out)
+static int export(onednn_engine *e, dnnl_memory_t m, float *out)
 {
     op to = {0};
     if (!m)
@@ -301,15 +301,17 @@ static int export(engine *e, dnnl_memory_t m, float *out)
     return 0;
 }
 
-int onednn_engine_activation(engine *e, int i, float *out)
+int onednn_engine_activation(engine *handle, int i, float *out)
 {
+    onednn_engine *e = onednn_of(handle);
     if (i < 0 || i >= e->h.w.n_layers)
         return host_fail(&e->h, "layer %d outside 0..%d", i, e->h.w.n_layers - 1);
     return export(e, e->train.layer[i].dst, out);
 }
 
-int onednn_engine_input_gradient(engine *e, int i, float *out)
+int onednn_engine_input_gradient(engine *handle, int i, float *out)
 {
+    onednn_engine *e = onednn_of(handle);
     if (i < 1 || i >= e->h.w.n_layers)
         return host_fail(&e->h, "layer %d outside 1..%d", i, e->h.w.n_layers - 1);
     return export(e, e->back[i].diff_src, out);
@@ -318,15 +320,17 @@ int onednn_engine_input_gradient(engine *e, int i, float *out)
 /* ---------------------------------------------------------------------- */
 /* The table                                                                */
 
-static void placement(engine *e, int *threads, int *devices, int *replicas)
+static void placement(engine *handle, int *threads, int *devices, int *replicas)
 {
+    onednn_engine *e = onednn_of(handle);
     *threads = e->threads;
     *devices = 0;
     *replicas = 1;
 }
 
-static void describe(engine *e, char *buf, size_t len)
+static void describe(engine *handle, char *buf, size_t len)
 {
+    onednn_engine *e = onednn_of(handle);
     char lib[128];
     library_info(NULL, lib, sizeof lib);
     snprintf(buf, len, "%s, %d thread%s, %s; %s",
@@ -340,18 +344,10 @@ static const engine_ops onednn_ops = {HOST_ENGINE_OPS, .destroy = destroy,
 /* No model-parallel stages: this engine does not offer them. */
 const backend onednn_backend = {
     .name = "onednn",
-    .summary = "oneDNN primitives for every layer, layouts of the library's choosing, fp32 "
-               "or bf16",
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
     .probe = host_probe, .probe_precision = probe_precision, .create = create,
     .library_info = library_info, .ops = &onednn_ops, .dp = &host_data_parallel,
 };
 
-LB_MODULE_EXPORT const void *lb_module_entry(int abi, const char *table)
-{
-    if (abi != LB_MODULE_ABI)
-        return NULL;
-    return strcmp(table, "backend") == 0 ? &onednn_backend : NULL;
-}
-
+LB_MODULE_TABLES({"backend", &onednn_backend})

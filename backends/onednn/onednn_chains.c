@@ -24,7 +24,7 @@ static int weight_dims(const layer *l, const dnnl_memory_desc_t *src, dnnl_dim_t
 
 /* Layer i of chain c, its source described by src (the previous layer's
  * destination, or the first layer's choice when NULL). */
-static int build_layer(engine *e, chain *c, int i, dnnl_prop_kind_t prop,
+static int build_layer(onednn_engine *e, chain *c, int i, dnnl_prop_kind_t prop,
                        const dnnl_memory_desc_t *src)
 {
     host_engine *h = &e->h;
@@ -120,7 +120,7 @@ static int build_layer(engine *e, chain *c, int i, dnnl_prop_kind_t prop,
     return 0;
 }
 
-int build_chain(engine *e, chain *c, dnnl_prop_kind_t prop)
+int build_chain(onednn_engine *e, chain *c, dnnl_prop_kind_t prop)
 {
     const int L = e->h.w.n_layers;
     for (int i = 0; i < L; i++)
@@ -137,7 +137,8 @@ static int is_reference(const_dnnl_primitive_desc_t pd)
 }
 
 /* The weight-gradient primitive of conv or dense layer l. */
-static int describe_weights_gradient(engine *e, const layer *l, const_dnnl_primitive_desc_t hint,
+static int describe_weights_gradient(onednn_engine *e, const layer *l,
+                                     const_dnnl_primitive_desc_t hint,
                                      const dnnl_memory_desc_t *src_md,
                                      const dnnl_memory_desc_t *grads_md,
                                      const dnnl_memory_desc_t *bias_md,
@@ -165,7 +166,8 @@ static int describe_weights_gradient(engine *e, const layer *l, const_dnnl_primi
  * are fp32 views of bf16 numbers, so the result is what a bf16 kernel with
  * fp32 sums would give. *pd and the two memories are replaced when it
  * finds a faster kernel, else left as they are. */
-static int weights_from_f32(engine *e, const layer *l, const pass_layer *p, dnnl_memory_t diff_dst,
+static int weights_from_f32(onednn_engine *e, const layer *l, const pass_layer *p,
+                            dnnl_memory_t diff_dst,
                             const dnnl_memory_desc_t *grads_md, const dnnl_memory_desc_t *bias_md,
                             dnnl_primitive_desc_t *pd, dnnl_memory_t *src, dnnl_memory_t *dst,
                             back_layer *k)
@@ -189,7 +191,7 @@ static int weights_from_f32(engine *e, const layer *l, const pass_layer *p, dnnl
 }
 
 /* Layer i's backward pass: its output gradient is diff_dst. */
-static int build_backward(engine *e, int i, dnnl_memory_t diff_dst)
+static int build_backward(onednn_engine *e, int i, dnnl_memory_t diff_dst)
 {
     host_engine *h = &e->h;
     const layer *l = &h->w.layers[i];
@@ -296,7 +298,7 @@ static int build_backward(engine *e, int i, dnnl_memory_t diff_dst)
     return 0;
 }
 
-int build_backward_chain(engine *e)
+int build_backward_chain(onednn_engine *e)
 {
     host_engine *h = &e->h;
     const int L = h->w.n_layers;
@@ -310,7 +312,7 @@ int build_backward_chain(engine *e)
 }
 
 /* "conv1 jit:avx512_core, pool1 ..." from the training chain. */
-void note_implementations(engine *e)
+void note_implementations(onednn_engine *e)
 {
     size_t used = 0;
     e->impls[0] = '\0';

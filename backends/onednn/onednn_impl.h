@@ -75,7 +75,9 @@ typedef struct back_layer {
     op to_grads; /* the weight gradient into the flat vector, when its layout differs */
 } back_layer;
 
-struct engine {
+typedef struct onednn_engine onednn_engine;
+
+struct onednn_engine {
     host_engine h; /* first, so that the host_* entries find it */
     int threads;
     dnnl_data_type_t dt; /* activations and the primitives' weights */
@@ -107,7 +109,9 @@ struct engine {
 
 
 /* oneDNN's OpenMP regions take the calling thread's team size. */
-static inline void enter(const engine *e) { omp_set_num_threads(e->threads); }
+static inline onednn_engine *onednn_of(engine *e) { return (onednn_engine *)e; }
+
+static inline void enter(const onednn_engine *e) { omp_set_num_threads(e->threads); }
 
 /* The parts' functions, external under onednn_ names (bind is also the
  * C library's). */
@@ -131,45 +135,45 @@ static inline void enter(const engine *e) { omp_set_num_threads(e->threads); }
 /* onednn_memory.c: each returns 0, or -1 after host_fail. */
 /* A memory of md over handle (NULL: the library allocates it); bytes it
  * allocates are added to *counter when given. */
-int new_memory(engine *e, dnnl_memory_t *m, const dnnl_memory_desc_t *md, void *handle,
+int new_memory(onednn_engine *e, dnnl_memory_t *m, const dnnl_memory_desc_t *md, void *handle,
                size_t *counter);
-int new_primitive(engine *e, op *o, const_dnnl_primitive_desc_t pd);
+int new_primitive(onednn_engine *e, op *o, const_dnnl_primitive_desc_t pd);
 /* Adds an argument to o. */
 void bind(op *o, int arg, dnnl_memory_t m);
 /* Keeps pd until destroy. */
-int keep_pd(engine *e, dnnl_primitive_desc_t pd);
+int keep_pd(onednn_engine *e, dnnl_primitive_desc_t pd);
 /* The primitive descriptor of an operation, kept until destroy (the
  * forward's is the backward's hint). */
-int describe_op(engine *e, dnnl_primitive_desc_t *pd, const_dnnl_op_desc_t desc,
+int describe_op(onednn_engine *e, dnnl_primitive_desc_t *pd, const_dnnl_op_desc_t desc,
                 const_dnnl_primitive_desc_t hint);
 const dnnl_memory_desc_t *md_of(const_dnnl_primitive_desc_t pd, dnnl_query_t what);
 const dnnl_memory_desc_t *memory_md(dnnl_memory_t m);
 /* A reorder from one memory to another. */
-int new_reorder(engine *e, op *o, dnnl_memory_t from, dnnl_memory_t to);
+int new_reorder(onednn_engine *e, op *o, dnnl_memory_t from, dnnl_memory_t to);
 /* A plain (row-major) descriptor: nchw, oihw, nc, oi, x by ndims; any_md
  * leaves the layout to the primitive. */
-int plain_md(engine *e, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
+int plain_md(onednn_engine *e, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
              dnnl_data_type_t dt);
-int any_md(engine *e, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
+int any_md(onednn_engine *e, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
            dnnl_data_type_t dt);
 /* Memory `want` for a primitive that reads the host's floats at `host`,
  * through a reorder (*to) when the layouts differ. */
-int host_to_primitive(engine *e, dnnl_memory_t *mem, op *to, const dnnl_memory_desc_t *want,
+int host_to_primitive(onednn_engine *e, dnnl_memory_t *mem, op *to, const dnnl_memory_desc_t *want,
                       float *host, size_t *counter);
 /* The other way: a primitive's output `from` into host floats. */
-int primitive_to_host(engine *e, op *to, dnnl_memory_t from, float *host);
+int primitive_to_host(onednn_engine *e, op *to, dnnl_memory_t from, float *host);
 /* Like primitive_to_host, but writing the host floats directly when the
  * layouts agree (*mem then is the host's memory). */
-int output_to_host(engine *e, dnnl_memory_t *mem, op *to, const dnnl_memory_desc_t *md,
+int output_to_host(onednn_engine *e, dnnl_memory_t *mem, op *to, const dnnl_memory_desc_t *md,
                    float *host, size_t *counter);
 
 /* onednn_chains.c */
 /* Chain c's forward primitives for prop (training or inference), and the
  * logits' way out to the host. */
-int build_chain(engine *e, chain *c, dnnl_prop_kind_t prop);
+int build_chain(onednn_engine *e, chain *c, dnnl_prop_kind_t prop);
 /* The training chain's backward primitives, last layer first. */
-int build_backward_chain(engine *e);
+int build_backward_chain(onednn_engine *e);
 /* "conv1 jit:avx512_core, pool1 ..." from the training chain, into impls. */
-void note_implementations(engine *e);
+void note_implementations(onednn_engine *e);
 
 #endif

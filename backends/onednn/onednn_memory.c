@@ -6,7 +6,7 @@
 
 /* A memory of md over handle (NULL: the library allocates it); bytes it
  * allocates are added to *counter when given. */
-int new_memory(engine *e, dnnl_memory_t *m, const dnnl_memory_desc_t *md, void *handle,
+int new_memory(onednn_engine *e, dnnl_memory_t *m, const dnnl_memory_desc_t *md, void *handle,
                size_t *counter)
 {
     host_engine *h = &e->h;
@@ -19,7 +19,7 @@ int new_memory(engine *e, dnnl_memory_t *m, const dnnl_memory_desc_t *md, void *
     return 0;
 }
 
-int new_primitive(engine *e, op *o, const_dnnl_primitive_desc_t pd)
+int new_primitive(onednn_engine *e, op *o, const_dnnl_primitive_desc_t pd)
 {
     host_engine *h = &e->h;
     if (e->n_prims == MAX_OBJECTS)
@@ -35,7 +35,7 @@ void bind(op *o, int arg, dnnl_memory_t m)
     o->args[o->nargs++] = (dnnl_exec_arg_t){arg, m};
 }
 
-int keep_pd(engine *e, dnnl_primitive_desc_t pd)
+int keep_pd(onednn_engine *e, dnnl_primitive_desc_t pd)
 {
     if (e->n_pds == MAX_OBJECTS) {
         dnnl_primitive_desc_destroy(pd);
@@ -47,7 +47,7 @@ int keep_pd(engine *e, dnnl_primitive_desc_t pd)
 
 /* The primitive descriptor of an operation, kept until destroy (the
  * forward's is the backward's hint). */
-int describe_op(engine *e, dnnl_primitive_desc_t *pd, const_dnnl_op_desc_t desc,
+int describe_op(onednn_engine *e, dnnl_primitive_desc_t *pd, const_dnnl_op_desc_t desc,
                 const_dnnl_primitive_desc_t hint)
 {
     DNNL_CHECK(&e->h, dnnl_primitive_desc_create(pd, desc, NULL, e->cpu, hint));
@@ -66,7 +66,7 @@ const dnnl_memory_desc_t *memory_md(dnnl_memory_t m)
 }
 
 /* A reorder from one memory to another. */
-int new_reorder(engine *e, op *o, dnnl_memory_t from, dnnl_memory_t to)
+int new_reorder(onednn_engine *e, op *o, dnnl_memory_t from, dnnl_memory_t to)
 {
     dnnl_primitive_desc_t pd;
     DNNL_CHECK(&e->h, dnnl_reorder_primitive_desc_create(&pd, memory_md(from), e->cpu,
@@ -80,7 +80,7 @@ int new_reorder(engine *e, op *o, dnnl_memory_t from, dnnl_memory_t to)
 
 /* A plain (row-major) descriptor: nchw, oihw, nc, oi, x by ndims (the
  * API reads DNNL_MAX_NDIMS dims, hence the copy). */
-int plain_md(engine *e, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
+int plain_md(onednn_engine *e, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
              dnnl_data_type_t dt)
 {
     static const dnnl_format_tag_t tags[] = {dnnl_format_tag_undef, dnnl_a, dnnl_ab, dnnl_abc,
@@ -93,7 +93,7 @@ int plain_md(engine *e, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dim
     return 0;
 }
 
-int any_md(engine *e, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
+int any_md(onednn_engine *e, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
            dnnl_data_type_t dt)
 {
     dnnl_dims_t all = {0};
@@ -106,7 +106,7 @@ int any_md(engine *e, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
  * in the plain layout of `want`'s dims: the host's floats themselves when
  * the primitive takes them as they are, else a memory of its own and a
  * reorder into it (*to). */
-int host_to_primitive(engine *e, dnnl_memory_t *mem, op *to, const dnnl_memory_desc_t *want,
+int host_to_primitive(onednn_engine *e, dnnl_memory_t *mem, op *to, const dnnl_memory_desc_t *want,
                       float *host, size_t *counter)
 {
     dnnl_memory_desc_t plain;
@@ -122,7 +122,7 @@ int host_to_primitive(engine *e, dnnl_memory_t *mem, op *to, const dnnl_memory_d
 }
 
 /* The other way: a primitive's output `from` into host floats. */
-int primitive_to_host(engine *e, op *to, dnnl_memory_t from, float *host)
+int primitive_to_host(onednn_engine *e, op *to, dnnl_memory_t from, float *host)
 {
     const dnnl_memory_desc_t *md = memory_md(from);
     dnnl_memory_desc_t plain;
@@ -135,7 +135,7 @@ int primitive_to_host(engine *e, op *to, dnnl_memory_t from, float *host)
 
 /* Like primitive_to_host, but writing the host floats directly when the
  * layouts agree (*mem then is the host's memory). */
-int output_to_host(engine *e, dnnl_memory_t *mem, op *to, const dnnl_memory_desc_t *md,
+int output_to_host(onednn_engine *e, dnnl_memory_t *mem, op *to, const dnnl_memory_desc_t *md,
                    float *host, size_t *counter)
 {
     dnnl_memory_desc_t plain;

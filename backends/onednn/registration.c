@@ -11,7 +11,8 @@
 #endif
 
 backend_module onednn_registration = BACKEND_MODULE(
-    "onednn", "oneDNN primitives for every layer, layouts of the library's choosing",
+    "onednn",
+    "oneDNN primitives for every layer, layouts of the library's choosing, fp32 or bf16",
     HAVE_ONEDNN,
     "oneDNN (dnnl.h, libdnnl) or OpenMP not found at build time, or left out with make "
     "ONEDNN=0",

@@ -10,12 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-
 #include "backends/engine.h"
 #include "backends/registry.h"
+#include "base/cpu.h"
 #include "harness/formats/idx.h"
 #include "harness/run/init.h"
 #include "harness/run/sysinfo.h"
@@ -41,27 +38,6 @@
 #define REGION_BEGIN() ((void)0)
 #define REGION_END(name) ((void)(name))
 #endif
-
-/* What the CPU says it is through CPUID: under valgrind, the CPU valgrind
- * presents to the program (glibc and OpenBLAS choose their code by it). */
-static void cpuid_brand(char *out, size_t len)
-{
-    snprintf(out, len, "unknown");
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned r[12], max = __get_cpuid_max(0x80000000u, NULL);
-    if (max < 0x80000004u)
-        return;
-    for (unsigned i = 0; i < 3; i++)
-        __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
-    char brand[49];
-    memcpy(brand, r, 48);
-    brand[48] = 0;
-    const char *b = brand;
-    while (*b == ' ')
-        b++;
-    snprintf(out, len, "%s", b);
-#endif
-}
 
 int item_index(const count_options *o, const char *name)
 {
@@ -168,8 +144,11 @@ int child_main(const count_options *o)
     }
     sysinfo sys;
     sysinfo_collect(&sys);
+    /* what the CPU says it is through CPUID: under valgrind, the CPU
+     * valgrind presents to the program (glibc and OpenBLAS choose their
+     * code by it) */
     char cpu[64];
-    cpuid_brand(cpu, sizeof cpu);
+    snprintf(cpu, sizeof cpu, "%s", cpu_this()->brand[0] ? cpu_this()->brand : "unknown");
     /* OpenBLAS's version and the kernels it picked, with OPENBLAS_CORETYPE
      * as the parent set it (loading the module here is not counted). */
     const backend *blas = backend_find("blas");

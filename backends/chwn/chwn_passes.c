@@ -1,9 +1,10 @@
-/* The CHWN engine's passes (blas_engine_impl.h): the conv stage one group
- * of images at a time, the dense stage over the whole batch. */
+/* The CHWN engine's passes (chwn_engine_impl.h): the conv stage one group
+ * of images at a time, the dense stage over the whole batch, each product
+ * through the engine's product set. */
 #include <omp.h>
 #include <string.h>
 
-#include "backends/blas/blas_engine_impl.h"
+#include "backends/chwn/chwn_engine_impl.h"
 
 /* ---------------------------------------------------------------------- */
 /* The conv stage, one group of images at a time                            */
@@ -17,7 +18,7 @@ static real *group_block(real *base, shape3 s, int b0)
 /* A group's block of d_a or d_b, which carry gradients of every shape: a
  * fixed stride per image keeps the groups' blocks apart whichever layer
  * each group has reached. */
-real *group_grad(const engine *e, real *base, int b0)
+real *chwn_group_grad(const chwn_engine *e, real *base, int b0)
 {
     return base + (size_t)b0 * e->max_act;
 }
@@ -25,27 +26,27 @@ real *group_grad(const engine *e, real *base, int b0)
 /* Images b0..b0+n of the batch into their block of act[0] (the conv
  * stage), or into the [features][B] matrix when the first layer is dense
  * or a ReLU before none. */
-static void gather(engine *e, const source *src, int b0, int n, int ld, int threads)
+static void gather(chwn_engine *e, const source *src, int b0, int n, int ld, int threads)
 {
     const size_t F = (size_t)shape3_size(e->h.w.input);
     real *x = e->conv_layers ? e->act[0] + (size_t)b0 * F : e->act[0] + b0;
     if (src->floats)
-        blas_chwn_from_nchw(x, ld, src->floats + (size_t)b0 * F, F, n, threads);
+        chwn_from_nchw(x, ld, src->floats + (size_t)b0 * F, F, n, threads);
     else
-        blas_gather_chwn(x, ld, src->d->images, F, src->idx ? src->idx + b0 : NULL,
+        chwn_gather(x, ld, src->d->images, F, src->idx ? src->idx + b0 : NULL,
                          src->first + b0, n, threads);
 }
 
 /* Layer i's argmax block for the images from b0, or NULL */
-static unsigned char *group_argmax(const engine *e, int i, int b0)
+static unsigned char *group_argmax(const chwn_engine *e, int i, int b0)
 {
     const layer *l = &e->h.w.layers[i];
     return e->argmax[i] ? e->argmax[i] + (size_t)b0 * shape3_size(l->out) : NULL;
 }
 
 /* Whether conv layer i hands its output to the pool after it through
- * `handoff` (blas_engine_impl.h) when a pass runs both */
-static int hands_off(const engine *e, int i)
+ * `handoff` (chwn_engine_impl.h) when a pass runs both */
+static int hands_off(const chwn_engine *e, int i)
 {
     return e->handoff && i + 1 < e->conv_layers && e->h.w.layers[i].kind == LAYER_CONV &&
            e->argmax[i + 1];
@@ -55,27 +56,27 @@ static int hands_off(const engine *e, int i)
  * (act's blocks or the thread's handoff), a pool recording its winners in
  * argmax unless that is NULL; the stage's last layer also hands its output
  * to the dense stage as columns of `rows`. */
-static void group_forward_layer(engine *e, int i, int B, int b0, int n, const real *in,
+static void group_forward_layer(chwn_engine *e, int i, int B, int b0, int n, const real *in,
                                 real *out, unsigned char *argmax, real *scratch, int threads)
 {
     const layer *l = &e->h.w.layers[i];
     switch (l->kind) {
     case LAYER_CONV:
-        blas_conv_forward(out, in, e->weight_bias[i], scratch, n, l->in.c, l->in.h, l->in.w, l->units, l->kernel,
-                          l->stride, threads);
+        e->products->forward_conv(e->products, out, in, e->weight_bias[i], scratch, n, l->in.c,
+                                  l->in.h, l->in.w, l->units, l->kernel, l->stride, threads);
         break;
     case LAYER_MAXPOOL:
-        blas_maxpool_forward(out, argmax, in, n, l->in.c, l->in.h, l->in.w, l->kernel,
+        chwn_maxpool_forward(out, argmax, in, n, l->in.c, l->in.h, l->in.w, l->kernel,
                              l->stride, threads);
         break;
     case LAYER_RELU:
-        blas_relu_forward(out, in, (size_t)n * shape3_size(l->in), threads);
+        chwn_relu_forward(out, in, (size_t)n * shape3_size(l->in), threads);
         break;
     case LAYER_DENSE:
         break; /* not in the conv stage */
     }
     if (i == e->conv_layers - 1)
-        blas_rows_from_group(e->rows, B, b0, out, shape3_size(l->out), n);
+        chwn_rows_from_group(e->rows, B, b0, out, shape3_size(l->out), n);
 }
 
 /* Conv-stage layer i backward for group g (the n images from b0). Layer
@@ -83,35 +84,37 @@ static void group_forward_layer(engine *e, int i, int B, int b0, int n, const re
  * the stage, else in d_b; its input gradient goes to the other one. The
  * stage's last layer first takes its gradient from the columns of d_rows.
  * Weight and bias gradients go to the group's slot of partial[i]. */
-static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, real *d_col,
+static void group_backward_layer(chwn_engine *e, int i, int B, int g, int b0, int n, real *d_col,
                                  int threads)
 {
     const layer *l = &e->h.w.layers[i];
     const int after = e->conv_layers - 1 - i;
-    real *d = group_grad(e, after % 2 ? e->d_b : e->d_a, b0);
+    real *d = chwn_group_grad(e, after % 2 ? e->d_b : e->d_a, b0);
     real *d_in =
-        i > 0 || e->want_d_in ? group_grad(e, after % 2 ? e->d_a : e->d_b, b0) : NULL;
+        i > 0 || e->want_d_in ? chwn_group_grad(e, after % 2 ? e->d_a : e->d_b, b0) : NULL;
     if (after == 0)
-        blas_group_from_rows(d, e->d_rows, B, b0, shape3_size(l->out), n);
+        chwn_group_from_rows(d, e->d_rows, B, b0, shape3_size(l->out), n);
     switch (l->kind) {
     case LAYER_CONV: {
         real *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
-        blas_conv_backward_params(part, d, group_block(e->act[i], l->in, b0), d_col, n, l->in.c,
-                                  l->in.h, l->in.w, l->units, l->kernel, l->stride, threads);
+        const chwn_products *set = e->products;
+        set->backward_conv_params(set, part, d, group_block(e->act[i], l->in, b0), d_col, n,
+                                  l->in.c, l->in.h, l->in.w, l->units, l->kernel, l->stride,
+                                  threads);
         if (d_in)
-            blas_conv_backward_data(d_in, d_col, d, e->weight_bias[i], n, l->in.c, l->in.h,
+            set->backward_conv_data(set, d_in, d, e->weight_bias[i], d_col, n, l->in.c, l->in.h,
                                     l->in.w, l->units, l->kernel, l->stride, threads);
         break;
     }
     case LAYER_MAXPOOL:
         if (d_in)
-            blas_maxpool_backward(d_in, d, group_argmax(e, i, b0), group_block(e->act[i], l->in, b0),
+            chwn_maxpool_backward(d_in, d, group_argmax(e, i, b0), group_block(e->act[i], l->in, b0),
                                   group_block(e->act[i + 1], l->out, b0), n, l->in.c, l->in.h,
                                   l->in.w, l->kernel, l->stride, threads);
         break;
     case LAYER_RELU:
         if (d_in)
-            blas_relu_backward(d_in, d, group_block(e->act[i + 1], l->out, b0),
+            chwn_relu_backward(d_in, d, group_block(e->act[i + 1], l->out, b0),
                                (size_t)n * shape3_size(l->in), threads);
         break;
     case LAYER_DENSE:
@@ -119,11 +122,11 @@ static void group_backward_layer(engine *e, int i, int B, int g, int b0, int n, 
     }
 }
 
-plan plan_for(const engine *e, int B)
+plan chwn_plan_for(const chwn_engine *e, int B)
 {
     plan p;
-    const int own = e->team.split == BLAS_SPLIT_OWN;
-    p.group_images = own ? GROUP_IMAGES : B;
+    const int own = e->team.split == CHWN_SPLIT_OWN;
+    p.group_images = own ? e->group_images : B;
     p.groups = (B + p.group_images - 1) / p.group_images;
     p.group_threads = !own || p.groups == 1        ? 1
                       : e->team.threads < p.groups ? e->team.threads
@@ -132,30 +135,31 @@ plan plan_for(const engine *e, int B)
     return p;
 }
 
-int group_size(const plan *p, int B, int g)
+int chwn_group_size(const plan *p, int B, int g)
 {
     const int b0 = g * p->group_images;
     return B - b0 < p->group_images ? B - b0 : p->group_images;
 }
 
-/* This thread's slot of col2im scratch. */
-static real *d_col_slot(const engine *e, const plan *p)
+/* This thread's slot of the products' scratch. */
+static real *d_col_slot(const chwn_engine *e, const plan *p)
 {
     const int slot = p->group_threads > 1 ? omp_get_thread_num() : 0;
-    return e->d_col + (size_t)slot * GROUP_IMAGES * e->d_col_per_image;
+    return e->d_col + (size_t)slot * e->group_images * e->d_col_per_image;
 }
 
-/* Each conv layer's weights and biases as the GEMMs want them, from the
- * current parameters. */
-void join_conv_weights(engine *e)
+/* Each conv layer's weights and biases as the products want them, from
+ * the current parameters. */
+void chwn_join_conv_weights(chwn_engine *e)
 {
     for (int i = 0; i < e->conv_layers; i++) {
         const layer *l = &e->h.w.layers[i];
         if (l->kind == LAYER_CONV) {
-            blas_join_weight_bias(e->weight_bias[i], e->h.TYPED(params) + l->weight_offset,
+            chwn_join_weight_bias(e->weight_bias[i], e->h.TYPED(params) + l->weight_offset,
                                   e->h.TYPED(params) + l->bias_offset, l->units,
                                   (int)(l->weight_count / l->bias_count));
-            blas_conv_pack_weights(e->weight_bias[i], l->in.c, l->units, l->kernel);
+            if (e->products->conv_pack_weights)
+                e->products->conv_pack_weights(e->weight_bias[i], l->in.c, l->units, l->kernel);
         }
     }
 }
@@ -165,7 +169,7 @@ void join_conv_weights(engine *e)
  * thread's cache from the layer before), the input gathered from src
  * first unless src is NULL; a workload without a conv stage just gathers
  * it. */
-void conv_stage_forward(engine *e, const source *src, int B, int lo, int hi)
+void chwn_conv_stage_forward(chwn_engine *e, const source *src, int B, int lo, int hi)
 {
     if (e->conv_layers == 0) {
         if (src)
@@ -173,16 +177,16 @@ void conv_stage_forward(engine *e, const source *src, int B, int lo, int hi)
         return;
     }
     if (src) /* a new pass: the parameters may have changed */
-        join_conv_weights(e);
-    const plan p = plan_for(e, B);
+        chwn_join_conv_weights(e);
+    const plan p = chwn_plan_for(e, B);
 #pragma omp parallel for schedule(dynamic, 1)                                                 \
     num_threads(p.group_threads) if (p.group_threads > 1)
     for (int g = 0; g < p.groups; g++) {
-        const int b0 = g * p.group_images, n = group_size(&p, B, g);
-        /* the thread's handoff block, when groups are GROUP_IMAGES images */
+        const int b0 = g * p.group_images, n = chwn_group_size(&p, B, g);
+        /* the thread's handoff block, when groups are group_images images */
         const int slot = p.group_threads > 1 ? omp_get_thread_num() : 0;
-        real *handoff = p.group_images == GROUP_IMAGES && e->handoff
-                            ? e->handoff + (size_t)slot * GROUP_IMAGES * e->handoff_per_image
+        real *handoff = p.group_images == e->group_images && e->handoff
+                            ? e->handoff + (size_t)slot * e->group_images * e->handoff_per_image
                             : NULL;
         if (src)
             gather(e, src, b0, n, n, p.layer_threads);
@@ -202,13 +206,13 @@ void conv_stage_forward(engine *e, const source *src, int B, int lo, int hi)
 }
 
 /* Conv-stage layers [lo, hi) backward, from hi - 1 down. */
-void conv_stage_backward(engine *e, int B, int lo, int hi)
+void chwn_conv_stage_backward(chwn_engine *e, int B, int lo, int hi)
 {
-    const plan p = plan_for(e, B);
+    const plan p = chwn_plan_for(e, B);
 #pragma omp parallel for schedule(dynamic, 1)                                                 \
     num_threads(p.group_threads) if (p.group_threads > 1)
     for (int g = 0; g < p.groups; g++) {
-        const int b0 = g * p.group_images, n = group_size(&p, B, g);
+        const int b0 = g * p.group_images, n = chwn_group_size(&p, B, g);
         real *d_col = d_col_slot(e, &p);
         for (int i = hi - 1; i >= lo; i--)
             group_backward_layer(e, i, B, g, b0, n, d_col, p.layer_threads);
@@ -218,9 +222,9 @@ void conv_stage_backward(engine *e, int B, int lo, int hi)
 /* The groups' [K][R + 1] gradients, summed in group order so that the sum
  * does not depend on which thread did which group, and split into the
  * flat layout's weights [K][R] and bias [K]. */
-void conv_stage_sum_gradients(engine *e, int B)
+void chwn_conv_stage_sum_gradients(chwn_engine *e, int B)
 {
-    const plan p = plan_for(e, B);
+    const plan p = chwn_plan_for(e, B);
     for (int i = 0; i < e->conv_layers; i++) {
         const layer *l = &e->h.w.layers[i];
         if (l->kind != LAYER_CONV)
@@ -248,21 +252,22 @@ void conv_stage_sum_gradients(engine *e, int B)
 /* The dense stage, over the whole batch                                    */
 
 /* The [features][B] input of layer i >= conv_layers. */
-static const real *dense_input(const engine *e, int i)
+static const real *dense_input(const chwn_engine *e, int i)
 {
     return i == e->conv_layers && e->conv_layers > 0 ? e->rows : e->act[i];
 }
 
-void dense_forward_layer(engine *e, int i, int B)
+void chwn_dense_forward_layer(chwn_engine *e, int i, int B)
 {
     const layer *l = &e->h.w.layers[i];
     const real *in = dense_input(e, i);
     if (l->kind == LAYER_DENSE)
-        blas_dense_forward(e->act[i + 1], in, e->h.TYPED(params) + l->weight_offset,
-                           e->h.TYPED(params) + l->bias_offset, e->dense_scratch, B,
-                           shape3_size(l->in), l->units, &e->team);
+        e->products->forward_dense(e->products, e->act[i + 1], in,
+                                   e->h.TYPED(params) + l->weight_offset,
+                                   e->h.TYPED(params) + l->bias_offset, e->dense_scratch, B,
+                                   shape3_size(l->in), l->units, &e->team);
     else /* a ReLU */
-        blas_relu_forward(e->act[i + 1], in, (size_t)B * shape3_size(l->in), e->team.threads);
+        chwn_relu_forward(e->act[i + 1], in, (size_t)B * shape3_size(l->in), e->team.threads);
 }
 
 /* Layer i's output gradient is in d_a when an even number of layers follow
@@ -270,7 +275,7 @@ void dense_forward_layer(engine *e, int i, int B)
  * in d_b; its input gradient goes to the other one, or to d_rows for the
  * first dense layer after a conv stage and a stage's first layer when its
  * input gradient is wanted, else nowhere for the first layer. */
-void dense_backward_layer(engine *e, int i, int B)
+void chwn_dense_backward_layer(chwn_engine *e, int i, int B)
 {
     const layer *l = &e->h.w.layers[i];
     const int after = e->h.w.n_layers - 1 - i;
@@ -279,10 +284,12 @@ void dense_backward_layer(engine *e, int i, int B)
                  : after % 2           ? e->d_a
                                        : e->d_b;
     if (l->kind == LAYER_DENSE)
-        blas_dense_backward(e->h.TYPED(grads) + l->weight_offset, e->h.TYPED(grads) + l->bias_offset, d_in, d,
-                            dense_input(e, i), e->h.TYPED(params) + l->weight_offset,
-                            e->dense_scratch, B, shape3_size(l->in), l->units, &e->team);
+        e->products->backward_dense(e->products, e->h.TYPED(grads) + l->weight_offset,
+                                    e->h.TYPED(grads) + l->bias_offset, d_in, d,
+                                    dense_input(e, i), e->h.TYPED(params) + l->weight_offset,
+                                    e->dense_scratch, B, shape3_size(l->in), l->units,
+                                    &e->team);
     else if (d_in)
-        blas_relu_backward(d_in, d, e->act[i + 1], (size_t)B * shape3_size(l->in),
+        chwn_relu_backward(d_in, d, e->act[i + 1], (size_t)B * shape3_size(l->in),
                            e->team.threads);
 }

@@ -1,36 +1,39 @@
-/* The CHWN engine of the blas and direct backends (blas_engine_impl.h):
- * create and destroy, the training step, the update, scoring and the
- * layers' timing; the passes are blas_passes.c's, the stages
- * blas_stages.c's, the tables blas_tables.c's. */
+/* The CHWN engine (chwn_engine_impl.h): create and destroy, the training
+ * step, the update, scoring and the layers' timing; the passes are
+ * chwn_passes.c's, the stages chwn_stages.c's. */
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 
-#ifdef LB_REAL_DIRECT
-#include "backends/direct/direct.h"
-#endif
-#include "backends/blas/blas_engine_impl.h"
+#include "backends/chwn/chwn_engine_impl.h"
 #include "backends/common/parallel_update.h"
 #include "base/clock.h"
 
-static const host_layers R(blas_layers);
+static const host_layers chwn_layers;
 
-#ifdef LB_REAL_DIRECT
-#define THIS_BACKEND direct_backend
-#else
-#define THIS_BACKEND blas_backend
-#endif
+#ifdef LB_REAL_PLAIN
+/* Once, in the float build: the entries do not depend on the real type. */
 
-#if defined(LB_REAL_PLAIN) || defined(LB_REAL_DIRECT_FP32)
 /* The buffers are the host engine's (host_alloc_counted), but for the
  * slots' table of them. */
-void R(blas_destroy)(engine *e)
+void chwn_destroy(engine *e)
 {
     if (e)
-        free(e->slot_buf);
+        free(chwn_of(e)->slot_buf);
     host_engine_free(e);
 }
-#endif
 
+void chwn_placement(engine *e, int *threads, int *devices, int *replicas)
+{
+    *threads = chwn_of(e)->team.threads;
+    *devices = 0;
+    *replicas = 1;
+}
+
+chwn_team chwn_team_of(engine *e) { return chwn_of(e)->team; }
+
+void chwn_set_split(engine *e, chwn_split split) { chwn_of(e)->team.split = split; }
+#endif
 
 /* The layer count of the conv stage: everything before the first dense
  * layer. Returns -1 when a convolution or pool comes after a dense layer. */
@@ -45,7 +48,7 @@ static int conv_stage_layers(const workload *w)
     return n;
 }
 
-/* What the blas engine asks beyond what every CPU engine asks. A stage
+/* What the CHWN engine asks beyond what every CPU engine asks. A stage
  * (a part of a network) may begin and end at any layer; a whole network
  * ends in the dense layer whose [classes][B] logits the loss reads. */
 static const char *check_workload(const workload *w, const engine_config *cfg)
@@ -56,12 +59,6 @@ static const char *check_workload(const workload *w, const engine_config *cfg)
         return "workload's last layer must be a dense layer";
     if (conv_stage_layers(w) < 0)
         return "a convolution or pool after a dense layer is not supported";
-#ifdef LB_REAL_DIRECT
-    for (int i = 0; i < w->n_layers; i++)
-        if (w->layers[i].kind == LAYER_CONV && !direct_conv_suits(w->layers[i].kernel,
-                                                                 w->layers[i].stride))
-            return "strided convolutions are not supported (the direct kernels take stride 1)";
-#endif
     for (int i = 0; i < w->n_layers; i++) {
         const layer *l = &w->layers[i];
         if (l->kind == LAYER_MAXPOOL && l->kernel > 15)
@@ -70,14 +67,24 @@ static const char *check_workload(const workload *w, const engine_config *cfg)
     return NULL;
 }
 
-static int group_count(int B) { return (B + GROUP_IMAGES - 1) / GROUP_IMAGES; }
+/* NULL, or why the product set cannot compute one of w's convolutions. */
+static const char *refused_by_products(const chwn_products *set, const workload *w)
+{
+    for (int i = 0; i < w->n_layers && set->refuses_conv; i++) {
+        const layer *l = &w->layers[i];
+        const char *why = l->kind == LAYER_CONV ? set->refuses_conv(l->kernel, l->stride) : NULL;
+        if (why)
+            return why;
+    }
+    return NULL;
+}
 
 /* Floats per image of d_col scratch that conv layer l needs in groups of n
  * images (the scratch of some products is not a multiple of one image's),
  * in whole cache lines so that every thread's slot starts on one. */
-static size_t conv_scratch_per_image(const layer *l, int n)
+static size_t conv_scratch_per_image(const chwn_products *set, const layer *l, int n)
 {
-    const size_t floats = blas_conv_scratch_floats(n, l->in.c, l->in.h, l->in.w, l->units,
+    const size_t floats = set->conv_scratch_floats(set, n, l->in.c, l->in.h, l->in.w, l->units,
                                                    l->kernel, l->stride);
     const size_t per_image = (floats + n - 1) / n, line = 64 / sizeof(real);
     return (per_image + line - 1) / line * line;
@@ -87,7 +94,7 @@ static size_t conv_scratch_per_image(const layer *l, int n)
  * for a layer that records none). */
 static int slot_stride(int L) { return 2 * L + 2; }
 
-void use_slot(engine *e, int slot)
+void chwn_use_slot(chwn_engine *e, int slot)
 {
     const int L = e->h.w.n_layers;
     real **buf = e->slot_buf + (size_t)slot * slot_stride(L);
@@ -101,11 +108,11 @@ void use_slot(engine *e, int slot)
 /* A pool that records its windows' winners (one byte an output) */
 static int records_argmax(const layer *l)
 {
-    return l->kind == LAYER_MAXPOOL && blas_maxpool_records_argmax(l->kernel, l->stride);
+    return l->kind == LAYER_MAXPOOL && chwn_maxpool_records_argmax(l->kernel, l->stride);
 }
 
 /* One slot's buffers, counted as activations; 0 or -1 out of memory. */
-static int allocate_slot(engine *e, int slot)
+static int allocate_slot(chwn_engine *e, int slot)
 {
     host_engine *h = &e->h;
     const workload *w = &h->w;
@@ -131,52 +138,60 @@ static int allocate_slot(engine *e, int slot)
     return 0;
 }
 
-engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, size_t err_len)
+engine *R(chwn_create)(const backend *b, const chwn_products *set, const workload *w,
+                       const engine_config *cfg, char *err, size_t err_len)
 {
-    engine *e = host_engine_create(&THIS_BACKEND, &R(blas_layers), sizeof *e, w, cfg,
-                                   check_workload, err, err_len);
+    chwn_engine *e = (chwn_engine *)host_engine_create(b, &chwn_layers, sizeof *e, w, cfg,
+                                                       check_workload, err, err_len);
     if (!e)
         return NULL;
+    const char *refused = refused_by_products(set, w);
+    if (refused) {
+        snprintf(err, err_len, "%s: %s", b->name, refused);
+        chwn_destroy((engine *)e);
+        return NULL;
+    }
+    e->products = set;
+    const int group_images = e->group_images = set->group_images;
     host_engine *h = &e->h;
     size_t *scratch_bytes = &h->workspace_bytes;
     e->team.threads = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
-    e->team.split = BLAS_SPLIT_OWN;
+    e->team.split = CHWN_SPLIT_OWN;
     const int C = e->conv_layers = conv_stage_layers(w);
-    const int B = cfg->batch_size, G = group_count(B), L = w->n_layers;
+    const int B = cfg->batch_size, G = (B + group_images - 1) / group_images, L = w->n_layers;
     e->slots = cfg->stage_slots > 0 ? cfg->stage_slots : 1;
     e->slot_buf = calloc((size_t)e->slots * slot_stride(L), sizeof *e->slot_buf);
     if (!e->slot_buf)
-        return host_engine_out_of_memory(e, err, err_len);
+        return host_engine_out_of_memory((engine *)e, err, err_len);
     for (int s = 0; s < e->slots; s++)
         if (allocate_slot(e, s))
-            return host_engine_out_of_memory(e, err, err_len);
-    use_slot(e, 0);
+            return host_engine_out_of_memory((engine *)e, err, err_len);
+    chwn_use_slot(e, 0);
     for (int i = 0; i < L; i++) {
         const layer *l = &w->layers[i];
         if (l->kind != LAYER_CONV)
             continue;
-        /* one group per GROUP_IMAGES images, or the whole batch as one */
-        e->weight_bias[i] = host_alloc_counted(
-            h, l->weight_count + l->bias_count + blas_conv_packed_floats(l->in.c, l->units, l->kernel),
-            scratch_bytes);
+        /* one group per group_images images, or the whole batch as one */
+        const size_t packed =
+            set->conv_packed_floats ? set->conv_packed_floats(l->in.c, l->units, l->kernel) : 0;
+        e->weight_bias[i] =
+            host_alloc_counted(h, l->weight_count + l->bias_count + packed, scratch_bytes);
         e->partial[i] = host_alloc_counted(h, (l->weight_count + l->bias_count) * G, scratch_bytes);
         if (!e->weight_bias[i] || !e->partial[i])
-            return host_engine_out_of_memory(e, err, err_len);
-        /* the forward pass's scratch too (blas_conv_scratch_floats): the
-         * GEMM builds unfold every convolution's input there in both
-         * passes and the bf16 products pack their operands there; the
-         * direct fp32 kernels need it only for an input gradient, which
-         * the first layer passes back only in a stage. A group is
-         * GROUP_IMAGES images, or the whole batch in one */
-#if defined(LB_REAL_DIRECT) && !defined(LB_DIRECT_BF16)
-        const int full_scratch = i > 0 || cfg->stage_slots;
-#else
-        const int full_scratch = 1;
-#endif
+            return host_engine_out_of_memory((engine *)e, err, err_len);
+        /* the product set's scratch (conv_scratch_floats): the GEMM
+         * sets unfold every convolution's input there in every pass and
+         * the bf16 products pack their operands there; a set that needs
+         * it only for an input gradient needs none for the first layer
+         * but in a stage, the only place that layer passes one back. A
+         * group is group_images images, or the whole batch in one */
+        const int full_scratch =
+            !set->conv_scratch_for_input_gradient_only || i > 0 || cfg->stage_slots;
         size_t scratch = (size_t)shape3_size(l->out);
         if (full_scratch) {
-            const size_t grouped = conv_scratch_per_image(l, GROUP_IMAGES < B ? GROUP_IMAGES : B);
-            const size_t whole = conv_scratch_per_image(l, B);
+            const size_t grouped =
+                conv_scratch_per_image(set, l, group_images < B ? group_images : B);
+            const size_t whole = conv_scratch_per_image(set, l, B);
             scratch = grouped > whole ? grouped : whole;
         }
         if (scratch > e->d_col_per_image)
@@ -188,37 +203,37 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
      * whole batch in one */
     const int slots = e->team.threads < G ? e->team.threads : G;
     const size_t slots_images =
-        (size_t)slots * GROUP_IMAGES > (size_t)B ? (size_t)slots * GROUP_IMAGES : (size_t)B;
+        (size_t)slots * group_images > (size_t)B ? (size_t)slots * group_images : (size_t)B;
     /* the conv stage's output gradient as [features][B], or a stage's
      * input gradient when its first layer is dense or a ReLU after none */
     const size_t d_rows = C > 0 ? (size_t)shape3_size(w->layers[C - 1].out)
                           : cfg->stage_slots ? (size_t)shape3_size(w->input)
                                         : 0;
     if (d_rows && !(e->d_rows = host_alloc_counted(h, (size_t)B * d_rows, scratch_bytes)))
-        return host_engine_out_of_memory(e, err, err_len);
+        return host_engine_out_of_memory((engine *)e, err, err_len);
     e->d_a = host_alloc_counted(h, (size_t)B * max_act, scratch_bytes);
     e->d_b = host_alloc_counted(h, (size_t)B * max_act, scratch_bytes);
     e->d_col = host_alloc_counted(h, e->d_col_per_image * slots_images, scratch_bytes);
     if (!e->d_a || !e->d_b || !e->d_col)
-        return host_engine_out_of_memory(e, err, err_len);
+        return host_engine_out_of_memory((engine *)e, err, err_len);
     for (int i = 0; i + 1 < C; i++)
         if (w->layers[i].kind == LAYER_CONV && records_argmax(&w->layers[i + 1]) &&
             (size_t)shape3_size(w->layers[i].out) > e->handoff_per_image)
             e->handoff_per_image = (size_t)shape3_size(w->layers[i].out);
     if (e->handoff_per_image &&
-        !(e->handoff = host_alloc_counted(h, e->handoff_per_image * slots * GROUP_IMAGES,
+        !(e->handoff = host_alloc_counted(h, e->handoff_per_image * slots * group_images,
                                           scratch_bytes)))
-        return host_engine_out_of_memory(e, err, err_len);
+        return host_engine_out_of_memory((engine *)e, err, err_len);
     size_t dense_scratch = 0;
     for (int i = C; i < L; i++)
         if (w->layers[i].kind == LAYER_DENSE) {
-            const size_t n = blas_dense_scratch_floats(B, shape3_size(w->layers[i].in),
+            const size_t n = set->dense_scratch_floats(B, shape3_size(w->layers[i].in),
                                                        w->layers[i].units);
             dense_scratch = n > dense_scratch ? n : dense_scratch;
         }
     if (dense_scratch &&
         !(e->dense_scratch = host_alloc_counted(h, dense_scratch, scratch_bytes)))
-        return host_engine_out_of_memory(e, err, err_len);
+        return host_engine_out_of_memory((engine *)e, err, err_len);
     if (cfg->stage_slots) /* no loss; gradients that may be added */
         e->stage_grads = host_alloc_counted(h, w->param_count, scratch_bytes);
     else {
@@ -226,21 +241,26 @@ engine *R(blas_create)(const workload *w, const engine_config *cfg, char *err, s
         e->softmax_rows = host_alloc_counted(h, 2 * (size_t)B * w->classes, scratch_bytes);
     }
     if (cfg->stage_slots ? !e->stage_grads : !e->losses || !e->softmax_rows)
-        return host_engine_out_of_memory(e, err, err_len);
-    return e;
+        return host_engine_out_of_memory((engine *)e, err, err_len);
+    return (engine *)e;
 }
 
-#if defined(LB_REAL_PLAIN) || defined(LB_REAL_DIRECT_FP32)
-void blas_engine_set_split(engine *e, blas_split split) { e->team.split = split; }
-#endif
 
+int chwn_pass_failed(chwn_engine *e)
+{
+    if (e->products->take_failure && e->products->take_failure())
+        return host_fail(&e->h, "out of memory for the rounded copies of a product's operands "
+                                "(%s)",
+                         e->products->name);
+    return 0;
+}
 
 /* Mean loss of the batch in act[L], the images' losses summed in order in
  * double as the naive backend does; dlogits into d_a. */
-static double loss_and_dlogits(engine *e, int B)
+static double loss_and_dlogits(chwn_engine *e, int B)
 {
     const int L = e->h.w.n_layers;
-    blas_softmax_xent(e->d_a, e->losses, NULL, e->act[L], e->h.labels, B, e->h.w.classes,
+    chwn_softmax_xent(e->d_a, e->losses, NULL, e->act[L], e->h.labels, B, e->h.w.classes,
                       1 / (real)B, e->softmax_rows);
     double sum = 0.0;
     for (int b = 0; b < B; b++)
@@ -250,70 +270,69 @@ static double loss_and_dlogits(engine *e, int B)
 
 /* Every conv and dense layer writes its gradients whole, and every
  * parameter belongs to one of them, so nothing needs zeroing. */
-static int compute_gradients(engine *e, const int32_t *indices, int batch, float *loss)
+static int compute_gradients(engine *handle, const int32_t *indices, int batch, float *loss)
 {
-    blas_team_enter(&e->team);
+    chwn_engine *e = chwn_of(handle);
+    e->products->enter(&e->team);
     host_engine *h = &e->h;
     if (host_check_batch(h, batch) || host_take_labels(h, &h->train, indices, 0, batch))
         return -1;
     const int C = e->conv_layers, L = h->w.n_layers;
-    conv_stage_forward(e, &(source){&h->train, indices, 0, NULL, 0}, batch, 0, C);
+    chwn_conv_stage_forward(e, &(source){&h->train, indices, 0, NULL, 0}, batch, 0, C);
     for (int i = C; i < L; i++)
-        dense_forward_layer(e, i, batch);
+        chwn_dense_forward_layer(e, i, batch);
     const double mean = loss_and_dlogits(e, batch);
     for (int i = L - 1; i >= C; i--)
-        dense_backward_layer(e, i, batch);
-    conv_stage_backward(e, batch, 0, C);
-    conv_stage_sum_gradients(e, batch);
-    if (bf16_copies_failed(h))
-        return -1;
-    h->last_loss = mean;
-    if (loss)
-        *loss = (float)mean;
-    return 0;
+        chwn_dense_backward_layer(e, i, batch);
+    chwn_conv_stage_backward(e, batch, 0, C);
+    chwn_conv_stage_sum_gradients(e, batch);
+    return chwn_pass_failed(e) ? -1 : host_keep_loss(h, mean, loss);
 }
 
-static int apply_update(engine *e, float grad_scale)
+static int apply_update(engine *handle, float grad_scale)
 {
-    blas_team_enter(&e->team);
+    chwn_engine *e = chwn_of(handle);
+    e->products->enter(&e->team);
     host_update_in_ranges(&e->h, grad_scale, e->team.threads);
     return 0;
 }
 
 /* Test images [first, first + n): predicted classes and the sum of their
  * losses, added image by image in order. */
-static int score(engine *e, int first, int n, double *loss_sum)
+static int score(engine *handle, int first, int n, double *loss_sum)
 {
-    blas_team_enter(&e->team);
+    chwn_engine *e = chwn_of(handle);
+    e->products->enter(&e->team);
     host_engine *h = &e->h;
     const int L = h->w.n_layers;
-    conv_stage_forward(e, &(source){&h->test, NULL, first, NULL, 1}, n, 0, e->conv_layers);
+    chwn_conv_stage_forward(e, &(source){&h->test, NULL, first, NULL, 1}, n, 0, e->conv_layers);
     for (int i = e->conv_layers; i < L; i++)
-        dense_forward_layer(e, i, n);
-    blas_softmax_xent(NULL, e->losses, h->predicted, e->act[L], h->labels, n, h->w.classes,
+        chwn_dense_forward_layer(e, i, n);
+    chwn_softmax_xent(NULL, e->losses, h->predicted, e->act[L], h->labels, n, h->w.classes,
                       1, e->softmax_rows);
     for (int b = 0; b < n; b++)
         *loss_sum += e->losses[b];
-    return bf16_copies_failed(h);
+    return chwn_pass_failed(e);
 }
 
 /* Layer by layer: the conv stage's groups go through one layer at a time
  * here, not all layers at once, so that each can be timed; the group
  * gradients' sum counts in the first layer's backward pass. */
-static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
+static void time_steps(engine *handle, const int32_t *indices, int batch, int reps,
                        layer_times *out)
 {
-    blas_team_enter(&e->team);
+    chwn_engine *e = chwn_of(handle);
+    e->products->enter(&e->team);
     const int C = e->conv_layers, L = e->h.w.n_layers;
-    conv_stage_forward(e, &(source){&e->h.train, indices, 0, NULL, 0}, batch, 0, 0);
+    chwn_conv_stage_forward(e, &(source){&e->h.train, indices, 0, NULL, 0}, batch, 0, 0);
     for (int r = 0; r < reps; r++) {
-        join_conv_weights(e);
+        chwn_join_conv_weights(e);
         for (int i = 0; i < L; i++) {
             double t0 = now_ms();
             if (i < C)
-                conv_stage_forward(e, NULL, batch, i, i + 1);
+                chwn_conv_stage_forward(e, NULL, batch, i, i + 1);
             else
-                dense_forward_layer(e, i, batch);
+                chwn_dense_forward_layer(e, i, batch);
             out->forward_ms[i] += now_ms() - t0;
         }
         double t0 = now_ms();
@@ -322,11 +341,11 @@ static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
         for (int i = L - 1; i >= 0; i--) {
             t0 = now_ms();
             if (i < C)
-                conv_stage_backward(e, batch, i, i + 1);
+                chwn_conv_stage_backward(e, batch, i, i + 1);
             else
-                dense_backward_layer(e, i, batch);
+                chwn_dense_backward_layer(e, i, batch);
             if (i == 0)
-                conv_stage_sum_gradients(e, batch);
+                chwn_conv_stage_sum_gradients(e, batch);
             out->backward_ms[i] += now_ms() - t0;
         }
         t0 = now_ms();
@@ -335,11 +354,7 @@ static void time_steps(engine *e, const int32_t *indices, int batch, int reps,
     }
 }
 
-static const host_layers R(blas_layers) = {
-    .compute_gradients = compute_gradients,
-    .apply_update = apply_update,
-    .score = score,
-    .time_steps = time_steps,
-    .stage_forward = R(blas_stage_forward),
-    .stage_backward = R(blas_stage_backward),
-};
+static const host_layers chwn_layers = {
+    .compute_gradients = compute_gradients, .apply_update = apply_update, .score = score,
+    .time_steps = time_steps, .stage_forward = chwn_stage_forward,
+    .stage_backward = chwn_stage_backward};

@@ -1,0 +1,100 @@
+/* The direct backend's descriptor and module entry: the CHWN engine
+ * (backends/chwn/chwn.h) created with the fp32 register tiles chosen for
+ * this CPU or the bf16 products, and what the backend says of itself. Its
+ * name and summary are its registration's (registration.c). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backends/direct/direct.h"
+#include "backends/direct/direct_backend.h"
+#include "backends/module.h"
+
+/* Whether bf16 runs: the build has the products (bf16.mk) and the CPU
+ * AVX512_BF16; else 0 and the reason. */
+static int bf16_runs(char *why, size_t why_len)
+{
+#ifdef HAVE_DIRECT_BF16
+    return direct_bf16_supported(why, why_len);
+#else
+    snprintf(why, why_len, "bf16 products left out of this build (the compiler has no "
+                           "-mavx512bf16)");
+    return 0;
+#endif
+}
+
+/* The fp32 kernels this engine was created with (direct_choose, at
+ * create); bf16 runs the one AVX512_BF16 build of its products, whatever
+ * LENET_BENCH_DIRECT_ISA says. */
+static void describe(engine *e, char *buf, size_t len)
+{
+    const int threads = chwn_team_of(e).threads;
+    const precision p = host_of(e)->cfg.precision;
+    if (p == PREC_BF16) {
+        snprintf(buf, len,
+                 "bf16 (bf16 products (vdpbf16ps), fp32 master weights), %d thread%s, ISA "
+                 "avx512_bf16 (AVX-512 with AVX512_BF16)",
+                 threads, threads == 1 ? "" : "s");
+        return;
+    }
+    const direct_kernels *k = direct_active();
+    snprintf(buf, len, "%s (direct register tiles: %s), %d thread%s, ISA %s (%s)",
+             precision_name(p), k->description, threads, threads == 1 ? "" : "s", k->isa,
+             getenv("LENET_BENCH_DIRECT_ISA") && *getenv("LENET_BENCH_DIRECT_ISA")
+                 ? "forced by LENET_BENCH_DIRECT_ISA"
+                 : "the best this CPU runs");
+}
+
+static void library_info(void *ctx, char *buf, size_t len)
+{
+    (void)ctx;
+    const direct_kernels *k = direct_active();
+    char why[256];
+    snprintf(buf, len, "direct kernels %s (%s); bf16 products (vdpbf16ps): %s", k->isa,
+             k->description, bf16_runs(why, sizeof why) ? "available" : "not on this CPU");
+}
+
+/* A forced instruction set the CPU lacks makes fp32 not runnable, a CPU
+ * without AVX512_BF16 (or a build without the products) bf16, with the
+ * reason. */
+static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
+{
+    (void)ctx;
+    if (p == PREC_BF16)
+        return bf16_runs(why, why_len);
+    return direct_choose(why, why_len) != NULL;
+}
+
+static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
+                      size_t err_len)
+{
+    (void)ctx;
+    char why[256];
+    if (cfg && cfg->precision == PREC_BF16) {
+        if (!bf16_runs(why, sizeof why)) {
+            snprintf(err, err_len, "direct: %s", why);
+            return NULL;
+        }
+#ifdef HAVE_DIRECT_BF16
+        return chwn_create_f32(&direct_backend, &direct_bf16_products, w, cfg, err, err_len);
+#endif
+    }
+    if (!direct_choose(why, sizeof why)) {
+        snprintf(err, err_len, "direct: %s", why);
+        return NULL;
+    }
+    return chwn_create_f32(&direct_backend, &direct_fp32_products, w, cfg, err, err_len);
+}
+
+static const engine_ops direct_ops = {CHWN_ENGINE_OPS, .describe = describe};
+
+const backend direct_backend = {
+    .name = "direct",
+    .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
+    .probe_precision = probe_precision,
+    .create = create,
+    .library_info = library_info,
+    .ops = &direct_ops,
+    CHWN_BACKEND_ENTRIES,
+};
+
+LB_MODULE_TABLES({"backend", &direct_backend})
