@@ -1,6 +1,7 @@
 /* The CHWN engine (chwn_engine_impl.h): create and destroy, the training
  * step, the update, scoring and the layers' timing; the passes are
  * chwn_passes.c's, the stages chwn_stages.c's. */
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,9 @@ engine *R(chwn_create)(const backend *b, const chwn_products *set, const workloa
         return NULL;
     }
     e->products = set;
+    /* fp16's range needs loss scaling, as the cuda row's fp16 */
+    e->scaling = cfg->precision == PREC_FP16 ? LB_FP16_LOSS_SCALING : LB_NO_LOSS_SCALING;
+    e->loss_scale = e->scaling.initial;
     const int group_images = e->group_images = set->group_images;
     host_engine *h = &e->h;
     size_t *scratch_bytes = &h->workspace_bytes;
@@ -256,16 +260,47 @@ int chwn_pass_failed(chwn_engine *e)
 }
 
 /* Mean loss of the batch in act[L], the images' losses summed in order in
- * double as the naive backend does; dlogits into d_a. */
+ * double as the naive backend does; dlogits, those of loss_scale times the
+ * mean loss, into d_a. */
 static double loss_and_dlogits(chwn_engine *e, int B)
 {
     const int L = e->h.w.n_layers;
     chwn_softmax_xent(e->d_a, e->losses, NULL, e->act[L], e->h.labels, B, e->h.w.classes,
-                      1 / (real)B, e->softmax_rows);
+                      (real)e->loss_scale / (real)B, e->softmax_rows);
     double sum = 0.0;
     for (int b = 0; b < B; b++)
         sum += e->losses[b];
     return sum / B;
+}
+
+/* The parameter gradients divided by the loss scale (a power of two:
+ * exactly), so that they are the mean loss's, as every engine hands them
+ * out; an Inf or NaN stays one. */
+static void unscale_gradients(chwn_engine *e)
+{
+    if (e->loss_scale == 1)
+        return;
+    real *g = e->h.TYPED(grads);
+    const real f = 1 / (real)e->loss_scale;
+    const size_t n = e->h.w.param_count;
+#pragma omp parallel for schedule(static) num_threads(e->team.threads) if (n > 65536)
+    for (size_t i = 0; i < n; i++)
+        g[i] *= f;
+}
+
+/* The update unless the gradients overflowed (fp16: then the step is
+ * skipped, Adam's t not advanced), and the loss scale adjusted. */
+static void update_unless_overflow(chwn_engine *e, float grad_scale)
+{
+    int overflow = 0;
+    if (e->scaling.dynamic) {
+        const real *g = e->h.TYPED(grads);
+        for (size_t i = 0; i < e->h.w.param_count && !overflow; i++)
+            overflow = !isfinite(g[i]);
+    }
+    if (!overflow)
+        host_update_in_ranges(&e->h, grad_scale, e->team.threads);
+    lb_adjust_loss_scale(&e->loss_scale, &e->good_steps, overflow, e->scaling);
 }
 
 /* Every conv and dense layer writes its gradients whole, and every
@@ -286,6 +321,7 @@ static int compute_gradients(engine *handle, const int32_t *indices, int batch, 
         chwn_dense_backward_layer(e, i, batch);
     chwn_conv_stage_backward(e, batch, 0, C);
     chwn_conv_stage_sum_gradients(e, batch);
+    unscale_gradients(e);
     return chwn_pass_failed(e) ? -1 : host_keep_loss(h, mean, loss);
 }
 
@@ -293,7 +329,7 @@ static int apply_update(engine *handle, float grad_scale)
 {
     chwn_engine *e = chwn_of(handle);
     e->products->enter(&e->team);
-    host_update_in_ranges(&e->h, grad_scale, e->team.threads);
+    update_unless_overflow(e, grad_scale);
     return 0;
 }
 
@@ -317,13 +353,16 @@ static int score(engine *handle, int first, int n, double *loss_sum)
 
 /* Layer by layer: the conv stage's groups go through one layer at a time
  * here, not all layers at once, so that each can be timed; the group
- * gradients' sum counts in the first layer's backward pass. */
+ * gradients' sum counts in the first layer's backward pass. The loss
+ * scale is put back afterwards, as the harness puts back the model. */
 static void time_steps(engine *handle, const int32_t *indices, int batch, int reps,
                        layer_times *out)
 {
     chwn_engine *e = chwn_of(handle);
     e->products->enter(&e->team);
     const int C = e->conv_layers, L = e->h.w.n_layers;
+    const float saved_scale = e->loss_scale;
+    const int saved_good_steps = e->good_steps;
     chwn_conv_stage_forward(e, &(source){&e->h.train, indices, 0, NULL, 0}, batch, 0, 0);
     for (int r = 0; r < reps; r++) {
         chwn_join_conv_weights(e);
@@ -349,9 +388,12 @@ static void time_steps(engine *handle, const int32_t *indices, int batch, int re
             out->backward_ms[i] += now_ms() - t0;
         }
         t0 = now_ms();
-        host_update_in_ranges(&e->h, 1, e->team.threads);
+        unscale_gradients(e);
+        update_unless_overflow(e, 1);
         out->update_ms += now_ms() - t0;
     }
+    e->loss_scale = saved_scale;
+    e->good_steps = saved_good_steps;
 }
 
 static const host_layers chwn_layers = {

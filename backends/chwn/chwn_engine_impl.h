@@ -22,6 +22,7 @@
 #include "backends/chwn/chwn_layers.h"
 #include "backends/chwn/chwn_products.h"
 #include "backends/common/host_engine.h"
+#include "backends/common/loss_scale.h"
 #include "backends/common/real.h"
 
 typedef struct chwn_engine chwn_engine;
@@ -73,6 +74,14 @@ struct chwn_engine {
      * before they are added (the layers write theirs whole). */
     real *stage_grads;
     int want_d_in; /* the stage's first layer computes its input gradient */
+
+    /* fp16 (backends/common/loss_scale.h): the loss's gradient is scaled
+     * by loss_scale, the parameter gradients divided by it before they
+     * are handed out, and a step whose gradients overflowed skipped; no
+     * scaling (1) in the other precisions. */
+    loss_scaling scaling;
+    float loss_scale;
+    int good_steps;
 };
 
 static inline chwn_engine *chwn_of(engine *e) { return (chwn_engine *)e; }

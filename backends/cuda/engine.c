@@ -467,7 +467,7 @@ engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char
     e->opt = (lbk_optimizer){(int)cfg->opt.kind,    cfg->opt.lr,    cfg->opt.momentum,
                              cfg->opt.weight_decay, cfg->opt.beta1, cfg->opt.beta2,
                              cfg->opt.eps};
-    e->scaling = (loss_scaling){0, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1 << 30};
+    e->scaling = LB_NO_LOSS_SCALING;
     e->last_loss = NAN;
     const struct precision_types *t = &precision_types[cfg->precision];
     e->act_type = t->act;
@@ -477,7 +477,7 @@ engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char
     e->master = cfg->precision == PREC_FP64 ? LBK_F64 : LBK_F32;
     e->mixed = cfg->precision == PREC_BF16 || cfg->precision == PREC_FP16;
     if (cfg->precision == PREC_FP16) /* fp16's range needs loss scaling; bf16 has fp32's range */
-        e->scaling = (loss_scaling){1, 1024.0f, 2.0f, 0.5f, 1.0f, 65536.0f, 1000};
+        e->scaling = LB_FP16_LOSS_SCALING;
     if (init_engine(e) != 0) {
         if (err && err_len)
             snprintf(err, err_len, "%s", e->err);

@@ -1,12 +1,17 @@
 /* The direct backend's descriptor and module entry: the CHWN engine
  * (backends/chwn/chwn.h) created with the fp32 register tiles chosen for
- * this CPU or the bf16 products, and what the backend says of itself. Its
+ * this CPU, the bf16 products or the fp16 products, and what the backend
+ * says of itself. Its
  * name and summary are its registration's (registration.c). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "backends/direct/direct.h"
 #include "backends/direct/direct_backend.h"
+#ifdef HAVE_DIRECT_FP16
+#include "backends/direct/fp16.h"
+#include "backends/direct/fp16_tiles.h"
+#endif
 #include "backends/module.h"
 
 /* Whether bf16 runs: the build has the products (bf16.mk) and the CPU
@@ -22,6 +27,26 @@ static int bf16_runs(char *why, size_t why_len)
 #endif
 }
 
+/* Whether fp16 runs: the build has the products (fp16.mk) and the CPU
+ * AVX512_FP16, or a test asked for the emulated products; else 0 and the
+ * reason. */
+static int fp16_runs(char *why, size_t why_len)
+{
+#ifdef HAVE_DIRECT_FP16
+    return direct_fp16_emulate || direct_fp16_supported(why, why_len);
+#else
+    snprintf(why, why_len, "fp16 products left out of this build (the compiler has no "
+                           "-mavx512fp16)");
+    return 0;
+#endif
+}
+
+#ifdef HAVE_DIRECT_FP16
+static int fp16_emulated(void) { return direct_fp16_emulate; }
+#else
+static int fp16_emulated(void) { return 0; }
+#endif
+
 /* The fp32 kernels this engine was created with (direct_choose, at
  * create); bf16 runs the one AVX512_BF16 build of its products, whatever
  * LENET_BENCH_DIRECT_ISA says. */
@@ -34,6 +59,15 @@ static void describe(engine *e, char *buf, size_t len)
                  "bf16 (bf16 products (vdpbf16ps), fp32 master weights), %d thread%s, ISA "
                  "avx512_bf16 (AVX-512 with AVX512_BF16)",
                  threads, threads == 1 ? "" : "s");
+        return;
+    }
+    if (p == PREC_FP16) {
+        snprintf(buf, len,
+                 "fp16 (fp16 products (%s), chains of 32 summed in fp32, fp32 master weights, "
+                 "dynamic loss scaling), %d thread%s, ISA %s",
+                 fp16_emulated() ? "vfmadd231ph emulated in portable C" : "vfmadd231ph", threads,
+                 threads == 1 ? "" : "s",
+                 fp16_emulated() ? "none (emulated)" : "avx512_fp16 (AVX-512 with AVX512_FP16)");
         return;
     }
     const direct_kernels *k = direct_active();
@@ -49,18 +83,24 @@ static void library_info(void *ctx, char *buf, size_t len)
     (void)ctx;
     const direct_kernels *k = direct_active();
     char why[256];
-    snprintf(buf, len, "direct kernels %s (%s); bf16 products (vdpbf16ps): %s", k->isa,
-             k->description, bf16_runs(why, sizeof why) ? "available" : "not on this CPU");
+    const int bf16 = bf16_runs(why, sizeof why), fp16 = fp16_runs(why, sizeof why);
+    snprintf(buf, len,
+             "direct kernels %s (%s); bf16 products (vdpbf16ps): %s; fp16 products "
+             "(vfmadd231ph): %s",
+             k->isa, k->description, bf16 ? "available" : "not on this CPU",
+             fp16 ? (fp16_emulated() ? "emulated" : "available") : "not on this CPU");
 }
 
 /* A forced instruction set the CPU lacks makes fp32 not runnable, a CPU
- * without AVX512_BF16 (or a build without the products) bf16, with the
- * reason. */
+ * without AVX512_BF16 (or a build without the products) bf16, one without
+ * AVX512_FP16 fp16, with the reason. */
 static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
 {
     (void)ctx;
     if (p == PREC_BF16)
         return bf16_runs(why, why_len);
+    if (p == PREC_FP16)
+        return fp16_runs(why, why_len);
     return direct_choose(why, why_len) != NULL;
 }
 
@@ -78,6 +118,15 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
         return chwn_create_f32(&direct_backend, &direct_bf16_products, w, cfg, err, err_len);
 #endif
     }
+    if (cfg && cfg->precision == PREC_FP16) {
+        if (!fp16_runs(why, sizeof why)) {
+            snprintf(err, err_len, "direct: %s", why);
+            return NULL;
+        }
+#ifdef HAVE_DIRECT_FP16
+        return chwn_create_f32(&direct_backend, &direct_fp16_products, w, cfg, err, err_len);
+#endif
+    }
     if (!direct_choose(why, sizeof why)) {
         snprintf(err, err_len, "direct: %s", why);
         return NULL;
@@ -89,7 +138,7 @@ static const engine_ops direct_ops = {CHWN_ENGINE_OPS, .describe = describe};
 
 const backend direct_backend = {
     .name = "direct",
-    .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
+    .precisions = 1u << PREC_FP32 | 1u << PREC_BF16 | 1u << PREC_FP16,
     .probe_precision = probe_precision,
     .create = create,
     .library_info = library_info,
@@ -97,4 +146,9 @@ const backend direct_backend = {
     CHWN_BACKEND_ENTRIES,
 };
 
+#ifdef HAVE_DIRECT_FP16
+/* the tests' way to the emulated fp16 products (direct_backend.h) */
+LB_MODULE_TABLES({"backend", &direct_backend}, {"direct_fp16_emulate", &direct_fp16_emulate})
+#else
 LB_MODULE_TABLES({"backend", &direct_backend})
+#endif

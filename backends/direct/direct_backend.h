@@ -1,6 +1,7 @@
 /* The direct backend: the CHWN engine (backends/chwn/chwn.h) with the
  * project's own products, the fp32 register tiles (direct.h,
- * fp32_products.c) and the bf16 products (bf16.h, bf16_products.c). */
+ * fp32_products.c), the bf16 products (bf16.h, bf16_products.c) and the
+ * fp16 products (fp16.h, fp16_products.c). */
 #ifndef LB_DIRECT_BACKEND_H
 #define LB_DIRECT_BACKEND_H
 
@@ -11,8 +12,12 @@ extern const backend direct_backend;
 
 /* The product sets (backends/chwn/chwn_products.h). The bf16 one is built
  * only when the compiler has the AVX512_BF16 instructions (HAVE_DIRECT_BF16,
- * module.mk), and runs only where direct_bf16_supported says so. */
-extern const struct chwn_products_f32 direct_fp32_products, direct_bf16_products;
+ * module.mk), and runs only where direct_bf16_supported says so; the fp16
+ * one likewise with AVX512_FP16 (HAVE_DIRECT_FP16, direct_fp16_supported),
+ * or emulated where a test sets direct_fp16_emulate (the module's
+ * "direct_fp16_emulate" table is that int). */
+extern const struct chwn_products_f32 direct_fp32_products, direct_bf16_products,
+    direct_fp16_products;
 
 /* What every direct set shares: no library threads to set (the loops
  * name their counts), and stride-1 convolutions only. */

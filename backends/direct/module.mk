@@ -32,6 +32,19 @@ $(DIRECT_BF16_OBJS): CFLAGS += -fopenmp
 $(BUILD)/backends/direct/bf16_avx512.o: CFLAGS += $(DIRECT_BF16_FLAGS)
 $(DIRECT_BF16_OBJS): $(BUILD)/build-flags
 endif
+# The fp16 products (fp16.h) likewise, with AVX512_FP16 (gcc 12 and later);
+# the emulated tiles are built with -ffp-contract=off: their exact FMA
+# relies on additions that are not fused. fp16.mk has their tests and
+# speed tool.
+DIRECT_FP16_FLAGS := -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx512fp16
+HAVE_DIRECT_FP16 := $(call probe,$(H)include <immintrin.h>\n__m512h f(__m512h a,__m512h b){return _mm512_fmadd_ph(a,b,a);}\nint main(void){return 0;}\n,$(DIRECT_FP16_FLAGS))
+ifeq ($(HAVE_DIRECT_FP16),1)
+DIRECT_FP16_OBJS := $(foreach f,fp16 fp16_convert fp16_emulated fp16_avx512,$(BUILD)/backends/direct/$(f).o)
+$(DIRECT_FP16_OBJS): CFLAGS += -fopenmp
+$(BUILD)/backends/direct/fp16_avx512.o: CFLAGS += $(DIRECT_FP16_FLAGS)
+$(BUILD)/backends/direct/fp16_emulated.o: CFLAGS += -ffp-contract=off
+$(DIRECT_FP16_OBJS): $(BUILD)/build-flags
+endif
 DIRECT ?= 1
 ifneq ($(DIRECT),0)
 DIRECT_PROBE := $(call probe,$(H)include <omp.h>\nint main(void){return omp_get_max_threads()<0;}\n,-fopenmp)
@@ -52,10 +65,18 @@ DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/kernels_%.o)
 DIRECT_OBJS := $(CHWN_OBJS_F32) \
                $(foreach f,direct_backend fp32_products dispatch,$(BUILD)/backends/direct/$(f).o) \
                $(DIRECT_KERNEL_OBJS)
-# the bf16 set when the compiler has the products
+# the bf16 and fp16 sets when the compiler has their products, with the
+# entries they share
 ifeq ($(HAVE_DIRECT_BF16),1)
 DIRECT_OBJS += $(BUILD)/backends/direct/bf16_products.o $(DIRECT_BF16_OBJS)
 $(BUILD)/backends/direct/direct_backend.o: CFLAGS += -DHAVE_DIRECT_BF16
+endif
+ifeq ($(HAVE_DIRECT_FP16),1)
+DIRECT_OBJS += $(BUILD)/backends/direct/fp16_products.o $(DIRECT_FP16_OBJS)
+$(BUILD)/backends/direct/direct_backend.o: CFLAGS += -DHAVE_DIRECT_FP16
+endif
+ifneq ($(filter 1,$(HAVE_DIRECT_BF16) $(HAVE_DIRECT_FP16)),)
+DIRECT_OBJS += $(BUILD)/backends/direct/half_products.o
 endif
 $(foreach f,direct_backend fp32_products bf16_products,$(BUILD)/backends/direct/$(f).o): CFLAGS += -fopenmp
 $(eval $(call module_rule,direct,$(DIRECT_OBJS) $(MODULE_SHARED_OBJS),-fopenmp))
