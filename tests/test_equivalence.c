@@ -107,6 +107,7 @@
 #include <string.h>
 
 #include "backends/engine.h"
+#include "backends/module.h"
 #include "backends/registry.h"
 #include "harness/run/init.h"
 #include "parallel/data_parallel.h"
@@ -229,6 +230,7 @@ typedef struct run {
     const char *workload;
     optimizer_kind kind;
     precision prec;
+    int emulated; /* direct fp16's products emulated (direct_fp16_emulate) */
     float losses[STEPS + 1];
     double exact[STEPS + 1]; /* last_loss after each step: NAN when not offered */
     float *params;
@@ -306,17 +308,18 @@ static run runs[128];
 static int run_count;
 
 static const run *run_of(const backend *b, const char *workload_name, optimizer_kind kind,
-                         precision prec)
+                         precision prec, int emulated)
 {
     for (int i = 0; i < run_count; i++) {
         const run *r = &runs[i];
         if (r->b == b && strcmp(r->workload, workload_name) == 0 && r->kind == kind &&
-            r->prec == prec)
+            r->prec == prec && r->emulated == emulated)
             return r;
     }
     assert_true(run_count < (int)(sizeof runs / sizeof runs[0]));
     run *r = &runs[run_count];
-    *r = (run){.b = b, .workload = workload_name, .kind = kind, .prec = prec};
+    *r = (run){.b = b, .workload = workload_name, .kind = kind, .prec = prec,
+               .emulated = emulated};
     train(r);
     run_count++;
     return r;
@@ -411,19 +414,31 @@ typedef struct trial {
     optimizer_kind kind;
     precision prec;
     precision ref_prec; /* fp32, or fp64 for an fp64 trial against naive */
+    int emulated;       /* direct fp16 with its products emulated */
     char name[128];
 } trial;
+
+/* The direct module's direct_fp16_emulate (backends/direct/direct_backend.h):
+ * set for the trials of the emulated fp16 products, clear for the others;
+ * NULL when the module has no fp16 products. */
+static int *direct_fp16_emulate;
 
 static void train_against_reference(void **state)
 {
     const trial *t = *state;
     char why[512] = "";
+    if (direct_fp16_emulate)
+        *direct_fp16_emulate = t->emulated;
     if (!backend_runnable(t->b, t->prec, why, sizeof why)) {
         print_message("%s: cannot run here: %s\n", t->name, why);
         skip();
     }
-    const run *ref = run_of(t->ref, t->workload, t->kind, t->ref_prec);
-    const run *got = run_of(t->b, t->workload, t->kind, t->prec);
+    if (t->emulated)
+        print_message("%s: the fp16 products run emulated in portable C (the same bits as "
+                      "vfmadd231ph's), not AVX512_FP16\n",
+                      t->name);
+    const run *ref = run_of(t->ref, t->workload, t->kind, t->ref_prec, 0);
+    const run *got = run_of(t->b, t->workload, t->kind, t->prec, t->emulated);
     const optimizer_config opt = test_optimizer(t->kind);
     const tolerance tol = tolerance_for(t->b, t->prec, t->ref_prec, &opt);
     char what[192];
@@ -440,9 +455,10 @@ static struct CMUnitTest tests[MAX_TRIALS];
 static int trial_count;
 
 /* b in each of `precisions` against ref: in fp64 when both are fp64 and
- * same_precision is set, else in fp32. */
+ * same_precision is set, else in fp32; with direct fp16's products
+ * emulated when `emulated`. */
 static void add_trials(const backend *b, const backend *ref, const char *label,
-                       unsigned precisions, int same_precision)
+                       unsigned precisions, int same_precision, int emulated)
 {
     for (int p = 0; p < PRECISION_COUNT; p++) {
         if (!(precisions & (1u << p)))
@@ -463,7 +479,8 @@ static void add_trials(const backend *b, const backend *ref, const char *label,
                              .workload = trained_workloads[wi],
                              .kind = optimizers[k],
                              .prec = (precision)p,
-                             .ref_prec = ref_prec};
+                             .ref_prec = ref_prec,
+                             .emulated = emulated};
                 snprintf(t->name, sizeof t->name, "%s %s %s %s%s", label, precision_name(t->prec),
                          t->workload, optimizer_name(t->kind),
                          ref == b ? " against fp32" : "");
@@ -511,14 +528,26 @@ int main(void)
         if (b == naive)
             continue;
         backend_runnable(b, PREC_FP32, NULL, 0);
-        add_trials(b, naive, b->name, backend_precisions(b), 1);
+        add_trials(b, naive, b->name, backend_precisions(b), 1, 0);
     }
+    /* direct fp16 once more with its products emulated, so that the
+     * engine's fp16 (loss scaling, the products' numerics) is held to
+     * naive on a CPU without AVX512_FP16 too (the trials above run
+     * AVX512_FP16, or skip) */
+    const backend *direct = backend_find("direct");
+    if (direct && backend_runnable(direct, PREC_FP32, NULL, 0))
+        direct_fp16_emulate = (int *)module_table("direct", "direct_fp16_emulate", NULL, 0);
+    if (direct_fp16_emulate)
+        add_trials(direct, naive, "direct (emulated products)", 1u << PREC_FP16, 1, 1);
+    else
+        fprintf(stderr, "test_equivalence: direct fp16 with emulated products not run: the "
+                        "direct module has none (not built, or built without fp16)\n");
     /* fp64 against fp32 on the same backend, naive included */
     for (int i = 0; i < backend_count(); i++) {
         const backend *b = backend_at(i);
         if (dp_base_name(b) || !(backend_precisions(b) & (1u << PREC_FP64)))
             continue;
-        add_trials(b, b, b->name, 1u << PREC_FP64, 0);
+        add_trials(b, b, b->name, 1u << PREC_FP64, 0, 0);
     }
     /* data-parallel: each backend that is not already a data-parallel
      * wrapper, two replicas against one */
@@ -534,7 +563,11 @@ int main(void)
         }
         char label[64];
         snprintf(label, sizeof label, "%s x2", b->name);
-        add_trials(dp, b, label, 1u << PREC_FP32, 0);
+        add_trials(dp, b, label, 1u << PREC_FP32, 0, 0);
     }
+    /* EQUIVALENCE_ONLY='direct*fp16*': the trials whose names match, to
+     * check one backend without training them all */
+    if (getenv("EQUIVALENCE_ONLY") && *getenv("EQUIVALENCE_ONLY"))
+        cmocka_set_test_filter(getenv("EQUIVALENCE_ONLY"));
     return _cmocka_run_group_tests("equivalence", tests, (size_t)trial_count, setup, teardown);
 }
