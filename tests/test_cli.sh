@@ -298,4 +298,19 @@ PY
 else
     skip_check "direct bf16 does not run here ($bf16_why)"
 fi
+# direct fp16 on a CPU without AVX512_FP16: refused before anything runs,
+# exit 3, one line with the reason --list gives; where it runs, skipped.
+fp16_why=$("$BENCH" --list 2>&1 | grep '^direct ' | grep -o 'not fp16: [^)]*' || true)
+if [ -n "$fp16_why" ]; then
+    (cd "$tmp/cwd" && "$BENCH" "${D[@]}" --backend direct --precision fp16 >"$tmp/out" \
+        2>"$tmp/err"); rc=$?
+    if [ "$rc" -ne 3 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -s "$tmp/out" ] ||
+        ! grep -qF "direct: ${fp16_why#not fp16: }" "$tmp/err" || ! grep -q AVX512_FP16 "$tmp/err"; then
+        fail "direct fp16 without AVX512_FP16: exit $rc, expected 3 and one line with the reason: $(cat "$tmp/err" "$tmp/out")"
+    else
+        pass
+    fi
+else
+    skip_check "direct fp16 runs here (the CPU has AVX512_FP16): its refusal is not checked"
+fi
 finish
