@@ -36,9 +36,85 @@ static void library_info(void *ctx, char *buf, size_t len)
              dnnl_runtime2str(v->cpu_runtime));
 }
 
+/* "" when oneDNN creates f16 primitives for LeNet's conv2 (128 x 20 x 12 x
+ * 12, 50 5x5) and an f16 inner product on this CPU, else what it said of
+ * the first it refused: asked of the library, not of its version, so that
+ * one with f16 CPU kernels is seen as such (oneDNN 2.6 has none). */
+static void f16_primitives(char *said, size_t len)
+{
+    dnnl_engine_t cpu = NULL;
+    dnnl_status_t st = dnnl_engine_create(&cpu, dnnl_cpu, 0);
+    const char *what = "engine_create";
+    const dnnl_dims_t src = {128, 20, 12, 12}, wei = {50, 20, 5, 5}, dst = {128, 50, 8, 8};
+    const dnnl_dims_t fsrc = {128, 800}, fwei = {500, 800}, fdst = {128, 500}, bias = {50};
+    const dnnl_dims_t fbias = {500}, one = {1, 1}, none = {0, 0};
+    dnnl_memory_desc_t md[8];
+    const int ok_mds =
+        dnnl_memory_desc_init_by_tag(&md[0], 4, src, dnnl_f16, dnnl_format_tag_any) == 0 &&
+        dnnl_memory_desc_init_by_tag(&md[1], 4, wei, dnnl_f16, dnnl_format_tag_any) == 0 &&
+        dnnl_memory_desc_init_by_tag(&md[2], 1, bias, dnnl_f16, dnnl_a) == 0 &&
+        dnnl_memory_desc_init_by_tag(&md[3], 4, dst, dnnl_f16, dnnl_format_tag_any) == 0 &&
+        dnnl_memory_desc_init_by_tag(&md[4], 2, fsrc, dnnl_f16, dnnl_format_tag_any) == 0 &&
+        dnnl_memory_desc_init_by_tag(&md[5], 2, fwei, dnnl_f16, dnnl_format_tag_any) == 0 &&
+        dnnl_memory_desc_init_by_tag(&md[6], 1, fbias, dnnl_f16, dnnl_a) == 0 &&
+        dnnl_memory_desc_init_by_tag(&md[7], 2, fdst, dnnl_f16, dnnl_format_tag_any) == 0;
+    if (st == dnnl_success && !ok_mds)
+        st = dnnl_unimplemented, what = "memory_desc_init (f16)";
+    if (st == dnnl_success) {
+        dnnl_convolution_desc_t conv;
+        dnnl_inner_product_desc_t ip;
+        dnnl_primitive_desc_t pd = NULL;
+        what = "convolution";
+        st = dnnl_convolution_forward_desc_init(&conv, dnnl_forward_training,
+                                                dnnl_convolution_direct, &md[0], &md[1],
+                                                &md[2], &md[3], one, none, none);
+        if (st == dnnl_success)
+            st = dnnl_primitive_desc_create(&pd, &conv, NULL, cpu, NULL);
+        if (pd)
+            dnnl_primitive_desc_destroy(pd), pd = NULL;
+        if (st == dnnl_success) {
+            what = "inner product";
+            st = dnnl_inner_product_forward_desc_init(&ip, dnnl_forward_training, &md[4],
+                                                      &md[5], &md[6], &md[7]);
+            if (st == dnnl_success)
+                st = dnnl_primitive_desc_create(&pd, &ip, NULL, cpu, NULL);
+            if (pd)
+                dnnl_primitive_desc_destroy(pd);
+        }
+    }
+    if (cpu)
+        dnnl_engine_destroy(cpu);
+    said[0] = 0;
+    if (st != dnnl_success)
+        snprintf(said, len, "f16 %s: %s", what, dnnl_status2str(st));
+}
+
+/* fp16 would need the library's f16 kernels and loss scaling in this
+ * engine: refused with the library's reason, or the engine's where the
+ * library has them. */
+static int fp16_refused(char *why, size_t why_len)
+{
+    char said[128];
+    f16_primitives(said, sizeof said);
+    const dnnl_version_t *v = dnnl_version();
+    if (said[0])
+        snprintf(why, why_len,
+                 "oneDNN %d.%d.%d has no f16 convolution or inner product on this CPU (%s, "
+                 "ISA %s)",
+                 v->major, v->minor, v->patch, said, isa_name());
+    else
+        snprintf(why, why_len,
+                 "oneDNN %d.%d.%d offers f16 primitives here, but this engine has no fp16 loss "
+                 "scaling yet",
+                 v->major, v->minor, v->patch);
+    return 0;
+}
+
 static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
 {
     (void)ctx;
+    if (p == PREC_FP16)
+        return fp16_refused(why, why_len);
     if (p != PREC_BF16 || isa_has_bf16(dnnl_get_effective_cpu_isa()))
         return 1;
     snprintf(why, why_len,
@@ -345,7 +421,7 @@ static const engine_ops onednn_ops = {HOST_ENGINE_OPS, .destroy = destroy,
 const backend onednn_backend = {
     .name = "onednn",
     .built = 1,
-    .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
+    .precisions = 1u << PREC_FP32 | 1u << PREC_BF16 | 1u << PREC_FP16,
     .probe = host_probe, .probe_precision = probe_precision, .create = create,
     .library_info = library_info, .ops = &onednn_ops, .dp = &host_data_parallel,
 };
