@@ -8,8 +8,10 @@ import gzip
 import math
 import os
 import struct
+import warnings
 
 import numpy as np
+
 import torch
 import torch.nn.functional as F
 
@@ -256,15 +258,24 @@ def evaluate(net, x, y, batch, autocast=contextlib.nullcontext):
 
 def cpu_autocast_bf16():
     """Whether this PyTorch runs CPU autocast to bfloat16 (1.10 on): the
-    bf16 peer on the CPU is that. A small convolution and linear layer
-    under it must come out in bfloat16."""
-    if not hasattr(torch, "autocast") or not hasattr(torch, "bfloat16"):
+    bf16 peer on the CPU is that."""
+    return cpu_autocast_to("bfloat16")
+
+
+def cpu_autocast_to(dtype_name):
+    """Whether CPU autocast to torch.<dtype_name> works here (float16: not
+    on 1.13, whose CPU autocast takes bfloat16 only). A small convolution
+    and linear layer under it must come out in that type."""
+    dtype = getattr(torch, dtype_name, None)
+    if not hasattr(torch, "autocast") or dtype is None:
         return False
     try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            y = F.linear(F.conv2d(torch.ones(1, 1, 5, 5), torch.ones(2, 1, 3, 3)).flatten(1),
-                         torch.ones(3, 18))
-        return y.dtype == torch.bfloat16
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.autocast("cpu", dtype=dtype):
+                y = F.linear(F.conv2d(torch.ones(1, 1, 5, 5), torch.ones(2, 1, 3, 3)).flatten(1),
+                             torch.ones(3, 18))
+        return y.dtype == dtype
     except (RuntimeError, TypeError, ValueError):
         return False
 

@@ -59,16 +59,19 @@ static int probe_python(const char *python, const char *script, peer_probe *p, c
     wait_result w = channel_line(&c, line, sizeof line, &deadline);
     int rc = -1;
     char ver[64];
-    int gpus, used = 0, bf16 = 0;
-    /* "pytorch VERSION cpu-bf16 0|1 cuda N [NAME]"; a script without the
-     * cpu-bf16 field has no bf16 peer */
-    if (w == READY && (sscanf(line, "pytorch %63s cpu-bf16 %d cuda %d%n", ver, &bf16, &gpus,
+    int gpus, used = 0, bf16 = 0, fp16 = 0;
+    /* "pytorch VERSION cpu-bf16 0|1 cpu-fp16 0|1 cuda N [NAME]"; a script
+     * without the cpu-bf16 (cpu-fp16) field has no bf16 (fp16) autocast */
+    if (w == READY && (sscanf(line, "pytorch %63s cpu-bf16 %d cpu-fp16 %d cuda %d%n", ver, &bf16,
+                              &fp16, &gpus, &used) == 4 ||
+                       sscanf(line, "pytorch %63s cpu-bf16 %d cuda %d%n", ver, &bf16, &gpus,
                               &used) == 3 ||
                        (bf16 = 0, sscanf(line, "pytorch %63s cuda %d%n", ver, &gpus, &used) == 2)) &&
         used > 0 && gpus >= 0) {
         snprintf(p->version, sizeof p->version, "%s", ver);
         p->gpus = gpus;
         p->cpu_bf16 = bf16 == 1;
+        p->cpu_fp16 = fp16 == 1;
         rc = 0;
     } else if (w == TIMED_OUT) {
         snprintf(why, why_len, "%s --probe gave no answer within %.0f s", python,

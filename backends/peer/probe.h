@@ -17,6 +17,7 @@ typedef struct peer_probe {
     char version[64];
     int gpus;
     int cpu_bf16; /* CPU autocast to bfloat16 works (the bf16 peer) */
+    int cpu_fp16; /* CPU autocast to float16 works (no fp16 peer yet) */
     char why[MSG_LEN];
 } peer_probe;
 

@@ -522,11 +522,17 @@ static const engine_ops cuda_ops = {PEER_OPS};
 static int cpu_probe_precision(void *ctx, precision prec, char *why, size_t why_len)
 {
     (void)ctx;
-    if (prec != PREC_BF16)
+    if (prec != PREC_BF16 && prec != PREC_FP16)
         return 1;
     const peer_probe *p = probe_once();
     if (!p->ok) {
         snprintf(why, why_len, "%s", p->why);
+        return 0;
+    }
+    if (prec == PREC_FP16) { /* the peer has no fp16 (GradScaler) path yet */
+        snprintf(why, why_len, "PyTorch %s (%s) %s", p->version, p->python,
+                 p->cpu_fp16 ? "has CPU autocast to fp16, but the peer has no fp16 loss scaling"
+                             : "has no CPU autocast to fp16 (it supports only bf16)");
         return 0;
     }
     if (!p->cpu_bf16) {
@@ -541,7 +547,7 @@ const backend pytorch_cpu_backend = {
     .name = "pytorch-cpu",
     .summary = "framework peer: PyTorch on the CPU (backends/peer/train.py as a child process), "
                "fp32; bf16 by autocast",
-    .precisions = 1u << PREC_FP32 | 1u << PREC_BF16,
+    .precisions = 1u << PREC_FP32 | 1u << PREC_BF16 | 1u << PREC_FP16,
     .probe_precision = cpu_probe_precision,
     .ctx = (void *)&cpu_kind,
     .ops = &cpu_ops,

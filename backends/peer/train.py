@@ -49,7 +49,7 @@ except ImportError as err:  # pragma: no cover - depends on the machine
              "(Debian) or run with the python3 that has them")
 
 # (beside this script: the model, data and batch order both modes share)
-from lenet_torch import (Net, cpu_autocast_bf16, epoch_order, evaluate,
+from lenet_torch import (Net, cpu_autocast_bf16, cpu_autocast_to, epoch_order, evaluate,
                          forward_context, load_params, load_split, logits_of,
                          make_optimizer, save_params, set_math, xavier_init)
 
@@ -90,7 +90,9 @@ def probe_line():
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     name = torch.cuda.get_device_name(0) if count else ""
     bf16 = 1 if cpu_autocast_bf16() else 0
-    return f"pytorch {torch.__version__} cpu-bf16 {bf16} cuda {count} {name}".rstrip()
+    fp16 = 1 if cpu_autocast_to("float16") else 0
+    return (f"pytorch {torch.__version__} cpu-bf16 {bf16} cpu-fp16 {fp16} "
+            f"cuda {count} {name}").rstrip()
 
 
 
