@@ -6,27 +6,12 @@
 #ifndef LB_TESTS_DIRECT_FP16_TESTING_H
 #define LB_TESTS_DIRECT_FP16_TESTING_H
 
-#include <float.h>
-#include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <cmocka.h>
-
 #include "backends/direct/fp16.h"
 #include "backends/direct/fp16_tiles.h"
 #include "base/cpu.h"
-#include "harness/run/init.h"
-#include "tests/checks.h"
-#include "tests/testing.h"
+#include "tests/direct_half_testing.h"
 
 static const double U16 = 1.0 / 2048.0;       /* 2^-11, fp16's unit roundoff */
-static const double U32 = 1.0 / 16777216.0;   /* 2^-24, fp32's */
 static const double UNDERFLOW16 = 0x1p-25;    /* the most an fp16 result below 2^-14 loses */
 
 /* gamma(m) = m u / (1 - m u): what m roundings in a row may cost */
@@ -44,36 +29,14 @@ static inline double fp16_bound(int chain, double folds, double size, double n, 
            n * UNDERFLOW16 * (1 + g16) * (1 + g32);
 }
 
-static inline double *doubles(size_t n)
-{
-    double *p = calloc(n ? n : 1, sizeof(double));
-    assert_non_null(p);
-    return p;
-}
-
-static inline void *scratch_of(size_t bytes)
-{
-    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    assert_non_null(p);
-    return p;
-}
-
-/* uniform in [0, 1) (positive) or [-1, 1), times scale */
 static inline void fill(float *x, size_t n, rng *r, int positive, float scale)
 {
-    for (size_t i = 0; i < n; i++)
-        x[i] = scale * (positive ? (float)rng_uniform(r) : (float)(2.0 * rng_uniform(r) - 1.0));
+    fill_scaled(x, n, r, positive, scale);
 }
 
 /* Scratch as a product must not find it: every half 0x7b7b, near the
  * largest (60768), so that a half read but never packed makes a sum huge */
 static inline void spoil(void *scratch, size_t bytes) { memset(scratch, 0x7b, bytes); }
-
-static inline void poison(float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = 12345.0f;
-}
 
 static inline float from_bits(uint32_t u) { return fp16_float_of(u); }
 
@@ -81,13 +44,6 @@ static inline float from_bits(uint32_t u) { return fp16_float_of(u); }
 static inline double half_of(float x) { return direct_fp16_value(direct_fp16_round(x)); }
 
 /* Whether the AVX512_FP16 checks run here; else a visible skip. */
-static inline int instructions_or_skip(void)
-{
-    char why[256];
-    if (direct_fp16_supported(why, sizeof why))
-        return 1;
-    print_message("skipped: %s\n", why);
-    return 0;
-}
+static inline int instructions_or_skip(void) { return supported_or_skip(direct_fp16_supported); }
 
 #endif

@@ -67,6 +67,24 @@
  * fp32 in another order, so the same bounds hold it; a product with wrong
  * operands puts the first steps' losses off by their own size.
  *
+ * direct fp16 (fp16 operands, 11-bit significands, but sums in fp16 chains
+ * of 32 FMAs, each chain's value added in fp32; dynamic loss scaling,
+ * fp32 master weights) is not held to the cuda row's fp16 bound (2e-2),
+ * which counts on fp32 accumulation: its operands round to 2^-11 (0.1% of
+ * a product at most, against bf16's 0.78%), but each chain's sum rounds
+ * to 2^-11 of its running value at every step, g16(32) = 1.6% of the sum
+ * of the terms' sizes at worst (notes/direct-fp16.md), so a result's worst
+ * error is about twice bf16's; the typical error is 0.3% of it
+ * (tests/test_direct_fp16_products.c). Hence bf16's loss bounds (6e-2
+ * relative, 5e-2 floor, the Adam L2 0.6), and twice bf16's per-parameter
+ * bound (1.2 relative to max(|p|, 1e-2)), which one small weight whose
+ * gradient is mostly cancellation sets. Measured with the products
+ * emulated (the same bits as vfmadd231ph), no step skipped by the loss
+ * scale: lenet loss 8.8e-5, 5.4e-3, 3.4e-2 (sgd, nesterov, adam),
+ * parameters 0.025 and 0.65 relative, L2 0.038 (adam); mlp loss 2.1e-4,
+ * 5.0e-4, 2.0e-2, parameters 0.019 and 0.055, L2 0.0077: the losses as
+ * bf16's, one Nesterov weight past bf16's 0.6.
+ *
  * fp64. A backend's fp64 runs are compared with naive's fp64 runs, on the
  * losses the engines computed before rounding them to float (last_loss).
  * The argument above with u = 1.1e-16 instead of 6e-8: one step's losses
@@ -198,14 +216,16 @@ static tolerance tolerance_for(const backend *b, precision p, precision ref_prec
                            .eval_moved = 2,
                            .eval_loss_rel = p == PREC_FP64 ? 1e-4 : 1e-5,
                            .eval_loss_floor = p == PREC_FP64 ? 1e-2 * TEST_IMAGES : 1e-6};
-    const double rel = p == PREC_TF32 ? 1e-2 : p == PREC_FP16 ? 2e-2 : 6e-2;
-    const double floor_ = p == PREC_BF16 ? 5e-2 : rel;
+    /* direct's fp16 sums in fp16 chains (see the top of the file) */
+    const int fp16_chains = p == PREC_FP16 && strcmp(b->name, "direct") == 0;
+    const double rel = p == PREC_TF32 ? 1e-2 : p == PREC_FP16 && !fp16_chains ? 2e-2 : 6e-2;
+    const double floor_ = p == PREC_BF16 || fp16_chains ? 5e-2 : rel;
     const int adam = opt->kind == OPT_ADAM;
     return (tolerance){.loss_rel = rel,
                        .loss_floor = floor_,
                        .param_abs = INFINITY,
                        .param_l2 = adam ? 10 * rel : INFINITY,
-                       .param_rel = adam ? INFINITY : 10 * rel,
+                       .param_rel = adam ? INFINITY : (fp16_chains ? 20 : 10) * rel,
                        .eval_moved = 2 * TEST_IMAGES * 3 / 100,
                        .eval_loss_rel = rel,
                        .eval_loss_floor = 1e-6};

@@ -10,6 +10,7 @@
  *   - dot tile: 4 output channels x 5 taps, 20 accumulators; per 32
  *     elements, 4 gradient vectors and 5 input vectors for 20 vdpbf16ps. */
 #include "backends/direct/bf16_tiles.h"
+#include "backends/direct/half_common.h"
 
 #include <immintrin.h>
 
@@ -168,21 +169,10 @@ ALWAYS_INLINE void dot_tile(const int f32, const int sum, int mk, int nt, float 
                             const uint16_t *const *x, int nrows, ptrdiff_t g_row,
                             ptrdiff_t x_row, size_t len)
 {
-#define DOT_CASE(MK, NT)                                                                     \
-    case (MK) * 8 + (NT):                                                                    \
-        dot_body(f32, sum, MK, NT, out, out_row, sums, g, x, nrows, g_row, x_row, len);      \
-        return;
-#define DOT_CASES(MK) DOT_CASE(MK, 1) DOT_CASE(MK, 2) DOT_CASE(MK, 3) DOT_CASE(MK, 4) DOT_CASE(MK, 5)
-    switch (mk * 8 + nt) {
-        DOT_CASES(1)
-        DOT_CASES(2)
-        DOT_CASES(3)
-        DOT_CASES(4)
-    default:
-        __builtin_trap();
-    }
-#undef DOT_CASES
-#undef DOT_CASE
+#define DOT_BODY(MK, NT)                                                                       \
+    dot_body(f32, sum, MK, NT, out, out_row, sums, g, x, nrows, g_row, x_row, len)
+    DOT_SHAPES(mk, nt, DOT_BODY)
+#undef DOT_BODY
 }
 
 void direct_bf16_dot_tile_avx512(int mk, int nt, float *out, ptrdiff_t out_row,

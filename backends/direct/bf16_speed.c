@@ -21,14 +21,8 @@
 #include <immintrin.h>
 
 #include "backends/direct/bf16.h"
+#include "backends/direct/half_speed.h"
 #include "backends/direct/direct.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* This thread's processor time: on a shared machine, one thread's
  * product timed only while it runs */
@@ -37,32 +31,6 @@ static double cpu_now(void)
     struct timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static float *filled(size_t n, unsigned seed)
-{
-    float *x = aligned_alloc(64, (sizeof(float) * n + 63) / 64 * 64);
-    if (!x) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)((seed >> 8) * (1.0 / 16777216.0) - 0.5);
-    }
-    return x;
-}
-
-static void load_average(const char *when)
-{
-    char line[128] = "?";
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (!fgets(line, sizeof line, f))
-            strcpy(line, "?\n");
-        fclose(f);
-    }
-    printf("load average %s: %s", when, line);
 }
 
 typedef struct shapes {

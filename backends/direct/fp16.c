@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "backends/direct/fp16_tiles.h"
+#include "backends/direct/half_common.h"
 #include "base/cpu.h"
 
 int direct_fp16_emulate;
@@ -59,46 +60,10 @@ static fp16_dot_tile_fn *dot_tile(void)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Shared pieces                                                            */
+/* Packing (the carver and the sums are half_common.h's)                   */
 
 /* Halves a packed run may be read past its end (a vector) */
 enum { OVERREAD = FP16_LANES };
-
-/* Carves 64-byte aligned pieces out of scratch (or, from a NULL base, only
- * counts them). */
-typedef struct carver {
-    char *base;
-    size_t used;
-} carver;
-
-static void *carve(carver *c, size_t bytes)
-{
-    c->used = (c->used + 63) / 64 * 64;
-    void *p = c->base ? c->base + c->used : NULL;
-    c->used += bytes;
-    return p;
-}
-
-/* Where block b of `blocks` nearly equal blocks of n rows starts */
-static int split_at(int n, int blocks, int b) { return (int)((long)n * b / blocks); }
-
-static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
-/* fp32 sum of x[0..n), 16 running sums (an order fixed by n alone) */
-static float sum_floats(const float *x, size_t n)
-{
-    float part[16] = {0};
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; l++)
-            part[l] += x[i + l];
-    for (; i < n; i++)
-        part[i % 16] += x[i];
-    float total = 0.0f;
-    for (int l = 0; l < 16; l++)
-        total += part[l];
-    return total;
-}
 
 /* dst[e] = src[e] rounded, as halves, or doubled (direct_fp16_double:
  * the row tile's broadcast operand) when `doubled` */
@@ -261,8 +226,7 @@ size_t direct_fp16_conv_scratch_bytes(int B, int C, int H, int W, int K, int ker
     forward_parts(&f, B, C, H, W, kernel);
     data_parts(&d, B, H, W, K, kernel);
     params_parts(&w, B, C, H, W, K, kernel);
-    size_t most = f.used > d.used ? f.used : d.used;
-    return most > w.used ? most : w.used;
+    return carved_most(&f, &d, &w);
 }
 
 void direct_fp16_conv_forward(float *out, const float *in, const float *weight_bias,
@@ -421,12 +385,6 @@ size_t direct_fp16_dense_scratch_bytes(int B, int n_in, int n_out)
     carver c = {NULL, 0};
     dense_layout(&c, B, n_in, n_out);
     return c.used;
-}
-
-/* A product too small to share between threads (fc2's) */
-static int dense_threads(int threads, int B, int n_in, int n_out)
-{
-    return (double)B * n_in * n_out < (double)(1 << 20) ? 1 : threads;
 }
 
 void direct_fp16_dense_forward(float *out, const float *in, const float *weight,

@@ -16,6 +16,7 @@
  *     elements, 4 gradient vectors and 5 input vectors for 20 vfmadd231ph;
  *     a chain's end folds into 20 x 16 fp32 sums that live in memory. */
 #include "backends/direct/fp16_tiles.h"
+#include "backends/direct/half_common.h"
 
 #include <immintrin.h>
 
@@ -216,19 +217,7 @@ void direct_fp16_dot_tile_avx512(int mk, int nt, float *out, ptrdiff_t out_row,
                                  const uint16_t *const *g, const uint16_t *const *x, int nrows,
                                  ptrdiff_t g_row, ptrdiff_t x_row, size_t len, int chain)
 {
-#define DOT_CASE(MK, NT)                                                                     \
-    case (MK) * 8 + (NT):                                                                    \
-        dot_body(MK, NT, out, out_row, g, x, nrows, g_row, x_row, len, chain);               \
-        return;
-#define DOT_CASES(MK) DOT_CASE(MK, 1) DOT_CASE(MK, 2) DOT_CASE(MK, 3) DOT_CASE(MK, 4) DOT_CASE(MK, 5)
-    switch (mk * 8 + nt) {
-        DOT_CASES(1)
-        DOT_CASES(2)
-        DOT_CASES(3)
-        DOT_CASES(4)
-    default:
-        __builtin_trap();
-    }
-#undef DOT_CASES
-#undef DOT_CASE
+#define DOT_BODY(MK, NT) dot_body(MK, NT, out, out_row, g, x, nrows, g_row, x_row, len, chain)
+    DOT_SHAPES(mk, nt, DOT_BODY)
+#undef DOT_BODY
 }

@@ -16,48 +16,8 @@
 #include <time.h>
 
 #include "backends/direct/fp16.h"
+#include "backends/direct/half_speed.h"
 #include "backends/direct/fp16_tiles.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void *buffer(size_t bytes)
-{
-    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p) {
-        fprintf(stderr, "direct-fp16-speed: out of memory\n");
-        exit(1);
-    }
-    memset(p, 0, (bytes + 63) / 64 * 64);
-    return p;
-}
-
-/* uniform in [-0.5, 0.5) */
-static float *filled(size_t n, unsigned seed)
-{
-    float *x = buffer(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)((seed >> 8) * (1.0 / 16777216.0) - 0.5);
-    }
-    return x;
-}
-
-static void load_average(const char *when)
-{
-    char line[128] = "?\n";
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (!fgets(line, sizeof line, f))
-            strcpy(line, "?\n");
-        fclose(f);
-    }
-    printf("load average %s: %s", when, line);
-}
 
 static int by_double(const void *a, const void *b)
 {
