@@ -5,6 +5,7 @@
  * name and summary are its registration's (registration.c). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/direct/direct.h"
 #include "backends/direct/direct_backend.h"
@@ -28,11 +29,16 @@ static int bf16_runs(char *why, size_t why_len)
 }
 
 /* Whether fp16 runs: the build has the products (fp16.mk) and the CPU
- * AVX512_FP16, or a test asked for the emulated products; else 0 and the
- * reason. */
+ * AVX512_FP16, or a test (direct_fp16_emulate) or LENET_BENCH_DIRECT_FP16=
+ * emulated asked for the emulated products (the same numbers, many times
+ * slower: for measuring the numerics where the CPU lacks the
+ * instructions); else 0 and the reason. */
 static int fp16_runs(char *why, size_t why_len)
 {
 #ifdef HAVE_DIRECT_FP16
+    const char *asked = getenv("LENET_BENCH_DIRECT_FP16");
+    if (asked && strcmp(asked, "emulated") == 0)
+        direct_fp16_emulate = 1;
     return direct_fp16_emulate || direct_fp16_supported(why, why_len);
 #else
     snprintf(why, why_len, "fp16 products left out of this build (the compiler has no "
