@@ -110,34 +110,32 @@ static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
     return direct_choose(why, why_len) != NULL;
 }
 
+/* The set of precision p (a build without the half sets never gets here
+ * for them: probe_precision refuses) */
+static const struct chwn_products_f32 *products_for(precision p)
+{
+#ifdef HAVE_DIRECT_BF16
+    if (p == PREC_BF16)
+        return &direct_bf16_products;
+#endif
+#ifdef HAVE_DIRECT_FP16
+    if (p == PREC_FP16)
+        return &direct_fp16_products;
+#endif
+    (void)p;
+    return &direct_fp32_products;
+}
+
 static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
                       size_t err_len)
 {
-    (void)ctx;
     char why[256];
-    if (cfg && cfg->precision == PREC_BF16) {
-        if (!bf16_runs(why, sizeof why)) {
-            snprintf(err, err_len, "direct: %s", why);
-            return NULL;
-        }
-#ifdef HAVE_DIRECT_BF16
-        return chwn_create_f32(&direct_backend, &direct_bf16_products, w, cfg, err, err_len);
-#endif
-    }
-    if (cfg && cfg->precision == PREC_FP16) {
-        if (!fp16_runs(why, sizeof why)) {
-            snprintf(err, err_len, "direct: %s", why);
-            return NULL;
-        }
-#ifdef HAVE_DIRECT_FP16
-        return chwn_create_f32(&direct_backend, &direct_fp16_products, w, cfg, err, err_len);
-#endif
-    }
-    if (!direct_choose(why, sizeof why)) {
+    const precision p = cfg ? cfg->precision : PREC_FP32;
+    if (!probe_precision(ctx, p, why, sizeof why)) {
         snprintf(err, err_len, "direct: %s", why);
         return NULL;
     }
-    return chwn_create_f32(&direct_backend, &direct_fp32_products, w, cfg, err, err_len);
+    return chwn_create_f32(&direct_backend, products_for(p), w, cfg, err, err_len);
 }
 
 static const engine_ops direct_ops = {CHWN_ENGINE_OPS, .describe = describe};

@@ -9,12 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-static inline double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "base/clock.h"
+
+static inline double now(void) { return now_seconds(); }
 
 /* 64-byte aligned and zeroed; exits when out of memory */
 static inline void *buffer(size_t bytes)
