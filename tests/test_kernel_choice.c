@@ -282,6 +282,57 @@ static void a_candidate_the_cpu_cannot_run_costs_only_itself(void **state)
                         NULL);
 }
 
+/* The user's core as its child found it: one that crashed or failed its
+ * check refuses blas with the reason; one the library does not know names
+ * the core that runs instead, beside what was asked. */
+static void a_users_core_is_judged_by_its_child(void **state)
+{
+    (void)state;
+    kc_decision d = decide("SkylakeX", &zen1, answered("Zen"), NULL, 0);
+    kc_judge_user("SkylakeX", &(kc_probe){.why = "crashed with signal 4 (Illegal instruction)"},
+                  &d);
+    assert_true(d.refused);
+    expect_decision(&d, KC_SOURCE_USER, "SkylakeX", "did not run", "Illegal instruction",
+                    "blas backend is left out", NULL);
+    d = decide("SkylakeX", &zen1, answered("Zen"), NULL, 0);
+    kc_judge_user("SkylakeX", &(kc_probe){.ran = 1, .checked = 1, .core = "SkylakeX",
+                                          .why = "sgemm check failed: 7x5x3"}, &d);
+    assert_true(d.refused);
+    expect_decision(&d, KC_SOURCE_USER, "SkylakeX", "failed the sgemm check", "7x5x3", NULL);
+    d = decide("garbage", &zen4, answered("Cooperlake"), NULL, 0);
+    kc_judge_user("garbage", &(kc_probe){.ran = 1, .checked = 1, .check_ok = 1,
+                                         .core = "Cooperlake"}, &d);
+    assert_false(d.refused);
+    assert_string_equal(d.asked, "garbage");
+    expect_decision(&d, KC_SOURCE_USER, "Cooperlake", "does not know it", NULL);
+    d = decide("Zen", &zen1, answered("Zen"), NULL, 0);
+    kc_judge_user("Zen", &(kc_probe){.ran = 1, .checked = 1, .check_ok = 1, .core = "Zen"}, &d);
+    assert_false(d.refused);
+    expect_decision(&d, KC_SOURCE_USER, "Zen", "left as it is", NULL);
+}
+
+/* The same in child processes with the real library, the user's value
+ * given by a hook (the children set it, this process does not). */
+static void a_users_core_runs_in_a_child_first(void **state)
+{
+    (void)state;
+    kc_cpu cpu;
+    real_avx2_cpu_or_skip(&cpu);
+    kc_hooks hooks = {.pretend_user_value = "garbage"};
+    kc_decision d;
+    blas_setup_decide(&hooks, &d);
+    assert_false(d.refused);
+    assert_string_equal(d.asked, "garbage");
+    assert_string_not_equal(d.core, "garbage");
+    expect_decision(&d, KC_SOURCE_USER, NULL, "does not know it", NULL);
+    /* a core whose products come out wrong costs blas, not the run */
+    hooks = (kc_hooks){.pretend_user_value = avx2_core(&cpu), .corrupt_candidate_sgemm = 1};
+    blas_setup_decide(&hooks, &d);
+    assert_true(d.refused);
+    expect_decision(&d, KC_SOURCE_USER, NULL, "failed the sgemm check", NULL);
+    assert_null(getenv("OPENBLAS_CORETYPE"));
+}
+
 /* In a child of this test: the user's value, set there, is never replaced,
  * and nothing is asked of the library. */
 static void a_user_value_is_never_overridden(void **state)
@@ -375,6 +426,8 @@ int main(void)
         cmocka_unit_test(a_candidate_passes_its_check),
         cmocka_unit_test(a_wrong_sgemm_result_is_caught),
         cmocka_unit_test(a_candidate_the_cpu_cannot_run_costs_only_itself),
+        cmocka_unit_test(a_users_core_is_judged_by_its_child),
+        cmocka_unit_test(a_users_core_runs_in_a_child_first),
         cmocka_unit_test(a_user_value_is_never_overridden),
         cmocka_unit_test(passive_waiting_unless_set),
     };

@@ -173,6 +173,7 @@ void kc_decide(const char *user_value, const kc_cpu *cpu, const kc_probe *librar
     if (user_value) {
         out->source = KC_SOURCE_USER;
         snprintf(out->core, sizeof out->core, "%s", user_value);
+        snprintf(out->asked, sizeof out->asked, "%s", user_value);
         snprintf(out->reason, sizeof out->reason,
                  "OPENBLAS_CORETYPE was set before the program started: left as it is");
         return;
@@ -226,6 +227,30 @@ void kc_decide(const char *user_value, const kc_cpu *cpu, const kc_probe *librar
     snprintf(out->reason, sizeof out->reason,
              "OpenBLAS picked %s on this CPU (%s) and no better core passed (%s): kept",
              library->core, this_cpu, used ? tried : "none to try");
+}
+
+void kc_judge_user(const char *user, const kc_probe *p, kc_decision *d)
+{
+    snprintf(d->asked, sizeof d->asked, "%s", user);
+    if (!p->ran || !p->checked || !p->check_ok) {
+        d->refused = 1;
+        snprintf(d->reason, sizeof d->reason,
+                 "OPENBLAS_CORETYPE=%.31s (set by the user) %s in a child process: %.300s; "
+                 "the blas backend is left out",
+                 user, !p->ran ? "did not run" : "failed the sgemm check",
+                 p->why[0] ? p->why : "no reason given");
+        return;
+    }
+    snprintf(d->core, sizeof d->core, "%s", p->core);
+    if (strcasecmp(p->core, user) != 0)
+        snprintf(d->reason, sizeof d->reason,
+                 "OPENBLAS_CORETYPE=%.31s was set by the user; this OpenBLAS does not know it "
+                 "and runs its own choice, %.31s (its sgemm passed the check in a child process)",
+                 user, p->core);
+    else
+        snprintf(d->reason, sizeof d->reason,
+                 "OPENBLAS_CORETYPE was set before the program started: left as it is (its "
+                 "sgemm passed the check in a child process)");
 }
 
 /* ---------------------------------------------------------------------- */
@@ -323,8 +348,9 @@ static int sgemm_check(const blas_kernel_probe *lib, int corrupt, char *why, siz
 enum { CHILD_SECONDS = 60 };
 
 /* In the child: load the blas module with OPENBLAS_CORETYPE = core (unset
- * when NULL), name the core it runs and, for a candidate, check sgemm. */
-static void child_probe(const char *core, const kc_hooks *hooks, kc_probe *p)
+ * when NULL), name the core it runs and, for a candidate, check sgemm
+ * (for the user's core, whichever core it runs: any_core). */
+static void child_probe(const char *core, int any_core, const kc_hooks *hooks, kc_probe *p)
 {
     if (core)
         setenv("OPENBLAS_CORETYPE", core, 1);
@@ -338,7 +364,7 @@ static void child_probe(const char *core, const kc_hooks *hooks, kc_probe *p)
     snprintf(p->core, sizeof p->core, "%s", name ? name : "");
     if (!core)
         return;
-    if (strcasecmp(p->core, core) != 0)
+    if (!any_core && strcasecmp(p->core, core) != 0)
         return; /* not offered: the check would test another core */
     p->checked = 1;
     p->check_ok = sgemm_check(lib, hooks && hooks->corrupt_candidate_sgemm, p->why,
@@ -347,7 +373,7 @@ static void child_probe(const char *core, const kc_hooks *hooks, kc_probe *p)
 
 /* Runs child_probe in a child process and collects its answer; a child
  * that dies or hangs gives a probe that did not run, with the reason. */
-static void probe_in_child(const char *core, const kc_hooks *hooks, kc_probe *p)
+static void probe_in_child(const char *core, int any_core, const kc_hooks *hooks, kc_probe *p)
 {
     memset(p, 0, sizeof *p);
     int fds[2];
@@ -371,7 +397,7 @@ static void probe_in_child(const char *core, const kc_hooks *hooks, kc_probe *p)
             signal(defaults[i], SIG_DFL);
         close(fds[0]);
         kc_probe answer = {0};
-        child_probe(core, hooks, &answer);
+        child_probe(core, any_core, hooks, &answer);
         const char *at = (const char *)&answer;
         size_t left = sizeof answer;
         while (left > 0) {
@@ -427,7 +453,8 @@ static void probe_in_child(const char *core, const kc_hooks *hooks, kc_probe *p)
 
 void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
 {
-    const char *user = getenv("OPENBLAS_CORETYPE");
+    const char *user = hooks && hooks->pretend_user_value ? hooks->pretend_user_value
+                                                          : getenv("OPENBLAS_CORETYPE");
     kc_cpu cpu;
     if (hooks && hooks->pretend_cpu)
         cpu = *hooks->pretend_cpu;
@@ -439,7 +466,7 @@ void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
     memset(probes, 0, sizeof probes);
     int n = 0;
     if (!user) {
-        probe_in_child(NULL, hooks, &library);
+        probe_in_child(NULL, 0, hooks, &library);
         if (library.ran && hooks && hooks->pretend_library_core)
             snprintf(library.core, sizeof library.core, "%s", hooks->pretend_library_core);
         if (library.ran && kc_library_choice_is_weak(library.core, &cpu)) {
@@ -449,7 +476,7 @@ void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
             for (int i = 0; i < n; i++) {
                 if (core_rank(candidates[i]) <= core_rank(library.core))
                     continue;
-                probe_in_child(candidates[i], hooks, &probes[i]);
+                probe_in_child(candidates[i], 0, hooks, &probes[i]);
                 kc_decide(NULL, &cpu, &library, candidates, probes, i + 1, &d);
                 if (d.source == KC_SOURCE_CHOSEN)
                     break;
@@ -457,6 +484,13 @@ void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
         }
     }
     kc_decide(user, &cpu, &library, candidates, probes, n, out);
+    if (user) {
+        /* tried like the program's own candidates: a core this CPU cannot
+         * run costs the blas backend, not the run */
+        kc_probe mine;
+        probe_in_child(user, 1, hooks, &mine);
+        kc_judge_user(user, &mine, out);
+    }
 }
 
 /* ---------------------------------------------------------------------- */
@@ -477,6 +511,14 @@ void blas_setup_prepare(void)
 
 const blas_setup *blas_setup_get(void) { return &setup; }
 
+int blas_setup_refused(char *why, size_t len)
+{
+    if (!setup.prepared || !setup.kernels.refused)
+        return 0;
+    snprintf(why, len, "%s", setup.kernels.reason);
+    return 1;
+}
+
 static const char *source_name(kc_source s)
 {
     static const char *const names[] = {[KC_SOURCE_USER] = "set by the user",
@@ -492,10 +534,17 @@ void blas_setup_describe(char *buf, size_t len, int with_reasons)
         snprintf(buf, len, "%s", "");
         return;
     }
-    char openmp[96];
+    char openmp[96], source[96];
     openmp_setup_describe(openmp, sizeof openmp, with_reasons);
+    const kc_decision *k = &setup.kernels;
+    if (k->refused)
+        snprintf(source, sizeof source, "set by the user, failed in a child process");
+    else if (k->source == KC_SOURCE_USER && k->asked[0] && strcasecmp(k->asked, k->core) != 0)
+        snprintf(source, sizeof source, "the user's OPENBLAS_CORETYPE=%s is unknown to OpenBLAS",
+                 k->asked);
+    else
+        snprintf(source, sizeof source, "%s", source_name(k->source));
     snprintf(buf, len, "kernels %s (%s%s%s), %s",
-             setup.kernels.core[0] ? setup.kernels.core : "unknown",
-             source_name(setup.kernels.source), with_reasons ? ": " : "",
-             with_reasons ? setup.kernels.reason : "", openmp);
+             k->refused ? k->asked : k->core[0] ? k->core : "unknown", source,
+             with_reasons ? ": " : "", with_reasons ? k->reason : "", openmp);
 }

@@ -269,7 +269,8 @@ static void read_cpu_setup(sysinfo *s)
     static const char *const sources[] = {
         [KC_SOURCE_USER] = "user", [KC_SOURCE_LIBRARY] = "library", [KC_SOURCE_CHOSEN] = "chosen"};
     snprintf(s->blas_kernels, sizeof s->blas_kernels, "%s", b->kernels.core);
-    snprintf(s->blas_kernels_asked, sizeof s->blas_kernels_asked, "%s", b->kernels.core);
+    snprintf(s->blas_kernels_asked, sizeof s->blas_kernels_asked, "%s",
+             b->kernels.asked[0] ? b->kernels.asked : b->kernels.core);
     snprintf(s->blas_kernels_source, sizeof s->blas_kernels_source, "%s",
              sources[b->kernels.source]);
     snprintf(s->blas_kernels_reason, sizeof s->blas_kernels_reason, "%s", b->kernels.reason);
@@ -286,7 +287,7 @@ static void read_cpu_setup(sysinfo *s)
     char ran[32];
     snprintf(ran, sizeof ran, "%.*s", (int)n, lib);
     if (!ran[0] || !strcasecmp(ran, b->kernels.core))
-        return;
+        return; /* (a user's unknown core: the child found what runs) */
     snprintf(s->blas_kernels, sizeof s->blas_kernels, "%s", ran);
     snprintf(s->blas_kernels_reason, sizeof s->blas_kernels_reason,
              "asked for %.31s, OpenBLAS ran %.31s (it ignores a core it does not know or "
