@@ -11,6 +11,7 @@
 
 #include "backends/blas/kernel_choice.h"
 #include "backends/common/openmp_setup.h"
+#include "backends/peer/environment.h"
 #include "backends/registry.h"
 #include "base/alloc.h"
 #include "harness/formats/csv.h"
@@ -335,6 +336,7 @@ void sysinfo_collect(sysinfo *s)
     read_libraries(s);
     read_environment(s->environment, sizeof s->environment);
     read_cpu_setup(s);
+    peer_environment_describe(s->peer_environment, sizeof s->peer_environment);
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
@@ -388,7 +390,7 @@ static const json_field system_fields[] = {
     TEXT(blas_kernels), TEXT(blas_kernels_source), TEXT(blas_kernels_reason),
     TEXT(blas_kernels_asked),
     TEXT(omp_wait_policy), TEXT(omp_wait_policy_source), TEXT(gomp_spin_count),
-    TEXT(gomp_spin_count_source),
+    TEXT(gomp_spin_count_source), TEXT(peer_environment),
     /* the data */
     TEXT(data_files), TEXT(data_files_not_read),
 };
