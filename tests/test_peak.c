@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/cpu.h"
 #include "harness/run/columns.h"
 #include "harness/run/peak.h"
 #include "harness/run/results.h"
@@ -239,12 +240,89 @@ static void uncertain_cell(void **state)
     free(text);
 }
 
+/* The per-precision table holds every arithmetic this CPU has (asked of
+ * base/cpu.h), each on one thread and all, and none it lacks: absent, not
+ * zero. */
+static void table_of_precisions(void **state)
+{
+    (void)state;
+    setenv("LB_PEAK_SECONDS", "0.05", 1); /* the table's shape, not its figures */
+    char json[8192];
+    cpu_peak_table_json(json, sizeof json);
+    assert_non_null(strstr(json, "{\"arithmetic\": \"fp64\""));
+    assert_non_null(strstr(json, "{\"arithmetic\": \"fp32\""));
+    const int bf16 = cpu_has(CPU_AVX512F | CPU_AVX512_BF16);
+    const int fp16 = cpu_has(CPU_AVX512F | CPU_AVX512_FP16);
+    assert_true((strstr(json, "\"arithmetic\": \"bf16-dot\"") != NULL) == bf16);
+    assert_true((strstr(json, "\"arithmetic\": \"fp16\"") != NULL) == fp16);
+    char why[128];
+    const int amx = cpu_has(CPU_AMX_TILE | CPU_AMX_BF16) && cpu_amx_granted(why, sizeof why);
+    assert_true((strstr(json, "\"arithmetic\": \"amx-bf16\"") != NULL) == amx);
+    assert_null(strstr(json, "\"one_thread_gflops\": 0"));
+    assert_non_null(strstr(json, "\"all_threads_gflops\": "));
+    /* printed for a reader, the absent ones with why */
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    assert_non_null(f);
+    cpu_peak_table_print(f);
+    fclose(f);
+    assert_non_null(strstr(text, "fp32 FMA"));
+    assert_non_null(strstr(text, "memory bandwidth (triad)"));
+    if (!fp16)
+        assert_non_null(strstr(text, "fp16 FMA (vfmadd231ph)           absent: this CPU lacks"));
+    free(text);
+}
+
+/* Each row is held to the peak of the arithmetic its products run in. */
+static void row_and_peak(void **state)
+{
+    (void)state;
+    assert_int_equal(peak_arith_of_row("naive", PREC_FP32), ARITH_FP32);
+    assert_int_equal(peak_arith_of_row("blas", PREC_TF32), ARITH_FP32);
+    assert_int_equal(peak_arith_of_row("blas", PREC_FP64), ARITH_FP64);
+    const int bf16 = cpu_has(CPU_AVX512F | CPU_AVX512_BF16);
+    assert_int_equal(peak_arith_of_row("direct", PREC_BF16), bf16 ? ARITH_BF16_DOT : ARITH_FP32);
+    assert_int_equal(peak_arith_of_row("blas", PREC_BF16), bf16 ? ARITH_BF16_DOT : ARITH_FP32);
+    if (!cpu_has(CPU_AVX512F | CPU_AVX512_FP16))
+        assert_int_equal(peak_arith_of_row("direct", PREC_FP16), ARITH_FP32);
+    else
+        assert_int_equal(peak_arith_of_row("direct", PREC_FP16), ARITH_FP16);
+    /* a bf16 row's check names the bf16 peak (or why it has none) */
+    setenv("LB_PEAK_SECONDS", "0.05", 1);
+    peak_measure m = cpu_peak_check_of(peak_arith_of_row("direct", PREC_BF16), 1, 1.0, "a row");
+    assert_non_null(strstr(m.source, bf16 ? "bf16 dot product" : "fp32 FMA"));
+    peak_measure half = cpu_peak_of(ARITH_FP16, 1);
+    if (!cpu_has(CPU_AVX512F | CPU_AVX512_FP16)) {
+        assert_true(half.gflops == 0 && !half.uncertain);
+        assert_non_null(strstr(half.source, "lacks AVX512_FP16"));
+    }
+}
+
+/* More threads than usable CPUs are probed as that many CPUs, quickly, and
+ * the source says so (--threads 1000 took 80 s on 256 threads). */
+static void threads_beyond_the_cpus(void **state)
+{
+    (void)state;
+    setenv("LB_PEAK_SECONDS", "0.05", 1);
+    const double t0 = now_seconds();
+    peak_measure m = cpu_peak_of(ARITH_FP64, 1000);
+    assert_true(now_seconds() - t0 < 30);
+    char said[64];
+    snprintf(said, sizeof said, "1000 threads asked, %d CPUs usable", peak_usable_cpus());
+    assert_non_null(strstr(m.source, said));
+    assert_int_equal(peak_usable_cpus(), online_cpus());
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(uncertain_cell),
         cmocka_unit_test(busy_neighbour),
         cmocka_unit_test(faster_row),
+        cmocka_unit_test(table_of_precisions),
+        cmocka_unit_test(row_and_peak),
+        cmocka_unit_test(threads_beyond_the_cpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

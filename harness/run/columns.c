@@ -140,6 +140,8 @@ const column summary_columns[] = {
     {REAL("worker_opt_state_bytes", S(worker_opt_state_bytes), "%.0f")},
     {REAL("worker_activation_bytes", S(worker_activation_bytes), "%.0f")},
     {REAL("worker_workspace_bytes", S(worker_workspace_bytes), "%.0f")},
+    /* the arithmetic a CPU row's peak is of (fp32, bf16-dot, fp64 ...) */
+    {TEXT("peak_arithmetic", S(peak_arithmetic))},
     {.name = NULL},
 };
 

@@ -380,7 +380,7 @@ static const json_field system_fields[] = {
     /* the CPU and memory */
     TEXT(cpu_model), INT(cores), INT(physical_cores), REAL(cpu_mhz, "%.0f"),
     REAL(cpu_max_mhz, "%.0f"), TEXT(simd), TEXT(caches), REAL(memory_gib, "%.1f"),
-    REAL3(load_average, "%.2f"), JSON(cpu_peak),
+    REAL3(load_average, "%.2f"), JSON(cpu_peak), JSON(cpu_peaks), JSON(memory_bandwidth),
     /* the GPUs */
     INT(gpu_count), TEXT(gpu_model), REAL(gpu_memory_gib, "%.1f"), TEXT(gpu_driver),
     /* the build */

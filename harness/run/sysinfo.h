@@ -45,6 +45,11 @@ typedef struct sysinfo {
      * (harness/peak.h): figure, trials and their spread per thread count;
      * filled by the run after its rows, "" before */
     char cpu_peak[16384];
+    /* the per-precision peaks (one thread and all) and the memory
+     * bandwidth, JSON arrays (harness/run/peak.h); "" before the run fills
+     * them */
+    char cpu_peaks[8192];
+    char memory_bandwidth[2048];
     /* the data files read, and spellings beside them that were not (both
      * plain and .gz present); filled by the run, not by sysinfo_collect */
     char data_files[4 * 4096 + 16];

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The CPU's peaks per arithmetic end to end: ./bench peaks prints the table
+# (an arithmetic the CPU lacks is absent, with why), every run's
+# system.json holds it with the memory bandwidth, and each row says whose
+# peak it is held to (a bf16 row on vdpbf16ps: the bf16 dot product's).
+# Threads beyond the CPUs this process may use (taskset) are warned about.
+# The figures are not judged here (a shared machine); their shape is.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+source tests/craft.sh
+
+scratch
+export LB_PEAK_SECONDS=0.05
+flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
+has() { [[ " $flags " == *" $1 "* ]]; }
+
+"$BENCH" peaks >"$tmp/peaks" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] && grep -q "^fp32 FMA " "$tmp/peaks" && grep -q "^fp64 FMA " "$tmp/peaks" &&
+    grep -q "^memory bandwidth (triad) " "$tmp/peaks" && pass ||
+    fail "./bench peaks: status $rc: $(cat "$tmp/peaks")"
+if has avx512_bf16; then
+    grep -q "^bf16 dot product (vdpbf16ps)  *[0-9]" "$tmp/peaks" && pass ||
+        fail "an AVX512_BF16 CPU without its bf16 peak: $(cat "$tmp/peaks")"
+else
+    grep -q "^bf16 dot product (vdpbf16ps)  *absent: this CPU lacks" "$tmp/peaks" && pass ||
+        fail "a CPU without AVX512_BF16 with a bf16 peak: $(cat "$tmp/peaks")"
+fi
+if has avx512_fp16; then
+    grep -q "^fp16 FMA (vfmadd231ph)  *[0-9]" "$tmp/peaks" && pass ||
+        fail "an AVX512_FP16 CPU without its fp16 peak: $(cat "$tmp/peaks")"
+else
+    grep -q "^fp16 FMA (vfmadd231ph)  *absent: this CPU lacks AVX512_FP16" "$tmp/peaks" && pass ||
+        fail "a CPU without AVX512_FP16 with an fp16 peak: $(cat "$tmp/peaks")"
+fi
+"$BENCH" peaks --bogus >/dev/null 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -ge 1 ] && pass || fail "peaks --bogus: status $rc"
+
+make_dataset "$tmp/data" 300 100
+D=(--data "$tmp/data" --epochs 1 --limit 256 --test-limit 100)
+
+# threads beyond the CPUs taskset leaves
+if command -v taskset >/dev/null; then
+    taskset -c 0 "$BENCH" "${D[@]}" --backend naive --workload mlp --threads 2 --no-peak \
+        --out "$tmp/taskset" >/dev/null 2>"$tmp/err"
+    grep -q "warning: --threads 2 is more than the 1 CPUs this process may use" "$tmp/err" &&
+        pass || fail "taskset -c 0 --threads 2: no warning: $(head -3 "$tmp/err")"
+else
+    skip_check "no taskset here"
+fi
+
+# A run: the table and the bandwidth in system.json, each row's arithmetic.
+list=naive
+prec=fp32
+if has avx512_bf16 && "$BENCH" --list | grep -q '^direct .*precisions here: fp32, bf16'; then
+    list=naive,direct
+    prec=fp32,bf16
+fi
+"$BENCH" "${D[@]}" --workload mlp --backend "$list" --precision "$prec" --out "$tmp/run" \
+    >/dev/null 2>"$tmp/err" || fail "the run: $(tail -3 "$tmp/err")"
+grep -q '"cpu_peaks": \[{"arithmetic": "fp64"' "$tmp/run/system.json" &&
+    grep -q '"arithmetic": "fp32"' "$tmp/run/system.json" &&
+    grep -q '"memory_bandwidth": \[{"probe": "triad", "threads": 1, "gbytes_per_second": ' "$tmp/run/system.json" &&
+    pass || fail "system.json: $(grep -E 'cpu_peaks|memory_bandwidth' "$tmp/run/system.json")"
+if has avx512_fp16; then
+    grep -q '"arithmetic": "fp16"' "$tmp/run/system.json" && pass || fail "no fp16 peak"
+else
+    ! grep -q '"arithmetic": "fp16"' "$tmp/run/system.json" && pass ||
+        fail "an fp16 peak on a CPU without AVX512_FP16"
+fi
+# column VALUE of the row of BACKEND at PRECISION
+cell() {
+    python3 -c 'import csv, sys
+for r in csv.DictReader(open(sys.argv[1])):
+    if r["backend"] == sys.argv[2] and r["precision"] == sys.argv[3]:
+        print(r[sys.argv[4]])' "$tmp/run/summary.csv" "$@"
+}
+[ "$(cell naive fp32 peak_arithmetic)" = fp32 ] && pass ||
+    fail "naive fp32 held to '$(cell naive fp32 peak_arithmetic)'"
+if [ "$list" = naive,direct ]; then
+    [ "$(cell direct bf16 peak_arithmetic)" = bf16-dot ] &&
+        cell direct bf16 peak_source | grep -q "bf16 dot product" && pass ||
+        fail "direct bf16 held to '$(cell direct bf16 peak_arithmetic)': $(cell direct bf16 peak_source)"
+else
+    skip_check "direct bf16 cannot run here"
+fi
+finish
