@@ -24,6 +24,7 @@
 #include "harness/run/columns.h"
 #include "harness/run/peak.h"
 #include "harness/run/results.h"
+#include "harness/tools/roofline.h"
 
 /* How far below the unloaded figure a loaded one may fall before it must
  * call itself uncertain. */
@@ -314,6 +315,25 @@ static void threads_beyond_the_cpus(void **state)
     assert_int_equal(peak_usable_cpus(), online_cpus());
 }
 
+/* The roofline's operations and least bytes of a layer: LeNet's conv1
+ * (20 filters of 5x5 over 28x28, no input gradient) and pool1. */
+static void roofline_counts(void **state)
+{
+    (void)state;
+    workload w;
+    assert_int_equal(workload_get("lenet", &w), 0);
+    assert_string_equal(w.layers[0].name, "conv1");
+    const double out = 20.0 * 24 * 24, in = 28.0 * 28, params = 20.0 * 25 + 20;
+    layer_traffic f = roofline_traffic(&w, 0, 0, 2, 4);
+    assert_true(f.ops == 2 * 2.0 * out * 25 && f.bytes == 4 * (2 * (in + out) + params));
+    layer_traffic b = roofline_traffic(&w, 0, 1, 2, 4);
+    assert_true(b.ops == f.ops && b.bytes == 4 * (2 * (in + out) + 2 * params));
+    /* the second convolution makes its input gradient too */
+    assert_true(roofline_traffic(&w, 2, 1, 1, 4).ops == 2 * roofline_traffic(&w, 2, 0, 1, 4).ops);
+    /* bf16 moves half the bytes of fp32 */
+    assert_true(roofline_traffic(&w, 1, 0, 8, 2).bytes * 2 == roofline_traffic(&w, 1, 0, 8, 4).bytes);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -323,6 +343,7 @@ int main(void)
         cmocka_unit_test(table_of_precisions),
         cmocka_unit_test(row_and_peak),
         cmocka_unit_test(threads_beyond_the_cpus),
+        cmocka_unit_test(roofline_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

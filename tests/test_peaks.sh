@@ -85,4 +85,24 @@ if [ "$list" = naive,direct ]; then
 else
     skip_check "direct bf16 cannot run here"
 fi
+
+# --profile-layers: the roofline, a point per layer per pass per CPU row,
+# under a roof of the row's arithmetic and the memory bandwidth.
+"$BENCH" "${D[@]}" --backend naive --profile-layers --out "$tmp/roof" >/dev/null 2>"$tmp/err" ||
+    fail "--profile-layers: $(tail -3 "$tmp/err")"
+points=$(grep -c '^naive,[a-z0-9]*,\(forward\|backward\),' "$tmp/roof/roofline.dat" 2>/dev/null)
+layers=$(grep -c '^[a-z]*[0-9],' "$tmp/roof/profile-naive.csv" 2>/dev/null)
+[ -n "$layers" ] && [ "$points" = $((2 * layers)) ] && pass ||
+    fail "roofline.dat: $points points for $layers layers: $(head -3 "$tmp/roof/roofline.dat" 2>&1)"
+grep -q '^naive,fp32' "$tmp/roof/roofline-ceilings.dat" && pass ||
+    fail "no fp32 roof for naive: $(cat "$tmp/roof/roofline-ceilings.dat" 2>&1)"
+if command -v gnuplot >/dev/null; then
+    [ -s "$tmp/roof/roofline.png" ] && grep -q "naive roof: fp32" "$tmp/roof/roofline.svg" &&
+        pass || fail "roofline.png/svg not drawn: $(tail -3 "$tmp/err")"
+else
+    skip_check "gnuplot is not installed: no roofline drawn"
+fi
+# --no-peak has no roof to draw against: no roofline
+"$BENCH" "${D[@]}" --backend naive --profile-layers --no-peak --out "$tmp/noroof" >/dev/null 2>&1
+[ ! -e "$tmp/noroof/roofline.png" ] && pass || fail "a roofline without measured roofs"
 finish

@@ -29,6 +29,7 @@ static void usage(FILE *f)
         "       ./bench history RUN         append a run's rows to results/history.csv\n"
         "       ./bench plot RUN            draw a run's charts again\n"
         "       ./bench count [options]     count instructions per item under callgrind\n"
+        "       ./bench peaks               this CPU's peak per arithmetic and memory bandwidth\n"
         "       (each takes --help)\n"
         "\n"
         "  --backend LIST       comma list of backends, or 'all' (default: all)\n"

@@ -13,6 +13,7 @@
 /* Each array: at least this, and four times the last-level cache, so that
  * no pass finds its data in a cache. */
 #define MIN_ARRAY_BYTES (32.0 * 1024 * 1024)
+#define MAX_ARRAY_BYTES (128.0 * 1024 * 1024)
 #define ROUND_SECONDS 0.5
 enum { MAX_THREADS = 256, MAX_KEPT = 8, PASSES = 2 };
 
@@ -69,6 +70,8 @@ static double array_bytes(void)
 {
     long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
     double bytes = l3 > 0 && 4.0 * l3 > MIN_ARRAY_BYTES ? 4.0 * l3 : MIN_ARRAY_BYTES;
+    if (bytes > MAX_ARRAY_BYTES)
+        bytes = MAX_ARRAY_BYTES; /* (a server's whole L3, not one core's share) */
     /* and no more than a sixteenth of the memory for the three */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0 && 3 * bytes > (double)pages * page / 16)

@@ -54,6 +54,18 @@ static int measure_table(table_row *rows, int *all_threads)
     return n;
 }
 
+/* The figure, or an uncertain probe's best trial; NaN when neither. */
+static double best_rate(const peak_measure *m)
+{
+    if (m->gflops > 0 && isfinite(m->gflops))
+        return m->gflops;
+    if (!m->uncertain)
+        return NAN;
+    /* a trial that waited for its core still reached its rate */
+    double best = m->kernel.best > m->kernel.best_waited ? m->kernel.best : m->kernel.best_waited;
+    return best > 0 ? best : NAN;
+}
+
 /* A figure for JSON: null when it is not one (uncertain, not measured). */
 static void json_figure(FILE *f, const char *key, double v)
 {
@@ -91,6 +103,12 @@ void cpu_peak_table_json(char *buf, size_t len)
         json_figure(f, "one_thread_gflops", rows[i].one.gflops);
         fprintf(f, ", \"threads\": %d, ", threads);
         json_figure(f, "all_threads_gflops", rows[i].all.gflops);
+        /* what an uncertain probe's best trial reached: no peak, but a rate
+         * this machine ran at (the roofline draws it, marked so) */
+        fputs(", ", f);
+        json_figure(f, "one_thread_best_trial_gflops", best_rate(&rows[i].one));
+        fputs(", ", f);
+        json_figure(f, "all_threads_best_trial_gflops", best_rate(&rows[i].all));
         fputs(", ", f);
         json_text(f, "one_thread_source", rows[i].one.source);
         fputs(", ", f);
@@ -103,18 +121,6 @@ void cpu_peak_table_json(char *buf, size_t len)
     else
         snprintf(buf, len, "[]");
     free(text);
-}
-
-/* The figure, or an uncertain probe's best trial; NaN when neither. */
-static double best_rate(const peak_measure *m)
-{
-    if (m->gflops > 0 && isfinite(m->gflops))
-        return m->gflops;
-    if (!m->uncertain)
-        return NAN;
-    /* a trial that waited for its core still reached its rate */
-    double best = m->kernel.best > m->kernel.best_waited ? m->kernel.best : m->kernel.best_waited;
-    return best > 0 ? best : NAN;
 }
 
 static void print_figure(FILE *f, const peak_measure *m)
