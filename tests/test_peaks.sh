@@ -105,4 +105,35 @@ fi
 # --no-peak has no roof to draw against: no roofline
 "$BENCH" "${D[@]}" --backend naive --profile-layers --no-peak --out "$tmp/noroof" >/dev/null 2>&1
 [ ! -e "$tmp/noroof/roofline.png" ] && pass || fail "a roofline without measured roofs"
+
+# scripts/bench-cpu judges an uncertain probe against the median of the
+# probes of the same thread count that settled in its other runs
+# (scripts/peak-median), and only when none did says "not judged".
+fake_run() { # DIR ALL_THREADS_GFLOPS (null: uncertain)
+    mkdir -p "$1"
+    printf '  "cpu_peaks": [{"arithmetic": "fp64", "name": "fp64 FMA", "one_thread_gflops": 80.0, "threads": 2, "all_threads_gflops": 999.0}, {"arithmetic": "fp32", "name": "fp32 FMA", "one_thread_gflops": null, "threads": 2, "all_threads_gflops": %s}],\n' \
+        "$2" >"$1/system.json"
+}
+fake_run "$tmp/bc/direct-2" null
+fake_run "$tmp/bc/blas-2" 344.5
+fake_run "$tmp/bc/onednn-2" 345.7
+fake_run "$tmp/bc/naive" 345.1
+[ "$(scripts/peak-median "$tmp/bc" 2)" = "345.1 3" ] && pass ||
+    fail "peak-median of three settled probes: '$(scripts/peak-median "$tmp/bc" 2)'"
+scripts/peak-median "$tmp/bc" 1 >/dev/null
+[ $? -eq 1 ] && pass || fail "peak-median found a one-thread probe where none settled"
+scripts/peak-median "$tmp/bc" x >/dev/null 2>&1
+[ $? -eq 2 ] && pass || fail "peak-median with a bad thread count"
+
+# bench-cpu's own flags: bad values are one line and exit 2, before any
+# directory is made
+for args in "--out" "--out --no-readme" "--limit 1"; do
+    # shellcheck disable=SC2086
+    BENCH=$BENCH scripts/bench-cpu $args --no-pytorch >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q '^bench-cpu: ' "$tmp/err" && pass ||
+        fail "bench-cpu $args: status $rc: $(cat "$tmp/err")"
+done
+BENCH=$BENCH scripts/bench-cpu --limit 1 --out "$tmp/bc-limit" >/dev/null 2>&1
+[ ! -e "$tmp/bc-limit" ] && pass || fail "bench-cpu --limit 1 left $tmp/bc-limit behind"
 finish
