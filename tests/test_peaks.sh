@@ -19,20 +19,20 @@ rc=$?
 [ "$rc" -eq 0 ] && grep -q "^fp32 FMA " "$tmp/peaks" && grep -q "^fp64 FMA " "$tmp/peaks" &&
     grep -q "^memory bandwidth (triad) " "$tmp/peaks" && pass ||
     fail "./bench peaks: status $rc: $(cat "$tmp/peaks")"
-if has avx512_bf16; then
-    grep -q "^bf16 dot product (vdpbf16ps)  *[0-9]" "$tmp/peaks" && pass ||
-        fail "an AVX512_BF16 CPU without its bf16 peak: $(cat "$tmp/peaks")"
-else
-    grep -q "^bf16 dot product (vdpbf16ps)  *absent: this CPU lacks" "$tmp/peaks" && pass ||
-        fail "a CPU without AVX512_BF16 with a bf16 peak: $(cat "$tmp/peaks")"
-fi
-if has avx512_fp16; then
-    grep -q "^fp16 FMA (vfmadd231ph)  *[0-9]" "$tmp/peaks" && pass ||
-        fail "an AVX512_FP16 CPU without its fp16 peak: $(cat "$tmp/peaks")"
-else
-    grep -q "^fp16 FMA (vfmadd231ph)  *absent: this CPU lacks AVX512_FP16" "$tmp/peaks" && pass ||
-        fail "a CPU without AVX512_FP16 with an fp16 peak: $(cat "$tmp/peaks")"
-fi
+# present_unless_lacking FLAG NAME WHY: the table's line NAME has a figure
+# when /proc/cpuinfo has FLAG, else says the CPU lacks it
+present_unless_lacking() {
+    local line
+    line=$(grep "^$2 " "$tmp/peaks")
+    if has "$1"; then
+        [[ "$line" =~ ^"$2"\ +[0-9] ]] && pass || fail "a CPU with $1 without its $2 peak: $line"
+    else
+        [[ "$line" == *"absent: this CPU lacks $3"* ]] && pass ||
+            fail "a CPU without $1 with a $2 peak: $(cat "$tmp/peaks")"
+    fi
+}
+present_unless_lacking avx512_bf16 "bf16 dot product (vdpbf16ps)" ""
+present_unless_lacking avx512_fp16 "fp16 FMA (vfmadd231ph)" AVX512_FP16
 "$BENCH" peaks --bogus >/dev/null 2>"$tmp/err"
 rc=$?
 [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -ge 1 ] && pass || fail "peaks --bogus: status $rc"

@@ -491,18 +491,40 @@ static void json_number(FILE *f, const char *key, const char *fmt, double v)
         fputs("null", f);
 }
 
-void cpu_peak_json(char *buf, size_t len)
+FILE *peak_json_open(peak_json *j)
 {
-    if (len == 0)
-        return;
-    char *text = NULL;
-    size_t size = 0;
-    FILE *f = open_memstream(&text, &size);
-    if (!f) {
-        snprintf(buf, len, "[]");
+    *j = (peak_json){0};
+    j->f = open_memstream(&j->text, &j->size);
+    if (j->f)
+        fputc('[', j->f);
+    return j->f;
+}
+
+void peak_json_close(peak_json *j, char *buf, size_t len)
+{
+    if (len == 0) {
+        if (j->f)
+            fclose(j->f);
+        free(j->text);
         return;
     }
-    fputc('[', f);
+    if (j->f)
+        fputc(']', j->f);
+    if (j->f && fclose(j->f) == 0 && j->text && j->size < len)
+        memcpy(buf, j->text, j->size + 1);
+    else
+        snprintf(buf, len, "[]");
+    free(j->text);
+}
+
+void cpu_peak_json(char *buf, size_t len)
+{
+    peak_json j;
+    FILE *f = peak_json_open(&j);
+    if (!f) {
+        peak_json_close(&j, buf, len);
+        return;
+    }
     for (int i = 0; i < cached; i++) {
         probe_entry *e = &cache[i];
         peak_measure m = measure_of(e);
@@ -526,12 +548,7 @@ void cpu_peak_json(char *buf, size_t len)
         json_number(f, "library_gflops", "%.1f", e->library_gflops > 0 ? e->library_gflops : NAN);
         fputc('}', f);
     }
-    fputc(']', f);
-    if (fclose(f) == 0 && text && size < len)
-        memcpy(buf, text, size + 1);
-    else
-        snprintf(buf, len, "[]");
-    free(text);
+    peak_json_close(&j, buf, len);
 }
 
 double percent_of_peak(double achieved_gflops, double peak_gflops)

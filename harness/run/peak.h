@@ -96,6 +96,17 @@ int peak_usable_cpus(void);
 /* The CPU quota of this process's cgroup in CPUs (cpu.max), 0 when none. */
 double peak_cpu_quota(void);
 
+/* A JSON array written to memory for system.json (the peak files'
+ * writers): open writes '[', close writes ']' and copies it into buf, or
+ * "[]" when anything failed or it does not fit. */
+typedef struct peak_json {
+    FILE *f;
+    char *text;
+    size_t size;
+} peak_json;
+FILE *peak_json_open(peak_json *j);
+void peak_json_close(peak_json *j, char *buf, size_t len);
+
 /* Every peak this process measured, as a JSON array for system.json
  * ("[]" when none). */
 void cpu_peak_json(char *buf, size_t len);

@@ -187,12 +187,6 @@ void peak_kernel_operands(float *a, float *b)
         b[i] = (float)(i % 5) * scale;
 }
 
-static int found(peak_kernel *k, peak_loop run, double flops_per_pass, const char *isa)
-{
-    *k = (peak_kernel){run, flops_per_pass, isa};
-    return 1;
-}
-
 static int absent(char *why, size_t len, const char *text, unsigned missing)
 {
     char names[128];
@@ -200,51 +194,59 @@ static int absent(char *why, size_t len, const char *text, unsigned missing)
     return 0;
 }
 
+/* Operations a pass: the GEMM kernel's 6 x 2 vectors over K, a chain
+ * loop's CHAINS x STEPS instructions; times the operations an instruction
+ * does (its lanes x 2, or a tile product's). */
+#define GEMM_PASS (2.0 * MR * PROBE_K * 2)
+#define CHAIN_PASS (1.0 * CHAINS * STEPS)
+
+/* The loops, best first for each arithmetic: the first whose features
+ * this CPU has is taken. */
+static const struct candidate {
+    peak_arith arith;
+    unsigned needs; /* CPU_* bits */
+    peak_loop run;
+    double flops_per_pass;
+    const char *isa;
+} candidates[] = {
+#ifdef PEAK_X86
+    {ARITH_FP32, CPU_AVX512F, fp32_avx512, GEMM_PASS * 16, "AVX-512"},
+    {ARITH_FP32, CPU_AVX2 | CPU_FMA, fp32_avx2, GEMM_PASS * 8, "AVX2+FMA"},
+    {ARITH_FP64, CPU_AVX512F, fp64_avx512, CHAIN_PASS * 16, "AVX-512"},
+    {ARITH_FP64, CPU_AVX2 | CPU_FMA, fp64_avx2, CHAIN_PASS * 8, "AVX2+FMA"},
+    {ARITH_BF16_DOT, CPU_AVX512F | CPU_AVX512_BF16, bf16_dot, CHAIN_PASS * 64, "AVX512_BF16"},
+#ifdef PEAK_FP16
+    {ARITH_FP16, CPU_AVX512F | CPU_AVX512_FP16, fp16_fma, CHAIN_PASS * 64, "AVX512_FP16"},
+#endif
+    /* 4 tile products a step, each 16 x 16 outputs of 32 multiply-adds */
+    {ARITH_AMX_BF16, CPU_AMX_TILE | CPU_AMX_BF16, amx_bf16, 4 * STEPS * 16.0 * 16 * 32 * 2, "AMX"},
+#endif
+    {ARITH_FP32, 0, fp32_generic, GEMM_PASS * 4, "generic-vector"},
+    {ARITH_FP64, 0, fp64_generic, CHAIN_PASS * 8, "generic-vector"},
+};
+
+/* What an arithmetic needs of the CPU, for why it is absent. */
+static const unsigned needs_of[ARITH_COUNT] = {
+    [ARITH_BF16_DOT] = CPU_AVX512F | CPU_AVX512_BF16,
+    [ARITH_FP16] = CPU_AVX512F | CPU_AVX512_FP16,
+    [ARITH_AMX_BF16] = CPU_AMX_TILE | CPU_AMX_BF16,
+};
+
 int peak_kernel_for(peak_arith a, peak_kernel *k, char *why, size_t why_len)
 {
-    const double gemm_pass = 2.0 * MR * PROBE_K * 2, chain_pass = 2.0 * CHAINS * STEPS;
-    const int avx512 = cpu_has(CPU_AVX512F), avx2 = cpu_has(CPU_AVX2 | CPU_FMA);
-    (void)avx512, (void)avx2;
-    switch (a) {
-    case ARITH_FP32:
-#ifdef PEAK_X86
-        if (avx512)
-            return found(k, fp32_avx512, gemm_pass * 16, "AVX-512");
-        if (avx2)
-            return found(k, fp32_avx2, gemm_pass * 8, "AVX2+FMA");
-#endif
-        return found(k, fp32_generic, gemm_pass * 4, "generic-vector");
-    case ARITH_FP64:
-#ifdef PEAK_X86
-        if (avx512)
-            return found(k, fp64_avx512, chain_pass * 8, "AVX-512");
-        if (avx2)
-            return found(k, fp64_avx2, chain_pass * 4, "AVX2+FMA");
-#endif
-        return found(k, fp64_generic, chain_pass * 4, "generic-vector");
-    case ARITH_BF16_DOT:
-#ifdef PEAK_X86
-        if (cpu_has(CPU_AVX512F | CPU_AVX512_BF16))
-            return found(k, bf16_dot, chain_pass * 32, "AVX512_BF16");
-#endif
-        return absent(why, why_len, "this CPU lacks ", CPU_AVX512F | CPU_AVX512_BF16);
-    case ARITH_FP16:
-#ifdef PEAK_FP16
-        if (cpu_has(CPU_AVX512F | CPU_AVX512_FP16))
-            return found(k, fp16_fma, chain_pass * 32, "AVX512_FP16");
-#endif
-        if (!cpu_has(CPU_AVX512F | CPU_AVX512_FP16))
-            return absent(why, why_len, "this CPU lacks ", CPU_AVX512F | CPU_AVX512_FP16);
-        return absent(why, why_len, "this build's compiler has no AVX512_FP16", 0);
-    case ARITH_AMX_BF16:
-        if (!cpu_has(CPU_AMX_TILE | CPU_AMX_BF16))
-            return absent(why, why_len, "this CPU lacks ", CPU_AMX_TILE | CPU_AMX_BF16);
-#ifdef PEAK_X86
-        if (cpu_amx_granted(why, why_len))
-            return found(k, amx_bf16, 4.0 * STEPS * 16 * 16 * 32 * 2, "AMX");
-        return 0;
-#endif
-    default:
+    if (a >= ARITH_COUNT)
         return absent(why, why_len, "not an arithmetic the probe knows", 0);
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+        const struct candidate *c = &candidates[i];
+        if (c->arith != a || !cpu_has(c->needs))
+            continue;
+        /* AMX tiles also need the kernel's grant of their state */
+        if ((c->needs & CPU_AMX_TILE) && !cpu_amx_granted(why, why_len))
+            return 0;
+        *k = (peak_kernel){c->run, c->flops_per_pass, c->isa};
+        return 1;
     }
+    if (!cpu_has(needs_of[a]))
+        return absent(why, why_len, "this CPU lacks ", needs_of[a] & ~cpu_this()->features);
+    return absent(why, why_len, "this build's compiler has no loop for it", 0);
 }

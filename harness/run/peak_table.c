@@ -88,15 +88,9 @@ void cpu_peak_table_json(char *buf, size_t len)
     table_row rows[ARITH_COUNT];
     int threads;
     const int n = measure_table(rows, &threads);
-    char *text = NULL;
-    size_t size = 0;
-    FILE *f = open_memstream(&text, &size);
-    if (!f) {
-        snprintf(buf, len, "[]");
-        return;
-    }
-    fputc('[', f);
-    for (int i = 0; i < n; i++) {
+    peak_json j;
+    FILE *f = peak_json_open(&j);
+    for (int i = 0; i < n && f; i++) {
         fprintf(f, "%s{\"arithmetic\": \"%s\", ", i ? ", " : "", peak_arith_key(rows[i].arith));
         json_text(f, "name", peak_arith_name(rows[i].arith));
         fputs(", ", f);
@@ -115,12 +109,7 @@ void cpu_peak_table_json(char *buf, size_t len)
         json_text(f, "all_threads_source", rows[i].all.source);
         fputc('}', f);
     }
-    fputc(']', f);
-    if (fclose(f) == 0 && text && size < len)
-        memcpy(buf, text, size + 1);
-    else
-        snprintf(buf, len, "[]");
-    free(text);
+    peak_json_close(&j, buf, len);
 }
 
 static void print_figure(FILE *f, const peak_measure *m)
