@@ -120,6 +120,10 @@ static double time_probe(peak_loop run, int threads, long reps, const int *cpus,
 #define TRIAL_SECONDS 0.010
 #define DEFAULT_ROUND_SECONDS 1.0
 enum { MAX_TRIALS = 1 << 14, MAX_ROUNDS = 4, CACHE = 32, CACHE_WHY_LEN = 300 };
+/* A probe only the table asks for (no row of the run computes in that
+ * arithmetic on that many threads) runs rounds of this share of a second:
+ * every run's system.json holds the table, and its cost stays small. */
+#define TABLE_ROUND_SHARE 0.25
 /* A clean trial: every thread had its core (its own CPU time over the
  * trial's wall time) for at least this share; the rest is waking up. */
 #define CLEAN_SHARE 0.97
@@ -143,6 +147,7 @@ typedef struct probe_entry {
     char beaten_what[64];
     int failed;            /* threads could not be started */
     char note[200];        /* threads asked beyond the CPUs, a CPU quota */
+    double round_share;    /* of a round's seconds: 1, or less for the table alone */
     char source[512];
 } probe_entry;
 
@@ -209,7 +214,7 @@ static void run_round(probe_entry *e)
         }
     }
     const double work = e->kernel.flops_per_pass * e->reps * e->threads * 1e-9;
-    const double t0 = now_seconds(), end = t0 + round_seconds();
+    const double t0 = now_seconds(), end = t0 + round_seconds() * e->round_share;
     int in_round = 0;
     do {
         double ran;
@@ -381,7 +386,7 @@ static peak_measure measured(probe_entry *e, int asked)
     return m;
 }
 
-static probe_entry *entry_for(peak_arith arith, int asked)
+static probe_entry *entry_for_share(peak_arith arith, int asked, double round_share)
 {
     const int cpus = peak_usable_cpus();
     int threads = asked > cpus ? cpus : asked;
@@ -398,6 +403,7 @@ static probe_entry *entry_for(peak_arith arith, int asked)
         return NULL; /* absent on this CPU: no entry */
     cached++;
     e->threads = threads;
+    e->round_share = round_share;
     note_quota(e);
     run_round(e);
     /* best trials that disagree met load in some of them: one more round */
@@ -422,6 +428,11 @@ static probe_entry *entry_for(peak_arith arith, int asked)
     return e;
 }
 
+static probe_entry *entry_for(peak_arith arith, int asked)
+{
+    return entry_for_share(arith, asked, 1);
+}
+
 /* Why no entry: the arithmetic is absent here, or the cache is full. */
 static peak_measure no_entry(peak_arith arith)
 {
@@ -442,6 +453,12 @@ peak_measure cpu_peak_of(peak_arith arith, int threads)
 }
 
 peak_measure cpu_peak_gflops(int threads) { return cpu_peak_of(ARITH_FP32, threads); }
+
+peak_measure cpu_peak_survey(peak_arith arith, int threads)
+{
+    probe_entry *e = entry_for_share(arith, threads, TABLE_ROUND_SHARE);
+    return e ? measured(e, threads) : no_entry(arith);
+}
 
 peak_measure cpu_peak_measure_again_of(peak_arith arith, int threads)
 {

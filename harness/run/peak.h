@@ -66,6 +66,9 @@ peak_measure cpu_peak_of(peak_arith arith, int threads);
 peak_measure cpu_peak_check_of(peak_arith arith, int threads, double measured_gflops,
                                const char *what);
 peak_measure cpu_peak_measure_again_of(peak_arith arith, int threads);
+/* The same as cpu_peak_of for the table: a probe no row asked for yet
+ * runs shorter rounds (a quarter of a second of trials each). */
+peak_measure cpu_peak_survey(peak_arith arith, int threads);
 
 /* The arithmetic a CPU row's products run in: fp64 rows on fp64 FMA; bf16
  * rows on the bf16 dot product where the CPU has it (direct's vdpbf16ps,

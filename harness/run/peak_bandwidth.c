@@ -14,7 +14,7 @@
  * no pass finds its data in a cache. */
 #define MIN_ARRAY_BYTES (32.0 * 1024 * 1024)
 #define MAX_ARRAY_BYTES (128.0 * 1024 * 1024)
-#define ROUND_SECONDS 0.5
+#define ROUND_SECONDS 0.25
 enum { MAX_THREADS = 256, MAX_KEPT = 8, PASSES = 2 };
 
 typedef struct triad_job {

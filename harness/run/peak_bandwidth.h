@@ -1,7 +1,7 @@
 /* The memory bandwidth beside the multiply-add peaks: a STREAM-triad-like
  * probe, a[i] = b[i] + s c[i] over three arrays far larger than the
  * caches, on one thread and on every usable CPU, the best of short trials
- * over about half a second (LB_PEAK_SECONDS scales it). Counted as STREAM
+ * over about a quarter of a second (LB_PEAK_SECONDS scales it). Counted as STREAM
  * counts the triad: 24 bytes an element (two reads, one write; the write's
  * allocation read is not counted). */
 #ifndef LB_PEAK_BANDWIDTH_H

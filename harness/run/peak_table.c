@@ -47,8 +47,8 @@ static int measure_table(table_row *rows, int *all_threads)
         if (!peak_kernel_for((peak_arith)a, &k, why, sizeof why))
             continue; /* absent, not zero */
         rows[n].arith = (peak_arith)a;
-        rows[n].one = cpu_peak_of((peak_arith)a, 1);
-        rows[n].all = cpu_peak_of((peak_arith)a, *all_threads);
+        rows[n].one = cpu_peak_survey((peak_arith)a, 1);
+        rows[n].all = cpu_peak_survey((peak_arith)a, *all_threads);
         n++;
     }
     return n;
