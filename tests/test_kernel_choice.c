@@ -25,6 +25,7 @@
 #include "backends/blas/kernel_choice.h"
 #include "backends/common/openmp_setup.h"
 #include "backends/module.h"
+#include "backends/registry.h"
 
 enum { AVX2_FMA = KC_AVX2 | KC_FMA,
        AVX512 = AVX2_FMA | KC_AVX512F | KC_AVX512BW | KC_AVX512VL | KC_AVX512DQ };
@@ -333,6 +334,33 @@ static void a_users_core_runs_in_a_child_first(void **state)
     assert_null(getenv("OPENBLAS_CORETYPE"));
 }
 
+/* In a child of this test: a user's core that fails in its own child
+ * makes blas not runnable, with the reason, and its module is never loaded
+ * (with the core, it could end the whole run). */
+static void a_failed_user_core_costs_blas_its_row(void **state)
+{
+    (void)state;
+    kc_cpu cpu;
+    real_avx2_cpu_or_skip(&cpu);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const kc_hooks hooks = {.pretend_user_value = avx2_core(&cpu),
+                                .corrupt_candidate_sgemm = 1};
+        blas_setup_prepare_with(&hooks);
+        char why[512] = "";
+        const int runnable = backend_runnable(backend_find("blas"), PREC_FP32, why, sizeof why);
+        _exit(!runnable && strstr(why, "failed the sgemm check") &&
+                      strstr(why, "the blas backend is left out") && !module_loaded("blas")
+                  ? 0
+                  : 1);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* In a child of this test: the user's value, set there, is never replaced,
  * and nothing is asked of the library. */
 static void a_user_value_is_never_overridden(void **state)
@@ -428,6 +456,7 @@ int main(void)
         cmocka_unit_test(a_candidate_the_cpu_cannot_run_costs_only_itself),
         cmocka_unit_test(a_users_core_is_judged_by_its_child),
         cmocka_unit_test(a_users_core_runs_in_a_child_first),
+        cmocka_unit_test(a_failed_user_core_costs_blas_its_row),
         cmocka_unit_test(a_user_value_is_never_overridden),
         cmocka_unit_test(passive_waiting_unless_set),
     };

@@ -498,12 +498,14 @@ void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
 
 static blas_setup setup;
 
-void blas_setup_prepare(void)
+void blas_setup_prepare(void) { blas_setup_prepare_with(NULL); }
+
+void blas_setup_prepare_with(const kc_hooks *hooks)
 {
     if (setup.prepared)
         return;
     openmp_setup_prepare();
-    blas_setup_decide(NULL, &setup.kernels);
+    blas_setup_decide(hooks, &setup.kernels);
     if (setup.kernels.source == KC_SOURCE_CHOSEN)
         setenv("OPENBLAS_CORETYPE", setup.kernels.core, 1);
     setup.prepared = 1;

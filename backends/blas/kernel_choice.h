@@ -126,6 +126,8 @@ typedef struct blas_setup {
  * environment. Runs once; later calls do nothing. Call before the blas
  * module is loaded. */
 void blas_setup_prepare(void);
+/* The same with test hooks (blas_setup_decide's). */
+void blas_setup_prepare_with(const kc_hooks *hooks);
 
 /* The setup this process prepared (prepared == 0 before). */
 const blas_setup *blas_setup_get(void);
