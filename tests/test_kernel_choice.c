@@ -334,6 +334,15 @@ static void a_users_core_runs_in_a_child_first(void **state)
     assert_null(getenv("OPENBLAS_CORETYPE"));
 }
 
+/* The child pid of this test exited with status 0 (its checks held). */
+static void expect_child_passed(pid_t pid)
+{
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* In a child of this test: a user's core that fails in its own child
  * makes blas not runnable, with the reason, and its module is never loaded
  * (with the core, it could end the whole run). */
@@ -355,10 +364,7 @@ static void a_failed_user_core_costs_blas_its_row(void **state)
                   ? 0
                   : 1);
     }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    expect_child_passed(pid);
 }
 
 /* In a child of this test: the user's value, set there, is never replaced,
@@ -379,10 +385,7 @@ static void a_user_value_is_never_overridden(void **state)
                   ? 0
                   : 1);
     }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    expect_child_passed(pid);
 }
 
 /* Sets name to value, or unsets it for NULL */

@@ -315,6 +315,35 @@ static void threads_beyond_the_cpus(void **state)
     assert_int_equal(peak_usable_cpus(), online_cpus());
 }
 
+/* Under a CPU quota below the threads probed, the peak's source says the
+ * quota holds longer work below it (the probe's short trials run inside
+ * the quota, a row's epochs do not). A cgroup tree of the test's own. */
+static void quota_hint(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/test_peak_cgroup.XXXXXX", path[128];
+    assert_non_null(mkdtemp(root));
+    setenv("LB_PEAK_CGROUP_ROOT", root, 1);
+    assert_true(peak_cpu_quota() == 0); /* no file: no quota */
+    snprintf(path, sizeof path, "%s/cpu.max", root);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("max 100000\n", f);
+    fclose(f);
+    assert_true(peak_cpu_quota() == 0);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("50000 100000\n", f);
+    fclose(f);
+    assert_true(fabs(peak_cpu_quota() - 0.5) < 1e-9);
+    setenv("LB_PEAK_SECONDS", "0.05", 1);
+    peak_measure m = cpu_peak_of(ARITH_FP64, 1); /* a new entry: one thread over 0.5 CPUs */
+    assert_non_null(strstr(m.source, "a CPU quota of 0.50 CPUs"));
+    unlink(path);
+    rmdir(root);
+    unsetenv("LB_PEAK_CGROUP_ROOT");
+}
+
 /* The roofline's operations and least bytes of a layer: LeNet's conv1
  * (20 filters of 5x5 over 28x28, no input gradient) and pool1. */
 static void roofline_counts(void **state)
@@ -344,6 +373,7 @@ int main(void)
         cmocka_unit_test(row_and_peak),
         cmocka_unit_test(threads_beyond_the_cpus),
         cmocka_unit_test(roofline_counts),
+        cmocka_unit_test(quota_hint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -347,18 +347,75 @@ int peak_usable_cpus(void)
     return online > 0 ? (int)online : 1;
 }
 
+/* The first number of a small file (a cgroup's setting); NaN when none,
+ * and "max" (no limit) in *unlimited. */
+static double first_number(const char *path, double *second, int *unlimited)
+{
+    *unlimited = 0;
+    *second = NAN;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NAN;
+    char first[32] = "";
+    *second = NAN;
+    int n = fscanf(f, "%31s %lf", first, second);
+    fclose(f);
+    *unlimited = n >= 1 && strcmp(first, "max") == 0;
+    char *end;
+    double v = n >= 1 ? strtod(first, &end) : NAN;
+    return n >= 1 && end != first ? v : NAN;
+}
+
+/* This process's cgroup path in the hierarchy /proc/self/cgroup names by
+ * `controller` ("" for cgroup v2's unified line), "/" when not found. */
+static void cgroup_path(const char *controller, char *out, size_t len)
+{
+    snprintf(out, len, "/");
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *names = strchr(line, ':'), *path = names ? strchr(names + 1, ':') : NULL;
+        if (!path)
+            continue;
+        *path++ = 0;
+        path[strcspn(path, "\n")] = 0;
+        names++;
+        int match = !*controller ? !*names : strstr(names, controller) != NULL;
+        if (match) {
+            snprintf(out, len, "%s", path);
+            break;
+        }
+    }
+    fclose(f);
+}
+
 double peak_cpu_quota(void)
 {
-    /* cgroup v2: "QUOTA PERIOD" or "max PERIOD" */
-    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
-    if (!f)
-        return 0;
-    char quota[32] = "";
-    double period = 0;
-    int n = fscanf(f, "%31s %lf", quota, &period);
-    fclose(f);
-    double q = n == 2 && strcmp(quota, "max") != 0 && period > 0 ? atof(quota) / period : 0;
-    return q > 0 ? q : 0;
+    /* LB_PEAK_CGROUP_ROOT stands for /sys/fs/cgroup (the tests' own tree) */
+    const char *root = getenv("LB_PEAK_CGROUP_ROOT");
+    root = root && *root ? root : "/sys/fs/cgroup";
+    char where[256], path[800];
+    double period;
+    int unlimited;
+    /* cgroup v2: cpu.max is "QUOTA PERIOD" or "max PERIOD" */
+    cgroup_path("", where, sizeof where);
+    snprintf(path, sizeof path, "%s%s/cpu.max", root, where);
+    double quota = first_number(path, &period, &unlimited);
+    if (isnan(quota) && !unlimited) {
+        snprintf(path, sizeof path, "%s/cpu.max", root);
+        quota = first_number(path, &period, &unlimited);
+    }
+    if (isnan(quota) && !unlimited) { /* cgroup v1: cfs_quota_us (-1: none) over cfs_period_us */
+        cgroup_path("cpu", where, sizeof where);
+        snprintf(path, sizeof path, "%s/cpu%s/cpu.cfs_quota_us", root, where);
+        double spare;
+        quota = first_number(path, &spare, &unlimited);
+        snprintf(path, sizeof path, "%s/cpu%s/cpu.cfs_period_us", root, where);
+        period = first_number(path, &spare, &unlimited);
+    }
+    return quota > 0 && period > 0 ? quota / period : 0;
 }
 
 /* Threads beyond the CPUs this process may use add nothing to what the
@@ -368,15 +425,17 @@ double peak_cpu_quota(void)
 static void note_quota(probe_entry *e)
 {
     const double quota = peak_cpu_quota();
+    e->note[0] = 0;
     if (quota > 0 && quota < e->threads)
-        snprintf(e->note, sizeof e->note, "; a CPU quota of %.2f CPUs (cgroup cpu.max) holds "
-                 "longer work below this peak", quota);
+        snprintf(e->note, sizeof e->note, "; a CPU quota of %.2f CPUs (cgroup) holds longer work "
+                 "below this peak", quota);
 }
 
 /* The entry's measure for `asked` threads, which says when it was probed
  * on fewer (the CPUs this process may use). */
 static peak_measure measured(probe_entry *e, int asked)
 {
+    note_quota(e); /* as the quota stands now */
     peak_measure m = measure_of(e);
     size_t used = strlen(e->source);
     if (asked > e->threads && used < sizeof e->source)
@@ -404,7 +463,6 @@ static probe_entry *entry_for_share(peak_arith arith, int asked, double round_sh
     cached++;
     e->threads = threads;
     e->round_share = round_share;
-    note_quota(e);
     run_round(e);
     /* best trials that disagree met load in some of them: one more round */
     if (trials_of(e).top_spread > PEAK_SETTLED_SPREAD)

@@ -96,7 +96,9 @@ int peaks_main(int argc, char **argv);
 
 /* CPUs this process may run on (its affinity mask, not the online count). */
 int peak_usable_cpus(void);
-/* The CPU quota of this process's cgroup in CPUs (cpu.max), 0 when none. */
+/* The CPU quota of this process's cgroup in CPUs (cgroup v2's cpu.max, or
+ * v1's cpu.cfs_quota_us over cpu.cfs_period_us), 0 when none.
+ * LB_PEAK_CGROUP_ROOT stands for /sys/fs/cgroup (for tests). */
 double peak_cpu_quota(void);
 
 /* A JSON array written to memory for system.json (the peak files'
