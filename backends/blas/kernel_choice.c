@@ -16,73 +16,33 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#define KC_X86 1
-#endif
-
 #include "backends/common/openmp_setup.h"
 #include "backends/module.h"
 #include "base/clock.h"
+#include "base/cpu.h"
 
 /* ---------------------------------------------------------------------- */
 /* The CPU                                                                  */
 
-#ifdef KC_X86
-static unsigned long long read_xcr0(void)
-{
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return ((unsigned long long)hi << 32) | lo;
-}
-#endif
-
+/* From the one reader of the CPU's features (base/cpu.h): a bit is set
+ * only when the OS saves the registers it needs too. */
 void kc_read_cpu(kc_cpu *cpu)
 {
+    static const struct {
+        unsigned cpu_bit, kc_bit;
+    } bits[] = {
+        {CPU_AVX2, KC_AVX2},         {CPU_FMA, KC_FMA},           {CPU_AVX512F, KC_AVX512F},
+        {CPU_AVX512BW, KC_AVX512BW}, {CPU_AVX512VL, KC_AVX512VL}, {CPU_AVX512DQ, KC_AVX512DQ},
+        {CPU_AVX512_BF16, KC_AVX512_BF16},
+    };
+    const cpu_info *info = cpu_this();
     memset(cpu, 0, sizeof *cpu);
-#ifdef KC_X86
-    unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d))
-        return;
-    const unsigned max_leaf = a;
-    memcpy(cpu->vendor, &b, 4);
-    memcpy(cpu->vendor + 4, &d, 4);
-    memcpy(cpu->vendor + 8, &c, 4);
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return;
-    const unsigned base_family = (a >> 8) & 0xf, base_model = (a >> 4) & 0xf;
-    cpu->family = (int)(base_family == 0xf ? base_family + ((a >> 20) & 0xff) : base_family);
-    cpu->model = (int)(base_family == 0x6 || base_family == 0xf
-                           ? base_model + (((a >> 16) & 0xf) << 4)
-                           : base_model);
-    const int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
-    if (!osxsave || !avx || max_leaf < 7)
-        return;
-    const unsigned long long xcr0 = read_xcr0();
-    const int ymm = (xcr0 & 0x6) == 0x6, zmm = (xcr0 & 0xe6) == 0xe6;
-    if (!ymm)
-        return;
-    __cpuid_count(7, 0, a, b, c, d);
-    if ((b >> 5) & 1)
-        cpu->features |= KC_AVX2;
-    if (fma)
-        cpu->features |= KC_FMA;
-    if (zmm) {
-        if ((b >> 16) & 1)
-            cpu->features |= KC_AVX512F;
-        if ((b >> 17) & 1)
-            cpu->features |= KC_AVX512DQ;
-        if ((b >> 30) & 1)
-            cpu->features |= KC_AVX512BW;
-        if ((b >> 31) & 1)
-            cpu->features |= KC_AVX512VL;
-        unsigned a1, b1, c1, d1;
-        __cpuid_count(7, 1, a1, b1, c1, d1);
-        (void)b1, (void)c1, (void)d1;
-        if ((a1 >> 5) & 1)
-            cpu->features |= KC_AVX512_BF16;
-    }
-#endif
+    snprintf(cpu->vendor, sizeof cpu->vendor, "%s", info->vendor);
+    cpu->family = info->family;
+    cpu->model = info->model;
+    for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++)
+        if (info->features & bits[i].cpu_bit)
+            cpu->features |= bits[i].kc_bit;
 }
 
 enum { KC_AVX512_SKX = KC_AVX512F | KC_AVX512BW | KC_AVX512VL | KC_AVX512DQ };

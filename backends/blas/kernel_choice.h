@@ -51,7 +51,7 @@ typedef struct kc_cpu {
     unsigned features; /* KC_* bits */
 } kc_cpu;
 
-/* This machine's CPU, from cpuid at run time. */
+/* This machine's CPU, as base/cpu.h reads it at run time. */
 void kc_read_cpu(kc_cpu *cpu);
 
 /* "AVX-512 (F, BW, VL, DQ) + BF16", "AVX2 + FMA", "no AVX2" */
