@@ -300,6 +300,12 @@ static void a_users_core_is_judged_by_its_child(void **state)
                                           .why = "sgemm check failed: 7x5x3"}, &d);
     assert_true(d.refused);
     expect_decision(&d, KC_SOURCE_USER, "SkylakeX", "failed the sgemm check", "7x5x3", NULL);
+    /* a library that does not load is no fault of the core: the registry
+     * says why blas cannot run */
+    d = decide("Zen", &zen1, answered("Zen"), NULL, 0);
+    kc_judge_user("Zen", &(kc_probe){.answered = 1, .why = "cannot load blas.so: nope"}, &d);
+    assert_false(d.refused);
+    expect_decision(&d, KC_SOURCE_USER, "Zen", "not tried: cannot load blas.so", NULL);
     d = decide("garbage", &zen4, answered("Cooperlake"), NULL, 0);
     kc_judge_user("garbage", &(kc_probe){.ran = 1, .checked = 1, .check_ok = 1,
                                          .core = "Cooperlake"}, &d);

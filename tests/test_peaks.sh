@@ -111,7 +111,7 @@ fi
 # (scripts/peak-median), and only when none did says "not judged".
 fake_run() { # DIR ALL_THREADS_GFLOPS (null: uncertain)
     mkdir -p "$1"
-    printf '  "cpu_peaks": [{"arithmetic": "fp64", "name": "fp64 FMA", "one_thread_gflops": 80.0, "threads": 2, "all_threads_gflops": 999.0}, {"arithmetic": "fp32", "name": "fp32 FMA", "one_thread_gflops": null, "threads": 2, "all_threads_gflops": %s}],\n' \
+    printf '  "cpu_peaks": [{"arithmetic": "fp64", "one_thread_gflops": 80.0, "threads": 2, "all_threads_gflops": 999.0}, {"arithmetic": "fp32", "one_thread_gflops": null, "threads": 2, "all_threads_gflops": %s}],\n' \
         "$2" >"$1/system.json"
 }
 fake_run "$tmp/bc/direct-2" null

@@ -192,6 +192,14 @@ void kc_decide(const char *user_value, const kc_cpu *cpu, const kc_probe *librar
 void kc_judge_user(const char *user, const kc_probe *p, kc_decision *d)
 {
     snprintf(d->asked, sizeof d->asked, "%s", user);
+    if (p->answered && !p->ran) {
+        /* the library itself does not load (the registry says why): no
+         * fault of the core */
+        snprintf(d->reason, sizeof d->reason,
+                 "OPENBLAS_CORETYPE was set before the program started: left as it is (not "
+                 "tried: %.300s)", p->why);
+        return;
+    }
     if (!p->ran || !p->checked || !p->check_ok) {
         d->refused = 1;
         snprintf(d->reason, sizeof d->reason,
@@ -400,6 +408,7 @@ static void probe_in_child(const char *core, int any_core, const kc_hooks *hooks
         ;
     if (got == sizeof answer) {
         *p = answer;
+        p->answered = 1;
         p->core[sizeof p->core - 1] = p->why[sizeof p->why - 1] = '\0';
     } else if (timed_out)
         snprintf(p->why, sizeof p->why, "no answer within %d s", CHILD_SECONDS);

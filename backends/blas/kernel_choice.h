@@ -59,6 +59,7 @@ const char *kc_feature_summary(unsigned features);
 
 /* What one child process found. */
 typedef struct kc_probe {
+    int answered;     /* the child answered (it did not crash or hang) */
     int ran;          /* the child loaded the library and answered */
     char core[32];    /* openblas_get_corename() there */
     int checked;      /* the sgemm check ran */

@@ -600,10 +600,12 @@ void cpu_peak_json(char *buf, size_t len)
         peak_json_close(&j, buf, len);
         return;
     }
-    for (int i = 0; i < cached; i++) {
+    for (int i = 0, shown = 0; i < cached; i++) {
         probe_entry *e = &cache[i];
+        if (e->round_share < 1)
+            continue; /* the table's alone (cpu_peaks), held to no row */
         peak_measure m = measure_of(e);
-        fprintf(f, "%s{\"threads\": %d", i ? ", " : "", e->threads);
+        fprintf(f, "%s{\"threads\": %d", shown++ ? ", " : "", e->threads);
         json_number(f, "gflops", "%.1f", m.gflops > 0 ? m.gflops : NAN);
         fprintf(f, ", \"uncertain\": %s, \"source\": \"", m.uncertain ? "true" : "false");
         for (const char *p = m.source; *p; p++)

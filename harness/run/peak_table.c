@@ -19,7 +19,7 @@ peak_arith peak_arith_of_row(const char *backend, precision p)
         char why[128];
         /* oneDNN takes AMX where the kernel grants it (PyTorch's bf16 is
          * oneDNN's) */
-        int onednn = backend && (!strcmp(backend, "onednn") || !strncmp(backend, "pytorch", 7));
+        int onednn = backend && (!strncmp(backend, "onednn", 6) || !strncmp(backend, "pytorch", 7));
         if (onednn && cpu_has(CPU_AMX_TILE | CPU_AMX_BF16) && cpu_amx_granted(why, sizeof why))
             return ARITH_AMX_BF16;
         return cpu_has(CPU_AVX512F | CPU_AVX512_BF16) ? ARITH_BF16_DOT : ARITH_FP32;
@@ -92,8 +92,6 @@ void cpu_peak_table_json(char *buf, size_t len)
     FILE *f = peak_json_open(&j);
     for (int i = 0; i < n && f; i++) {
         fprintf(f, "%s{\"arithmetic\": \"%s\", ", i ? ", " : "", peak_arith_key(rows[i].arith));
-        json_text(f, "name", peak_arith_name(rows[i].arith));
-        fputs(", ", f);
         json_figure(f, "one_thread_gflops", rows[i].one.gflops);
         fprintf(f, ", \"threads\": %d, ", threads);
         json_figure(f, "all_threads_gflops", rows[i].all.gflops);
