@@ -2,6 +2,7 @@
 #include "harness/run/config.h"
 #include "harness/run/option_table.h"
 #include "harness/run/options.h"
+#include "harness/run/peak.h"
 #include "harness/run/plan.h"
 
 #include "backends/registry.h"
@@ -26,6 +27,7 @@ static void usage(FILE *f)
         "       ./bench history RUN         append a run's rows to results/history.csv\n"
         "       ./bench plot RUN            draw a run's charts again\n"
         "       ./bench count [options]     count instructions per item under callgrind\n"
+        "       ./bench peaks               this CPU's peak per arithmetic and memory bandwidth\n"
         "       (each takes --help)\n"
         "\n"
         "  --backend LIST       comma list of backends, or 'all' (default: all)\n"
@@ -339,13 +341,15 @@ static int do_list(const char *flag, const char *value, const option_entry *e)
     return OPTIONS_DONE;
 }
 
-/* More threads than online cores only slows a run: say so, run anyway. */
+/* More threads than the CPUs this process may use (its affinity, as
+ * taskset sets it, not the online count) only slows a run: say so, run
+ * anyway. */
 static void warn_threads_beyond_cores(int threads)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads > 0 && cores > 0 && threads > cores)
-        fprintf(stderr, "bench: warning: --threads %d is more than the %ld online cores; the "
-                "threads will share them and run slower\n", threads, cores);
+    int cpus = peak_usable_cpus();
+    if (threads > 0 && threads > cpus)
+        fprintf(stderr, "bench: warning: --threads %d is more than the %d CPUs this process may "
+                "use; the threads will share them and run slower\n", threads, cpus);
 }
 
 /* Some configuration of the run has more than one replica to average. */
