@@ -74,6 +74,17 @@ $(DIRECT_KERNEL_OBJS): $(BUILD)/backends/direct/kernels_%.o: backends/direct/ker
 	    -DLB_DIRECT_ISA=$* -c -o $@ $<
 $(DIRECT_KERNEL_OBJS) $(DIRECT_OBJS): $(BUILD)/build-flags
 
+# Each build of the fp32 products this CPU runs, timed alone at LeNet's
+# shapes against the FMA peak it measures (not a test: make
+# direct-kernel-speed ARGS='--rounds 50 --isa avx512,avx512_2fma').
+.PHONY: direct-kernel-speed
+DIRECT_SPEED_OBJS := $(BUILD)/backends/direct/dispatch.o $(DIRECT_KERNEL_OBJS) $(BUILD)/base/cpu.o
+$(BUILD)/direct-kernel-speed: backends/direct/kernel_speed.c $(DIRECT_SPEED_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SPEED_OBJS) -fopenmp -lm
+direct-kernel-speed: $(BUILD)/direct-kernel-speed
+	$(BUILD)/direct-kernel-speed $(ARGS)
+
 # tests/test_blas*.c over the direct engine (tests/test_direct*.c), once per
 # build of the kernels this CPU runs (it forces each in turn)
 DIRECT_ENGINE_TESTS := test_direct test_direct_layers test_direct_stages
