@@ -35,6 +35,7 @@
  * against 97 to 104 over several runs): packing its input costs what its
  * 10 outputs' products do. */
 #include "backends/direct/bf16.h"
+#include "backends/direct/isa.h"
 
 #include <cpuid.h>
 #include <omp.h>
@@ -71,6 +72,8 @@ static void cpu_name(char *name, size_t len)
 
 int direct_bf16_supported(char *why, size_t len)
 {
+    if (!direct_isa_allows_bf16(why, len)) /* LENET_BENCH_DIRECT_ISA's rule (isa.h) */
+        return 0;
     /* libgcc's answers include the operating system's: AVX-512 counts
      * only where it saves the registers (XCR0) */
     __builtin_cpu_init();

@@ -28,11 +28,14 @@
 #include "backends/direct/bf16.h"
 
 typedef struct direct_kernels {
-    const char *isa;         /* "avx512", "avx2", "generic": LENET_BENCH_DIRECT_ISA's values */
+    const char *isa; /* "avx512_2fma", "avx512", "avx2", "generic": LENET_BENCH_DIRECT_ISA's values */
     const char *description; /* "AVX-512, 16-float vectors, 8x3-vector tiles" */
     int vector_floats;
     /* 1 when this CPU (and its OS) can run these kernels */
     int (*cpu_runs)(void);
+    /* 2: tiles fitted to cores with two 512-bit FMA ports, the best only
+     * where direct_fma_ports_512 (isa.h) says so; 0: fit for any core */
+    int fma_ports;
 
     /* out[K][OH][OW][B] from in[C][H][W][B]. */
     void (*conv_forward)(float *out, const float *in, const float *weight_bias, int B, int C,

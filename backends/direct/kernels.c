@@ -33,6 +33,7 @@
  * for the build's register file (MR x NV accumulators: 16 registers below
  * AVX-512, 32 with it). */
 #include "backends/direct/direct.h"
+#include "base/cpu.h"
 
 #include <omp.h>
 #include <stddef.h>
@@ -672,26 +673,22 @@ static void dense_backward(float *d_weight, float *d_bias, float *d_in,
 /* ---------------------------------------------------------------------- */
 /* This build's table                                                       */
 
-/* Whether the CPU and its OS run what this build was compiled for
- * (__builtin_cpu_supports checks that the OS saves the vector state). */
-static int cpu_runs(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
+/* Whether the CPU and its OS run what this build was compiled for: the
+ * features its flags enable (module.mk), asked of base/cpu.h */
 #if defined(__AVX512F__)
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512cd");
+#define BUILD_FEATURES (CPU_AVX512 | CPU_AVX2 | CPU_FMA | CPU_F16C | CPU_AVX)
 #elif defined(__AVX2__)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c");
+#define BUILD_FEATURES (CPU_AVX2 | CPU_FMA | CPU_F16C | CPU_AVX)
 #else
-    return 1;
+#define BUILD_FEATURES 0u
 #endif
-#else
-    return 1;
+static int cpu_runs(void) { return cpu_has(BUILD_FEATURES); }
+
+/* 2: tiles fitted to cores that retire two 512-bit FMAs a cycle (dispatch.c
+ * prefers this build there only) */
+#ifndef LB_DIRECT_FMA_PORTS
+#define LB_DIRECT_FMA_PORTS 0
 #endif
-}
 
 #if defined(__AVX512F__)
 #define ISA_WORDS "AVX-512"
@@ -703,12 +700,19 @@ static int cpu_runs(void)
 #define ISA_WORDS "SSE2"
 #endif
 
+#if LB_DIRECT_FMA_PORTS == 2
+#define FITTED_WORDS ", fitted to two 512-bit FMA ports"
+#else
+#define FITTED_WORDS ""
+#endif
+
 const direct_kernels ISA_NAME(direct_kernels_, LB_DIRECT_ISA) = {
     .isa = ISA_STRING(LB_DIRECT_ISA),
     .description = ISA_WORDS ", " ISA_STRING(LB_DIRECT_VL) "-float vectors, " ISA_STRING(
-        LB_DIRECT_MR) "x" ISA_STRING(LB_DIRECT_NV) "-vector tiles",
+        LB_DIRECT_MR) "x" ISA_STRING(LB_DIRECT_NV) "-vector tiles" FITTED_WORDS,
     .vector_floats = VL,
     .cpu_runs = cpu_runs,
+    .fma_ports = LB_DIRECT_FMA_PORTS,
     .conv_forward = conv_forward,
     .conv_backward_params = conv_backward_params,
     .conv_backward_data = conv_backward_data,
