@@ -297,7 +297,7 @@ int main(int argc, char **argv)
         printf("\n");
     }
     printf("%-22s", "products of a step");
-    for (int k = 0; k < n_builds; k++) {
+    for (int k = 0; k < n_builds && step_flops > 0; k++) {
         const double rate = step_flops / step[k] * 1e-9;
         printf(" %6.3f ms %5.1f (%4.1f%%)", step[k] * 1e3, rate,
                peak > 0 ? 100 * rate / peak : NAN);

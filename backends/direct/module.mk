@@ -55,13 +55,13 @@ DIRECT_AVX512_FLAGS := -march=x86-64 -mtune=generic -mavx -mavx2 -mfma -mf16c -m
 DIRECT_FLAGS_avx512 := $(DIRECT_AVX512_FLAGS) -DLB_DIRECT_MR=8 -DLB_DIRECT_NV=3
 # Fitted to cores with two 512-bit FMA ports (Intel's server cores, Zen 5):
 # 6x4-vector tiles (24 accumulators, 10 loads per 24 FMAs where 8x3 takes
-# 11) over column tiles of nearly equal widths, and 5x5 weight-gradient
-# tiles (25 accumulators, 10 loads) with the output channels outer. One
-# Zen 5 thread (direct-kernel-speed, notes/direct-two-port.md): the
-# products of a step 10.0 ms against 11.6 ms for the avx512 build.
+# 11) over column tiles of nearly equal widths (no 1-vector tile with few
+# accumulators), and 4x5 weight-gradient tiles (20 accumulators where 2x5
+# has 10) with the output channels outer, so that a block's output
+# gradient stays in L1 (5x5 was 15-25% slower on conv2: 40 KiB a block).
+# Measured on one Zen 5 thread: notes/direct-two-port.md.
 DIRECT_FLAGS_avx512_2fma := $(DIRECT_AVX512_FLAGS) -DLB_DIRECT_MR=6 -DLB_DIRECT_NV=4 \
-    -DLB_DIRECT_WK=5 -DLB_DIRECT_WT=5 -DLB_DIRECT_EVEN=1 \
-    -DLB_DIRECT_FMA_PORTS=2
+    -DLB_DIRECT_WK=4 -DLB_DIRECT_WT=5 -DLB_DIRECT_EVEN=1 -DLB_DIRECT_FMA_PORTS=2
 DIRECT_FLAGS_avx2 := -march=x86-64 -mtune=haswell -mavx -mavx2 -mfma -mf16c
 DIRECT_FLAGS_generic := $(if $(filter avx2,$(DIRECT_ISAS)),-march=x86-64 -mtune=generic)
 DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/kernels_%.o)
