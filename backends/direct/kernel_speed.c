@@ -7,9 +7,10 @@
  *
  * Every build of the kernels this CPU runs is timed, the builds taking
  * turns call by call (a shared machine's load then falls on all of them
- * alike); each figure is the median of the calls' processor time (the
- * time the thread ran, which other processes do not lengthen), with the
- * best beside it. The last block adds the products up as one training
+ * alike), each timed call after an untimed one of its own (the caches as
+ * that product leaves them, whichever build came before); each figure is
+ * the median of the calls' processor time (the time the thread ran,
+ * which other processes do not lengthen), with the best beside it. The last block adds the products up as one training
  * step of 128 images takes them.
  *
  *   direct-kernel-speed [--rounds N] [--isa A,B] [--only TEXT] [--group G] [--batch B]
@@ -265,9 +266,12 @@ int main(int argc, char **argv)
     for (int p = 0; p < n_products; p++)
         for (int k = 0; k < n_builds; k++)
             run(builds[k], &products[p], &bufs[p]); /* warm the caches and the pages */
+    /* each timed call right after an untimed one of the same build, so
+     * that no build finds the caches as another product left them */
     for (int r = 0; r < rounds; r++)
         for (int p = 0; p < n_products; p++)
             for (int k = 0; k < n_builds; k++) {
+                run(builds[k], &products[p], &bufs[p]);
                 const double t0 = cpu_now();
                 run(builds[k], &products[p], &bufs[p]);
                 seconds[((size_t)k * n_products + p) * rounds + r] = cpu_now() - t0;

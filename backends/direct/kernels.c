@@ -193,18 +193,11 @@ typedef struct walk {
     ptrdiff_t b_step[3], a_step[3];
 } walk;
 
-/* How a tile leaves its sums in its rows: stored; added to what is there
- * at the end (rows that overlap, as the input gradient's kernel columns
- * do, each add to what the one before left); or continued, the sums
- * started from what is there, so that a sum taken in chunks is one chain
- * of FMAs, the same floats whatever the chunk (rows apart only). */
-enum { TILE_STORE, TILE_ADD, TILE_CONTINUE };
-
 /* rows[i] (i < m, at most MR) gets, for columns [0, width), the sum over
  * the walk's taps of a_tap[i * a_row] * b_tap[column], plus init[i] (or
- * 0), left as `add` says (TILE_*). width is nv vectors, or one column for
- * nv == 0. m and nv are constants where this is inlined, so the
- * accumulators live in registers. */
+ * 0), stored (add == 0) or added to what is there. width is nv vectors, or
+ * one column for nv == 0. m and nv are constants where this is inlined,
+ * so the accumulators live in registers. */
 ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int add,
                             const float *init, const float *a, ptrdiff_t a_row,
                             const float *b, const walk *wk)
@@ -214,10 +207,10 @@ ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int a
     float one[MR];
 #pragma GCC unroll 8
     for (int i = 0; i < m; i++) {
-        one[i] = add == TILE_CONTINUE ? rows[i][0] : init ? init[i] : 0.0f;
+        one[i] = init ? init[i] : 0.0f;
 #pragma GCC unroll 4
         for (int v = 0; v < lanes; v++)
-            acc[i][v] = add == TILE_CONTINUE && nv ? load(rows[i] + v * VL) : splat(one[i]);
+            acc[i][v] = splat(one[i]);
     }
     const walk w = *wk; /* a copy the stores below cannot change */
     for (int u0 = 0; u0 < w.count[0]; u0++)
@@ -248,13 +241,12 @@ ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int a
 #pragma GCC unroll 8
     for (int i = 0; i < m; i++) {
         if (!nv) {
-            rows[i][0] = add == TILE_ADD ? rows[i][0] + one[i] : one[i];
+            rows[i][0] = add ? rows[i][0] + one[i] : one[i];
             continue;
         }
 #pragma GCC unroll 4
         for (int v = 0; v < nv; v++)
-            store(rows[i] + v * VL,
-                  add == TILE_ADD ? load(rows[i] + v * VL) + acc[i][v] : acc[i][v]);
+            store(rows[i] + v * VL, add ? load(rows[i] + v * VL) + acc[i][v] : acc[i][v]);
     }
 }
 
@@ -346,7 +338,7 @@ static void conv_forward(float *out, const float *in, const float *weight_bias, 
                 float *at[MR];
                 for (int i = 0; i < m; i++)
                     at[i] = rows[i] + j;
-                tile(m, nv, at, TILE_STORE, bias, a, R + 1, b + j, &wk);
+                tile(m, nv, at, 0, bias, a, R + 1, b + j, &wk);
             }
         }
 }
@@ -390,7 +382,7 @@ static void input_gradient_row(float *d_in, const float *out_rows, const float *
                 for (int i = 0; i < m; i++)
                     rows[i] = dst + (size_t)(kj0 + i) * B;
                 const float *a = w_t + ((size_t)(c * kernel + ki_lo) * kernel + kj0) * K;
-                tile(m, nv, rows, TILE_ADD, NULL, a, K, b + j, &wk);
+                tile(m, nv, rows, 1, NULL, a, K, b + j, &wk);
             }
         }
     }
@@ -573,16 +565,12 @@ static void conv_backward_params(float *d_weight_bias, const float *d_out,
  * before it adds its partial sums to the output: KC x NR floats of the
  * other operand, 16 KiB, stay in L1 while a block of rows passes over
  * every column tile. */
-#ifndef LB_DIRECT_KC
-#define LB_DIRECT_KC 256
-#endif
-enum { KC = LB_DIRECT_KC };
+enum { KC = 256 };
 
 /* Rows k0..k0+m of out[][ld], columns [0, B): for each, the sum over
  * `taps` taps of a weight (a + i * a_row + t * a_tap for row i, tap t)
  * times a row of b (b + t * b_tap), plus init[i] if given. Taken in chunks
- * of KC taps, each continuing the sums the one before left: one chain of
- * FMAs per element, the same floats for any KC. */
+ * of KC taps: the first chunk stores, the others add. */
 static void chunked_rows(float *out, size_t ld, int k0, int m, const float *init, int B,
                          const float *a, ptrdiff_t a_row, ptrdiff_t a_tap, const float *b,
                          ptrdiff_t b_tap, int taps)
@@ -596,7 +584,7 @@ static void chunked_rows(float *out, size_t ld, int k0, int m, const float *init
             float *rows[MR];
             for (int i = 0; i < m; i++)
                 rows[i] = out + (size_t)(k0 + i) * ld + j;
-            tile(m, nv, rows, t0 > 0 ? TILE_CONTINUE : TILE_STORE, init, a + t0 * a_tap, a_row,
+            tile(m, nv, rows, t0 > 0, t0 > 0 ? NULL : init, a + t0 * a_tap, a_row,
                  b + t0 * b_tap + j, &wk);
         }
     }
@@ -662,7 +650,7 @@ static void dense_backward(float *d_weight, float *d_bias, float *d_in,
                     float *rows[MR];
                     for (int i = 0; i < m; i++)
                         rows[i] = d_weight + (size_t)(k0 + i) * n_in + j;
-                    tile(m, nv, rows, TILE_STORE, NULL, d_out + (size_t)k0 * B, B, in_t + j, &wk);
+                    tile(m, nv, rows, 0, NULL, d_out + (size_t)k0 * B, B, in_t + j, &wk);
                 }
             }
             continue;
