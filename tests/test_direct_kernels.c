@@ -173,7 +173,8 @@ typedef struct case_data {
 static void conv_references(case_data *d)
 {
     const shape *s = &d->s;
-    const int OH = s->H - s->kernel + 1, OW = s->W - s->kernel + 1, R = s->C * s->kernel * s->kernel;
+    const int OH = s->H - s->kernel + 1, OW = s->W - s->kernel + 1,
+              R = s->C * s->kernel * s->kernel;
     d->out = reference_new((size_t)s->K * OH * OW * s->B);
     d->d_in = reference_new((size_t)s->C * s->H * s->W * s->B);
     d->d_param = reference_new((size_t)s->K * (R + 1));
@@ -226,7 +227,8 @@ static case_data case_new(shape s)
     case_data d = {.s = s};
     const int OH = s.H - s.kernel + 1, OW = s.W - s.kernel + 1;
     const size_t n_in = (size_t)s.C * s.H * s.W * s.B, n_out = (size_t)s.K * OH * OW * s.B;
-    const size_t n_wb = s.dense ? (size_t)s.K * s.C + s.K : (size_t)s.K * (s.C * s.kernel * s.kernel + 1);
+    const size_t n_wb =
+        s.dense ? (size_t)s.K * s.C + s.K : (size_t)s.K * (s.C * s.kernel * s.kernel + 1);
     d.in = filled(n_in, 11), d.wb = filled(n_wb, 12), d.d_out = filled(n_out, 13);
     if (s.dense)
         dense_references(&d);
@@ -266,8 +268,8 @@ static void run_build(const direct_kernels *k, const case_data *d, float *out, f
     k->conv_forward(out, d->in, d->wb, s->B, s->C, s->H, s->W, s->K, s->kernel, threads);
     k->conv_backward_params(d_param, d->d_out, d->in, s->B, s->C, s->H, s->W, s->K, s->kernel,
                             threads);
-    k->conv_backward_data(d_in, d->d_out, d->wb, scratch, s->B, s->C, s->H, s->W, s->K,
-                          s->kernel, threads);
+    k->conv_backward_data(d_in, d->d_out, d->wb, scratch, s->B, s->C, s->H, s->W, s->K, s->kernel,
+                          threads);
     free(scratch);
 }
 
@@ -322,8 +324,8 @@ static void every_build_matches_the_reference(void **state)
                 snprintf(what, sizeof what, "%s, %s, %d thread(s): input gradient", k->isa,
                          d.s.name, threads);
                 expect_close(what, d_in, &d.d_in);
-                snprintf(what, sizeof what, "%s, %s, %d thread(s): parameter gradients",
-                         k->isa, d.s.name, threads);
+                snprintf(what, sizeof what, "%s, %s, %d thread(s): parameter gradients", k->isa,
+                         d.s.name, threads);
                 expect_close(what, d_param, &d.d_param);
                 ran++;
             }
@@ -359,8 +361,7 @@ static void avx512_builds_agree_exactly(void **state)
                 assert_non_null(got[b][j] = malloc(sizeof(float) * n[j]));
             run_build(b ? two : one, &d, got[b][0], got[b][1], got[b][2], 1);
         }
-        static const char *const products[3] = {"forward", "input gradient",
-                                                "parameter gradients"};
+        static const char *const products[3] = {"forward", "input gradient", "parameter gradients"};
         for (int j = 0; j < 3; j++) {
             if (j != 1 && memcmp(got[0][j], got[1][j], sizeof(float) * n[j]))
                 fail_msg("%s %s: avx512 and avx512_2fma differ", d.s.name, products[j]);

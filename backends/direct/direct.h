@@ -28,7 +28,8 @@
 #include "backends/direct/bf16.h"
 
 typedef struct direct_kernels {
-    const char *isa; /* "avx512_2fma", "avx512", "avx2", "generic": LENET_BENCH_DIRECT_ISA's values */
+    /* "avx512_2fma", "avx512", "avx2", "generic": LENET_BENCH_DIRECT_ISA's values */
+    const char *isa;
     const char *description; /* "AVX-512, 16-float vectors, 8x3-vector tiles" */
     int vector_floats;
     /* 1 when this CPU (and its OS) can run these kernels */

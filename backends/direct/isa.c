@@ -10,7 +10,9 @@
  * the two lists together) */
 static const char *const names[] = {
 #if defined(__x86_64__)
-    "avx512_2fma", "avx512", "avx2",
+    "avx512_2fma",
+    "avx512",
+    "avx2",
 #endif
     "generic",
 };
@@ -36,8 +38,7 @@ int direct_isa_check(char *err, size_t err_len)
             return 0;
     char list[128] = "";
     for (int i = 0; i < NAMES; i++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-                 names[i]);
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
     snprintf(err, err_len, "LENET_BENCH_DIRECT_ISA=%s: not one of %s", forced, list);
     return -1;
 }

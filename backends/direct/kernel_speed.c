@@ -2,16 +2,17 @@
  * engine calls them (the convolutions a group of 32 images at a time, the
  * dense layers over the batch of 128), one thread, as GFLOP/s (2 a
  * multiply-add) and as a share of the fp32 FMA peak the same program
- * measures: 24 independent vector accumulators of vfmadd231ps on the
- * widest vectors this CPU runs.
+ * measures: independent vector accumulators of vfmadd231ps (24 zmm, or 12
+ * ymm of AVX2's 16 registers) on the widest vectors this CPU runs.
  *
  * Every build of the kernels this CPU runs is timed, the builds taking
  * turns call by call (a shared machine's load then falls on all of them
  * alike), each timed call after an untimed one of its own (the caches as
  * that product leaves them, whichever build came before); each figure is
  * the median of the calls' processor time (the time the thread ran,
- * which other processes do not lengthen), with the best beside it. The last block adds the products up as one training
- * step of 128 images takes them.
+ * which other processes do not lengthen), with the best beside it. The
+ * last line adds the products up as one training step of 128 images
+ * takes them.
  *
  *   direct-kernel-speed [--rounds N] [--isa A,B] [--only TEXT] [--group G] [--batch B]
  *
@@ -25,56 +26,36 @@
 #include <time.h>
 
 #include "backends/direct/direct.h"
+#include "backends/direct/speed_tools.h"
 #include "base/cpu.h"
-
-static double cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static float *filled(size_t n, unsigned seed)
-{
-    float *x = aligned_alloc(64, (sizeof(float) * n + 63) / 64 * 64);
-    if (!x) {
-        fprintf(stderr, "direct-kernel-speed: out of memory\n");
-        exit(1);
-    }
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)((seed >> 8) * (1.0 / 16777216.0) - 0.5);
-    }
-    return x;
-}
 
 /* CHAINS independent FMA chains on registers, GFLOP/s, best of 300 short
  * runs by processor time */
-#define FMA_PEAK(NAME, TARGET, VEC, SET1, FMA, FLOPS)                                          \
-    __attribute__((target(TARGET), noinline)) static double NAME(void)                       \
-    {                                                                                          \
-        enum { CHAINS = 24, ROUNDS = 20000 };                                                  \
-        double best = 0;                                                                       \
-        for (int rep = 0; rep < 300; rep++) {                                                  \
-            VEC acc[CHAINS];                                                                   \
-            for (int c = 0; c < CHAINS; c++)                                                   \
-                acc[c] = SET1((float)c);                                                       \
-            VEC a = SET1(0.999f), b = SET1(1e-3f);                                             \
-            __asm__("" : "+x"(a), "+x"(b));                                                    \
-            const double t0 = cpu_now();                                                       \
-            for (int r = 0; r < ROUNDS; r++)                                                   \
-                _Pragma("GCC unroll 24") for (int c = 0; c < CHAINS; c++) acc[c] =             \
-                    FMA(a, acc[c], b);                                                         \
-            const double t = cpu_now() - t0;                                                   \
-            for (int c = 0; c < CHAINS; c++)                                                   \
-                __asm__ volatile("" : : "x"(acc[c]));                                          \
-            const double rate = (double)(FLOPS) * CHAINS * ROUNDS / t * 1e-9;                  \
-            best = rate > best ? rate : best;                                                  \
-        }                                                                                      \
-        return best;                                                                           \
+#define FMA_PEAK(NAME, TARGET, VEC, SET1, FMA, FLOPS, CHAINS)                                      \
+    __attribute__((target(TARGET), noinline)) static double NAME(void)                             \
+    {                                                                                              \
+        enum { ROUNDS = 20000 };                                                                   \
+        double best = 0;                                                                           \
+        for (int rep = 0; rep < 300; rep++) {                                                      \
+            VEC acc[CHAINS];                                                                       \
+            for (int c = 0; c < CHAINS; c++)                                                       \
+                acc[c] = SET1((float)c);                                                           \
+            VEC a = SET1(0.999f), b = SET1(1e-3f);                                                 \
+            __asm__("" : "+x"(a), "+x"(b));                                                        \
+            const double t0 = speed_cpu_now();                                                     \
+            for (int r = 0; r < ROUNDS; r++)                                                       \
+                _Pragma("GCC unroll 32") for (int c = 0; c < CHAINS; c++) acc[c] =                 \
+                    FMA(a, acc[c], b);                                                             \
+            const double t = speed_cpu_now() - t0;                                                 \
+            for (int c = 0; c < CHAINS; c++)                                                       \
+                __asm__ volatile("" : : "x"(acc[c]));                                              \
+            const double rate = (double)(FLOPS)*CHAINS * ROUNDS / t * 1e-9;                        \
+            best = rate > best ? rate : best;                                                      \
+        }                                                                                          \
+        return best;                                                                               \
     }
-FMA_PEAK(zmm_peak, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, 32)
-FMA_PEAK(ymm_peak, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, 16)
+FMA_PEAK(zmm_peak, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, 32, 24)
+FMA_PEAK(ymm_peak, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, 16, 12)
 
 /* The fp32 FMA peak of one thread and the vectors it was measured on */
 static double fma_peak(const char **what)
@@ -84,7 +65,7 @@ static double fma_peak(const char **what)
         return zmm_peak();
     }
     if (cpu_has(CPU_AVX2 | CPU_FMA)) {
-        *what = "24 ymm accumulators of vfmadd231ps";
+        *what = "12 ymm accumulators of vfmadd231ps";
         return ymm_peak();
     }
     *what = "no FMA on this CPU";
@@ -121,17 +102,17 @@ static void run(const direct_kernels *k, const product *p, buffers *b)
             k->conv_forward(b->out, b->in, b->wb, s->B, s->C, s->H, s->W, s->K, s->kernel, 1);
         break;
     case INPUT_GRADIENT:
-        k->conv_backward_data(b->d_in, b->d_out, b->wb, b->scratch, s->B, s->C, s->H, s->W,
-                              s->K, s->kernel, 1);
+        k->conv_backward_data(b->d_in, b->d_out, b->wb, b->scratch, s->B, s->C, s->H, s->W, s->K,
+                              s->kernel, 1);
         break;
     case WEIGHT_GRADIENT:
-        k->conv_backward_params(b->d_wb, b->d_out, b->in, s->B, s->C, s->H, s->W, s->K,
-                                s->kernel, 1);
+        k->conv_backward_params(b->d_wb, b->d_out, b->in, s->B, s->C, s->H, s->W, s->K, s->kernel,
+                                1);
         break;
     case DENSE_BACKWARD:
     case DENSE_WEIGHTS:
-        k->dense_backward(b->d_wb, b->d_bias, p->pass == DENSE_BACKWARD ? b->d_in : NULL,
-                          b->d_out, b->in, b->wb, b->scratch, s->B, s->C, s->K, 1);
+        k->dense_backward(b->d_wb, b->d_bias, p->pass == DENSE_BACKWARD ? b->d_in : NULL, b->d_out,
+                          b->in, b->wb, b->scratch, s->B, s->C, s->K, 1);
     }
 }
 
@@ -144,14 +125,15 @@ static buffers allocate(const shapes *s)
     const size_t scratch =
         s->dense ? direct_dense_scratch_floats(s->B, s->C)
                  : direct_conv_scratch_floats(s->B, s->C, s->H, s->W, s->K, s->kernel);
-    return (buffers){filled(n_in, 1), filled(n_out, 2), filled(n_wb, 3),
-                     filled(n_out, 4), filled(n_in, 5), filled(n_wb, 6),
-                     filled(s->K, 7), filled(s->K, 8), filled(scratch, 9)};
+    return (buffers){speed_filled(n_in, 1),  speed_filled(n_out, 2), speed_filled(n_wb, 3),
+                     speed_filled(n_out, 4), speed_filled(n_in, 5),  speed_filled(n_wb, 6),
+                     speed_filled(s->K, 7),  speed_filled(s->K, 8),  speed_filled(scratch, 9)};
 }
 
 static void release(buffers *b)
 {
-    float *all[] = {b->in, b->out, b->wb, b->d_out, b->d_in, b->d_wb, b->bias, b->d_bias, b->scratch};
+    float *all[] = {b->in,   b->out,  b->wb,     b->d_out,  b->d_in,
+                    b->d_wb, b->bias, b->d_bias, b->scratch};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
@@ -174,8 +156,7 @@ static int by_double(const void *a, const void *b)
 
 static int usage(const char *argv0)
 {
-    fprintf(stderr,
-            "usage: %s [--rounds N] [--isa A,B] [--only TEXT] [--group G] [--batch B]\n",
+    fprintf(stderr, "usage: %s [--rounds N] [--isa A,B] [--only TEXT] [--group G] [--batch B]\n",
             argv0);
     return 2;
 }
@@ -251,8 +232,7 @@ int main(int argc, char **argv)
     const cpu_info *cpu = cpu_this();
     const char *peak_what;
     const double peak = fma_peak(&peak_what);
-    printf("CPU: %s (%s family %d model %d)\n", cpu->brand, cpu->vendor, cpu->family,
-           cpu->model);
+    printf("CPU: %s (%s family %d model %d)\n", cpu->brand, cpu->vendor, cpu->family, cpu->model);
     printf("fp32 FMA peak, one thread: %.1f GFLOP/s (%s, best by processor time)\n", peak,
            peak_what);
     printf("one thread; convolutions %d images a call, dense layers %d; median (best) of %d "
@@ -272,9 +252,9 @@ int main(int argc, char **argv)
         for (int p = 0; p < n_products; p++)
             for (int k = 0; k < n_builds; k++) {
                 run(builds[k], &products[p], &bufs[p]);
-                const double t0 = cpu_now();
+                const double t0 = speed_cpu_now();
                 run(builds[k], &products[p], &bufs[p]);
-                seconds[((size_t)k * n_products + p) * rounds + r] = cpu_now() - t0;
+                seconds[((size_t)k * n_products + p) * rounds + r] = speed_cpu_now() - t0;
             }
 
     printf("%-22s", "GFLOP/s (% of peak)");
