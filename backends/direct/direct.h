@@ -9,9 +9,11 @@
  *
  * kernels.c is compiled once per instruction set, each build with its own
  * vector width and tile shape and one exported table (direct_kernels_avx512,
- * _avx2, _generic); which one runs is chosen when the program runs, from
- * cpuid, never from where it was built (dispatch.c). LENET_BENCH_DIRECT_ISA
- * forces one; a forced set the CPU lacks is refused with the reason.
+ * _avx512_2fma with tiles for cores with two 512-bit FMA ports, _avx2,
+ * _generic); which one runs is chosen when the program runs, from
+ * base/cpu.h, never from where it was built (dispatch.c).
+ * LENET_BENCH_DIRECT_ISA forces one (isa.h: its rules); a forced set the
+ * CPU lacks is refused with the reason.
  *
  * Layout and conventions as backends/blas/blas_layers.h: CHWN, stride 1,
  * weight_bias [K][R + 1] with each channel's bias last; outputs

@@ -7,8 +7,10 @@
 # Each build of kernels.c puts its set's -march after the build's own
 # (which may be -march=native): the choice among them is made when the
 # program runs (dispatch.c), so one build runs its best path on any x86-64.
-# The AVX-512 build has 32 vector registers, hence its larger tiles: 8 rows
-# by 3 vectors (24 accumulators) against the 6 by 2 of the others. On a
+# The AVX-512 builds have 32 vector registers, hence their larger tiles:
+# 8 rows by 3 vectors (24 accumulators) against the 6 by 2 of the others,
+# and 6 by 4 in avx512_2fma, the build for cores with two 512-bit FMA
+# ports (below). On a
 # Zen 4 core shared with other work (load average 8) it trained at 1745
 # images/s against 1661 for 6 by 2 on one thread and 1996 against 1990 on
 # two (means of 4 and 3 interleaved runs, within the noise); 12 by 2 was
