@@ -228,10 +228,10 @@ int main(int argc, char **argv)
             for (int bf16 = 0; bf16 < 2; bf16++) {
                 run(bf16, products[p].pass, s, &b, threads); /* warm the caches and the pages */
                 for (int r = 0; r < repeats; r++) {
-                    const double t0 = now(), c0 = speed_cpu_now();
+                    const double t0 = now(), c0 = thread_run_seconds();
                     run(bf16, products[p].pass, s, &b, threads);
                     times[r] = now() - t0;
-                    const double c = speed_cpu_now() - c0;
+                    const double c = thread_run_seconds() - c0;
                     best_cpu[bf16] = c < best_cpu[bf16] ? c : best_cpu[bf16];
                 }
                 qsort(times, repeats, sizeof(double), by_double);

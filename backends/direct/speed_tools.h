@@ -1,21 +1,13 @@
 /* What the direct backend's speed tools (kernel_speed.c, bf16_speed.c)
- * share: a thread's processor time and operands filled with the same
- * made-up values. Not part of the backend. */
+ * share: operands filled with the same made-up values (and, timed by a
+ * thread's processor time, base/clock.h). Not part of the backend. */
 #ifndef LB_DIRECT_SPEED_TOOLS_H
 #define LB_DIRECT_SPEED_TOOLS_H
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-/* This thread's processor time: on a shared machine, one thread's
- * product timed only while it runs */
-static inline double speed_cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "base/clock.h"
 
 /* n floats in [-0.5, 0.5) from seed, 64-byte aligned; exits on no memory */
 static inline float *speed_filled(size_t n, unsigned seed)
