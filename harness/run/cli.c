@@ -5,6 +5,7 @@
 #include "harness/run/peak.h"
 #include "harness/run/plan.h"
 
+#include "backends/direct/isa.h"
 #include "backends/registry.h"
 #include "parallel/world.h"
 
@@ -337,6 +338,9 @@ static int read_prefetch(const char *flag, const char *value, const option_entry
 static int do_list(const char *flag, const char *value, const option_entry *e)
 {
     (void)flag, (void)value, (void)e;
+    char why[256];
+    if (direct_isa_check(why, sizeof why))
+        return usage_error("%s%s", why, "");
     list_backends();
     return OPTIONS_DONE;
 }
@@ -502,6 +506,9 @@ int cli_parse(int argc, char **argv, run_config *cfg)
                            "", "");
     if ((rc = check_peer_timeout(cfg)))
         return rc;
+    char isa_why[256]; /* a LENET_BENCH_DIRECT_ISA that names no build */
+    if (direct_isa_check(isa_why, sizeof isa_why))
+        return usage_error("%s%s", isa_why, "");
 
     warn_threads_beyond_cores(cfg->engine.threads);
     const workload *w = &cfg->work;
