@@ -80,7 +80,9 @@ static int ensure_loaded(const backend *b, char *why, size_t why_len)
         m->tried = 1;
         if (m->prepare)
             m->prepare();
-        const backend *t = module_table(m->module, "backend", m->why, sizeof m->why);
+        const backend *t = m->refuse && m->refuse(m->why, sizeof m->why)
+                               ? NULL
+                               : module_table(m->module, "backend", m->why, sizeof m->why);
         if (t && strcmp(t->name, m->b.name) != 0) {
             snprintf(m->why, sizeof m->why, "module %s holds backend %s, not %s", m->module,
                      t->name, m->b.name);

@@ -26,6 +26,9 @@ typedef struct backend_module {
      * its libraries read when they start; and one line on what it set. */
     void (*prepare)(void);
     void (*describe_setup)(char *buf, size_t len, int with_reasons);
+    /* Optional: after prepare, 1 when the module must not be loaded (what
+     * prepare found would crash its library), with the reason. */
+    int (*refuse)(char *why, size_t why_len);
     /* the registry's: whether loading was tried, the table, why it failed */
     int tried;
     const backend *table;
@@ -41,11 +44,11 @@ typedef struct backend_module {
  *       HAVE_BLAS, "why it may not be built", prepare, describe_setup);
  * BUILT is 1 when the build has the backend (the Makefile's -DHAVE_...),
  * 0 when not; the module is named for the backend. */
-#define BACKEND_MODULE(NAME, SUMMARY, BUILT, NOT_BUILT_REASON, PREPARE, DESCRIBE_SETUP)           \
+#define BACKEND_MODULE(NAME, SUMMARY, BUILT, NOT_BUILT_REASON, PREPARE, DESCRIBE_SETUP, ...)      \
     {                                                                                              \
         .b = {.name = NAME, .summary = SUMMARY, .built = BUILT,                                    \
               .not_built_reason = NOT_BUILT_REASON},                                               \
-        .module = NAME, .prepare = PREPARE, .describe_setup = DESCRIBE_SETUP,                     \
+        .module = NAME, .prepare = PREPARE, .describe_setup = DESCRIBE_SETUP, __VA_ARGS__         \
     }
 
 /* Adds b after the suite's own engines (before the framework peers): for

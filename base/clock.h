@@ -5,13 +5,20 @@
 
 #include <time.h>
 
-/* Seconds on a monotonic clock. */
-static inline double now_seconds(void)
+/* Seconds on the clock `id`. */
+static inline double clock_seconds(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+/* Seconds on a monotonic clock. */
+static inline double now_seconds(void) { return clock_seconds(CLOCK_MONOTONIC); }
+
+/* Seconds this thread has run (a timing on a shared machine that other
+ * processes do not lengthen). */
+static inline double thread_run_seconds(void) { return clock_seconds(CLOCK_THREAD_CPUTIME_ID); }
 
 /* Milliseconds on the same clock. */
 static inline double now_ms(void) { return 1e3 * now_seconds(); }

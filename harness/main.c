@@ -6,6 +6,7 @@
 
 #include "base/alloc.h"
 #include "harness/run/config.h"
+#include "harness/run/peak.h"
 #include "harness/run/run.h"
 #include "harness/tools/compare.h"
 #include "harness/tools/count.h"
@@ -21,6 +22,7 @@ static const subcommand subcommands[] = {
     {"compare", compare_main},
     {"count", count_main},
     {"history", history_main},
+    {"peaks", peaks_main},
     {"plot", plot_main},
     {NULL, NULL},
 };

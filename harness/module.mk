@@ -6,7 +6,7 @@ TESTS += test_idx test_paramfile
 TESTS += test_compare test_mann_whitney test_options
 TEST_SCRIPTS += tests/test_compare.sh tests/test_mpi_config.sh
 TESTS += test_report test_report_runs test_peak
-TEST_SCRIPTS += tests/test_plot.sh
+TEST_SCRIPTS += tests/test_plot.sh tests/test_peaks.sh
 # The instruction-count gate (./bench count, bench compare on counts.csv)
 # fails a build whose naive kernels are compiled at -O0.
 TEST_SCRIPTS += tests/test_count.sh

@@ -25,6 +25,7 @@
 #include "backends/blas/kernel_choice.h"
 #include "backends/common/openmp_setup.h"
 #include "backends/module.h"
+#include "backends/registry.h"
 
 enum { AVX2_FMA = KC_AVX2 | KC_FMA,
        AVX512 = AVX2_FMA | KC_AVX512F | KC_AVX512BW | KC_AVX512VL | KC_AVX512DQ };
@@ -282,6 +283,96 @@ static void a_candidate_the_cpu_cannot_run_costs_only_itself(void **state)
                         NULL);
 }
 
+/* The user's core as its child found it: one that crashed or failed its
+ * check refuses blas with the reason; one the library does not know names
+ * the core that runs instead, beside what was asked. */
+static void a_users_core_is_judged_by_its_child(void **state)
+{
+    (void)state;
+    kc_decision d = decide("SkylakeX", &zen1, answered("Zen"), NULL, 0);
+    kc_judge_user("SkylakeX", &(kc_probe){.why = "crashed with signal 4 (Illegal instruction)"},
+                  &d);
+    assert_true(d.refused);
+    expect_decision(&d, KC_SOURCE_USER, "SkylakeX", "did not run", "Illegal instruction",
+                    "blas backend is left out", NULL);
+    d = decide("SkylakeX", &zen1, answered("Zen"), NULL, 0);
+    kc_judge_user("SkylakeX", &(kc_probe){.ran = 1, .checked = 1, .core = "SkylakeX",
+                                          .why = "sgemm check failed: 7x5x3"}, &d);
+    assert_true(d.refused);
+    expect_decision(&d, KC_SOURCE_USER, "SkylakeX", "failed the sgemm check", "7x5x3", NULL);
+    /* a library that does not load is no fault of the core: the registry
+     * says why blas cannot run */
+    d = decide("Zen", &zen1, answered("Zen"), NULL, 0);
+    kc_judge_user("Zen", &(kc_probe){.answered = 1, .why = "cannot load blas.so: nope"}, &d);
+    assert_false(d.refused);
+    expect_decision(&d, KC_SOURCE_USER, "Zen", "not tried: cannot load blas.so", NULL);
+    d = decide("garbage", &zen4, answered("Cooperlake"), NULL, 0);
+    kc_judge_user("garbage", &(kc_probe){.ran = 1, .checked = 1, .check_ok = 1,
+                                         .core = "Cooperlake"}, &d);
+    assert_false(d.refused);
+    assert_string_equal(d.asked, "garbage");
+    expect_decision(&d, KC_SOURCE_USER, "Cooperlake", "does not know it", NULL);
+    d = decide("Zen", &zen1, answered("Zen"), NULL, 0);
+    kc_judge_user("Zen", &(kc_probe){.ran = 1, .checked = 1, .check_ok = 1, .core = "Zen"}, &d);
+    assert_false(d.refused);
+    expect_decision(&d, KC_SOURCE_USER, "Zen", "left as it is", NULL);
+}
+
+/* The same in child processes with the real library, the user's value
+ * given by a hook (the children set it, this process does not). */
+static void a_users_core_runs_in_a_child_first(void **state)
+{
+    (void)state;
+    kc_cpu cpu;
+    real_avx2_cpu_or_skip(&cpu);
+    kc_hooks hooks = {.pretend_user_value = "garbage"};
+    kc_decision d;
+    blas_setup_decide(&hooks, &d);
+    assert_false(d.refused);
+    assert_string_equal(d.asked, "garbage");
+    assert_string_not_equal(d.core, "garbage");
+    expect_decision(&d, KC_SOURCE_USER, NULL, "does not know it", NULL);
+    /* a core whose products come out wrong costs blas, not the run */
+    hooks = (kc_hooks){.pretend_user_value = avx2_core(&cpu), .corrupt_candidate_sgemm = 1};
+    blas_setup_decide(&hooks, &d);
+    assert_true(d.refused);
+    expect_decision(&d, KC_SOURCE_USER, NULL, "failed the sgemm check", NULL);
+    assert_null(getenv("OPENBLAS_CORETYPE"));
+}
+
+/* The child pid of this test exited with status 0 (its checks held). */
+static void expect_child_passed(pid_t pid)
+{
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* In a child of this test: a user's core that fails in its own child
+ * makes blas not runnable, with the reason, and its module is never loaded
+ * (with the core, it could end the whole run). */
+static void a_failed_user_core_costs_blas_its_row(void **state)
+{
+    (void)state;
+    kc_cpu cpu;
+    real_avx2_cpu_or_skip(&cpu);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const kc_hooks hooks = {.pretend_user_value = avx2_core(&cpu),
+                                .corrupt_candidate_sgemm = 1};
+        blas_setup_prepare_with(&hooks);
+        char why[512] = "";
+        const int runnable = backend_runnable(backend_find("blas"), PREC_FP32, why, sizeof why);
+        _exit(!runnable && strstr(why, "failed the sgemm check") &&
+                      strstr(why, "the blas backend is left out") && !module_loaded("blas")
+                  ? 0
+                  : 1);
+    }
+    expect_child_passed(pid);
+}
+
 /* In a child of this test: the user's value, set there, is never replaced,
  * and nothing is asked of the library. */
 static void a_user_value_is_never_overridden(void **state)
@@ -300,10 +391,7 @@ static void a_user_value_is_never_overridden(void **state)
                   ? 0
                   : 1);
     }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    expect_child_passed(pid);
 }
 
 /* Sets name to value, or unsets it for NULL */
@@ -375,6 +463,9 @@ int main(void)
         cmocka_unit_test(a_candidate_passes_its_check),
         cmocka_unit_test(a_wrong_sgemm_result_is_caught),
         cmocka_unit_test(a_candidate_the_cpu_cannot_run_costs_only_itself),
+        cmocka_unit_test(a_users_core_is_judged_by_its_child),
+        cmocka_unit_test(a_users_core_runs_in_a_child_first),
+        cmocka_unit_test(a_failed_user_core_costs_blas_its_row),
         cmocka_unit_test(a_user_value_is_never_overridden),
         cmocka_unit_test(passive_waiting_unless_set),
     };

@@ -66,9 +66,14 @@ OPENBLAS_CORETYPE=garbage "$BENCH" "${D[@]}" --out "$tmp/garbage" >/dev/null 2>"
 ran=$(json "$tmp/garbage/system.json" libraries | sed -n 's/.*OpenBLAS [^ ]* \([^ ;(]*\).*/\1/p')
 if [ -n "$ran" ] && [ "$(json "$tmp/garbage/system.json" blas_kernels)" = "$ran" ] &&
         [ "$(json "$tmp/garbage/system.json" blas_kernels_asked)" = garbage ] &&
-        json "$tmp/garbage/system.json" blas_kernels_reason | grep -q "asked for garbage, OpenBLAS ran $ran" &&
+        json "$tmp/garbage/system.json" blas_kernels_reason | grep -q "garbage was set by the user; this OpenBLAS does not know it and runs its own choice, $ran" &&
         grep -q "^blas,.*OpenBLAS [a-z]* $ran," "$tmp/garbage/summary.csv"; then pass; else
     fail "OPENBLAS_CORETYPE=garbage: $(grep -E 'libraries|blas_kernels' "$tmp/garbage/system.json")"; fi
+# ... and the row's details name the core that ran, not the garbage (the
+# user's value is tried in a child process first)
+if grep -q "^blas,.*kernels $ran (the user's OPENBLAS_CORETYPE=garbage is unknown" "$tmp/garbage/summary.csv" &&
+        ! grep -q "kernels garbage" "$tmp/garbage/summary.csv"; then pass; else
+    fail "OPENBLAS_CORETYPE=garbage details: $(grep '^blas,' "$tmp/garbage/summary.csv" | head -c 600)"; fi
 
 # A naive run neither decides nor records anything about OpenBLAS.
 "$BENCH" --data "$tmp/data" --workload mlp --epochs 1 --limit 256 --test-limit 100 \

@@ -20,9 +20,11 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/cpu.h"
 #include "harness/run/columns.h"
 #include "harness/run/peak.h"
 #include "harness/run/results.h"
+#include "harness/tools/roofline.h"
 
 /* How far below the unloaded figure a loaded one may fall before it must
  * call itself uncertain. */
@@ -239,12 +241,139 @@ static void uncertain_cell(void **state)
     free(text);
 }
 
+/* The per-precision table holds every arithmetic this CPU has (asked of
+ * base/cpu.h), each on one thread and all, and none it lacks: absent, not
+ * zero. */
+static void table_of_precisions(void **state)
+{
+    (void)state;
+    setenv("LB_PEAK_SECONDS", "0.05", 1); /* the table's shape, not its figures */
+    char json[8192];
+    cpu_peak_table_json(json, sizeof json);
+    assert_non_null(strstr(json, "{\"arithmetic\": \"fp64\""));
+    assert_non_null(strstr(json, "{\"arithmetic\": \"fp32\""));
+    const int bf16 = cpu_has(CPU_AVX512F | CPU_AVX512_BF16);
+    const int fp16 = cpu_has(CPU_AVX512F | CPU_AVX512_FP16);
+    assert_true((strstr(json, "\"arithmetic\": \"bf16-dot\"") != NULL) == bf16);
+    assert_true((strstr(json, "\"arithmetic\": \"fp16\"") != NULL) == fp16);
+    char why[128];
+    const int amx = cpu_has(CPU_AMX_TILE | CPU_AMX_BF16) && cpu_amx_granted(why, sizeof why);
+    assert_true((strstr(json, "\"arithmetic\": \"amx-bf16\"") != NULL) == amx);
+    assert_null(strstr(json, "\"one_thread_gflops\": 0"));
+    assert_non_null(strstr(json, "\"all_threads_gflops\": "));
+    /* printed for a reader, the absent ones with why */
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    assert_non_null(f);
+    cpu_peak_table_print(f);
+    fclose(f);
+    assert_non_null(strstr(text, "fp32 FMA"));
+    assert_non_null(strstr(text, "memory bandwidth (triad)"));
+    if (!fp16)
+        assert_non_null(strstr(text, "fp16 FMA (vfmadd231ph)           absent: this CPU lacks"));
+    free(text);
+}
+
+/* Each row is held to the peak of the arithmetic its products run in. */
+static void row_and_peak(void **state)
+{
+    (void)state;
+    assert_int_equal(peak_arith_of_row("naive", PREC_FP32), ARITH_FP32);
+    assert_int_equal(peak_arith_of_row("blas", PREC_TF32), ARITH_FP32);
+    assert_int_equal(peak_arith_of_row("blas", PREC_FP64), ARITH_FP64);
+    const int bf16 = cpu_has(CPU_AVX512F | CPU_AVX512_BF16);
+    assert_int_equal(peak_arith_of_row("direct", PREC_BF16), bf16 ? ARITH_BF16_DOT : ARITH_FP32);
+    assert_int_equal(peak_arith_of_row("blas", PREC_BF16), bf16 ? ARITH_BF16_DOT : ARITH_FP32);
+    if (!cpu_has(CPU_AVX512F | CPU_AVX512_FP16))
+        assert_int_equal(peak_arith_of_row("direct", PREC_FP16), ARITH_FP32);
+    else
+        assert_int_equal(peak_arith_of_row("direct", PREC_FP16), ARITH_FP16);
+    /* a bf16 row's check names the bf16 peak (or why it has none) */
+    setenv("LB_PEAK_SECONDS", "0.05", 1);
+    peak_measure m = cpu_peak_check_of(peak_arith_of_row("direct", PREC_BF16), 1, 1.0, "a row");
+    assert_non_null(strstr(m.source, bf16 ? "bf16 dot product" : "fp32 FMA"));
+    peak_measure half = cpu_peak_of(ARITH_FP16, 1);
+    if (!cpu_has(CPU_AVX512F | CPU_AVX512_FP16)) {
+        assert_true(half.gflops == 0 && !half.uncertain);
+        assert_non_null(strstr(half.source, "lacks AVX512_FP16"));
+    }
+}
+
+/* More threads than usable CPUs are probed as that many CPUs, quickly, and
+ * the source says so (--threads 1000 took 80 s on 256 threads). */
+static void threads_beyond_the_cpus(void **state)
+{
+    (void)state;
+    setenv("LB_PEAK_SECONDS", "0.05", 1);
+    const double t0 = now_seconds();
+    peak_measure m = cpu_peak_of(ARITH_FP64, 1000);
+    assert_true(now_seconds() - t0 < 30);
+    char said[64];
+    snprintf(said, sizeof said, "1000 threads asked, %d CPUs usable", peak_usable_cpus());
+    assert_non_null(strstr(m.source, said));
+    assert_int_equal(peak_usable_cpus(), online_cpus());
+}
+
+/* Under a CPU quota below the threads probed, the peak's source says the
+ * quota holds longer work below it (the probe's short trials run inside
+ * the quota, a row's epochs do not). A cgroup tree of the test's own. */
+static void quota_hint(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/test_peak_cgroup.XXXXXX", path[128];
+    assert_non_null(mkdtemp(root));
+    setenv("LB_PEAK_CGROUP_ROOT", root, 1);
+    assert_true(peak_cpu_quota() == 0); /* no file: no quota */
+    snprintf(path, sizeof path, "%s/cpu.max", root);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("max 100000\n", f);
+    fclose(f);
+    assert_true(peak_cpu_quota() == 0);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("50000 100000\n", f);
+    fclose(f);
+    assert_true(fabs(peak_cpu_quota() - 0.5) < 1e-9);
+    setenv("LB_PEAK_SECONDS", "0.05", 1);
+    peak_measure m = cpu_peak_of(ARITH_FP64, 1); /* a new entry: one thread over 0.5 CPUs */
+    assert_non_null(strstr(m.source, "a CPU quota of 0.50 CPUs"));
+    unlink(path);
+    rmdir(root);
+    unsetenv("LB_PEAK_CGROUP_ROOT");
+}
+
+/* The roofline's operations and least bytes of a layer: LeNet's conv1
+ * (20 filters of 5x5 over 28x28, no input gradient) and pool1. */
+static void roofline_counts(void **state)
+{
+    (void)state;
+    workload w;
+    assert_int_equal(workload_get("lenet", &w), 0);
+    assert_string_equal(w.layers[0].name, "conv1");
+    const double out = 20.0 * 24 * 24, in = 28.0 * 28, params = 20.0 * 25 + 20;
+    layer_traffic f = roofline_traffic(&w, 0, 0, 2, 4);
+    assert_true(f.ops == 2 * 2.0 * out * 25 && f.bytes == 4 * (2 * (in + out) + params));
+    layer_traffic b = roofline_traffic(&w, 0, 1, 2, 4);
+    assert_true(b.ops == f.ops && b.bytes == 4 * (2 * (in + out) + 2 * params));
+    /* the second convolution makes its input gradient too */
+    assert_true(roofline_traffic(&w, 2, 1, 1, 4).ops == 2 * roofline_traffic(&w, 2, 0, 1, 4).ops);
+    /* bf16 moves half the bytes of fp32 */
+    assert_true(roofline_traffic(&w, 1, 0, 8, 2).bytes * 2 == roofline_traffic(&w, 1, 0, 8, 4).bytes);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(uncertain_cell),
         cmocka_unit_test(busy_neighbour),
         cmocka_unit_test(faster_row),
+        cmocka_unit_test(table_of_precisions),
+        cmocka_unit_test(row_and_peak),
+        cmocka_unit_test(threads_beyond_the_cpus),
+        cmocka_unit_test(roofline_counts),
+        cmocka_unit_test(quota_hint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,10 +21,10 @@ D=(--data "$tmp/data" --epochs 1 --limit 256 --test-limit 100 --batch-size 64)
 # left_behind PATTERN: processes whose command line holds PATTERN
 left_behind() { pgrep -f -- "$1" | tr '\n' ' '; }
 
-# value_of FILE BACKEND COLUMN: COLUMN of BACKEND's rows in FILE (quoted
-# fields may hold commas)
+# value_of FILE BACKEND COLUMN [BATCH]: COLUMN of BACKEND's rows in FILE
+# (of batch size BATCH only, when given; quoted fields may hold commas)
 value_of() {
-    awk -v b="$2" -v name="$3" '
+    awk -v b="$2" -v name="$3" -v batch="${4:-}" '
     function split_csv(s, out,   n, q, i, c, f) {
         n = 0; q = 0; f = ""
         for (i = 1; i <= length(s); i++) {
@@ -37,8 +37,8 @@ value_of() {
         return n
     }
     { n = split_csv($0, v) }
-    NR == 1 { for (i = 1; i <= n; i++) if (v[i] == name) c = i; next }
-    v[1] == b { print v[c] }' "$1"
+    NR == 1 { for (i = 1; i <= n; i++) { if (v[i] == name) c = i; if (v[i] == "batch_size") k = i }; next }
+    v[1] == b && (batch == "" || v[k] == batch) { print v[c] }' "$1"
 }
 # row_of DIR BACKEND COLUMN: the same from DIR/summary.csv
 row_of() { value_of "$1/summary.csv" "$2" "$3"; }
@@ -104,6 +104,73 @@ grep -q "after the run was interrupted" "$tmp/err" && pass ||
     fail "SIGTERM during a hung peer: $(cat "$tmp/err")"
 left=$(left_behind "$tmp/standin.py")
 [ -z "$left" ] && pass || fail "SIGTERM: peer processes left behind: $left"
+
+# A fair peer: alone or after blas, the peer's process starts with the
+# same OpenBLAS kernels and OpenMP waiting (the stand-in says what it saw),
+# and the row's details and system.json say what they were.
+standin_env() { sed -n 's/.*a stand-in started with \(OPENBLAS_CORETYPE=[^;"]*\).*/\1/p' "$1"; }
+for list in pytorch-cpu ${next_backend:+$next_backend,pytorch-cpu}; do
+    PEER_STANDIN=serve LENET_BENCH_PYTORCH_SCRIPT="$tmp/standin.py" \
+        "$BENCH" --backend "$list" "${D[@]}" --no-peak --out "$tmp/fair-$list" >/dev/null 2>"$tmp/err"
+    [ "$(row_of "$tmp/fair-$list" pytorch-cpu status)" = ok ] && pass ||
+        fail "the serving stand-in after '$list': $(tail -3 "$tmp/err")"
+done
+alone=$(row_of "$tmp/fair-pytorch-cpu" pytorch-cpu details | standin_env /dev/stdin)
+case "$alone" in
+*"OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} "*) pass ;;
+*) fail "the peer alone started with '$alone', not the rows' OpenMP waiting" ;;
+esac
+if [ -n "$next_backend" ]; then
+    after=$(row_of "$tmp/fair-$next_backend,pytorch-cpu" pytorch-cpu details | standin_env /dev/stdin)
+    [ -n "$alone" ] && [ "$alone" = "$after" ] && pass ||
+        fail "the peer's environment depends on the rows before it: alone '$alone', after $next_backend '$after'"
+    core=$(sed -n 's/^  "blas_kernels": "\(.*\)",$/\1/p' "$tmp/fair-$next_backend,pytorch-cpu/system.json")
+    case "$alone" in
+    "OPENBLAS_CORETYPE=$core "*) pass ;;
+    *) fail "the peer's OPENBLAS_CORETYPE is not blas's kernels ($core): $alone" ;;
+    esac
+else
+    skip_check "blas cannot run here: the peer's environment after blas is not compared"
+fi
+grep -q '"peer_environment": "OPENBLAS_CORETYPE[^"]*OMP_WAIT_POLICY=' "$tmp/fair-pytorch-cpu/system.json" &&
+    row_of "$tmp/fair-pytorch-cpu" pytorch-cpu details | grep -q "; OPENBLAS_CORETYPE.*OMP_WAIT_POLICY=" &&
+    pass || fail "system.json or the details do not record the peer's environment: $(grep peer_env "$tmp/fair-pytorch-cpu/system.json")"
+
+# The peer's memory is its configuration's: a reused process's peak is
+# reset for each (the repeats take turns: batch 16 after 512 holds 32
+# times less).
+PEER_STANDIN=serve PEER_STANDIN_BYTES_PER_IMAGE=400000 LENET_BENCH_PYTORCH_SCRIPT="$tmp/standin.py" \
+    "$BENCH" --backend pytorch-cpu "${D[@]}" --limit 512 --batch-size 16,512 --repeat 2 --no-peak --out "$tmp/mem" \
+    >/dev/null 2>"$tmp/err"
+big=$(value_of "$tmp/mem/summary.csv" pytorch-cpu memory_bytes 512)
+small=$(value_of "$tmp/mem/summary.csv" pytorch-cpu memory_bytes 16)
+awk -v b="$big" -v s="$small" 'BEGIN { exit !(b > 200e6 && s > 0 && s < 100e6) }' && pass ||
+    fail "the peer's memory per configuration: batch 512 '$big', then batch 16 '$small' bytes"
+
+# A peer whose losses are negative (no cross-entropy is) fails its row.
+PEER_STANDIN=serve PEER_STANDIN_LOSS=-1.5 LENET_BENCH_PYTORCH_SCRIPT="$tmp/standin.py" \
+    "$BENCH" --backend pytorch-cpu "${D[@]}" --no-peak --out "$tmp/negative" >/dev/null 2>"$tmp/err"
+[ "$(row_of "$tmp/negative" pytorch-cpu status)" = failed ] &&
+    grep -q "a loss of -1.5 at step 1" "$tmp/negative/summary.csv" && pass ||
+    fail "negative losses: $(grep '^pytorch-cpu' "$tmp/negative/summary.csv")"
+
+# A timeout no interpreter can meet is refused as such, not blamed on python.
+LENET_BENCH_PEER_TIMEOUT=1e-9 "$BENCH" --list >"$tmp/list" 2>&1
+grep -q "^pytorch-cpu  *built, not runnable here: LENET_BENCH_PEER_TIMEOUT=1e-9 is not a number of seconds" "$tmp/list" &&
+    pass || fail "LENET_BENCH_PEER_TIMEOUT=1e-9: $(grep pytorch-cpu "$tmp/list")"
+
+# An interpreter wrapper that does not exec: the peer it starts is stopped
+# with it when the peer hangs.
+printf '#!/bin/sh\n%s "$@"\n' "$(command -v python3)" >"$tmp/wrapper"
+chmod +x "$tmp/wrapper"
+PEER_STANDIN=hang LENET_BENCH_PYTHON="$tmp/wrapper" LENET_BENCH_PYTORCH_SCRIPT="$tmp/standin.py" \
+    LENET_BENCH_PEER_TIMEOUT=2 timeout 120 "$BENCH" --backend pytorch-cpu "${D[@]}" --no-peak \
+    --out "$tmp/wrapped" >/dev/null 2>"$tmp/err"
+[ "$(row_of "$tmp/wrapped" pytorch-cpu status)" = failed ] && pass ||
+    fail "a hanging peer behind a wrapper: $(tail -2 "$tmp/err")"
+left=$(left_behind "$tmp/standin.py")
+[ -z "$left" ] && pass || fail "a wrapper's peer left behind: $left"
+for p in $left; do kill -KILL "$p" 2>/dev/null; done
 
 # A missing script: not runnable, with the reason, in --list and alone.
 LENET_BENCH_PYTORCH_SCRIPT="$tmp/none.py" "$BENCH" --list >"$tmp/list" 2>&1

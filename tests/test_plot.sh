@@ -27,8 +27,9 @@ short_run() { # short_run DIR EXTRA_ARGS...: naive on 512 images
     shift
     "$BENCH" --backend naive --limit 512 --test-limit 256 --out "$dir" "$@"
 }
-# every chart of a naive-only run: speedup needs a second backend
-charts="epoch_time throughput accuracy loss layers"
+# every chart of a naive-only run: speedup needs a second backend (the
+# roofline: the profile of --profile-layers and the peaks of the run)
+charts="epoch_time throughput accuracy loss layers roofline"
 check_charts() { # check_charts DIR
     for c in $charts; do
         [ -s "$1/$c.png" ] || fail "$1/$c.png is missing or empty"
@@ -44,7 +45,7 @@ run="$tmp/run one"
 short_run "$run" --epochs 3 --repeat 2 --profile-layers >"$tmp/out" 2>"$tmp/err" ||
     fail "bench exited with status $? ($(tail -3 "$tmp/err"))"
 if grep -E -i 'bench plot:|warning' "$tmp/err"; then fail "gnuplot complained during the run"; fi
-grep -q "^charts: $run/{epoch_time,throughput,accuracy,loss,layers}.png and .svg" "$tmp/err" ||
+grep -q "^charts: $run/{epoch_time,throughput,accuracy,loss,layers,roofline}.png and .svg" "$tmp/err" ||
     fail "the run did not list its charts: $(grep charts "$tmp/err")"
 check_charts "$run"
 [ ! -e "$run/speedup.png" ] || fail "a speedup chart for naive alone"

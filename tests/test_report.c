@@ -257,15 +257,15 @@ static void summary_formats(void **state)
         "warmup_epochs,epoch_seconds_min,epoch_seconds_max,peak_gflops,peak_source,gpu_model,"
         "target_accuracy,scaling_efficiency,memory_bytes,memory_source,parallel,split,workers,"
         "micro_batches,prefetch,worker_params_bytes,worker_grads_bytes,worker_opt_state_bytes,"
-        "worker_activation_bytes,worker_workspace_bytes\n";
+        "worker_activation_bytes,worker_workspace_bytes,peak_arithmetic\n";
     assert_true(strncmp(csv, header, strlen(header)) == 0);
     assert_non_null(strstr(csv, "\nnaive,,fp32,1,0,0,0,0,,4,1,0,2.500000,0.000000,0.250000,"
                                 "24000.0,25.000,25.00,1.000,0.000000,0.850000,"));
     assert_non_null(strstr(csv, ",ok,,Test CPU,,,,3,1,0.000000,0.000000,100.0,test probe,none,"
-                                "0.9000,,3145728,host heap held by the engine,,,0,0,0,0,0,0,0,0\n"));
+                                "0.9000,,3145728,host heap held by the engine,,,0,0,0,0,0,0,0,0,\n"));
     /* no scaling efficiency: empty */
     assert_non_null(strstr(csv, ",skipped,\"no \"\"GPU\"\" here\",Test CPU,"));
-    assert_non_null(strstr(csv, ",,,0,0,0,,,,,\n")); /* the skipped row's last columns */
+    assert_non_null(strstr(csv, ",,,0,0,0,,,,,,\n")); /* the skipped row's last columns */
     free(csv);
 }
 

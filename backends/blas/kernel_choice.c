@@ -16,73 +16,33 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#define KC_X86 1
-#endif
-
 #include "backends/common/openmp_setup.h"
 #include "backends/module.h"
 #include "base/clock.h"
+#include "base/cpu.h"
 
 /* ---------------------------------------------------------------------- */
 /* The CPU                                                                  */
 
-#ifdef KC_X86
-static unsigned long long read_xcr0(void)
-{
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return ((unsigned long long)hi << 32) | lo;
-}
-#endif
-
+/* From the one reader of the CPU's features (base/cpu.h): a bit is set
+ * only when the OS saves the registers it needs too. */
 void kc_read_cpu(kc_cpu *cpu)
 {
+    static const struct {
+        unsigned cpu_bit, kc_bit;
+    } bits[] = {
+        {CPU_AVX2, KC_AVX2},         {CPU_FMA, KC_FMA},           {CPU_AVX512F, KC_AVX512F},
+        {CPU_AVX512BW, KC_AVX512BW}, {CPU_AVX512VL, KC_AVX512VL}, {CPU_AVX512DQ, KC_AVX512DQ},
+        {CPU_AVX512_BF16, KC_AVX512_BF16},
+    };
+    const cpu_info *info = cpu_this();
     memset(cpu, 0, sizeof *cpu);
-#ifdef KC_X86
-    unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d))
-        return;
-    const unsigned max_leaf = a;
-    memcpy(cpu->vendor, &b, 4);
-    memcpy(cpu->vendor + 4, &d, 4);
-    memcpy(cpu->vendor + 8, &c, 4);
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return;
-    const unsigned base_family = (a >> 8) & 0xf, base_model = (a >> 4) & 0xf;
-    cpu->family = (int)(base_family == 0xf ? base_family + ((a >> 20) & 0xff) : base_family);
-    cpu->model = (int)(base_family == 0x6 || base_family == 0xf
-                           ? base_model + (((a >> 16) & 0xf) << 4)
-                           : base_model);
-    const int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
-    if (!osxsave || !avx || max_leaf < 7)
-        return;
-    const unsigned long long xcr0 = read_xcr0();
-    const int ymm = (xcr0 & 0x6) == 0x6, zmm = (xcr0 & 0xe6) == 0xe6;
-    if (!ymm)
-        return;
-    __cpuid_count(7, 0, a, b, c, d);
-    if ((b >> 5) & 1)
-        cpu->features |= KC_AVX2;
-    if (fma)
-        cpu->features |= KC_FMA;
-    if (zmm) {
-        if ((b >> 16) & 1)
-            cpu->features |= KC_AVX512F;
-        if ((b >> 17) & 1)
-            cpu->features |= KC_AVX512DQ;
-        if ((b >> 30) & 1)
-            cpu->features |= KC_AVX512BW;
-        if ((b >> 31) & 1)
-            cpu->features |= KC_AVX512VL;
-        unsigned a1, b1, c1, d1;
-        __cpuid_count(7, 1, a1, b1, c1, d1);
-        (void)b1, (void)c1, (void)d1;
-        if ((a1 >> 5) & 1)
-            cpu->features |= KC_AVX512_BF16;
-    }
-#endif
+    snprintf(cpu->vendor, sizeof cpu->vendor, "%s", info->vendor);
+    cpu->family = info->family;
+    cpu->model = info->model;
+    for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++)
+        if (info->features & bits[i].cpu_bit)
+            cpu->features |= bits[i].kc_bit;
 }
 
 enum { KC_AVX512_SKX = KC_AVX512F | KC_AVX512BW | KC_AVX512VL | KC_AVX512DQ };
@@ -173,6 +133,7 @@ void kc_decide(const char *user_value, const kc_cpu *cpu, const kc_probe *librar
     if (user_value) {
         out->source = KC_SOURCE_USER;
         snprintf(out->core, sizeof out->core, "%s", user_value);
+        snprintf(out->asked, sizeof out->asked, "%s", user_value);
         snprintf(out->reason, sizeof out->reason,
                  "OPENBLAS_CORETYPE was set before the program started: left as it is");
         return;
@@ -226,6 +187,38 @@ void kc_decide(const char *user_value, const kc_cpu *cpu, const kc_probe *librar
     snprintf(out->reason, sizeof out->reason,
              "OpenBLAS picked %s on this CPU (%s) and no better core passed (%s): kept",
              library->core, this_cpu, used ? tried : "none to try");
+}
+
+void kc_judge_user(const char *user, const kc_probe *p, kc_decision *d)
+{
+    snprintf(d->asked, sizeof d->asked, "%s", user);
+    if (p->answered && !p->ran) {
+        /* the library itself does not load (the registry says why): no
+         * fault of the core */
+        snprintf(d->reason, sizeof d->reason,
+                 "OPENBLAS_CORETYPE was set before the program started: left as it is (not "
+                 "tried: %.300s)", p->why);
+        return;
+    }
+    if (!p->ran || !p->checked || !p->check_ok) {
+        d->refused = 1;
+        snprintf(d->reason, sizeof d->reason,
+                 "OPENBLAS_CORETYPE=%.31s (set by the user) %s in a child process: %.300s; "
+                 "the blas backend is left out",
+                 user, !p->ran ? "did not run" : "failed the sgemm check",
+                 p->why[0] ? p->why : "no reason given");
+        return;
+    }
+    snprintf(d->core, sizeof d->core, "%s", p->core);
+    if (strcasecmp(p->core, user) != 0)
+        snprintf(d->reason, sizeof d->reason,
+                 "OPENBLAS_CORETYPE=%.31s was set by the user; this OpenBLAS does not know it "
+                 "and runs its own choice, %.31s (its sgemm passed the check in a child process)",
+                 user, p->core);
+    else
+        snprintf(d->reason, sizeof d->reason,
+                 "OPENBLAS_CORETYPE was set before the program started: left as it is (its "
+                 "sgemm passed the check in a child process)");
 }
 
 /* ---------------------------------------------------------------------- */
@@ -323,8 +316,9 @@ static int sgemm_check(const blas_kernel_probe *lib, int corrupt, char *why, siz
 enum { CHILD_SECONDS = 60 };
 
 /* In the child: load the blas module with OPENBLAS_CORETYPE = core (unset
- * when NULL), name the core it runs and, for a candidate, check sgemm. */
-static void child_probe(const char *core, const kc_hooks *hooks, kc_probe *p)
+ * when NULL), name the core it runs and, for a candidate, check sgemm
+ * (for the user's core, whichever core it runs: any_core). */
+static void child_probe(const char *core, int any_core, const kc_hooks *hooks, kc_probe *p)
 {
     if (core)
         setenv("OPENBLAS_CORETYPE", core, 1);
@@ -338,7 +332,7 @@ static void child_probe(const char *core, const kc_hooks *hooks, kc_probe *p)
     snprintf(p->core, sizeof p->core, "%s", name ? name : "");
     if (!core)
         return;
-    if (strcasecmp(p->core, core) != 0)
+    if (!any_core && strcasecmp(p->core, core) != 0)
         return; /* not offered: the check would test another core */
     p->checked = 1;
     p->check_ok = sgemm_check(lib, hooks && hooks->corrupt_candidate_sgemm, p->why,
@@ -347,7 +341,7 @@ static void child_probe(const char *core, const kc_hooks *hooks, kc_probe *p)
 
 /* Runs child_probe in a child process and collects its answer; a child
  * that dies or hangs gives a probe that did not run, with the reason. */
-static void probe_in_child(const char *core, const kc_hooks *hooks, kc_probe *p)
+static void probe_in_child(const char *core, int any_core, const kc_hooks *hooks, kc_probe *p)
 {
     memset(p, 0, sizeof *p);
     int fds[2];
@@ -371,7 +365,7 @@ static void probe_in_child(const char *core, const kc_hooks *hooks, kc_probe *p)
             signal(defaults[i], SIG_DFL);
         close(fds[0]);
         kc_probe answer = {0};
-        child_probe(core, hooks, &answer);
+        child_probe(core, any_core, hooks, &answer);
         const char *at = (const char *)&answer;
         size_t left = sizeof answer;
         while (left > 0) {
@@ -414,6 +408,7 @@ static void probe_in_child(const char *core, const kc_hooks *hooks, kc_probe *p)
         ;
     if (got == sizeof answer) {
         *p = answer;
+        p->answered = 1;
         p->core[sizeof p->core - 1] = p->why[sizeof p->why - 1] = '\0';
     } else if (timed_out)
         snprintf(p->why, sizeof p->why, "no answer within %d s", CHILD_SECONDS);
@@ -427,7 +422,8 @@ static void probe_in_child(const char *core, const kc_hooks *hooks, kc_probe *p)
 
 void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
 {
-    const char *user = getenv("OPENBLAS_CORETYPE");
+    const char *user = hooks && hooks->pretend_user_value ? hooks->pretend_user_value
+                                                          : getenv("OPENBLAS_CORETYPE");
     kc_cpu cpu;
     if (hooks && hooks->pretend_cpu)
         cpu = *hooks->pretend_cpu;
@@ -439,7 +435,7 @@ void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
     memset(probes, 0, sizeof probes);
     int n = 0;
     if (!user) {
-        probe_in_child(NULL, hooks, &library);
+        probe_in_child(NULL, 0, hooks, &library);
         if (library.ran && hooks && hooks->pretend_library_core)
             snprintf(library.core, sizeof library.core, "%s", hooks->pretend_library_core);
         if (library.ran && kc_library_choice_is_weak(library.core, &cpu)) {
@@ -449,7 +445,7 @@ void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
             for (int i = 0; i < n; i++) {
                 if (core_rank(candidates[i]) <= core_rank(library.core))
                     continue;
-                probe_in_child(candidates[i], hooks, &probes[i]);
+                probe_in_child(candidates[i], 0, hooks, &probes[i]);
                 kc_decide(NULL, &cpu, &library, candidates, probes, i + 1, &d);
                 if (d.source == KC_SOURCE_CHOSEN)
                     break;
@@ -457,6 +453,13 @@ void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
         }
     }
     kc_decide(user, &cpu, &library, candidates, probes, n, out);
+    if (user) {
+        /* tried like the program's own candidates: a core this CPU cannot
+         * run costs the blas backend, not the run */
+        kc_probe mine;
+        probe_in_child(user, 1, hooks, &mine);
+        kc_judge_user(user, &mine, out);
+    }
 }
 
 /* ---------------------------------------------------------------------- */
@@ -464,18 +467,28 @@ void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
 
 static blas_setup setup;
 
-void blas_setup_prepare(void)
+void blas_setup_prepare(void) { blas_setup_prepare_with(NULL); }
+
+void blas_setup_prepare_with(const kc_hooks *hooks)
 {
     if (setup.prepared)
         return;
     openmp_setup_prepare();
-    blas_setup_decide(NULL, &setup.kernels);
+    blas_setup_decide(hooks, &setup.kernels);
     if (setup.kernels.source == KC_SOURCE_CHOSEN)
         setenv("OPENBLAS_CORETYPE", setup.kernels.core, 1);
     setup.prepared = 1;
 }
 
 const blas_setup *blas_setup_get(void) { return &setup; }
+
+int blas_setup_refused(char *why, size_t len)
+{
+    if (!setup.prepared || !setup.kernels.refused)
+        return 0;
+    snprintf(why, len, "%s", setup.kernels.reason);
+    return 1;
+}
 
 static const char *source_name(kc_source s)
 {
@@ -492,10 +505,17 @@ void blas_setup_describe(char *buf, size_t len, int with_reasons)
         snprintf(buf, len, "%s", "");
         return;
     }
-    char openmp[96];
+    char openmp[96], source[96];
     openmp_setup_describe(openmp, sizeof openmp, with_reasons);
+    const kc_decision *k = &setup.kernels;
+    if (k->refused)
+        snprintf(source, sizeof source, "set by the user, failed in a child process");
+    else if (k->source == KC_SOURCE_USER && k->asked[0] && strcasecmp(k->asked, k->core) != 0)
+        snprintf(source, sizeof source, "the user's OPENBLAS_CORETYPE=%s is unknown to OpenBLAS",
+                 k->asked);
+    else
+        snprintf(source, sizeof source, "%s", source_name(k->source));
     snprintf(buf, len, "kernels %s (%s%s%s), %s",
-             setup.kernels.core[0] ? setup.kernels.core : "unknown",
-             source_name(setup.kernels.source), with_reasons ? ": " : "",
-             with_reasons ? setup.kernels.reason : "", openmp);
+             k->refused ? k->asked : k->core[0] ? k->core : "unknown", source,
+             with_reasons ? ": " : "", with_reasons ? k->reason : "", openmp);
 }

@@ -51,7 +51,7 @@ typedef struct kc_cpu {
     unsigned features; /* KC_* bits */
 } kc_cpu;
 
-/* This machine's CPU, from cpuid at run time. */
+/* This machine's CPU, as base/cpu.h reads it at run time. */
 void kc_read_cpu(kc_cpu *cpu);
 
 /* "AVX-512 (F, BW, VL, DQ) + BF16", "AVX2 + FMA", "no AVX2" */
@@ -59,6 +59,7 @@ const char *kc_feature_summary(unsigned features);
 
 /* What one child process found. */
 typedef struct kc_probe {
+    int answered;     /* the child answered (it did not crash or hang) */
     int ran;          /* the child loaded the library and answered */
     char core[32];    /* openblas_get_corename() there */
     int checked;      /* the sgemm check ran */
@@ -83,6 +84,8 @@ typedef enum kc_source {
 typedef struct kc_decision {
     kc_source source;
     char core[32];    /* the core OpenBLAS will run ("" when unknown) */
+    char asked[32];   /* what OPENBLAS_CORETYPE asks for ("" when unset) */
+    int refused;      /* the user's core failed in its child: blas cannot run */
     char reason[512]; /* one line */
 } kc_decision;
 
@@ -94,8 +97,16 @@ void kc_decide(const char *user_value, const kc_cpu *cpu, const kc_probe *librar
                const char *const *candidates, const kc_probe *probes, int n,
                kc_decision *out);
 
+/* The user's OPENBLAS_CORETYPE as its child process found it (user: what
+ * it asks for): the core that ran becomes the decision's, and a core that
+ * did not run or failed the sgemm check refuses the blas backend (loading
+ * OpenBLAS with it here could end the whole run with an illegal
+ * instruction). */
+void kc_judge_user(const char *user, const kc_probe *probe, kc_decision *d);
+
 /* Test hooks for blas_setup_decide(); production passes NULL. */
 typedef struct kc_hooks {
+    const char *pretend_user_value;   /* as if OPENBLAS_CORETYPE were this */
     const char *pretend_library_core; /* as if the library had chosen this */
     const kc_cpu *pretend_cpu;        /* as if the CPU were this one */
     int corrupt_candidate_sgemm;      /* spoil each candidate's sgemm result */
@@ -116,9 +127,15 @@ typedef struct blas_setup {
  * environment. Runs once; later calls do nothing. Call before the blas
  * module is loaded. */
 void blas_setup_prepare(void);
+/* The same with test hooks (blas_setup_decide's). */
+void blas_setup_prepare_with(const kc_hooks *hooks);
 
 /* The setup this process prepared (prepared == 0 before). */
 const blas_setup *blas_setup_get(void);
+
+/* The registration's refusal hook: 1 when the blas module must not be
+ * loaded (the user's core failed in its child), with the reason. */
+int blas_setup_refused(char *why, size_t len);
 
 /* One line for the rows' details, "kernels Haswell (chosen by the
  * program), OMP_WAIT_POLICY=passive (default)", and with the kernels'

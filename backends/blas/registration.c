@@ -16,4 +16,4 @@ backend_module blas_registration = BACKEND_MODULE(
     HAVE_BLAS,
     "OpenBLAS (cblas.h, libopenblas) or OpenMP not found at build time, or left out with "
     "make BLAS=0",
-    blas_setup_prepare, blas_setup_describe);
+    blas_setup_prepare, blas_setup_describe, .refuse = blas_setup_refused);

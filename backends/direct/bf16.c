@@ -35,6 +35,7 @@
  * against 97 to 104 over several runs): packing its input costs what its
  * 10 outputs' products do. */
 #include "backends/direct/bf16.h"
+#include "backends/direct/isa.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -51,6 +52,8 @@ int direct_bf16_emulate;
 
 int direct_bf16_supported(char *why, size_t len)
 {
+    if (!direct_isa_allows_bf16(why, len)) /* LENET_BENCH_DIRECT_ISA's rule (isa.h) */
+        return 0;
     /* cpu_has counts AVX-512 only where the operating system saves the
      * registers (XCR0) */
     char missing[64];

@@ -11,7 +11,7 @@ DIRECT_BF16_TESTS := test_direct_bf16 test_direct_bf16_products
 TESTS += $(DIRECT_BF16_TESTS)
 DIRECT_BF16_TEST_OBJS := $(DIRECT_BF16_OBJS) \
     $(foreach o,naive/conv naive/dense naive/matmul,$(BUILD)/backends/$(o).o) $(BUILD)/harness/run/init.o \
-    $(BUILD)/base/cpu.o
+    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/isa.o
 $(DIRECT_BF16_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: tests/%.c $(DIRECT_BF16_TEST_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_BF16_TEST_OBJS) -fopenmp -lm -lcmocka
@@ -20,7 +20,7 @@ $(DIRECT_BF16_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: tests/%.c $(DIRECT_BF
 # (backends/direct/dispatch.c), GFLOP/s (not a test: make direct-bf16-speed
 # ARGS='--threads 2 --repeats 20').
 .PHONY: direct-bf16-speed
-DIRECT_FP32_OBJS := $(BUILD)/backends/direct/dispatch.o $(DIRECT_KERNEL_OBJS) $(BUILD)/base/cpu.o
+DIRECT_FP32_OBJS := $(DIRECT_SPEED_OBJS)
 $(BUILD)/direct-bf16-speed: backends/direct/bf16_speed.c $(DIRECT_BF16_OBJS) $(DIRECT_FP32_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_FP32_OBJS) $(DIRECT_BF16_OBJS) \

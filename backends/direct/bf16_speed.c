@@ -21,17 +21,9 @@
 #include <immintrin.h>
 
 #include "backends/direct/bf16.h"
-#include "backends/direct/half_speed.h"
 #include "backends/direct/direct.h"
-
-/* This thread's processor time: on a shared machine, one thread's
- * product timed only while it runs */
-static double cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "backends/direct/half_speed.h"
+#include "backends/direct/speed_tools.h"
 
 typedef struct shapes {
     int B, C, H, W, K, kernel; /* a convolution, or n_in = C, n_out = K */
@@ -193,16 +185,16 @@ int main(int argc, char **argv)
             const size_t R = (size_t)s->C * s->kernel * s->kernel;
             const size_t n_in = (size_t)s->C * s->H * s->W * s->B;
             const size_t n_out = (size_t)s->K * OH * OW * s->B, n_wb = (size_t)s->K * (R + 1);
-            buffers b = {filled(n_in, 1),  filled(n_out, 2), filled(n_wb, 3),  filled(n_out, 4),
-                         filled(n_in, 5),  filled(n_wb, 6),  filled(s->K, 7), filled(s->K, 8),
-                         NULL,             NULL,            NULL};
+            buffers b = {speed_filled(n_in, 1), speed_filled(n_out, 2), speed_filled(n_wb, 3),
+                         speed_filled(n_out, 4), speed_filled(n_in, 5), speed_filled(n_wb, 6),
+                         speed_filled(s->K, 7), speed_filled(s->K, 8), NULL, NULL, NULL};
             const size_t fp32_floats =
                 s->dense ? direct_dense_scratch_floats(s->B, s->C)
                          : direct_conv_scratch_floats(s->B, s->C, s->H, s->W, s->K, s->kernel);
             const size_t bf16_bytes =
                 s->dense ? direct_bf16_dense_scratch_bytes(s->B, s->C, s->K)
                          : direct_bf16_conv_scratch_bytes(s->B, s->C, s->H, s->W, s->K, s->kernel);
-            b.fp32_scratch = filled(fp32_floats, 9);
+            b.fp32_scratch = speed_filled(fp32_floats, 9);
             b.bf16_scratch = aligned_alloc(64, (bf16_bytes + 63) / 64 * 64);
             b.bf16_weights = NULL;
             if (!s->dense) {
@@ -218,10 +210,10 @@ int main(int argc, char **argv)
             for (int bf16 = 0; bf16 < 2; bf16++) {
                 run(bf16, products[p].pass, s, &b, threads); /* warm the caches and the pages */
                 for (int r = 0; r < repeats; r++) {
-                    const double t0 = now(), c0 = cpu_now();
+                    const double t0 = now(), c0 = thread_run_seconds();
                     run(bf16, products[p].pass, s, &b, threads);
                     times[r] = now() - t0;
-                    const double c = cpu_now() - c0;
+                    const double c = thread_run_seconds() - c0;
                     best_cpu[bf16] = c < best_cpu[bf16] ? c : best_cpu[bf16];
                 }
                 qsort(times, repeats, sizeof(double), by_double);

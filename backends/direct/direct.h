@@ -9,9 +9,11 @@
  *
  * kernels.c is compiled once per instruction set, each build with its own
  * vector width and tile shape and one exported table (direct_kernels_avx512,
- * _avx2, _generic); which one runs is chosen when the program runs, from
- * cpuid, never from where it was built (dispatch.c). LENET_BENCH_DIRECT_ISA
- * forces one; a forced set the CPU lacks is refused with the reason.
+ * _avx512_2fma with tiles for cores with two 512-bit FMA ports, _avx2,
+ * _generic); which one runs is chosen when the program runs, from
+ * base/cpu.h, never from where it was built (dispatch.c).
+ * LENET_BENCH_DIRECT_ISA forces one (isa.h: its rules); a forced set the
+ * CPU lacks is refused with the reason.
  *
  * Layout and conventions as backends/chwn/chwn_products.h: CHWN, stride 1,
  * weight_bias [K][R + 1] with each channel's bias last; outputs
@@ -28,11 +30,15 @@
 #include "backends/direct/bf16.h"
 
 typedef struct direct_kernels {
-    const char *isa;         /* "avx512", "avx2", "generic": LENET_BENCH_DIRECT_ISA's values */
+    /* "avx512_2fma", "avx512", "avx2", "generic": LENET_BENCH_DIRECT_ISA's values */
+    const char *isa;
     const char *description; /* "AVX-512, 16-float vectors, 8x3-vector tiles" */
     int vector_floats;
     /* 1 when this CPU (and its OS) can run these kernels */
     int (*cpu_runs)(void);
+    /* 2: tiles fitted to cores with two 512-bit FMA ports, the best only
+     * where direct_fma_ports_512 (isa.h) says so; 0: fit for any core */
+    int fma_ports;
 
     /* out[K][OH][OW][B] from in[C][H][W][B]. */
     void (*conv_forward)(float *out, const float *in, const float *weight_bias, int B, int C,

@@ -1,7 +1,10 @@
 /* Which build of the direct kernels runs (direct.h): the best one this CPU
- * runs, asked of cpuid when the program runs, or the one
- * LENET_BENCH_DIRECT_ISA names. */
+ * runs and whose tiles fit its cores, asked of base/cpu.h when the program
+ * runs, or the one LENET_BENCH_DIRECT_ISA names (isa.h: its names and
+ * rules). */
 #include "backends/direct/direct.h"
+#include "backends/direct/isa.h"
+#include "base/cpu.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -9,12 +12,14 @@
 #include <string.h>
 
 #ifdef LB_DIRECT_X86
-extern const direct_kernels direct_kernels_avx512, direct_kernels_avx2;
+extern const direct_kernels direct_kernels_avx512_2fma, direct_kernels_avx512,
+    direct_kernels_avx2;
 #endif
 extern const direct_kernels direct_kernels_generic;
 
 static const direct_kernels *const builds[] = {
 #ifdef LB_DIRECT_X86
+    &direct_kernels_avx512_2fma,
     &direct_kernels_avx512,
     &direct_kernels_avx2,
 #endif
@@ -34,10 +39,17 @@ const direct_kernels *direct_kernels_find(const char *isa)
     return NULL;
 }
 
+/* A build fitted to cores with two 512-bit FMA ports is the best only on
+ * such a core; it runs (and can be forced) on any AVX-512 CPU. */
+static int fits_here(const direct_kernels *k)
+{
+    return k->cpu_runs() && (k->fma_ports < 2 || direct_fma_ports_512(cpu_this()) >= 2);
+}
+
 static const direct_kernels *best_here(void)
 {
     for (int i = 0; i < BUILDS; i++)
-        if (builds[i]->cpu_runs())
+        if (fits_here(builds[i]))
             return builds[i];
     return builds[BUILDS - 1]; /* the generic build runs anywhere */
 }
@@ -47,16 +59,14 @@ static _Atomic(const direct_kernels *) active;
 
 const direct_kernels *direct_choose(char *err, size_t err_len)
 {
-    const char *forced = getenv("LENET_BENCH_DIRECT_ISA");
+    const char *forced = direct_isa_forced();
     const direct_kernels *k = NULL;
-    if (forced && *forced) {
+    if (forced) {
         k = direct_kernels_find(forced);
         if (!k) {
-            char names[128] = "";
-            for (int i = 0; i < BUILDS; i++)
-                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
-                         i ? ", " : "", builds[i]->isa);
-            snprintf(err, err_len, "LENET_BENCH_DIRECT_ISA=%s: not one of %s", forced, names);
+            /* (the harness refuses such a value before it gets here) */
+            if (!direct_isa_check(err, err_len))
+                snprintf(err, err_len, "LENET_BENCH_DIRECT_ISA=%s: not built here", forced);
             return NULL;
         }
         if (!k->cpu_runs()) {

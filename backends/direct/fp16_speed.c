@@ -17,6 +17,7 @@
 
 #include "backends/direct/fp16.h"
 #include "backends/direct/half_speed.h"
+#include "backends/direct/speed_tools.h"
 #include "backends/direct/fp16_tiles.h"
 
 static int by_double(const void *a, const void *b)
@@ -63,8 +64,8 @@ static void time_product(const product *p, int B, int threads, int repeats, doub
     const size_t n_in = p->C ? (size_t)C * H * W * B : (size_t)p->n_in * B;
     const size_t n_out = p->C ? (size_t)K * (H - k + 1) * (W - k + 1) * B : (size_t)p->n_out * B;
     const size_t n_w = p->C ? (size_t)K * (C * k * k + 1) : (size_t)p->n_out * p->n_in;
-    float *in = filled(n_in, 1), *out = filled(n_out, 2), *w = filled(n_w, 3);
-    float *d_in = filled(n_in, 4), *dw = filled(n_w, 5), *bias = filled(p->n_out + 1, 6);
+    float *in = speed_filled(n_in, 1), *out = speed_filled(n_out, 2), *w = speed_filled(n_w, 3);
+    float *d_in = speed_filled(n_in, 4), *dw = speed_filled(n_w, 5), *bias = speed_filled(p->n_out + 1, 6);
     const size_t scratch_bytes = p->C ? direct_fp16_conv_scratch_bytes(B, C, H, W, K, k)
                                       : direct_fp16_dense_scratch_bytes(B, p->n_in, p->n_out);
     void *scratch = buffer(scratch_bytes);

@@ -1,6 +1,6 @@
 /* What the speed tools of the half-precision products (bf16_speed.c,
- * fp16_speed.c) share: the clock, zeroed aligned buffers, uniform data and
- * the machine's load, printed beside the figures. */
+ * fp16_speed.c) share beside speed_tools.h: the clock, zeroed aligned
+ * buffers and the machine's load, printed beside the figures. */
 #ifndef LB_DIRECT_HALF_SPEED_H
 #define LB_DIRECT_HALF_SPEED_H
 
@@ -24,17 +24,6 @@ static inline void *buffer(size_t bytes)
     }
     memset(p, 0, rounded);
     return p;
-}
-
-/* uniform in [-0.5, 0.5) */
-static inline float *filled(size_t n, unsigned seed)
-{
-    float *x = buffer(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)((seed >> 8) * (1.0 / 16777216.0) - 0.5);
-    }
-    return x;
 }
 
 static inline void load_average(const char *when)

@@ -33,6 +33,7 @@
  * for the build's register file (MR x NV accumulators: 16 registers below
  * AVX-512, 32 with it). */
 #include "backends/direct/direct.h"
+#include "base/cpu.h"
 
 #include <omp.h>
 #include <stddef.h>
@@ -71,7 +72,7 @@ typedef float vec __attribute__((vector_size(VL * sizeof(float))));
 #endif
 
 /* A forward or input-gradient tile: MR rows of NV vectors (at most 12 by
- * 3), MR x NV accumulators plus NV loaded vectors and a broadcast. */
+ * 4), MR x NV accumulators plus NV loaded vectors and a broadcast. */
 #ifndef LB_DIRECT_MR
 #define LB_DIRECT_MR 6
 #endif
@@ -79,7 +80,8 @@ typedef float vec __attribute__((vector_size(VL * sizeof(float))));
 #define LB_DIRECT_NV 2
 #endif
 enum { MR = LB_DIRECT_MR, NV = LB_DIRECT_NV, NR = NV * VL };
-/* A weight-gradient tile: WK output channels by WT taps (at most 4 by 8). */
+/* A weight-gradient tile: WK output channels by WT taps (at most 5 by 8),
+ * WK x WT accumulators plus WK loaded vectors and one more. */
 #ifndef LB_DIRECT_WK
 #define LB_DIRECT_WK 2
 #endif
@@ -89,9 +91,18 @@ enum { MR = LB_DIRECT_MR, NV = LB_DIRECT_NV, NR = NV * VL };
 enum { WK = LB_DIRECT_WK, WT = LB_DIRECT_WT };
 /* the sizes tile() and weight_block() have cases for */
 #if !(LB_DIRECT_MR == 6 || LB_DIRECT_MR == 8 || LB_DIRECT_MR == 10 || LB_DIRECT_MR == 12) ||     \
-    !(LB_DIRECT_NV == 2 || LB_DIRECT_NV == 3) || !(LB_DIRECT_WK == 2 || LB_DIRECT_WK == 4) ||  \
+    !(LB_DIRECT_NV >= 2 && LB_DIRECT_NV <= 4) || !(LB_DIRECT_WK == 2 || LB_DIRECT_WK == 4 ||     \
+                                                  LB_DIRECT_WK == 5) ||                        \
     !(LB_DIRECT_WT == 5 || LB_DIRECT_WT == 8)
-#error "tile shape: MR 6, 8, 10 or 12; NV 2 or 3; WK 2 or 4; WT 5 or 8"
+#error "tile shape: MR 6, 8, 10 or 12; NV 2 to 4; WK 2, 4 or 5; WT 5 or 8"
+#endif
+/* 1: a row's vectors split into column tiles of nearly equal widths (16
+ * vectors as 3+3+3+3+2+2, not 5 x 3 + 1), and a convolution's output
+ * channels into weight-gradient blocks of nearly equal counts: no tile of
+ * one vector or one channel, whose few accumulators and many loads per
+ * FMA leave a second FMA port idle. 0: full tiles, then what is left. */
+#ifndef LB_DIRECT_EVEN
+#define LB_DIRECT_EVEN 0
 #endif
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -253,7 +264,10 @@ static void tile(int m, int nv, float *const *rows, int add, const float *init, 
         row_tile(M, NVEC, rows, add, init, a, a_row, b, wk);                                 \
         return;                                                                              \
     }
-#if LB_DIRECT_NV >= 3
+#if LB_DIRECT_NV >= 4
+#define TILE_CASES(M)                                                                        \
+    TILE_CASE(M, 0) TILE_CASE(M, 1) TILE_CASE(M, 2) TILE_CASE(M, 3) TILE_CASE(M, 4)
+#elif LB_DIRECT_NV >= 3
 #define TILE_CASES(M) TILE_CASE(M, 0) TILE_CASE(M, 1) TILE_CASE(M, 2) TILE_CASE(M, 3)
 #else
 #define TILE_CASES(M) TILE_CASE(M, 0) TILE_CASE(M, 1) TILE_CASE(M, 2)
@@ -285,7 +299,13 @@ static void tile(int m, int nv, float *const *rows, int add, const float *init, 
  * (0 for a single column) and sets *cols to its width. */
 static int tile_at(size_t j, size_t width, int *cols)
 {
+#if LB_DIRECT_EVEN
+    /* the whole vectors left in as few tiles as NV allows, nearly equal */
+    const size_t left = (width - j) / VL, tiles = (left + NV - 1) / NV;
+    const int nv = left ? (int)((left + tiles - 1) / tiles) : 0;
+#else
     const int nv = j + NR <= width ? NV : j + VL <= width ? 1 : 0;
+#endif
     *cols = nv ? nv * VL : 1;
     return nv;
 }
@@ -494,6 +514,9 @@ static void weight_block(int mk, int nt, float *d_weight_bias, const float *d_ou
     WEIGHT_CASES(3)
     WEIGHT_CASES(4)
 #endif
+#if LB_DIRECT_WK >= 5
+    WEIGHT_CASES(5)
+#endif
 #undef WEIGHT_CASES_ABOVE_5
 #undef WEIGHT_CASES
 #undef WEIGHT_CASE
@@ -504,16 +527,31 @@ static void conv_backward_params(float *d_weight_bias, const float *d_out,
                                       int kernel, int threads)
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
-    const int blocks = (R + WT - 1) / WT;
+    const int tap_blocks = (R + WT - 1) / WT;
+#if LB_DIRECT_EVEN
+    /* blocks of nearly equal channel counts, the outer loop: a block's
+     * output gradient (conv2: 4 channels, 32 KiB at 32 images) stays in L1
+     * while the runs of every tap block pass, so the larger operand is
+     * read once, not once per tap block */
+    const int k_blocks = (K + WK - 1) / WK;
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads) if (threads > 1)
+    for (int kb = 0; kb < k_blocks; kb++)
+        for (int rb = 0; rb < tap_blocks; rb++) {
+            const int k0 = block_start(K, k_blocks, kb), mk = block_start(K, k_blocks, kb + 1) - k0;
+            const int r0 = rb * WT, nt = R - r0 < WT ? R - r0 : WT;
+            weight_block(mk, nt, d_weight_bias, d_out, in, B, C, H, W, kernel, k0, r0);
+        }
+#else
     /* a block of taps at a time, their runs staying in L1 while every
      * channel's output gradient passes */
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int rb = 0; rb < blocks; rb++) {
+    for (int rb = 0; rb < tap_blocks; rb++) {
         const int r0 = rb * WT, nt = R - r0 < WT ? R - r0 : WT;
         for (int k0 = 0; k0 < K; k0 += WK)
             weight_block(K - k0 < WK ? K - k0 : WK, nt, d_weight_bias, d_out, in, B, C, H, W,
                          kernel, k0, r0);
     }
+#endif
     /* the biases: each channel's gradients summed */
     const size_t plane_out = (size_t)OH * OW * B;
     for (int k = 0; k < K; k++)
@@ -632,26 +670,22 @@ static void dense_backward(float *d_weight, float *d_bias, float *d_in,
 /* ---------------------------------------------------------------------- */
 /* This build's table                                                       */
 
-/* Whether the CPU and its OS run what this build was compiled for
- * (__builtin_cpu_supports checks that the OS saves the vector state). */
-static int cpu_runs(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
+/* Whether the CPU and its OS run what this build was compiled for: the
+ * features its flags enable (module.mk), asked of base/cpu.h */
 #if defined(__AVX512F__)
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512cd");
+#define BUILD_FEATURES (CPU_AVX512 | CPU_AVX2 | CPU_FMA | CPU_F16C | CPU_AVX)
 #elif defined(__AVX2__)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c");
+#define BUILD_FEATURES (CPU_AVX2 | CPU_FMA | CPU_F16C | CPU_AVX)
 #else
-    return 1;
+#define BUILD_FEATURES 0u
 #endif
-#else
-    return 1;
+static int cpu_runs(void) { return cpu_has(BUILD_FEATURES); }
+
+/* 2: tiles fitted to cores that retire two 512-bit FMAs a cycle (dispatch.c
+ * prefers this build there only) */
+#ifndef LB_DIRECT_FMA_PORTS
+#define LB_DIRECT_FMA_PORTS 0
 #endif
-}
 
 #if defined(__AVX512F__)
 #define ISA_WORDS "AVX-512"
@@ -663,12 +697,19 @@ static int cpu_runs(void)
 #define ISA_WORDS "SSE2"
 #endif
 
+#if LB_DIRECT_FMA_PORTS == 2
+#define FITTED_WORDS ", fitted to two 512-bit FMA ports"
+#else
+#define FITTED_WORDS ""
+#endif
+
 const direct_kernels ISA_NAME(direct_kernels_, LB_DIRECT_ISA) = {
     .isa = ISA_STRING(LB_DIRECT_ISA),
     .description = ISA_WORDS ", " ISA_STRING(LB_DIRECT_VL) "-float vectors, " ISA_STRING(
-        LB_DIRECT_MR) "x" ISA_STRING(LB_DIRECT_NV) "-vector tiles",
+        LB_DIRECT_MR) "x" ISA_STRING(LB_DIRECT_NV) "-vector tiles" FITTED_WORDS,
     .vector_floats = VL,
     .cpu_runs = cpu_runs,
+    .fma_ports = LB_DIRECT_FMA_PORTS,
     .conv_forward = conv_forward,
     .conv_backward_params = conv_backward_params,
     .conv_backward_data = conv_backward_data,

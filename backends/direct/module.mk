@@ -8,14 +8,19 @@
 # Each build of kernels.c puts its set's -march after the build's own
 # (which may be -march=native): the choice among them is made when the
 # program runs (dispatch.c), so one build runs its best path on any x86-64.
-# The AVX-512 build has 32 vector registers, hence its larger tiles: 8 rows
-# by 3 vectors (24 accumulators) against the 6 by 2 of the others. On a
+# The AVX-512 builds have 32 vector registers, hence their larger tiles:
+# 8 rows by 3 vectors (24 accumulators) against the 6 by 2 of the others,
+# and 6 by 4 in avx512_2fma, the build for cores with two 512-bit FMA
+# ports (below). On a
 # Zen 4 core shared with other work (load average 8) it trained at 1745
 # images/s against 1661 for 6 by 2 on one thread and 1996 against 1990 on
 # two (means of 4 and 3 interleaved runs, within the noise); 12 by 2 was
 # 30% slower, larger weight-gradient tiles (4x5, 2x8) no faster.
 # what the registry knows of the backend, built or not
 LIB_SRCS += backends/direct/registration.c
+# LENET_BENCH_DIRECT_ISA's names and rules (isa.h): the harness checks the
+# value before anything runs
+LIB_SRCS += backends/direct/isa.c
 
 # The bf16 products (bf16.h): the vdpbf16ps tiles built with AVX-512 flags
 # of their own, after the build's -march, so that the object builds on any
@@ -53,13 +58,27 @@ ifeq ($(DIRECT_PROBE),1)
 HAVE_DIRECT := 1
 CFLAGS += -DHAVE_DIRECT
 ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine)),)
-DIRECT_ISAS := avx512 avx2 generic
+DIRECT_ISAS := avx512_2fma avx512 avx2 generic
 $(BUILD)/backends/direct/dispatch.o: CFLAGS += -DLB_DIRECT_X86
 else
 DIRECT_ISAS := generic
 endif
-DIRECT_FLAGS_avx512 := -march=x86-64-v4 -DLB_DIRECT_MR=8 -DLB_DIRECT_NV=3
-DIRECT_FLAGS_avx2 := -march=haswell
+# Each build enables exactly the features its table's cpu_runs asks
+# base/cpu.h for (kernels.c): no BMI, LZCNT or AVX512CD the check does not
+# cover.
+DIRECT_AVX512_FLAGS := -march=x86-64 -mtune=generic -mavx -mavx2 -mfma -mf16c -mavx512f \
+    -mavx512dq -mavx512bw -mavx512vl
+DIRECT_FLAGS_avx512 := $(DIRECT_AVX512_FLAGS) -DLB_DIRECT_MR=8 -DLB_DIRECT_NV=3
+# Fitted to cores with two 512-bit FMA ports (Intel's server cores, Zen 5):
+# 6x4-vector tiles (24 accumulators, 10 loads per 24 FMAs where 8x3 takes
+# 11) over column tiles of nearly equal widths (no 1-vector tile with few
+# accumulators), and 4x5 weight-gradient tiles (20 accumulators where 2x5
+# has 10) with the output channels outer, so that a block's output
+# gradient stays in L1 (5x5 was 15-25% slower on conv2: 40 KiB a block).
+# Measured on one Zen 5 thread: notes/direct-two-port.md.
+DIRECT_FLAGS_avx512_2fma := $(DIRECT_AVX512_FLAGS) -DLB_DIRECT_MR=6 -DLB_DIRECT_NV=4 \
+    -DLB_DIRECT_WK=4 -DLB_DIRECT_WT=5 -DLB_DIRECT_EVEN=1 -DLB_DIRECT_FMA_PORTS=2
+DIRECT_FLAGS_avx2 := -march=x86-64 -mtune=haswell -mavx -mavx2 -mfma -mf16c
 DIRECT_FLAGS_generic := $(if $(filter avx2,$(DIRECT_ISAS)),-march=x86-64 -mtune=generic)
 DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/kernels_%.o)
 DIRECT_OBJS := $(CHWN_OBJS_F32) \
@@ -79,7 +98,9 @@ ifneq ($(filter 1,$(HAVE_DIRECT_BF16) $(HAVE_DIRECT_FP16)),)
 DIRECT_OBJS += $(BUILD)/backends/direct/half_products.o
 endif
 $(foreach f,direct_backend fp32_products bf16_products,$(BUILD)/backends/direct/$(f).o): CFLAGS += -fopenmp
-$(eval $(call module_rule,direct,$(DIRECT_OBJS) $(MODULE_SHARED_OBJS),-fopenmp))
+# (isa.o, part of the program too, is in LIB_SRCS: the module links it
+# here, beside the objects every module shares)
+$(eval $(call module_rule,direct,$(DIRECT_OBJS) $(MODULE_SHARED_OBJS) $(BUILD)/backends/direct/isa.o,-fopenmp))
 # (static pattern: a plain %-pattern would also offer make a way to remake
 # the .d files it includes, through its built-in %: %.o); one FMA per
 # multiply-add
@@ -88,6 +109,29 @@ $(DIRECT_KERNEL_OBJS): $(BUILD)/backends/direct/kernels_%.o: backends/direct/ker
 	$(CC) $(CFLAGS) -fopenmp -ffp-contract=fast -Wno-psabi $(DIRECT_FLAGS_$*) \
 	    -DLB_DIRECT_ISA=$* -c -o $@ $<
 $(DIRECT_KERNEL_OBJS) $(DIRECT_OBJS): $(BUILD)/build-flags
+# (each build's flags are here: a change to them remakes the builds)
+$(DIRECT_KERNEL_OBJS): backends/direct/module.mk
+
+# Each build of the fp32 products this CPU runs, timed alone at LeNet's
+# shapes against the FMA peak it measures (not a test: make
+# direct-kernel-speed ARGS='--rounds 50 --isa avx512_2fma,avx512').
+.PHONY: direct-kernel-speed
+DIRECT_SPEED_OBJS := $(BUILD)/backends/direct/dispatch.o $(DIRECT_KERNEL_OBJS) $(BUILD)/base/cpu.o \
+    $(BUILD)/backends/direct/isa.o
+$(BUILD)/direct-kernel-speed: backends/direct/kernel_speed.c $(DIRECT_SPEED_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SPEED_OBJS) -fopenmp -lm
+direct-kernel-speed: $(BUILD)/direct-kernel-speed
+	$(BUILD)/direct-kernel-speed $(ARGS)
+
+# The builds of the kernels against a reference, each forced in turn, and
+# LENET_BENCH_DIRECT_ISA's rules (tests/test_direct_kernels.c); its names,
+# a value that names none and bf16 beside a forced build, end to end
+# (tests/test_direct_isa.sh)
+TESTS += test_direct_kernels
+TEST_OBJS_test_direct_kernels := $(BUILD)/backends/direct/dispatch.o $(DIRECT_KERNEL_OBJS)
+TEST_LIBS_test_direct_kernels := -fopenmp -lm
+TEST_SCRIPTS += tests/test_direct_isa.sh
 
 # tests/test_blas*.c over the direct engine (tests/test_direct*.c), once per
 # build of the kernels this CPU runs (it forces each in turn)

@@ -17,12 +17,33 @@
 
 #include "base/clock.h"
 
-double base_timeout(void)
+extern char **environ;
+
+/* LENET_BENCH_PEER_TIMEOUT's seconds, 0 when unset, -1 when it is no
+ * number of seconds in range. */
+static double timeout_setting(void)
 {
     const char *env = getenv("LENET_BENCH_PEER_TIMEOUT");
+    if (!env)
+        return 0;
     char *end;
-    double v = env ? strtod(env, &end) : 0;
-    return env && end != env && !*end && v > 0 ? v : DEFAULT_TIMEOUT_S;
+    double v = strtod(env, &end);
+    return end != env && !*end && v >= MIN_TIMEOUT_S && v <= MAX_TIMEOUT_S ? v : -1;
+}
+
+double base_timeout(void)
+{
+    double v = timeout_setting();
+    return v > 0 ? v : DEFAULT_TIMEOUT_S;
+}
+
+int timeout_setting_ok(char *why, size_t why_len)
+{
+    if (timeout_setting() >= 0)
+        return 0;
+    snprintf(why, why_len, "LENET_BENCH_PEER_TIMEOUT=%.40s is not a number of seconds from %g to %g",
+             getenv("LENET_BENCH_PEER_TIMEOUT"), MIN_TIMEOUT_S, MAX_TIMEOUT_S);
+    return -1;
 }
 
 /* An executable named like execvp would find it, as an absolute path (so
@@ -47,7 +68,8 @@ int find_program(const char *name, char *out, size_t len)
 
 /* Starts argv[0] (an absolute path) with its stdin and stdout on one end
  * of a socket pair and its stderr on a pipe. */
-int channel_start(channel *c, char *const argv[], char *err, size_t err_len)
+int channel_start(channel *c, char *const argv[], char *const envp[], char *err,
+                  size_t err_len)
 {
     memset(c, 0, sizeof *c);
     c->sock = c->err = -1;
@@ -80,6 +102,9 @@ int channel_start(channel *c, char *const argv[], char *err, size_t err_len)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(127);
+        /* a group of its own: an interpreter wrapper that does not exec
+         * leaves its own child, which the group's kill takes too */
+        setpgid(0, 0);
         struct sigaction ign = {.sa_handler = SIG_IGN}, dfl = {.sa_handler = SIG_DFL};
         sigaction(SIGINT, &ign, NULL);
         sigaction(SIGTERM, &ign, NULL);
@@ -90,12 +115,13 @@ int channel_start(channel *c, char *const argv[], char *err, size_t err_len)
         dup2(sv[1], STDIN_FILENO);
         dup2(sv[1], STDOUT_FILENO);
         dup2(ep[1], STDERR_FILENO);
-        execv(argv[0], argv);
+        execve(argv[0], argv, envp ? envp : environ);
         static const char msg[] = "cannot execute the interpreter\n";
         if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0)
             _exit(127);
         _exit(127);
     }
+    setpgid(pid, pid); /* (either side may come first) */
     close(sv[1]);
     close(ep[1]);
     c->pid = pid;
@@ -161,10 +187,22 @@ void channel_reap(channel *c, double wait_s)
         return;
     double until = now_seconds() + wait_s;
     for (;;) {
-        pid_t r = waitpid(c->pid, &c->status, WNOHANG);
-        if (r == c->pid || (r < 0 && errno != EINTR))
+        /* ended, not yet reaped: its pid (the group's id) cannot be taken
+         * by another process until it is */
+        siginfo_t info = {0};
+        int r = waitid(P_PID, (id_t)c->pid, &info, WEXITED | WNOHANG | WNOWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            break; /* reaped elsewhere: its group id may be another's now */
+        if (info.si_pid == c->pid) {
+            kill(-c->pid, SIGKILL); /* what its group still holds */
+            while (waitpid(c->pid, &c->status, 0) < 0 && errno == EINTR)
+                ;
             break;
-        if (r == 0 && now_seconds() >= until) {
+        }
+        if (now_seconds() >= until) {
+            kill(-c->pid, SIGKILL);
             kill(c->pid, SIGKILL);
             while (waitpid(c->pid, &c->status, 0) < 0 && errno == EINTR)
                 ;

@@ -35,17 +35,28 @@ typedef struct channel {
 
 typedef enum wait_result { READY, TIMED_OUT, CLOSED, BROKEN } wait_result;
 
-/* LENET_BENCH_PEER_TIMEOUT when it is a positive number of seconds, else
- * DEFAULT_TIMEOUT_S. */
+/* The shortest and longest LENET_BENCH_PEER_TIMEOUT taken: under a second
+ * not even the interpreter starts. */
+#define MIN_TIMEOUT_S 1.0
+#define MAX_TIMEOUT_S 86400.0
+
+/* LENET_BENCH_PEER_TIMEOUT when it is a number of seconds from
+ * MIN_TIMEOUT_S to MAX_TIMEOUT_S, else DEFAULT_TIMEOUT_S. */
 double base_timeout(void);
+/* 0 when LENET_BENCH_PEER_TIMEOUT is unset or such a number; -1 with why. */
+int timeout_setting_ok(char *why, size_t why_len);
 /* An executable named like execvp would find it, as an absolute path in
  * out: 0, or -1 when there is none. */
 int find_program(const char *name, char *out, size_t len);
 /* Starts argv[0] (an absolute path) with its stdin and stdout on one end
- * of a socket pair and its stderr on a pipe: 0, or -1 with why in err. */
-int channel_start(channel *c, char *const argv[], char *err, size_t err_len);
+ * of a socket pair and its stderr on a pipe, in the environment envp
+ * (NULL: this process's), in a process group of its own: 0, or -1 with
+ * why in err. */
+int channel_start(channel *c, char *const argv[], char *const envp[], char *err,
+                  size_t err_len);
 /* Reaps the child, killing it first when it has not exited within
- * wait_s seconds. */
+ * wait_s seconds; what its process group still holds (an interpreter
+ * wrapper's own child) is killed with it. */
 void channel_reap(channel *c, double wait_s);
 /* Ends the child's input, reaps it (channel_reap) and frees the channel. */
 void channel_close(channel *c, double wait_s);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backends/peer/channel.h"
+#include "backends/peer/environment.h"
 #include "base/clock.h"
 
 #ifndef LB_SOURCE_DIR_ABS
@@ -50,7 +51,7 @@ static int probe_python(const char *python, const char *script, peer_probe *p, c
     char *const argv[] = {(char *)python, (char *)script, (char *)"--probe", NULL};
     channel c;
     char err[256];
-    if (channel_start(&c, argv, err, sizeof err) != 0) {
+    if (channel_start(&c, argv, peer_environment(), err, sizeof err) != 0) {
         snprintf(why, why_len, "%s", err);
         return -1;
     }
@@ -92,7 +93,9 @@ const peer_probe *probe_once(void)
     pthread_mutex_lock(&probe_lock);
     if (!probed.done) {
         probed.done = 1;
-        if (find_script(probed.script, sizeof probed.script) != 0) {
+        if (timeout_setting_ok(probed.why, sizeof probed.why) != 0) {
+            /* (not the interpreter's fault when no answer comes in time) */
+        } else if (find_script(probed.script, sizeof probed.script) != 0) {
             snprintf(probed.why, sizeof probed.why,
                      "%.400s not found (LENET_BENCH_PYTORCH_SCRIPT names another)",
                      probed.script);

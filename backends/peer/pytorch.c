@@ -36,6 +36,7 @@
 
 #include "backends/engine.h"
 #include "backends/peer/channel.h"
+#include "backends/peer/environment.h"
 #include "backends/peer/probe.h"
 #include "base/clock.h"
 
@@ -56,7 +57,8 @@ typedef struct peer_kind {
 static const peer_kind cpu_kind = {"pytorch-cpu", 0};
 static const peer_kind cuda_kind = {"pytorch-cuda", 1};
 
-struct engine {
+/* The engine behind the contract's opaque handle (peer_of). */
+typedef struct peer_engine {
     const peer_kind *kind;
     channel ch;
     int alive; /* 0 once the child failed: every call then fails */
@@ -68,7 +70,10 @@ struct engine {
     char describe[256];
     char err[MSG_LEN];
     char line[LINE_MAX_LEN + 1]; /* the last answer */
-};
+    int peak_unknown; /* a reused child whose peak memory could not be reset */
+} peer_engine;
+
+static inline peer_engine *peer_of(engine *e) { return (peer_engine *)e; }
 
 static int peer_probe_fn(void *ctx, char *why, size_t why_len)
 {
@@ -86,7 +91,7 @@ static int peer_probe_fn(void *ctx, char *why, size_t why_len)
 }
 
 /* Marks the engine failed: the child is killed and reaped. */
-static int fail_child(engine *e, const char *what, wait_result w, const char *line,
+static int fail_child(peer_engine *e, const char *what, wait_result w, const char *line,
                       double limit_s)
 {
     char how[400];
@@ -117,7 +122,7 @@ static int fail_child(engine *e, const char *what, wait_result w, const char *li
 /* Sends a command line and its payload, then reads the answer line: 0 with
  * the text after "ok" in rest, or -1 (a child's "error" answer leaves it
  * alive). */
-static int request(engine *e, const char *what, const char *cmd, const void *const *parts,
+static int request(peer_engine *e, const char *what, const char *cmd, const void *const *parts,
                    const size_t *sizes, int n_parts, double limit_s, double *deadline, char *rest,
                    size_t rest_len)
 {
@@ -217,7 +222,7 @@ static int unpark(const peer_kind *k, int device, channel *ch)
     return found;
 }
 
-static void destroy(engine *e)
+static void destroy_peer(peer_engine *e)
 {
     if (!e)
         return;
@@ -233,9 +238,11 @@ static void destroy(engine *e)
     free(e);
 }
 
+static void destroy(engine *handle) { destroy_peer(peer_of(handle)); }
+
 /* Reads the child's first answer, ready<TAB>version<TAB>description, into
  * e->describe. */
-static int read_ready(engine *e, const char *what)
+static int read_ready(peer_engine *e, const char *what)
 {
     double limit = base_timeout(), deadline = now_seconds() + limit;
     char *line = e->line;
@@ -248,6 +255,23 @@ static int read_ready(engine *e, const char *what)
         return fail_child(e, what, r, line, limit);
     snprintf(e->describe, sizeof e->describe, "%s", strchr(tab + 1, '\t') + 1);
     return 0;
+}
+
+/* The engine of a child ready for its configuration. A parked child's
+ * peak resident memory (VmHWM) is that of every configuration it served:
+ * it is reset here (5 to clear_refs), so that the row reports its own
+ * configuration's peak. */
+static engine *started(peer_engine *e, int reused)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)e->ch.pid);
+    FILE *f = e->ch.pid > 0 ? fopen(path, "w") : NULL;
+    int reset = f && fputs("5", f) >= 0;
+    if (f && fclose(f) != 0)
+        reset = 0;
+    /* a fresh child's peak is its own; a reused one's, not reset, is not */
+    e->peak_unknown = reused && !reset;
+    return (engine *)e;
 }
 
 /* create's refusal: the reason in err, no engine. */
@@ -278,7 +302,7 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
         !(!k->cuda && cfg->precision == PREC_BF16))
         return refuse(err, err_len, "%s does not support --precision %s", k->name,
                       precision_name(cfg->precision));
-    engine *e = calloc(1, sizeof *e);
+    peer_engine *e = calloc(1, sizeof *e);
     if (!e)
         return refuse(err, err_len, "out of memory");
     e->kind = k;
@@ -318,7 +342,7 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
             double deadline = now_seconds() + base_timeout();
             if (channel_send(&e->ch, cmd, used, &deadline) == READY &&
                 read_ready(e, "config") == 0)
-                return e;
+                return started(e, 1);
         }
         /* gone or confused while parked: a fresh one */
         channel_reap(&e->ch, 0);
@@ -327,7 +351,7 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
         e->err[0] = 0;
     }
     char why[256];
-    if (channel_start(&e->ch, argv, why, sizeof why) != 0) {
+    if (channel_start(&e->ch, argv, peer_environment(), why, sizeof why) != 0) {
         snprintf(err, err_len, "%s: cannot start %s: %s", k->name, p->python, why);
         free(e);
         return NULL;
@@ -335,16 +359,20 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
     e->alive = 1;
     if (read_ready(e, "start-up") != 0) {
         snprintf(err, err_len, "%s", e->err);
-        destroy(e);
+        destroy_peer(e);
         return NULL;
     }
-    return e;
+    return started(e, 0);
 }
 
-static const char *error(engine *e) { return e ? e->err : "pytorch: no engine"; }
-
-static int set_params(engine *e, const float *params)
+static const char *error(engine *handle)
 {
+    return handle ? peer_of(handle)->err : "pytorch: no engine";
+}
+
+static int set_params(engine *handle, const float *params)
+{
+    peer_engine *e = peer_of(handle);
     const void *parts[] = {params};
     size_t sizes[] = {sizeof(float) * e->param_count};
     char rest[64];
@@ -353,8 +381,9 @@ static int set_params(engine *e, const float *params)
                    sizeof rest);
 }
 
-static int get_params(engine *e, float *params)
+static int get_params(engine *handle, float *params)
 {
+    peer_engine *e = peer_of(handle);
     char rest[64];
     double limit = base_timeout(), deadline;
     if (request(e, "get", "get\n", NULL, NULL, 0, limit, &deadline, rest, sizeof rest) != 0)
@@ -363,8 +392,9 @@ static int get_params(engine *e, float *params)
     return w == READY ? 0 : fail_child(e, "get", w, "", limit);
 }
 
-static int bind_dataset(engine *e, const dataset *train, const dataset *test)
+static int bind_dataset(engine *handle, const dataset *train, const dataset *test)
 {
+    peer_engine *e = peer_of(handle);
     char cmd[128], rest[64];
     snprintf(cmd, sizeof cmd, "data %d %d %d %d\n", train->count, test->count, train->rows,
              train->cols);
@@ -387,8 +417,9 @@ static int bind_dataset(engine *e, const dataset *train, const dataset *test)
     return 0;
 }
 
-static int train_steps(engine *e, const int32_t *indices, int batch, int steps, float *losses)
+static int train_steps(engine *handle, const int32_t *indices, int batch, int steps, float *losses)
 {
+    peer_engine *e = peer_of(handle);
     char cmd[64], rest[64];
     snprintf(cmd, sizeof cmd, "train %d %d\n", batch, steps);
     const void *parts[] = {indices};
@@ -402,8 +433,25 @@ static int train_steps(engine *e, const int32_t *indices, int batch, int steps, 
         return -1;
     }
     wait_result w = channel_bytes(&e->ch, out, sizeof(float) * (size_t)steps, &deadline);
+    /* a cross-entropy is never below 0 (NaN and Inf pass: divergence,
+     * which the harness reports) */
+    int negative = -1;
+    for (int i = 0; i < steps && w == READY && negative < 0; i++)
+        if (out[i] < 0)
+            negative = i;
+    char what[96];
+    if (negative >= 0)
+        snprintf(what, sizeof what, "train: a loss of %g at step %d, which a cross-entropy "
+                 "cannot be", (double)out[negative], negative + 1);
     if (!losses)
         free(out);
+    if (negative >= 0) {
+        snprintf(e->err, sizeof e->err, "%s: the PyTorch process answered %s; killed it",
+                 e->kind->name, what);
+        channel_reap(&e->ch, 0);
+        e->alive = 0;
+        return -1;
+    }
     return w == READY ? 0 : fail_child(e, "train", w, "", limit);
 }
 
@@ -443,8 +491,9 @@ static int parse_eval(const char *s, int classes, long limit, eval_counts *out)
     return 0;
 }
 
-static int evaluate(engine *e, int limit, eval_counts *out)
+static int evaluate(engine *handle, int limit, eval_counts *out)
 {
+    peer_engine *e = peer_of(handle);
     int n = limit <= 0 || limit > e->test_count ? e->test_count : limit;
     char cmd[64];
     char *rest = malloc(LINE_MAX_LEN + 1);
@@ -465,22 +514,33 @@ static int evaluate(engine *e, int limit, eval_counts *out)
     return 0;
 }
 
-static void placement(engine *e, int *threads, int *devices, int *replicas)
+static void placement(engine *handle, int *threads, int *devices, int *replicas)
 {
+    peer_engine *e = peer_of(handle);
     *threads = e->threads;
     *devices = e->kind->cuda ? 1 : 0;
     *replicas = 1;
 }
 
-static void describe(engine *e, char *buf, size_t len) { snprintf(buf, len, "%s", e->describe); }
+/* The child's own description, then the environment it was started in
+ * (the same in every run: environment.h). */
+static void describe(engine *handle, char *buf, size_t len)
+{
+    peer_engine *e = peer_of(handle);
+    char env[512];
+    peer_environment_describe(env, sizeof env);
+    snprintf(buf, len, "%s%s%s", e->describe, env[0] && !e->kind->cuda ? "; " : "",
+             e->kind->cuda ? "" : env);
+}
 
 /* pytorch-cpu's memory is the child's: its peak resident set (VmHWM), read
  * while it lives. The wrapper's own heap is a few KiB and says nothing. 0
  * when it cannot be read. */
-static size_t child_peak_rss(engine *e)
+static size_t child_peak_rss(engine *handle)
 {
+    peer_engine *e = peer_of(handle);
     char path[64], line[256];
-    if (e->ch.pid <= 0)
+    if (e->ch.pid <= 0 || e->peak_unknown)
         return 0;
     snprintf(path, sizeof path, "/proc/%d/status", (int)e->ch.pid);
     FILE *f = fopen(path, "r");

@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import math
 import os
+import re
 import sys
 import time
 
@@ -98,6 +99,17 @@ def probe_line():
 
 
 
+def blas_note():
+    """Which BLAS the dense layers call: a PyTorch built with MKL (the PyPI
+    wheels) brings its own, on which ./bench's OPENBLAS_CORETYPE has no
+    effect; a distribution's calls the system BLAS (OpenBLAS)."""
+    found = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+    info = found.group(1) if found else "unknown"
+    if info == "mkl" or torch.backends.mkl.is_available():
+        return "BLAS: its own MKL (OPENBLAS_CORETYPE does not apply)"
+    return f"BLAS: the system's ({info})"
+
+
 def describe(device, args):
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
@@ -107,7 +119,7 @@ def describe(device, args):
     else:
         onednn = "oneDNN" if torch.backends.mkldnn.is_available() else "no oneDNN"
         threads = torch.get_num_threads()
-        where = (f", {threads} thread{'' if threads == 1 else 's'}, {onednn}, "
+        where = (f", {threads} thread{'' if threads == 1 else 's'}, {onednn}, {blas_note()}, "
                  f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '')}")
     math_mode = ("autocast bf16 (fp32 master weights)" if args.precision == "bf16" else
                  "fp32, TF32 on" if args.precision == "tf32" else "fp32, TF32 off")

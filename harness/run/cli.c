@@ -2,8 +2,10 @@
 #include "harness/run/config.h"
 #include "harness/run/option_table.h"
 #include "harness/run/options.h"
+#include "harness/run/peak.h"
 #include "harness/run/plan.h"
 
+#include "backends/direct/isa.h"
 #include "backends/registry.h"
 #include "parallel/world.h"
 
@@ -26,6 +28,7 @@ static void usage(FILE *f)
         "       ./bench history RUN         append a run's rows to results/history.csv\n"
         "       ./bench plot RUN            draw a run's charts again\n"
         "       ./bench count [options]     count instructions per item under callgrind\n"
+        "       ./bench peaks               this CPU's peak per arithmetic and memory bandwidth\n"
         "       (each takes --help)\n"
         "\n"
         "  --backend LIST       comma list of backends, or 'all' (default: all)\n"
@@ -335,17 +338,22 @@ static int read_prefetch(const char *flag, const char *value, const option_entry
 static int do_list(const char *flag, const char *value, const option_entry *e)
 {
     (void)flag, (void)value, (void)e;
+    char why[256];
+    if (direct_isa_check(why, sizeof why))
+        return usage_error("%s%s", why, "");
     list_backends();
     return OPTIONS_DONE;
 }
 
-/* More threads than online cores only slows a run: say so, run anyway. */
+/* More threads than the CPUs this process may use (its affinity, as
+ * taskset sets it, not the online count) only slows a run: say so, run
+ * anyway. */
 static void warn_threads_beyond_cores(int threads)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads > 0 && cores > 0 && threads > cores)
-        fprintf(stderr, "bench: warning: --threads %d is more than the %ld online cores; the "
-                "threads will share them and run slower\n", threads, cores);
+    int cpus = peak_usable_cpus();
+    if (threads > 0 && threads > cpus)
+        fprintf(stderr, "bench: warning: --threads %d is more than the %d CPUs this process may "
+                "use; the threads will share them and run slower\n", threads, cpus);
 }
 
 /* Some configuration of the run has more than one replica to average. */
@@ -498,6 +506,9 @@ int cli_parse(int argc, char **argv, run_config *cfg)
                            "", "");
     if ((rc = check_peer_timeout(cfg)))
         return rc;
+    char isa_why[256]; /* a LENET_BENCH_DIRECT_ISA that names no build */
+    if (direct_isa_check(isa_why, sizeof isa_why))
+        return usage_error("%s%s", isa_why, "");
 
     warn_threads_beyond_cores(cfg->engine.threads);
     const workload *w = &cfg->work;

@@ -145,6 +145,8 @@ const column summary_columns[] = {
     {REAL("worker_activation_bytes", S(worker_activation_bytes), "%.0f"),
      .range = RANGE_NONNEGATIVE},
     {REAL("worker_workspace_bytes", S(worker_workspace_bytes), "%.0f"), .range = RANGE_NONNEGATIVE},
+    /* the arithmetic a CPU row's peak is of (fp32, bf16-dot, fp64 ...) */
+    {TEXT("peak_arithmetic", S(peak_arithmetic))},
     {.name = NULL},
 };
 

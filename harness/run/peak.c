@@ -6,86 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
+#include <unistd.h>
 
 #include "backends/registry.h"
 #include "base/clock.h"
+#include "harness/run/peak_kernels.h"
 
-
-/* The C probe: the inner kernel of a GEMM, C[6 x 2V] += A[6 x K] B[K x 2V]
- * with V floats per vector register, twelve accumulators held in registers
- * and A and B small enough to stay in L1. This is how BLIS and OpenBLAS
- * reach peak, so it measures what the cores can do, not the memory. */
-enum { MR = 6, PROBE_K = 256 };
-
-#if defined(__AVX512F__)
-#define LANES 16
-#define PROBE_ISA "AVX-512"
-typedef __m512 vec;
-#define VZERO() _mm512_setzero_ps()
-#define VLOAD(p) _mm512_loadu_ps(p)
-#define VBCAST(x) _mm512_set1_ps(x)
-#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define VSUM(v) _mm512_reduce_add_ps(v)
-#elif defined(__AVX2__) && defined(__FMA__)
-#define LANES 8
-#define PROBE_ISA "AVX2+FMA"
-typedef __m256 vec;
-#define VZERO() _mm256_setzero_ps()
-#define VLOAD(p) _mm256_loadu_ps(p)
-#define VBCAST(x) _mm256_set1_ps(x)
-#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-static float vsum(vec v)
-{
-    float f[8];
-    _mm256_storeu_ps(f, v);
-    return f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7];
-}
-#define VSUM(v) vsum(v)
-#else
-/* Any other target: the compiler's generic vectors (multiply then add). */
-#define LANES 4
-#define PROBE_ISA "generic-vector"
-typedef float vec __attribute__((vector_size(16)));
-#define VZERO() ((vec){0, 0, 0, 0})
-static vec vload(const float *p)
-{
-    vec v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-#define VLOAD(p) vload(p)
-#define VBCAST(x) ((vec){0, 0, 0, 0} + (x))
-#define VFMA(a, b, c) ((a) * (b) + (c))
-#define VSUM(v) ((v)[0] + (v)[1] + (v)[2] + (v)[3])
-#endif
-
-enum { NR = 2 * LANES };
-
-/* `reps` passes of the 6 x NR x K kernel; returns a value that depends on
- * every accumulator so the compiler cannot drop the work. */
-static float kernel_passes(const float *a, const float *b, long reps)
-{
-    vec c[MR][2];
-    for (int r = 0; r < MR; r++)
-        c[r][0] = c[r][1] = VZERO();
-    for (long rep = 0; rep < reps; rep++)
-        for (int k = 0; k < PROBE_K; k++) {
-            vec b0 = VLOAD(b + k * NR), b1 = VLOAD(b + k * NR + LANES);
-            for (int r = 0; r < MR; r++) {
-                vec x = VBCAST(a[k * MR + r]);
-                c[r][0] = VFMA(x, b0, c[r][0]);
-                c[r][1] = VFMA(x, b1, c[r][1]);
-            }
-        }
-    float sum = 0;
-    for (int r = 0; r < MR; r++)
-        sum += VSUM(c[r][0]) + VSUM(c[r][1]);
-    return sum;
-}
 
 /* ---- one trial: every thread runs the kernel at once -------------------- */
 
@@ -100,6 +26,7 @@ typedef struct start_gate {
 } start_gate;
 
 typedef struct probe_job {
+    peak_loop run;
     long reps;
     int cpu; /* -1: not pinned */
     start_gate *gate;
@@ -123,12 +50,8 @@ static void *probe_thread(void *arg)
         CPU_SET(job->cpu, &one);
         pthread_setaffinity_np(pthread_self(), sizeof one, &one); /* unpinned if refused */
     }
-    static const float scale = 1.0f / 1024;
-    float a[PROBE_K * MR], b[PROBE_K * NR];
-    for (int i = 0; i < PROBE_K * MR; i++)
-        a[i] = (float)(i % 7) * scale;
-    for (int i = 0; i < PROBE_K * NR; i++)
-        b[i] = (float)(i % 5) * scale;
+    float a[KERNEL_A_FLOATS] __attribute__((aligned(64))), b[KERNEL_B_FLOATS];
+    peak_kernel_operands(a, b);
     start_gate *g = job->gate;
     pthread_mutex_lock(&g->lock);
     g->ready++;
@@ -139,7 +62,7 @@ static void *probe_thread(void *arg)
     pthread_mutex_unlock(&g->lock);
     if (go > 0) {
         double cpu0 = thread_cpu_seconds();
-        job->result = kernel_passes(a, b, job->reps);
+        job->result = job->run(a, b, job->reps);
         job->cpu_seconds = thread_cpu_seconds() - cpu0;
     }
     return NULL;
@@ -150,7 +73,8 @@ static void *probe_thread(void *arg)
  * `cpus` (NULL: none) pins thread t to cpus[t]. *ran_share (may be NULL):
  * the least CPU time a thread got over the wall time, 1 when none of them
  * waited for its core behind other work. */
-static double time_probe(int threads, long reps, const int *cpus, double *ran_share)
+static double time_probe(peak_loop run, int threads, long reps, const int *cpus,
+                         double *ran_share)
 {
     pthread_t ids[MAX_PROBE_THREADS];
     probe_job jobs[MAX_PROBE_THREADS];
@@ -159,7 +83,7 @@ static double time_probe(int threads, long reps, const int *cpus, double *ran_sh
         return -1;
     int started = 0;
     for (int t = 0; t < threads; t++) {
-        jobs[t] = (probe_job){.reps = reps, .cpu = cpus ? cpus[t] : -1, .gate = &gate};
+        jobs[t] = (probe_job){.run = run, .reps = reps, .cpu = cpus ? cpus[t] : -1, .gate = &gate};
         if (pthread_create(&ids[t], NULL, probe_thread, &jobs[t]) != 0)
             break;
         started++;
@@ -195,7 +119,11 @@ static double time_probe(int threads, long reps, const int *cpus, double *ran_sh
  * run on idle cores; about a second of them meets several gaps. */
 #define TRIAL_SECONDS 0.010
 #define DEFAULT_ROUND_SECONDS 1.0
-enum { MAX_TRIALS = 1 << 14, MAX_ROUNDS = 4, CACHE = 16 };
+enum { MAX_TRIALS = 1 << 14, MAX_ROUNDS = 4, CACHE = 32, CACHE_WHY_LEN = 300 };
+/* A probe only the table asks for (no row of the run computes in that
+ * arithmetic on that many threads) runs rounds of this share of a second:
+ * every run's system.json holds the table, and its cost stays small. */
+#define TABLE_ROUND_SHARE 0.25
 /* A clean trial: every thread had its core (its own CPU time over the
  * trial's wall time) for at least this share; the rest is waking up. */
 #define CLEAN_SHARE 0.97
@@ -203,6 +131,8 @@ enum { MAX_TRIALS = 1 << 14, MAX_ROUNDS = 4, CACHE = 16 };
 enum { MIN_CLEAN_TRIALS = 3 };
 
 typedef struct probe_entry {
+    peak_arith arith;
+    peak_kernel kernel;
     int threads;
     long reps;     /* passes per thread per trial */
     int cpus[MAX_PROBE_THREADS], pinned;
@@ -216,7 +146,9 @@ typedef struct probe_entry {
     double beaten_by;      /* a rate of this run above the peak, 0: none */
     char beaten_what[64];
     int failed;            /* threads could not be started */
-    char source[256];
+    char note[200];        /* threads asked beyond the CPUs, a CPU quota */
+    double round_share;    /* of a round's seconds: 1, or less for the table alone */
+    char source[512];
 } probe_entry;
 
 static probe_entry cache[CACHE];
@@ -248,22 +180,20 @@ static int choose_cpus(int threads, int *cpus)
     return n == threads;
 }
 
-static const double flops_per_pass = 2.0 * MR * NR * PROBE_K;
-
 /* Sizes the trials to about TRIAL_SECONDS from short single-thread passes. */
-static long size_trials(void)
+static long size_trials(peak_loop run)
 {
     long reps = 16;
-    double t = time_probe(1, reps, NULL, NULL);
+    double t = time_probe(run, 1, reps, NULL, NULL);
     while (t >= 0 && t < 0.002 && reps < (1L << 30)) {
         reps *= 2;
-        t = time_probe(1, reps, NULL, NULL);
+        t = time_probe(run, 1, reps, NULL, NULL);
     }
     if (t <= 0)
         return 0;
     /* the quickest of a few: a slow first pass would make trials too short */
     for (int i = 0; i < 4; i++) {
-        double u = time_probe(1, reps, NULL, NULL);
+        double u = time_probe(run, 1, reps, NULL, NULL);
         if (u > 0 && u < t)
             t = u;
     }
@@ -277,18 +207,18 @@ static void run_round(probe_entry *e)
     if (!e->trial_gflops) {
         e->trial_gflops = malloc(MAX_TRIALS * sizeof *e->trial_gflops);
         e->pinned = choose_cpus(e->threads, e->cpus);
-        e->reps = size_trials();
+        e->reps = size_trials(e->kernel.run);
         if (!e->trial_gflops || e->reps <= 0) {
             e->failed = 1;
             return;
         }
     }
-    const double work = flops_per_pass * e->reps * e->threads * 1e-9;
-    const double t0 = now_seconds(), end = t0 + round_seconds();
+    const double work = e->kernel.flops_per_pass * e->reps * e->threads * 1e-9;
+    const double t0 = now_seconds(), end = t0 + round_seconds() * e->round_share;
     int in_round = 0;
     do {
         double ran;
-        double s = time_probe(e->threads, e->reps, e->pinned ? e->cpus : NULL, &ran);
+        double s = time_probe(e->kernel.run, e->threads, e->reps, e->pinned ? e->cpus : NULL, &ran);
         if (s <= 0) {
             e->failed = e->n_trials + e->n_waited == 0;
             break;
@@ -348,16 +278,16 @@ static peak_measure measure_of(probe_entry *e)
     char *src = e->source;
     size_t len = sizeof e->source;
     int w = snprintf(src, len,
-                     "C %s multiply-add kernel, %d thread%s%s, best of %d clean trials in %.1f s%s",
-                     PROBE_ISA, e->threads, plural(e->threads), e->pinned ? " pinned" : "",
-                     k.trials, k.seconds,
-                     figure > k.best ? " (or of one that waited for its core)" : "");
+                     "%s, C %s kernel, %d thread%s%s, best of %d clean trials in %.1f s%s%s",
+                     peak_arith_name(e->arith), e->kernel.isa, e->threads, plural(e->threads),
+                     e->pinned ? " pinned" : "", k.trials, k.seconds,
+                     figure > k.best ? " (or of one that waited for its core)" : "", e->note);
     /* A library's GEMM only bounds the peak from below too (it may not know
      * this CPU), so the higher of the two stands. */
     if (e->library_gflops > figure) {
         figure = e->library_gflops;
-        w = snprintf(src, len, "sgemm of the %s backend's library, %d thread%s (the C kernel: %.1f)",
-                     e->library_name, e->threads, plural(e->threads), k.best);
+        w = snprintf(src, len, "sgemm of the %s backend's library, %d thread%s (the C kernel: "
+                     "%.1f)%s", e->library_name, e->threads, plural(e->threads), k.best, e->note);
     }
     /* More threads cannot lower what the machine can do: a probe of several
      * threads that lost to one thread met other load all along, so its
@@ -367,11 +297,12 @@ static peak_measure measure_of(probe_entry *e)
     if (e->threads > 1) {
         /* its best trial counts even when its own figure is uncertain:
          * it is a rate this machine reached */
-        peak_measure one = cpu_peak_gflops(1);
+        peak_measure one = cpu_peak_of(e->arith, 1);
         double rate = one.uncertain ? one.kernel.best : one.gflops;
         if (rate > figure) {
             one_thread = figure = rate;
-            w = snprintf(src, len, "1 thread, which beat %d here", e->threads);
+            w = snprintf(src, len, "%s, 1 thread, which beat %d here", peak_arith_name(e->arith),
+                         e->threads);
         }
     }
     (void)w;
@@ -396,9 +327,10 @@ static peak_measure measure_of(probe_entry *e)
         snprintf(why, sizeof why, "the best trials spread %.0f%% (over %.0f%%)", 100 * k.top_spread,
                  100 * PEAK_SETTLED_SPREAD);
     if (why[0]) {
-        char detail[256];
-        snprintf(detail, sizeof detail, "peak uncertain: %s after %d round%s of %d thread%s", why,
-                 k.rounds, plural(k.rounds), e->threads, plural(e->threads));
+        char detail[512];
+        snprintf(detail, sizeof detail, "peak uncertain: %s after %d round%s of %d thread%s (%s)%s",
+                 why, k.rounds, plural(k.rounds), e->threads, plural(e->threads),
+                 peak_arith_name(e->arith), e->note);
         snprintf(src, len, "%s", detail);
         m.gflops = NAN;
         m.uncertain = 1;
@@ -406,23 +338,138 @@ static peak_measure measure_of(probe_entry *e)
     return m;
 }
 
-static probe_entry *entry_for(int threads)
+int peak_usable_cpus(void)
 {
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0)
+        return CPU_COUNT(&allowed);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (int)online : 1;
+}
+
+/* The first number of a small file (a cgroup's setting); NaN when none,
+ * and "max" (no limit) in *unlimited. */
+static double first_number(const char *path, double *second, int *unlimited)
+{
+    *unlimited = 0;
+    *second = NAN;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NAN;
+    char first[32] = "";
+    *second = NAN;
+    int n = fscanf(f, "%31s %lf", first, second);
+    fclose(f);
+    *unlimited = n >= 1 && strcmp(first, "max") == 0;
+    char *end;
+    double v = n >= 1 ? strtod(first, &end) : NAN;
+    return n >= 1 && end != first ? v : NAN;
+}
+
+/* This process's cgroup path in the hierarchy /proc/self/cgroup names by
+ * `controller` ("" for cgroup v2's unified line), "/" when not found. */
+static void cgroup_path(const char *controller, char *out, size_t len)
+{
+    snprintf(out, len, "/");
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *names = strchr(line, ':'), *path = names ? strchr(names + 1, ':') : NULL;
+        if (!path)
+            continue;
+        *path++ = 0;
+        path[strcspn(path, "\n")] = 0;
+        names++;
+        int match = !*controller ? !*names : strstr(names, controller) != NULL;
+        if (match) {
+            snprintf(out, len, "%s", path);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+double peak_cpu_quota(void)
+{
+    /* LB_PEAK_CGROUP_ROOT stands for /sys/fs/cgroup (the tests' own tree) */
+    const char *root = getenv("LB_PEAK_CGROUP_ROOT");
+    root = root && *root ? root : "/sys/fs/cgroup";
+    char where[256], path[800];
+    double period;
+    int unlimited;
+    /* cgroup v2: cpu.max is "QUOTA PERIOD" or "max PERIOD" */
+    cgroup_path("", where, sizeof where);
+    snprintf(path, sizeof path, "%s%s/cpu.max", root, where);
+    double quota = first_number(path, &period, &unlimited);
+    if (isnan(quota) && !unlimited) {
+        snprintf(path, sizeof path, "%s/cpu.max", root);
+        quota = first_number(path, &period, &unlimited);
+    }
+    if (isnan(quota) && !unlimited) { /* cgroup v1: cfs_quota_us (-1: none) over cfs_period_us */
+        cgroup_path("cpu", where, sizeof where);
+        snprintf(path, sizeof path, "%s/cpu%s/cpu.cfs_quota_us", root, where);
+        double spare;
+        quota = first_number(path, &spare, &unlimited);
+        snprintf(path, sizeof path, "%s/cpu%s/cpu.cfs_period_us", root, where);
+        period = first_number(path, &spare, &unlimited);
+    }
+    return quota > 0 && period > 0 ? quota / period : 0;
+}
+
+/* Threads beyond the CPUs this process may use add nothing to what the
+ * cores can do: the probe runs as many as there are CPUs, and says so; a
+ * CPU quota below them is said too (the trials are short enough to run
+ * inside it, the rows are not). */
+static void note_quota(probe_entry *e)
+{
+    const double quota = peak_cpu_quota();
+    e->note[0] = 0;
+    if (quota > 0 && quota < e->threads)
+        snprintf(e->note, sizeof e->note, "; a CPU quota of %.2f CPUs (cgroup) holds longer work "
+                 "below this peak", quota);
+}
+
+/* The entry's measure for `asked` threads, which says when it was probed
+ * on fewer (the CPUs this process may use). */
+static peak_measure measured(probe_entry *e, int asked)
+{
+    note_quota(e); /* as the quota stands now */
+    peak_measure m = measure_of(e);
+    size_t used = strlen(e->source);
+    if (asked > e->threads && used < sizeof e->source)
+        snprintf(e->source + used, sizeof e->source - used,
+                 "; %d threads asked, %d CPUs usable: probed on %d", asked, peak_usable_cpus(),
+                 e->threads);
+    return m;
+}
+
+static probe_entry *entry_for_share(peak_arith arith, int asked, double round_share)
+{
+    const int cpus = peak_usable_cpus();
+    int threads = asked > cpus ? cpus : asked;
+    threads = threads > MAX_PROBE_THREADS ? MAX_PROBE_THREADS : threads < 1 ? 1 : threads;
     for (int i = 0; i < cached; i++)
-        if (cache[i].threads == threads)
+        if (cache[i].arith == arith && cache[i].threads == threads)
             return &cache[i];
     if (cached == CACHE)
         return NULL;
-    probe_entry *e = &cache[cached++];
+    probe_entry *e = &cache[cached];
     memset(e, 0, sizeof *e);
-    e->threads = threads > MAX_PROBE_THREADS ? MAX_PROBE_THREADS : threads;
+    e->arith = arith;
+    if (!peak_kernel_for(arith, &e->kernel, e->source, sizeof e->source))
+        return NULL; /* absent on this CPU: no entry */
+    cached++;
+    e->threads = threads;
+    e->round_share = round_share;
     run_round(e);
     /* best trials that disagree met load in some of them: one more round */
     if (trials_of(e).top_spread > PEAK_SETTLED_SPREAD)
         run_round(e);
     /* a loaded CPU backend's GEMM library (never loads one: a naive run
      * does not map OpenBLAS for this) */
-    for (int i = 0; i < backend_count(); i++) {
+    for (int i = 0; i < backend_count() && arith == ARITH_FP32; i++) {
         const backend *b = backend_at(i);
         double lib = backend_loaded(b) ? backend_library_peak_gflops(b, e->threads) : 0;
         if (lib > e->library_gflops) {
@@ -434,40 +481,77 @@ static probe_entry *entry_for(int threads)
      * trials met load */
     if (e->library_gflops > trials_of(e).best)
         run_round(e);
-    else if (e->threads > 1 && cpu_peak_gflops(1).kernel.best > trials_of(e).best)
+    else if (e->threads > 1 && cpu_peak_of(arith, 1).kernel.best > trials_of(e).best)
         run_round(e);
     return e;
 }
 
-peak_measure cpu_peak_gflops(int threads)
+static probe_entry *entry_for(peak_arith arith, int asked)
 {
-    probe_entry *e = entry_for(threads < 1 ? 1 : threads);
-    return e ? measure_of(e) : (peak_measure){0, "not measured (too many thread counts)", 0, {0}};
+    return entry_for_share(arith, asked, 1);
+}
+
+/* Why no entry: the arithmetic is absent here, or the cache is full. */
+static peak_measure no_entry(peak_arith arith)
+{
+    static char why[CACHE_WHY_LEN];
+    peak_kernel k;
+    char absent[200];
+    if (!peak_kernel_for(arith, &k, absent, sizeof absent))
+        snprintf(why, sizeof why, "not measured (%s: %s)", peak_arith_name(arith), absent);
+    else
+        snprintf(why, sizeof why, "not measured (too many thread counts)");
+    return (peak_measure){0, why, 0, {0}};
+}
+
+peak_measure cpu_peak_of(peak_arith arith, int threads)
+{
+    probe_entry *e = entry_for(arith, threads);
+    return e ? measured(e, threads) : no_entry(arith);
+}
+
+peak_measure cpu_peak_gflops(int threads) { return cpu_peak_of(ARITH_FP32, threads); }
+
+peak_measure cpu_peak_survey(peak_arith arith, int threads)
+{
+    probe_entry *e = entry_for_share(arith, threads, TABLE_ROUND_SHARE);
+    return e ? measured(e, threads) : no_entry(arith);
+}
+
+peak_measure cpu_peak_measure_again_of(peak_arith arith, int threads)
+{
+    probe_entry *e = entry_for(arith, threads);
+    if (!e)
+        return no_entry(arith);
+    run_round(e);
+    return measured(e, threads);
 }
 
 peak_measure cpu_peak_measure_again(int threads)
 {
-    probe_entry *e = entry_for(threads < 1 ? 1 : threads);
-    if (!e)
-        return cpu_peak_gflops(threads);
-    run_round(e);
-    return measure_of(e);
+    return cpu_peak_measure_again_of(ARITH_FP32, threads);
 }
 
 peak_measure cpu_peak_check(int threads, double measured_gflops, const char *what)
 {
-    probe_entry *e = entry_for(threads < 1 ? 1 : threads);
+    return cpu_peak_check_of(ARITH_FP32, threads, measured_gflops, what);
+}
+
+peak_measure cpu_peak_check_of(peak_arith arith, int threads, double measured_gflops,
+                               const char *what)
+{
+    probe_entry *e = entry_for(arith, threads);
     if (!e)
-        return cpu_peak_gflops(threads);
-    peak_measure m = measure_of(e);
+        return no_entry(arith);
+    peak_measure m = measured(e, threads);
     if (m.uncertain || !(measured_gflops > m.gflops) || m.gflops <= 0)
         return m;
     run_round(e);
-    m = measure_of(e);
+    m = measured(e, threads);
     if (!m.uncertain && measured_gflops > m.gflops) {
         e->beaten_by = measured_gflops;
         snprintf(e->beaten_what, sizeof e->beaten_what, "%s", what);
-        m = measure_of(e);
+        m = measured(e, threads);
     }
     return m;
 }
@@ -482,22 +566,46 @@ static void json_number(FILE *f, const char *key, const char *fmt, double v)
         fputs("null", f);
 }
 
-void cpu_peak_json(char *buf, size_t len)
+FILE *peak_json_open(peak_json *j)
 {
-    if (len == 0)
-        return;
-    char *text = NULL;
-    size_t size = 0;
-    FILE *f = open_memstream(&text, &size);
-    if (!f) {
-        snprintf(buf, len, "[]");
+    *j = (peak_json){0};
+    j->f = open_memstream(&j->text, &j->size);
+    if (j->f)
+        fputc('[', j->f);
+    return j->f;
+}
+
+void peak_json_close(peak_json *j, char *buf, size_t len)
+{
+    if (len == 0) {
+        if (j->f)
+            fclose(j->f);
+        free(j->text);
         return;
     }
-    fputc('[', f);
-    for (int i = 0; i < cached; i++) {
+    if (j->f)
+        fputc(']', j->f);
+    if (j->f && fclose(j->f) == 0 && j->text && j->size < len)
+        memcpy(buf, j->text, j->size + 1);
+    else
+        snprintf(buf, len, "[]");
+    free(j->text);
+}
+
+void cpu_peak_json(char *buf, size_t len)
+{
+    peak_json j;
+    FILE *f = peak_json_open(&j);
+    if (!f) {
+        peak_json_close(&j, buf, len);
+        return;
+    }
+    for (int i = 0, shown = 0; i < cached; i++) {
         probe_entry *e = &cache[i];
+        if (e->round_share < 1)
+            continue; /* the table's alone (cpu_peaks), held to no row */
         peak_measure m = measure_of(e);
-        fprintf(f, "%s{\"threads\": %d", i ? ", " : "", e->threads);
+        fprintf(f, "%s{\"threads\": %d", shown++ ? ", " : "", e->threads);
         json_number(f, "gflops", "%.1f", m.gflops > 0 ? m.gflops : NAN);
         fprintf(f, ", \"uncertain\": %s, \"source\": \"", m.uncertain ? "true" : "false");
         for (const char *p = m.source; *p; p++)
@@ -517,12 +625,7 @@ void cpu_peak_json(char *buf, size_t len)
         json_number(f, "library_gflops", "%.1f", e->library_gflops > 0 ? e->library_gflops : NAN);
         fputc('}', f);
     }
-    fputc(']', f);
-    if (fclose(f) == 0 && text && size < len)
-        memcpy(buf, text, size + 1);
-    else
-        snprintf(buf, len, "[]");
-    free(text);
+    peak_json_close(&j, buf, len);
 }
 
 double percent_of_peak(double achieved_gflops, double peak_gflops)

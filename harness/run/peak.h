@@ -14,6 +14,10 @@
 #define LB_PEAK_H
 
 #include <stddef.h>
+#include <stdio.h>
+
+#include "backends/engine.h"
+#include "harness/run/peak_kernels.h"
 
 /* A best trial's lead over the third best above which the probe has not
  * settled (it then runs another round of trials, once). */
@@ -53,6 +57,60 @@ peak_measure cpu_peak_check(int threads, double measured_gflops, const char *wha
 /* Another round of trials for a peak already measured (a long run probes
  * again after its rows), merged with the earlier ones. */
 peak_measure cpu_peak_measure_again(int threads);
+
+/* The same for each arithmetic (peak_kernels.h): the fp32 entries above
+ * are cpu_peak_of(ARITH_FP32, ...). One the CPU lacks is not measured
+ * (gflops 0, the source says why). Threads beyond the CPUs this process
+ * may use are probed as that many, and the source says so. */
+peak_measure cpu_peak_of(peak_arith arith, int threads);
+peak_measure cpu_peak_check_of(peak_arith arith, int threads, double measured_gflops,
+                               const char *what);
+peak_measure cpu_peak_measure_again_of(peak_arith arith, int threads);
+/* The same as cpu_peak_of for the table: a probe no row asked for yet
+ * runs shorter rounds (a quarter of a second of trials each). */
+peak_measure cpu_peak_survey(peak_arith arith, int threads);
+
+/* The arithmetic a CPU row's products run in: fp64 rows on fp64 FMA; bf16
+ * rows on the bf16 dot product where the CPU has it (direct's vdpbf16ps,
+ * blas's sbgemm, oneDNN and PyTorch's bf16), on AMX tiles where oneDNN (and
+ * the PyTorch inside it) gets them, else on fp32 FMA (converted); fp16 rows
+ * on fp16 FMA where the CPU has it; fp32 and tf32 rows on fp32 FMA. */
+peak_arith peak_arith_of_row(const char *backend, precision p);
+
+/* The per-precision table for system.json: for each arithmetic this CPU
+ * has, its peak on one thread and on every usable CPU, measured now if not
+ * yet; an arithmetic it lacks is absent. A JSON array, "[]" when none. */
+void cpu_peak_table_json(char *buf, size_t len);
+
+/* Fills system.json's cpu_peak (every probe of the run, cpu_peak_json),
+ * cpu_peaks (the table) and memory_bandwidth (peak_bandwidth.h). */
+struct sysinfo;
+void cpu_peak_record(struct sysinfo *s);
+
+/* The same table for a reader (./bench peaks). */
+void cpu_peak_table_print(FILE *f);
+
+/* ./bench peaks: measures and prints the table; 0, or 2 on bad usage or a
+ * failed write. */
+int peaks_main(int argc, char **argv);
+
+/* CPUs this process may run on (its affinity mask, not the online count). */
+int peak_usable_cpus(void);
+/* The CPU quota of this process's cgroup in CPUs (cgroup v2's cpu.max, or
+ * v1's cpu.cfs_quota_us over cpu.cfs_period_us), 0 when none.
+ * LB_PEAK_CGROUP_ROOT stands for /sys/fs/cgroup (for tests). */
+double peak_cpu_quota(void);
+
+/* A JSON array written to memory for system.json (the peak files'
+ * writers): open writes '[', close writes ']' and copies it into buf, or
+ * "[]" when anything failed or it does not fit. */
+typedef struct peak_json {
+    FILE *f;
+    char *text;
+    size_t size;
+} peak_json;
+FILE *peak_json_open(peak_json *j);
+void peak_json_close(peak_json *j, char *buf, size_t len);
 
 /* Every peak this process measured, as a JSON array for system.json
  * ("[]" when none). */

@@ -67,6 +67,7 @@ typedef struct summary_row {
     double epoch_seconds_min, epoch_seconds_max;
     double peak_gflops;      /* measured in this run; 0: not measured */
     const char *peak_source; /* how the peak was measured */
+    const char *peak_arithmetic; /* a CPU row's: whose peak it is held to, "fp32", "bf16-dot" ... */
     double target_accuracy;  /* --target-accuracy; 0: not asked */
     /* The engine's memory: peak_memory_bytes for a GPU engine, else the
      * heap bytes the harness saw a CPU engine hold (not OpenBLAS's own

@@ -69,11 +69,9 @@ static int run_samples(const run_config *cfg, const attempt *a, double *out)
     return timed_samples(a->epoch_seconds, done, cfg->epochs, out);
 }
 
-/* Whether the CPU peak (the probe's fp32 multiply-adds) bounds a row of
- * this precision: bf16 and fp16 products run on dot-product units that do
- * twice the multiply-adds an instruction (vdpbf16ps), so such a row may
- * pass it without saying anything about the probe. */
-static int fp32_peak_bounds(precision p) { return p != PREC_BF16 && p != PREC_FP16; }
+/* The arithmetic whose peak bounds a CPU row (peak.h): a bf16 row on
+ * vdpbf16ps is held to the bf16 dot product's, not to fp32's. */
+static peak_arith row_arith(const backend *b, precision p) { return peak_arith_of_row(b->name, p); }
 
 /* Before any row is written: every CPU row's rate is held to the peak of
  * its thread count (a faster row has the probe run again, or makes the
@@ -88,27 +86,27 @@ static void settle_cpu_peaks(run_state *s, double *samples)
     const int n = s->n_configs;
     if (cfg->no_peak || !s->root || s->ending)
         return;
-    int again[MAX_RUN_CONFIGS], n_again = 0;
+    int again[MAX_RUN_CONFIGS], n_again = 0; /* thread count x ARITH_COUNT + arithmetic */
     for (int i = 0; i < n; i++) {
         if (!configs[i].runnable || done_runs[i] == 0)
             continue;
         const attempt *last = &runs[i * cfg->repeat + done_runs[i] - 1];
-        if (last->status != STATUS_OK || last->devices != 0 || last->device_peak_gflops > 0 ||
-            !fp32_peak_bounds(configs[i].prec))
+        if (last->status != STATUS_OK || last->devices != 0 || last->device_peak_gflops > 0)
             continue;
+        const peak_arith arith = row_arith(configs[i].b, configs[i].prec);
         int seen = 0;
         for (int k = 0; k < n_again && !seen; k++)
-            seen = again[k] == last->threads;
+            seen = again[k] == last->threads * ARITH_COUNT + (int)arith;
         if (!seen && run_is_long(s)) {
-            again[n_again++] = last->threads;
-            cpu_peak_measure_again(last->threads);
+            again[n_again++] = last->threads * ARITH_COUNT + (int)arith;
+            cpu_peak_measure_again_of(arith, last->threads);
         }
         int m = 0;
         for (int r = 0; r < done_runs[i]; r++)
             m += run_samples(cfg, &runs[i * cfg->repeat + r], samples + m);
         double median = stats_of(samples, m).median;
         if (median > 0)
-            cpu_peak_check(last->threads,
+            cpu_peak_check_of(arith, last->threads,
                            s->train.count / median * cfg->work.train_flops_per_image * 1e-9,
                            peak_rival(configs[i].b));
     }
@@ -176,11 +174,11 @@ static void fill_summary(run_state *s, const configuration *c, const attempt *ru
             pk = (peak_measure){.source = "not measured (the run was ended)"};
         else if (s->interim) /* the row as its configuration ended: no probe between them */
             pk = (peak_measure){.source = "not measured (the run did not reach its end)"};
-        else if (pk.gflops <= 0 && row->key.devices == 0 && !fp32_peak_bounds(c->prec))
-            pk = (peak_measure){.source = "not measured (the CPU probe times fp32 multiply-adds; "
-                                          "bf16 and fp16 dot products do twice as many)"};
-        else if (pk.gflops <= 0 && row->key.devices == 0)
-            pk = cpu_peak_check(row->key.threads, row->gflops_per_second, peak_rival(b));
+        else if (pk.gflops <= 0 && row->key.devices == 0) {
+            const peak_arith arith = row_arith(b, c->prec);
+            pk = cpu_peak_check_of(arith, row->key.threads, row->gflops_per_second, peak_rival(b));
+            row->peak_arithmetic = peak_arith_key(arith);
+        }
         else if (pk.gflops <= 0)
             pk = (peak_measure){.source = "not measured"};
         /* measured: the figure and its percentage; uncertain (NaN) or not
@@ -366,7 +364,7 @@ int run_report(run_state *s, int rc)
     }
     if (s->root && !cfg->no_peak) {
         /* the peaks the rows were held to, beside the rest of the system */
-        cpu_peak_json(s->res.sys.cpu_peak, sizeof s->res.sys.cpu_peak);
+        cpu_peak_record(&s->res.sys);
         if (results_write_system(&s->res, cfg, err, sizeof err) != 0) {
             fprintf(stderr, "bench: %s\n", err);
             rc = 1;

@@ -11,6 +11,7 @@
 
 #include "backends/blas/kernel_choice.h"
 #include "backends/common/openmp_setup.h"
+#include "backends/peer/environment.h"
 #include "backends/registry.h"
 #include "base/alloc.h"
 #include "harness/formats/csv.h"
@@ -269,7 +270,8 @@ static void read_cpu_setup(sysinfo *s)
     static const char *const sources[] = {
         [KC_SOURCE_USER] = "user", [KC_SOURCE_LIBRARY] = "library", [KC_SOURCE_CHOSEN] = "chosen"};
     snprintf(s->blas_kernels, sizeof s->blas_kernels, "%s", b->kernels.core);
-    snprintf(s->blas_kernels_asked, sizeof s->blas_kernels_asked, "%s", b->kernels.core);
+    snprintf(s->blas_kernels_asked, sizeof s->blas_kernels_asked, "%s",
+             b->kernels.asked[0] ? b->kernels.asked : b->kernels.core);
     snprintf(s->blas_kernels_source, sizeof s->blas_kernels_source, "%s",
              sources[b->kernels.source]);
     snprintf(s->blas_kernels_reason, sizeof s->blas_kernels_reason, "%s", b->kernels.reason);
@@ -286,7 +288,7 @@ static void read_cpu_setup(sysinfo *s)
     char ran[32];
     snprintf(ran, sizeof ran, "%.*s", (int)n, lib);
     if (!ran[0] || !strcasecmp(ran, b->kernels.core))
-        return;
+        return; /* (a user's unknown core: the child found what runs) */
     snprintf(s->blas_kernels, sizeof s->blas_kernels, "%s", ran);
     snprintf(s->blas_kernels_reason, sizeof s->blas_kernels_reason,
              "asked for %.31s, OpenBLAS ran %.31s (it ignores a core it does not know or "
@@ -334,6 +336,7 @@ void sysinfo_collect(sysinfo *s)
     read_libraries(s);
     read_environment(s->environment, sizeof s->environment);
     read_cpu_setup(s);
+    peer_environment_describe(s->peer_environment, sizeof s->peer_environment);
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
@@ -377,7 +380,7 @@ static const json_field system_fields[] = {
     /* the CPU and memory */
     TEXT(cpu_model), INT(cores), INT(physical_cores), REAL(cpu_mhz, "%.0f"),
     REAL(cpu_max_mhz, "%.0f"), TEXT(simd), TEXT(caches), REAL(memory_gib, "%.1f"),
-    REAL3(load_average, "%.2f"), JSON(cpu_peak),
+    REAL3(load_average, "%.2f"), JSON(cpu_peak), JSON(cpu_peaks), JSON(memory_bandwidth),
     /* the GPUs */
     INT(gpu_count), TEXT(gpu_model), REAL(gpu_memory_gib, "%.1f"), TEXT(gpu_driver),
     /* the build */
@@ -387,7 +390,7 @@ static const json_field system_fields[] = {
     TEXT(blas_kernels), TEXT(blas_kernels_source), TEXT(blas_kernels_reason),
     TEXT(blas_kernels_asked),
     TEXT(omp_wait_policy), TEXT(omp_wait_policy_source), TEXT(gomp_spin_count),
-    TEXT(gomp_spin_count_source),
+    TEXT(gomp_spin_count_source), TEXT(peer_environment),
     /* the data */
     TEXT(data_files), TEXT(data_files_not_read),
 };

@@ -37,11 +37,19 @@ typedef struct sysinfo {
     char blas_kernels_asked[32];
     char omp_wait_policy[32], omp_wait_policy_source[32];
     char gomp_spin_count[32], gomp_spin_count_source[32]; /* "" when unset */
+    /* the environment a framework peer was started in (its OpenBLAS
+     * kernels and OpenMP waiting, the rows' own); "" when none ran */
+    char peer_environment[512];
     char date[64];         /* ISO 8601, UTC */
     /* the CPU peaks measured in the run, a JSON array from cpu_peak_json
      * (harness/peak.h): figure, trials and their spread per thread count;
      * filled by the run after its rows, "" before */
     char cpu_peak[16384];
+    /* the per-precision peaks (one thread and all) and the memory
+     * bandwidth, JSON arrays (harness/run/peak.h); "" before the run fills
+     * them */
+    char cpu_peaks[8192];
+    char memory_bandwidth[2048];
     /* the data files read, and spellings beside them that were not (both
      * plain and .gz present); filled by the run, not by sysinfo_collect */
     char data_files[4 * 4096 + 16];

@@ -24,6 +24,7 @@
 #include "harness/run/report.h"
 #include "harness/run/status.h"
 #include "harness/tools/children.h"
+#include "harness/tools/roofline.h"
 
 enum { VARS_LEN = 16384, OUTPUT_LEN = 2048, MSG_LEN = 2 * PATH_MAX + 1024 };
 
@@ -472,6 +473,9 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
                         "nor under the current directory\n");
         return 3;
     }
+    /* the roofline's points and roofs, from the profiles and the run's peaks */
+    const int roofline = facts.profiled[0] && roofline_write_data(dir, facts.profiled, msg,
+                                                                  sizeof msg) > 0;
     struct {
         const char *name;
         int wanted;
@@ -482,6 +486,7 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
         {"accuracy", facts.evaluated},
         {"loss", 1},
         {"layers", facts.profiled[0] != 0},
+        {"roofline", roofline},
         /* the axes: only when the run asked for more than one value */
         {"precision", (facts.label_axes & LABEL_PRECISION) && facts.drawable},
         {"batch_size", (facts.label_axes & LABEL_BATCH) && facts.drawable},
