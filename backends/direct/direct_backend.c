@@ -1,8 +1,8 @@
 /* The direct backend's descriptor and module entry: the CHWN engine
  * (backends/chwn/chwn.h) created with the fp32 register tiles chosen for
  * this CPU, the bf16 products or the fp16 products, and what the backend
- * says of itself. Its
- * name and summary are its registration's (registration.c). */
+ * says of itself. Its name and summary are its registration's
+ * (registration.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
