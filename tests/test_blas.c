@@ -189,16 +189,21 @@ static void library_split_agrees(void **state)
     free(pl);
 }
 
-/* Buffer `which` of engine a (of backend a_of) and of b: `count` floats
- * each, the same bits. */
-static void expect_same_buffer(const backend *a_of, engine *a, const backend *b_of, engine *b,
-                               engine_buffer which, size_t count)
+/* The parameters (`params` floats) and optimiser state (`state` floats)
+ * of engine a, of backend a_of, and of b: the same bits. */
+static void expect_same_model(const backend *a_of, engine *a, const backend *b_of, engine *b,
+                              size_t params, size_t state)
 {
-    size_t n, m;
-    const float *pa = a_of->dp->buffer(a, which, &n), *pb = b_of->dp->buffer(b, which, &m);
-    assert_int_equal(n, count);
-    assert_int_equal(m, count);
-    assert_memory_equal(pa, pb, sizeof(float) * count);
+    const engine_buffer which[2] = {BUF_PARAMS, BUF_OPT_STATE};
+    const size_t count[2] = {params, state};
+    for (int k = 0; k < 2; k++) {
+        size_t n, m;
+        const float *pa = a_of->dp->buffer(a, which[k], &n),
+                    *pb = b_of->dp->buffer(b, which[k], &m);
+        assert_int_equal(n, count[k]);
+        assert_int_equal(m, count[k]);
+        assert_memory_equal(pa, pb, sizeof(float) * count[k]);
+    }
 }
 
 /* train_steps is compute_gradients then apply_update(1): same floats. */
@@ -216,8 +221,7 @@ static void train_steps_is_gradients_then_update(void **state)
         assert_int_equal(bb->dp->apply_update(b, 1.0f), 0);
     }
     assert_memory_equal(la, lb, sizeof la);
-    expect_same_buffer(bb, a, bb, b, BUF_PARAMS, w.param_count);
-    expect_same_buffer(bb, a, bb, b, BUF_OPT_STATE, 2 * w.param_count); /* adam: m and s */
+    expect_same_model(bb, a, bb, b, w.param_count, 2 * w.param_count); /* adam: m and s */
     free(order);
     bb->ops->destroy(a);
     bb->ops->destroy(b);
@@ -242,8 +246,7 @@ static void apply_update_matches_shared_update(void **state)
         assert_int_equal(nb->dp->apply_update(a, 0.5f), 0);
         assert_int_equal(bb->dp->apply_update(b, 0.5f), 0);
     }
-    expect_same_buffer(nb, a, bb, b, BUF_PARAMS, w.param_count);
-    expect_same_buffer(nb, a, bb, b, BUF_OPT_STATE, w.param_count); /* nesterov: momentum */
+    expect_same_model(nb, a, bb, b, w.param_count, w.param_count); /* nesterov: momentum */
     nb->ops->destroy(a);
     bb->ops->destroy(b);
 }
