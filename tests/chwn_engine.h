@@ -71,6 +71,25 @@ static inline engine_config config(optimizer_kind kind, int threads)
     return test_config(BATCH, kind, threads);
 }
 
+/* The workload of that name, which the tests expect to exist. */
+static inline workload workload_named(const char *name)
+{
+    workload w;
+    assert_int_equal(workload_get(name, &w), 0);
+    return w;
+}
+
+/* Skips the calling test, visibly and with the reason, where b cannot run
+ * bf16. */
+static inline void skip_unless_bf16(const backend *b)
+{
+    char why[512] = "";
+    if (!backend_runnable(b, PREC_BF16, why, sizeof why)) {
+        print_message("bf16 cannot run here: %s\n", why);
+        skip();
+    }
+}
+
 /* An engine of backend b, holding the seed-123 parameters of w and both
  * synthetic sets. */
 static inline engine *start(const backend *b, const workload *w, const engine_config *c)
@@ -105,6 +124,14 @@ static inline void fill(float *x, size_t n, rng *r)
 {
     for (size_t i = 0; i < n; i++)
         x[i] = (float)(rng_uniform(r) * 2 - 1);
+}
+
+/* n new floats, filled */
+static inline float *filled(size_t n, rng *r)
+{
+    float *x = floats(n);
+    fill(x, n, r);
+    return x;
 }
 
 /* Runs the program's tests over the synthetic sets: once for blas; for

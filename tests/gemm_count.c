@@ -36,57 +36,38 @@ static void count(int M, int N, int K)
     atomic_fetch_add(&calls, 1);
 }
 
-/* the CBLAS enums as ints, so that no cblas.h is needed */
-typedef void cblas_sgemm_fn(int, int, int, int, int, int, float, const float *, int,
-                            const float *, int, float, float *, int);
-typedef void cblas_dgemm_fn(int, int, int, int, int, int, double, const double *, int,
-                            const double *, int, double, double *, int);
-typedef void fortran_sgemm_fn(const char *, const char *, const int *, const int *,
-                              const int *, const float *, const float *, const int *,
-                              const float *, const int *, const float *, float *, const int *);
-typedef void fortran_dgemm_fn(const char *, const char *, const int *, const int *,
-                              const int *, const double *, const double *, const int *,
-                              const double *, const int *, const double *, double *,
-                              const int *);
+/* An interposed GEMM of element type T: the CBLAS entry point `name`
+ * (the enums as ints, so that no cblas.h is needed). */
+#define CBLAS_GEMM(name, T)                                                                  \
+    typedef void name##_fn(int, int, int, int, int, int, T, const T *, int, const T *, int, T, \
+                           T *, int);                                                        \
+    void name(int order, int ta, int tb, int M, int N, int K, T alpha, const T *A, int lda,  \
+              const T *B, int ldb, T beta, T *C, int ldc)                                    \
+    {                                                                                        \
+        static name##_fn *f;                                                                 \
+        if (!f)                                                                              \
+            f = (name##_fn *)next(#name);                                                    \
+        count(M, N, K);                                                                      \
+        f(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);                      \
+    }
 
-void cblas_sgemm(int order, int ta, int tb, int M, int N, int K, float alpha, const float *A,
-                 int lda, const float *B, int ldb, float beta, float *C, int ldc)
-{
-    static cblas_sgemm_fn *f;
-    if (!f)
-        f = (cblas_sgemm_fn *)next("cblas_sgemm");
-    count(M, N, K);
-    f(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
+/* the same for the Fortran entry point `name`, every argument a pointer */
+#define FORTRAN_GEMM(name, T)                                                                \
+    typedef void name##fn(const char *, const char *, const int *, const int *, const int *, \
+                          const T *, const T *, const int *, const T *, const int *,         \
+                          const T *, T *, const int *);                                      \
+    void name(const char *ta, const char *tb, const int *M, const int *N, const int *K,      \
+              const T *alpha, const T *A, const int *lda, const T *B, const int *ldb,        \
+              const T *beta, T *C, const int *ldc)                                           \
+    {                                                                                        \
+        static name##fn *f;                                                                  \
+        if (!f)                                                                              \
+            f = (name##fn *)next(#name);                                                     \
+        count(*M, *N, *K);                                                                   \
+        f(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);                             \
+    }
 
-void cblas_dgemm(int order, int ta, int tb, int M, int N, int K, double alpha, const double *A,
-                 int lda, const double *B, int ldb, double beta, double *C, int ldc)
-{
-    static cblas_dgemm_fn *f;
-    if (!f)
-        f = (cblas_dgemm_fn *)next("cblas_dgemm");
-    count(M, N, K);
-    f(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-void sgemm_(const char *ta, const char *tb, const int *M, const int *N, const int *K,
-            const float *alpha, const float *A, const int *lda, const float *B, const int *ldb,
-            const float *beta, float *C, const int *ldc)
-{
-    static fortran_sgemm_fn *f;
-    if (!f)
-        f = (fortran_sgemm_fn *)next("sgemm_");
-    count(*M, *N, *K);
-    f(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-void dgemm_(const char *ta, const char *tb, const int *M, const int *N, const int *K,
-            const double *alpha, const double *A, const int *lda, const double *B,
-            const int *ldb, const double *beta, double *C, const int *ldc)
-{
-    static fortran_dgemm_fn *f;
-    if (!f)
-        f = (fortran_dgemm_fn *)next("dgemm_");
-    count(*M, *N, *K);
-    f(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
+CBLAS_GEMM(cblas_sgemm, float)
+CBLAS_GEMM(cblas_dgemm, double)
+FORTRAN_GEMM(sgemm_, float)
+FORTRAN_GEMM(dgemm_, double)

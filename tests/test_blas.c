@@ -124,8 +124,7 @@ static void a_product_set_of_its_own_trains_the_same(void **state)
 {
     (void)state;
     enum { STEPS = 3 };
-    workload w;
-    assert_int_equal(workload_get("lenet", &w), 0);
+    workload w = workload_named("lenet");
     const engine_config c = config(OPT_NESTEROV, 2);
     chwn_products counting = *products;
     counting.forward_conv = count_forward_conv;
@@ -190,12 +189,28 @@ static void library_split_agrees(void **state)
     free(pl);
 }
 
+/* The parameters (`params` floats) and optimiser state (`state` floats)
+ * of engine a, of backend a_of, and of b: the same bits. */
+static void expect_same_model(const backend *a_of, engine *a, const backend *b_of, engine *b,
+                              size_t params, size_t state)
+{
+    const engine_buffer which[2] = {BUF_PARAMS, BUF_OPT_STATE};
+    const size_t count[2] = {params, state};
+    for (int k = 0; k < 2; k++) {
+        size_t n, m;
+        const float *pa = a_of->dp->buffer(a, which[k], &n),
+                    *pb = b_of->dp->buffer(b, which[k], &m);
+        assert_int_equal(n, count[k]);
+        assert_int_equal(m, count[k]);
+        assert_memory_equal(pa, pb, sizeof(float) * count[k]);
+    }
+}
+
 /* train_steps is compute_gradients then apply_update(1): same floats. */
 static void train_steps_is_gradients_then_update(void **state)
 {
     (void)state;
-    workload w;
-    assert_int_equal(workload_get("lenet", &w), 0);
+    workload w = workload_named("lenet");
     engine_config c = config(OPT_ADAM, 2);
     engine *a = start(bb, &w, &c), *b = start(bb, &w, &c);
     int32_t *order = batch_order(4, BATCH);
@@ -206,16 +221,7 @@ static void train_steps_is_gradients_then_update(void **state)
         assert_int_equal(bb->dp->apply_update(b, 1.0f), 0);
     }
     assert_memory_equal(la, lb, sizeof la);
-    size_t n, m, sa, sb;
-    const float *pa = bb->dp->buffer(a, BUF_PARAMS, &n), *pb = bb->dp->buffer(b, BUF_PARAMS, &m);
-    assert_int_equal(n, w.param_count);
-    assert_int_equal(m, w.param_count);
-    assert_memory_equal(pa, pb, sizeof(float) * n);
-    const float *stA = bb->dp->buffer(a, BUF_OPT_STATE, &sa),
-                *stB = bb->dp->buffer(b, BUF_OPT_STATE, &sb);
-    assert_int_equal(sa, 2 * w.param_count); /* adam: m and s */
-    assert_int_equal(sb, sa);
-    assert_memory_equal(stA, stB, sizeof(float) * sa);
+    expect_same_model(bb, a, bb, b, w.param_count, 2 * w.param_count); /* adam: m and s */
     free(order);
     bb->ops->destroy(a);
     bb->ops->destroy(b);
@@ -227,8 +233,7 @@ static void train_steps_is_gradients_then_update(void **state)
 static void apply_update_matches_shared_update(void **state)
 {
     (void)state;
-    workload w;
-    assert_int_equal(workload_get("lenet", &w), 0);
+    workload w = workload_named("lenet");
     engine_config c = config(OPT_NESTEROV, 2);
     engine *a = start(nb, &w, &c), *b = start(bb, &w, &c);
     size_t n, m;
@@ -241,10 +246,7 @@ static void apply_update_matches_shared_update(void **state)
         assert_int_equal(nb->dp->apply_update(a, 0.5f), 0);
         assert_int_equal(bb->dp->apply_update(b, 0.5f), 0);
     }
-    assert_memory_equal(nb->dp->buffer(a, BUF_PARAMS, &n), bb->dp->buffer(b, BUF_PARAMS, &m),
-                        sizeof(float) * n);
-    assert_memory_equal(nb->dp->buffer(a, BUF_OPT_STATE, &n), bb->dp->buffer(b, BUF_OPT_STATE, &m),
-                        sizeof(float) * n);
+    expect_same_model(nb, a, bb, b, w.param_count, w.param_count); /* nesterov: momentum */
     nb->ops->destroy(a);
     bb->ops->destroy(b);
 }
@@ -255,8 +257,7 @@ static void apply_update_matches_shared_update(void **state)
 static void profile_leaves_the_model_alone(void **state)
 {
     (void)state;
-    workload w;
-    assert_int_equal(workload_get("lenet", &w), 0);
+    workload w = workload_named("lenet");
     engine_config c = config(OPT_NESTEROV, 2);
     engine *e = start(bb, &w, &c);
     int32_t *order = batch_order(2, BATCH);
@@ -297,8 +298,7 @@ static void describes_itself(void **state)
 #endif
     assert_int_equal(backend_runnable(bb, PREC_FP32, why, sizeof why), 1);
     assert_string_equal(why, "");
-    workload w;
-    assert_int_equal(workload_get("mlp", &w), 0);
+    workload w = workload_named("mlp");
     engine_config c = config(OPT_SGD, 3);
     engine *e = start(bb, &w, &c);
     bb->ops->describe(e, text, sizeof text);
@@ -327,8 +327,7 @@ static void describes_itself(void **state)
 static void bad_requests_fail_cleanly(void **state)
 {
     (void)state;
-    workload w;
-    assert_int_equal(workload_get("lenet", &w), 0);
+    workload w = workload_named("lenet");
     char err[256] = "";
     engine_config c = config(OPT_NESTEROV, 2);
     c.precision = PREC_TF32; /* neither blas nor direct computes in it */
@@ -452,8 +451,7 @@ static const backend *const bf16_reference = &naive_backend;
 static void losses_at(const backend *b, precision p, optimizer_kind kind, int steps,
                       float *losses)
 {
-    workload w;
-    assert_int_equal(workload_get("lenet", &w), 0);
+    workload w = workload_named("lenet");
     engine_config c = config(kind, 2);
     c.precision = p;
     engine *e = start(b, &w, &c);
@@ -480,11 +478,7 @@ static void losses_at(const backend *b, precision p, optimizer_kind kind, int st
 static void bf16_tracks_fp32(void **state)
 {
     (void)state;
-    char why[512] = "";
-    if (!backend_runnable(bb, PREC_BF16, why, sizeof why)) {
-        print_message("bf16 cannot run here: %s\n", why);
-        skip();
-    }
+    skip_unless_bf16(bb);
     enum { STEPS = 20 };
     const optimizer_kind kinds[2] = {OPT_NESTEROV, OPT_ADAM};
     for (int k = 0; k < 2; k++) {
@@ -523,8 +517,7 @@ static void sgemm_peak_probe_measures(void **state)
 static void forced_isa_is_checked(void **state)
 {
     (void)state;
-    workload w;
-    assert_int_equal(workload_get("mlp", &w), 0);
+    workload w = workload_named("mlp");
     engine_config c = config(OPT_SGD, 1);
     char err[256] = "";
     const char *was = getenv("LENET_BENCH_DIRECT_ISA");

@@ -35,12 +35,10 @@ static void check_conv(int B, int C, int H, int W, int K, int kernel, int stride
     const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
     const size_t n_in = (size_t)B * C * H * W, n_out = (size_t)B * K * OH * OW;
     const size_t n_w = (size_t)K * C * kernel * kernel;
-    float *in = floats(n_in), *w = floats(n_w), *bias = floats(K), *dout = floats(n_out);
     rng r = {(uint64_t)(B * 131 + kernel * 7 + stride)};
-    fill(in, n_in, &r);
-    fill(w, n_w, &r);
-    fill(bias, K, &r);
-    fill(dout, n_out, &r);
+    /* (declarators are sequenced: filled in this order) */
+    float *in = filled(n_in, &r), *w = filled(n_w, &r), *bias = filled(K, &r),
+          *dout = filled(n_out, &r);
     /* naive, NCHW */
     float *scratch = floats(conv_scratch_count(C, H, W, kernel, stride));
     float *out_n = floats(n_out), *din_n = floats(n_in), *dw_n = floats(n_w),
@@ -164,12 +162,9 @@ static void conv_layer_matches_naive(void **state)
 static void check_dense(int B, int I, int O, int threads)
 {
     const size_t n_in = (size_t)B * I, n_out = (size_t)B * O, n_w = (size_t)O * I;
-    float *in = floats(n_in), *w = floats(n_w), *bias = floats(O), *dout = floats(n_out);
     rng r = {(uint64_t)(B * 7919 + I * 31 + O)};
-    fill(in, n_in, &r);
-    fill(w, n_w, &r);
-    fill(bias, O, &r);
-    fill(dout, n_out, &r);
+    float *in = filled(n_in, &r), *w = filled(n_w, &r), *bias = filled(O, &r),
+          *dout = filled(n_out, &r);
     /* naive, [B][features] */
     float *scratch = floats(dense_scratch_count(B, I, O));
     float *out_n = floats(n_out), *din_n = floats(n_in), *dw_n = floats(n_w), *db_n = floats(O);

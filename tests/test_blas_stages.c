@@ -29,6 +29,18 @@ static engine *start_stage(const backend *b, const workload *stage, int slots, i
     return e;
 }
 
+/* Workload `name` and in *s its stage of layers [first, last) whole;
+ * returns parameters for all of it drawn from `seed`. */
+static float *stage_with_params(const char *name, int first, int last, uint64_t seed,
+                                workload *w, workload *s)
+{
+    assert_int_equal(workload_get(name, w), 0);
+    assert_null(workload_stage(w, first, last, 0, 1, s));
+    float *parent = floats(w->param_count);
+    init_params(w, seed, parent);
+    return parent;
+}
+
 /* What one stage_forward and stage_backward give. */
 typedef struct stage_result {
     float *out, *d_in, *grads;
@@ -206,11 +218,8 @@ static void slots_keep_micro_batches_apart(void **state)
 {
     (void)state;
     workload w, s;
-    assert_int_equal(workload_get("lenet", &w), 0);
     /* conv2 on: conv, pool, dense, ReLU, dense, so every kind keeps its own */
-    assert_null(workload_stage(&w, 1, 6, 0, 1, &s));
-    float *parent = floats(w.param_count);
-    init_params(&w, 321, parent);
+    float *parent = stage_with_params("lenet", 1, 6, 321, &w, &s);
     float *x0, *g0, *x1, *g1;
     stage_data(&s, 1, 5, &x0, &g0);
     stage_data(&s, 1, 6, &x1, &g1);
@@ -327,10 +336,7 @@ static void memory_use_counts_slots(void **state)
 {
     (void)state;
     workload w, s;
-    assert_int_equal(workload_get("lenet", &w), 0);
-    assert_null(workload_stage(&w, 0, 4, 0, 1, &s));
-    float *parent = floats(w.param_count);
-    init_params(&w, 1, parent);
+    float *parent = stage_with_params("lenet", 0, 4, 1, &w, &s);
     memory_use m1, m3, mw;
     engine *one = start_stage(bb, &s, 1, 2, parent), *three = start_stage(bb, &s, 3, 2, parent);
     bb->ops->memory_use(one, &m1);
@@ -361,10 +367,7 @@ static void stage_misuse_fails_cleanly(void **state)
 {
     (void)state;
     workload w, s;
-    assert_int_equal(workload_get("mlp", &w), 0);
-    assert_null(workload_stage(&w, 1, 3, 0, 1, &s));
-    float *parent = floats(w.param_count);
-    init_params(&w, 1, parent);
+    float *parent = stage_with_params("mlp", 1, 3, 1, &w, &s);
     char err[256] = "";
     engine_config c = config(OPT_SGD, 2);
     assert_null(backend_create(bb, &s, &c, err, sizeof err));
@@ -414,16 +417,10 @@ static void stage_misuse_fails_cleanly(void **state)
 static void bf16_stage_matches_fp32_on_exact_values(void **state)
 {
     (void)state;
-    char why[512] = "";
-    if (!backend_runnable(bb, PREC_BF16, why, sizeof why)) {
-        print_message("bf16 cannot run here: %s\n", why);
-        skip();
-    }
+    skip_unless_bf16(bb);
     workload w, s;
-    assert_int_equal(workload_get("lenet", &w), 0);
-    assert_null(workload_stage(&w, 1, 4, 0, 1, &s));
-    float *parent = floats(w.param_count), *in, *d_out;
-    init_params(&w, 321, parent);
+    float *parent = stage_with_params("lenet", 1, 4, 321, &w, &s);
+    float *in, *d_out;
     quantize(parent, w.param_count, 0x1p-7f);
     stage_data(&s, 1, 9, &in, &d_out);
     quantize(d_out, (size_t)MICRO * shape3_size(s.layers[s.n_layers - 1].out), 0x1p-7f);

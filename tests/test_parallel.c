@@ -232,6 +232,18 @@ static void train(const backend *b, engine *e, const int32_t *order, int batch, 
         fail_msg("%s: train_steps (tail): %s", b->name, b->ops->error(e));
 }
 
+/* The parameters of engine a (of backend ba) held to those of b as
+ * expect_close holds them. */
+static void expect_params_close(const char *what, const backend *ba, engine *a,
+                                const backend *bb, engine *b, size_t n, double rel,
+                                double floor_)
+{
+    float *pa = params_of(ba, a, n), *pb = params_of(bb, b, n);
+    expect_close(what, pa, pb, n, rel, floor_);
+    free(pa);
+    free(pb);
+}
+
 /* R replicas with batch B against one replica with batch B, step by step. */
 static void check_sync(const backend *inner, const char *wname, optimizer_kind kind, int R,
                        int batch, int steps, int tail, double loss_rel, double param_rel)
@@ -257,13 +269,10 @@ static void check_sync(const backend *inner, const char *wname, optimizer_kind k
     char what[128];
     snprintf(what, sizeof what, "%s x%d %s losses over %d steps", inner->name, R, wname, n);
     expect_close(what, got, ref, (size_t)n, loss_rel, 0.0);
-    float *p1 = params_of(inner, one, s.w.param_count), *pr = params_of(dp, many, s.w.param_count);
     snprintf(what, sizeof what, "%s x%d %s parameters", inner->name, R, wname);
-    expect_close(what, pr, p1, s.w.param_count, param_rel, 1e-2);
+    expect_params_close(what, dp, many, inner, one, s.w.param_count, param_rel, 1e-2);
     /* the model learnt something: not a comparison of two idle runs */
     assert_true(got[n - 1 - (tail > 0)] < got[0]);
-    free(p1);
-    free(pr);
     inner->ops->destroy(one);
     dp->ops->destroy(many);
     free_setup(&s);
@@ -323,13 +332,9 @@ static void test_averaging_every_step_sgd_equals_sync(void **state)
         mean[r] = 0.5f * (l_avg[2 * r] + l_avg[2 * r + 1]);
     expect_close("averaging k=1 vs synchronous, round losses", mean, l_sync, (size_t)rounds,
                  1e-5, 0.0);
-    float *pa = params_of(b_avg, e_avg, s.w.param_count);
-    float *ps = params_of(b_sync, e_sync, s.w.param_count);
-    expect_close("averaging k=1 vs synchronous, parameters", pa, ps, s.w.param_count, 1e-4,
-                 1e-2);
+    expect_params_close("averaging k=1 vs synchronous, parameters", b_avg, e_avg, b_sync,
+                        e_sync, s.w.param_count, 1e-4, 1e-2);
     assert_true(mean[rounds - 1] < mean[0]);
-    free(pa);
-    free(ps);
     b_avg->ops->destroy(e_avg);
     b_sync->ops->destroy(e_sync);
     free_setup(&s);

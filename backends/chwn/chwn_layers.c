@@ -23,32 +23,31 @@ void chwn_gather(real *x, int ld, const uint8_t *images, size_t pixels,
     }
 }
 
-/* Rows of x in chunks that a thread owns, each chunk's images read in
- * turn: every src row is read in runs of ROWS floats. */
+/* Every (f, b) of an F x B transpose between x[f * ld + b] and row b of
+ * an NCHW batch, running `move` on the caller's `threads`: rows of x in
+ * chunks that a thread owns, each chunk's images in turn, so that every
+ * NCHW row is read or written in runs of ROWS floats. */
+#define CHWN_TRANSPOSE(F, B, move)                                                           \
+    do {                                                                                     \
+        enum { ROWS = 32 };                                                                  \
+        const int chunks = (int)(((F) + ROWS - 1) / ROWS);                                   \
+        _Pragma("omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)") \
+        for (int c = 0; c < chunks; c++) {                                                   \
+            const size_t f0 = (size_t)c * ROWS, f1 = f0 + ROWS < (F) ? f0 + ROWS : (F);      \
+            for (int b = 0; b < (B); b++)                                                    \
+                for (size_t f = f0; f < f1; f++)                                             \
+                    move;                                                                    \
+        }                                                                                    \
+    } while (0)
+
 void chwn_from_nchw(real *x, int ld, const float *src, size_t F, int B, int threads)
 {
-    enum { ROWS = 32 };
-    const int chunks = (int)((F + ROWS - 1) / ROWS);
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)
-    for (int c = 0; c < chunks; c++) {
-        const size_t f0 = (size_t)c * ROWS, f1 = f0 + ROWS < F ? f0 + ROWS : F;
-        for (int b = 0; b < B; b++)
-            for (size_t f = f0; f < f1; f++)
-                x[f * ld + b] = (real)src[(size_t)b * F + f];
-    }
+    CHWN_TRANSPOSE(F, B, x[f * ld + b] = (real)src[(size_t)b * F + f]);
 }
 
 void chwn_to_nchw(float *dst, const real *x, int ld, size_t F, int B, int threads)
 {
-    enum { ROWS = 32 };
-    const int chunks = (int)((F + ROWS - 1) / ROWS);
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)
-    for (int c = 0; c < chunks; c++) {
-        const size_t f0 = (size_t)c * ROWS, f1 = f0 + ROWS < F ? f0 + ROWS : F;
-        for (int b = 0; b < B; b++)
-            for (size_t f = f0; f < f1; f++)
-                dst[(size_t)b * F + f] = (float)x[f * ld + b];
-    }
+    CHWN_TRANSPOSE(F, B, dst[(size_t)b * F + f] = (float)x[f * ld + b]);
 }
 
 void chwn_rows_from_group(real *dst, int ld, int b0, const real *src, int F, int B)
