@@ -81,4 +81,33 @@ void direct_half_dense_backward(const chwn_products *set, float *d_weight, float
         .backward_dense = direct_half_dense_backward,                                          \
     }
 
+/* A format's whole set, direct_<F>_products named "direct <F>", over the
+ * functions direct_<F>_conv_forward, ... of its header (bf16.h, fp16.h):
+ * the ops, the three entries the table calls without the set, the table. */
+#define DIRECT_HALF_PRODUCTS(F)                                                                \
+    static const direct_half_ops F##_ops = {                                                   \
+        .conv_scratch_bytes = direct_##F##_conv_scratch_bytes,                                 \
+        .conv_weight_bytes = direct_##F##_conv_weight_bytes,                                   \
+        .pack_conv_weights = direct_##F##_pack_conv_weights,                                   \
+        .conv_forward = direct_##F##_conv_forward,                                             \
+        .conv_backward_data = direct_##F##_conv_backward_data,                                 \
+        .conv_backward_params = direct_##F##_conv_backward_params,                             \
+        .dense_scratch_bytes = direct_##F##_dense_scratch_bytes,                               \
+        .dense_forward = direct_##F##_dense_forward,                                           \
+        .dense_backward = direct_##F##_dense_backward,                                         \
+    };                                                                                         \
+    static size_t conv_packed_floats(int C, int K, int kernel)                                 \
+    {                                                                                          \
+        return direct_half_packed_floats(&F##_ops, C, K, kernel);                              \
+    }                                                                                          \
+    static void conv_pack_weights(float *weight_bias, int C, int K, int kernel)                \
+    {                                                                                          \
+        direct_half_pack_weights(&F##_ops, weight_bias, C, K, kernel);                         \
+    }                                                                                          \
+    static size_t dense_scratch_floats(int B, int n_in, int n_out)                             \
+    {                                                                                          \
+        return direct_half_dense_scratch_floats(&F##_ops, B, n_in, n_out);                     \
+    }                                                                                          \
+    const chwn_products direct_##F##_products = DIRECT_HALF_PRODUCT_SET("direct " #F, &F##_ops)
+
 #endif
