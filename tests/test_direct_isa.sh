@@ -60,6 +60,7 @@ for value in "" avx512 avx512_2fma avx2 generic; do
         fi
     else
         reason=${line#*not bf16: }
+        reason=${reason%%; not *} # another precision's refusal may follow
         reason=${reason%)}
         if [ "$rc" = 0 ]; then
             fail "LENET_BENCH_DIRECT_ISA='$value': --list refuses bf16 but it trained"
