@@ -206,19 +206,6 @@ static conv_data_parts data_parts(carver *c, int B, int H, int W, int K, int ker
     return p;
 }
 
-/* The weight gradient's: in and d_out rounded, as they are */
-typedef struct conv_params_parts {
-    uint16_t *input, *grad;
-} conv_params_parts;
-
-static conv_params_parts params_parts(carver *c, int B, int C, int H, int W, int K, int kernel)
-{
-    const int OH = H - kernel + 1, OW = W - kernel + 1;
-    conv_params_parts p;
-    p.input = carve(c, sizeof(uint16_t) * C * H * W * B);
-    p.grad = carve(c, sizeof(uint16_t) * K * OH * OW * B);
-    return p;
-}
 
 size_t direct_fp16_conv_scratch_bytes(int B, int C, int H, int W, int K, int kernel)
 {

@@ -7,6 +7,7 @@
 #define LB_DIRECT_HALF_COMMON_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Carves 64-byte aligned pieces out of scratch (or, from a NULL base, only
  * counts them). */
@@ -20,6 +21,22 @@ static inline void *carve(carver *c, size_t bytes)
     c->used = (c->used + 63) / 64 * 64;
     void *p = c->base ? c->base + c->used : NULL;
     c->used += bytes;
+    return p;
+}
+
+/* The weight gradient's scratch, the same in every 16-bit format: the
+ * convolution's input and output gradient rounded, in their own layouts. */
+typedef struct conv_params_parts {
+    uint16_t *input, *grad;
+} conv_params_parts;
+
+static inline conv_params_parts params_parts(carver *c, int B, int C, int H, int W, int K,
+                                             int kernel)
+{
+    const int OH = H - kernel + 1, OW = W - kernel + 1;
+    conv_params_parts p;
+    p.input = carve(c, sizeof(uint16_t) * C * H * W * B);
+    p.grad = carve(c, sizeof(uint16_t) * K * OH * OW * B);
     return p;
 }
 
