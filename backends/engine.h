@@ -230,7 +230,19 @@ typedef struct engine_ops {
     double (*last_loss)(engine *e);
     /* What the engine holds, by kind (NULL: not itemised). */
     void (*memory_use)(engine *e, memory_use *out);
+    /* The arithmetic its products run on, as the CPU peaks name it
+     * (ARITHMETIC_FP32 ...): a CPU row's GFLOP/s are held to that peak.
+     * NULL entry: the precision's own (backend_arithmetic). */
+    const char *(*arithmetic)(engine *e);
 } engine_ops;
+
+/* The arithmetic keys (./bench peaks, system.json's cpu_peaks, the rows'
+ * peak_arithmetic) */
+#define ARITHMETIC_FP64 "fp64"         /* fp64 FMA */
+#define ARITHMETIC_FP32 "fp32"         /* fp32 FMA */
+#define ARITHMETIC_BF16_DOT "bf16-dot" /* bf16 pairs into fp32 (vdpbf16ps) */
+#define ARITHMETIC_FP16 "fp16"         /* fp16 FMA (vfmadd231ph) */
+#define ARITHMETIC_AMX_BF16 "amx-bf16" /* AMX tiles, bf16 into fp32 */
 
 /* Data parallelism: gradients of the mean loss over `batch` images into
  * BUF_GRADS without updating; then apply_update(scale) multiplies the

@@ -18,7 +18,7 @@
 
 /* Bumped whenever a table handed across the module boundary changes
  * shape (struct backend and its tables, the devmem and NCCL tables). */
-#define LB_MODULE_ABI 5
+#define LB_MODULE_ABI 6
 
 /* What a module defines (exactly one per module). */
 #define LB_MODULE_ENTRY_NAME "lb_module_entry"

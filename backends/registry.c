@@ -223,6 +223,23 @@ double backend_peak_gflops(const backend *b, engine *e)
     return b->ops->peak_gflops ? b->ops->peak_gflops(e) : 0;
 }
 
+const char *backend_arithmetic(const backend *b, engine *e, precision p)
+{
+    const char *said = b->ops->arithmetic && e ? b->ops->arithmetic(e) : NULL;
+    if (said)
+        return said;
+    switch (p) {
+    case PREC_FP64:
+        return ARITHMETIC_FP64;
+    case PREC_BF16:
+        return ARITHMETIC_BF16_DOT;
+    case PREC_FP16:
+        return ARITHMETIC_FP16;
+    default:
+        return ARITHMETIC_FP32;
+    }
+}
+
 double backend_library_peak_gflops(const backend *b, int threads)
 {
     return b->library_peak_gflops ? b->library_peak_gflops(threads) : 0;

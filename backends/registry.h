@@ -103,6 +103,10 @@ size_t backend_peak_memory(const backend *b, engine *e);
 int backend_memory_use(const backend *b, engine *e, memory_use *out);
 /* 0: the harness probes the CPU instead */
 double backend_peak_gflops(const backend *b, engine *e);
+/* The arithmetic a CPU engine's products run on (engine.h's keys); an
+ * engine that does not say computes in precision p's own: fp64 and fp16
+ * FMAs, the bf16 dot product, fp32 FMAs (tf32 on a CPU) */
+const char *backend_arithmetic(const backend *b, engine *e, precision p);
 /* 0: not measured */
 double backend_library_peak_gflops(const backend *b, int threads);
 /* -1 with a message in err when b cannot profile its layers */

@@ -252,6 +252,15 @@ static double peak_gflops(engine *handle)
     return backend_peak_gflops(e->inner, e->rep[0].e) * (devices > 0 ? devices : 1);
 }
 
+/* What the replicas' products run on (NULL: the precision's own) */
+static const char *arithmetic(engine *handle)
+{
+    dp_engine *e = dp_of(handle);
+    if (!e->inner->ops->arithmetic || e->local < 1 || !e->rep[0].e)
+        return NULL;
+    return e->inner->ops->arithmetic(e->rep[0].e);
+}
+
 void dp_destroy(dp_engine *e)
 {
     if (!e)
@@ -276,7 +285,7 @@ static const engine_ops dp_ops = {
     .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params,
     .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,
     .placement = placement, .describe = describe, .peak_memory = peak_memory,
-    .peak_gflops = peak_gflops, .memory_use = memory_use_entry};
+    .peak_gflops = peak_gflops, .memory_use = memory_use_entry, .arithmetic = arithmetic};
 
 /* Backends ------------------------------------------------------------- */
 

@@ -238,6 +238,16 @@ static void placement(engine *handle, int *threads, int *devices, int *replicas)
     *replicas = 1;
 }
 
+/* What the stages' products run on (NULL: the precision's own); a field
+ * read, so the coordinator asks its first stage itself */
+static const char *arithmetic(engine *handle)
+{
+    mp_engine *e = mp_of(handle);
+    stage *mine[WORKLOAD_MAX_LAYERS] = {0};
+    mp_worker_stages(e, e->first_local, mine);
+    return e->inner->ops->arithmetic && mine[0] ? e->inner->ops->arithmetic(mine[0]->e) : NULL;
+}
+
 static void describe(engine *handle, char *buf, size_t len)
 {
     mp_engine *e = mp_of(handle);
@@ -504,7 +514,7 @@ static const engine_ops mp_ops = {
     .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params,
     .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,
     .placement = placement, .describe = describe, .peak_memory = peak_memory,
-    .memory_use = memory_use_entry};
+    .memory_use = memory_use_entry, .arithmetic = arithmetic};
 
 /* So that a data-parallel coordinator can replicate the whole pipeline
  * (hybrid): its gradient is gathered into host memory. */

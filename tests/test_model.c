@@ -506,6 +506,52 @@ static void test_wrappers_follow_their_inner_backend(void **state)
     }
 }
 
+/* Each engine names the arithmetic its products run on (the peak its row
+ * is held to), and the coordinators name their inner engines'. A backend
+ * that does not run here is skipped, and says so. */
+static void test_engines_name_their_arithmetic(void **state)
+{
+    (void)state;
+    setup s;
+    make_setup(&s, "lenet", STEPS * BATCH);
+    const struct {
+        const char *name;
+        precision p;
+        const char *want;
+    } cases[] = {
+        {"naive", PREC_FP32, ARITHMETIC_FP32}, {"naive", PREC_FP64, ARITHMETIC_FP64},
+        {"blas", PREC_FP32, ARITHMETIC_FP32},  {"blas", PREC_FP64, ARITHMETIC_FP64},
+        {"blas", PREC_BF16, ARITHMETIC_BF16_DOT}, {"direct", PREC_FP32, ARITHMETIC_FP32},
+        {"onednn", PREC_FP32, ARITHMETIC_FP32},
+    };
+    int checked = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const backend *b = backend_find(cases[i].name);
+        char why[512];
+        if (!b || !backend_runnable(b, cases[i].p, why, sizeof why)) {
+            printf("      skipped: %s %s (%s)\n", cases[i].name, precision_name(cases[i].p),
+                   b ? why : "not built");
+            continue;
+        }
+        engine_config c = test_config(BATCH, OPT_SGD, 1);
+        c.precision = cases[i].p;
+        engine *e = start(b, &s, &c);
+        assert_string_equal(backend_arithmetic(b, e, cases[i].p), cases[i].want);
+        b->ops->destroy(e);
+        if (cases[i].p != PREC_FP64) { /* data parallelism refuses fp64 */
+            const dp_options d = {.replicas = 2};
+            const backend *dp = dp_wrap(b, &d, NULL);
+            e = start(dp, &s, &c);
+            assert_string_equal(backend_arithmetic(dp, e, cases[i].p), cases[i].want);
+            dp->ops->destroy(e);
+        }
+        checked++;
+    }
+    /* naive runs everywhere: at least its two cases were checked */
+    assert_true(checked >= 2);
+    free_setup(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -520,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_memory_per_worker),
         cmocka_unit_test(test_refusals_and_failures),
         cmocka_unit_test(test_wrappers_follow_their_inner_backend),
+        cmocka_unit_test(test_engines_name_their_arithmetic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -279,19 +279,23 @@ static void table_of_precisions(void **state)
 static void row_and_peak(void **state)
 {
     (void)state;
-    assert_int_equal(peak_arith_of_row("naive", PREC_FP32), ARITH_FP32);
-    assert_int_equal(peak_arith_of_row("blas", PREC_TF32), ARITH_FP32);
-    assert_int_equal(peak_arith_of_row("blas", PREC_FP64), ARITH_FP64);
+    assert_int_equal(peak_arith_held_to(ARITHMETIC_FP32), ARITH_FP32);
+    assert_int_equal(peak_arith_held_to(ARITHMETIC_FP64), ARITH_FP64);
+    assert_int_equal(peak_arith_held_to(NULL), ARITH_FP32);
+    assert_int_equal(peak_arith_held_to("tf32"), ARITH_FP32); /* no such key */
     const int bf16 = cpu_has(CPU_AVX512F | CPU_AVX512_BF16);
-    assert_int_equal(peak_arith_of_row("direct", PREC_BF16), bf16 ? ARITH_BF16_DOT : ARITH_FP32);
-    assert_int_equal(peak_arith_of_row("blas", PREC_BF16), bf16 ? ARITH_BF16_DOT : ARITH_FP32);
+    assert_int_equal(peak_arith_held_to(ARITHMETIC_BF16_DOT), bf16 ? ARITH_BF16_DOT : ARITH_FP32);
+    char why[128];
+    const int amx = cpu_has(CPU_AMX_TILE | CPU_AMX_BF16) && cpu_amx_granted(why, sizeof why);
+    assert_int_equal(peak_arith_held_to(ARITHMETIC_AMX_BF16),
+                     amx ? ARITH_AMX_BF16 : bf16 ? ARITH_BF16_DOT : ARITH_FP32);
     if (!cpu_has(CPU_AVX512F | CPU_AVX512_FP16))
-        assert_int_equal(peak_arith_of_row("direct", PREC_FP16), ARITH_FP32);
+        assert_int_equal(peak_arith_held_to(ARITHMETIC_FP16), ARITH_FP32);
     else
-        assert_int_equal(peak_arith_of_row("direct", PREC_FP16), ARITH_FP16);
+        assert_int_equal(peak_arith_held_to(ARITHMETIC_FP16), ARITH_FP16);
     /* a bf16 row's check names the bf16 peak (or why it has none) */
     setenv("LB_PEAK_SECONDS", "0.05", 1);
-    peak_measure m = cpu_peak_check_of(peak_arith_of_row("direct", PREC_BF16), 1, 1.0, "a row");
+    peak_measure m = cpu_peak_check_of(peak_arith_held_to(ARITHMETIC_BF16_DOT), 1, 1.0, "a row");
     assert_non_null(strstr(m.source, bf16 ? "bf16 dot product" : "fp32 FMA"));
     peak_measure half = cpu_peak_of(ARITH_FP16, 1);
     if (!cpu_has(CPU_AVX512F | CPU_AVX512_FP16)) {

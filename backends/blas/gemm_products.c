@@ -325,7 +325,7 @@ static void dgemm(int trans_a, int trans_b, int M, int N, int K, double alpha, c
 }
 
 const chwn_products blas_dgemm_products = {
-    .name = "dgemm", .ctx = &(const gemm_ctx){dgemm}, GEMM_PRODUCTS};
+    .name = "dgemm", .arithmetic = ARITHMETIC_FP64, .ctx = &(const gemm_ctx){dgemm}, GEMM_PRODUCTS};
 #else
 static void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc)
@@ -341,10 +341,12 @@ static void sbgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, c
 }
 
 const chwn_products blas_sgemm_products = {
-    .name = "sgemm", .ctx = &(const gemm_ctx){sgemm}, GEMM_PRODUCTS};
+    .name = "sgemm", .arithmetic = ARITHMETIC_FP32, .ctx = &(const gemm_ctx){sgemm}, GEMM_PRODUCTS};
 /* bf16: fp32 activations and master weights, each GEMM's operands rounded
- * to bf16 on the way in (bf16.h), fp32 sums */
+ * to bf16 on the way in (bf16.h), fp32 sums; held to the bf16 dot
+ * product's peak, which sbgemm runs on where OpenBLAS's kernels for this
+ * core have it (blas_bf16_available asks for AVX512_BF16) */
 const chwn_products blas_sbgemm_products = {
-    .name = "sbgemm", .ctx = &(const gemm_ctx){sbgemm}, .take_failure = blas_bf16_take_failure,
+    .name = "sbgemm", .arithmetic = ARITHMETIC_BF16_DOT, .ctx = &(const gemm_ctx){sbgemm}, .take_failure = blas_bf16_take_failure,
     GEMM_PRODUCTS};
 #endif

@@ -66,7 +66,10 @@ void chwn_set_split(engine *e, chwn_split split);
  *   static const engine_ops ops = {CHWN_ENGINE_OPS, .describe = describe}; */
 void chwn_destroy(engine *e);
 void chwn_placement(engine *e, int *threads, int *devices, int *replicas);
-#define CHWN_ENGINE_OPS HOST_ENGINE_OPS, .destroy = chwn_destroy, .placement = chwn_placement
+const char *chwn_arithmetic(engine *e); /* the product set's */
+#define CHWN_ENGINE_OPS                                                                        \
+    HOST_ENGINE_OPS, .destroy = chwn_destroy, .placement = chwn_placement,                     \
+    .arithmetic = chwn_arithmetic
 
 /* And the descriptor's entries they share, after the backend's own probe
  * of a precision, create and library_info. */

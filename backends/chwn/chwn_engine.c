@@ -33,6 +33,8 @@ void chwn_placement(engine *e, int *threads, int *devices, int *replicas)
 
 chwn_team chwn_team_of(engine *e) { return chwn_of(e)->team; }
 
+const char *chwn_arithmetic(engine *e) { return chwn_of(e)->arithmetic; }
+
 void chwn_set_split(engine *e, chwn_split split) { chwn_of(e)->team.split = split; }
 #endif
 
@@ -153,6 +155,7 @@ engine *R(chwn_create)(const backend *b, const chwn_products *set, const workloa
         return NULL;
     }
     e->products = set;
+    e->arithmetic = set->arithmetic;
     /* fp16's range needs loss scaling, as the cuda row's fp16 */
     e->scaling = cfg->precision == PREC_FP16 ? LB_FP16_LOSS_SCALING : LB_NO_LOSS_SCALING;
     e->loss_scale = e->scaling.initial;

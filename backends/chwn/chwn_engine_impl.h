@@ -30,6 +30,7 @@ typedef struct chwn_engine chwn_engine;
 struct chwn_engine {
     host_engine h; /* first, so that the host_* entries find it */
     chwn_team team;
+    const char *arithmetic;        /* the product set's, read by every real type */
     const chwn_products *products; /* chosen at create */
     int group_images;              /* the product set's */
 

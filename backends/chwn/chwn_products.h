@@ -57,6 +57,10 @@ typedef struct R(chwn_products) chwn_products;
 struct R(chwn_products) {
     /* What the set is, for messages and tests: "sgemm", "direct bf16". */
     const char *name;
+    /* The arithmetic its products run on, as the CPU peaks name it
+     * (ARITHMETIC_FP32 ..., backends/engine.h): the row's GFLOP/s are held
+     * to that peak. */
+    const char *arithmetic;
     /* Images per group in the conv stage when the engine shares out the
      * work: a group's activations stay in a core's caches from one layer
      * to the next. GEMMs want 16 (a group's unfolded conv2 input, 2 MiB at

@@ -5,4 +5,4 @@
 #include "backends/direct/direct_backend.h"
 #include "backends/direct/half_products.h"
 
-DIRECT_HALF_PRODUCTS(bf16);
+DIRECT_HALF_PRODUCTS(bf16, ARITHMETIC_BF16_DOT);

@@ -7,4 +7,4 @@
 #include "backends/direct/direct_backend.h"
 #include "backends/direct/half_products.h"
 
-DIRECT_HALF_PRODUCTS(fp16);
+DIRECT_HALF_PRODUCTS(fp16, ARITHMETIC_FP16);

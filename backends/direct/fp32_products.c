@@ -82,6 +82,7 @@ static void dense_backward(const chwn_products *set, float *d_weight, float *d_b
 
 const chwn_products direct_fp32_products = {
     .name = "direct fp32",
+    .arithmetic = ARITHMETIC_FP32,
     .conv_scratch_for_input_gradient_only = 1,
     DIRECT_PRODUCT_ENTRIES,
 };

@@ -64,12 +64,13 @@ void direct_half_dense_backward(const chwn_products *set, float *d_weight, float
                                 const float *weight, float *scratch, int B, int n_in, int n_out,
                                 const chwn_team *team);
 
-/* A half set's table: its name, ops and three entries of its file
- * (conv_packed_floats, conv_pack_weights, dense_scratch_floats); 32
- * images a group, as the fp32 set (direct_backend.h). */
-#define DIRECT_HALF_PRODUCT_SET(NAME, OPS)                                                     \
+/* A half set's table: its name, arithmetic (engine.h's key), ops and three
+ * entries of its file (conv_packed_floats, conv_pack_weights,
+ * dense_scratch_floats); 32 images a group, as the fp32 set
+ * (direct_backend.h). */
+#define DIRECT_HALF_PRODUCT_SET(NAME, ARITH, OPS)                                              \
     {                                                                                          \
-        .name = NAME, .ctx = OPS, .group_images = 32, .enter = direct_team_enter,              \
+        .name = NAME, .arithmetic = ARITH, .ctx = OPS, .group_images = 32, .enter = direct_team_enter,              \
         .refuses_conv = direct_refuses_conv, .conv_packed_floats = conv_packed_floats,         \
         .conv_pack_weights = conv_pack_weights,                                                \
         .conv_scratch_floats = direct_half_conv_scratch_floats,                                \
@@ -81,10 +82,11 @@ void direct_half_dense_backward(const chwn_products *set, float *d_weight, float
         .backward_dense = direct_half_dense_backward,                                          \
     }
 
-/* A format's whole set, direct_<F>_products named "direct <F>", over the
- * functions direct_<F>_conv_forward, ... of its header (bf16.h, fp16.h):
- * the ops, the three entries the table calls without the set, the table. */
-#define DIRECT_HALF_PRODUCTS(F)                                                                \
+/* A format's whole set, direct_<F>_products named "direct <F>" and held to
+ * the peak of ARITH, over the functions direct_<F>_conv_forward, ... of
+ * its header (bf16.h, fp16.h): the ops, the three entries the table calls
+ * without the set, the table. */
+#define DIRECT_HALF_PRODUCTS(F, ARITH)                                                         \
     static const direct_half_ops F##_ops = {                                                   \
         .conv_scratch_bytes = direct_##F##_conv_scratch_bytes,                                 \
         .conv_weight_bytes = direct_##F##_conv_weight_bytes,                                   \
@@ -108,6 +110,6 @@ void direct_half_dense_backward(const chwn_products *set, float *d_weight, float
     {                                                                                          \
         return direct_half_dense_scratch_floats(&F##_ops, B, n_in, n_out);                     \
     }                                                                                          \
-    const chwn_products direct_##F##_products = DIRECT_HALF_PRODUCT_SET("direct " #F, &F##_ops)
+    const chwn_products direct_##F##_products = DIRECT_HALF_PRODUCT_SET("direct " #F, ARITH, &F##_ops)
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backends/common/elementwise.h"
+#include "backends/common/library_arithmetic.h"
 #include "backends/common/parallel_update.h"
 #include "backends/module.h"
 #include "backends/onednn/onednn_impl.h"
@@ -414,8 +415,14 @@ static void describe(engine *handle, char *buf, size_t len)
              e->threads, e->threads == 1 ? "" : "s", lib, e->impls);
 }
 
-static const engine_ops onednn_ops = {HOST_ENGINE_OPS, .destroy = destroy,
-                                      .placement = placement, .describe = describe};
+static const char *arithmetic(engine *handle)
+{
+    return onednn_of(handle)->dt == dnnl_bf16 ? library_bf16_arithmetic() : ARITHMETIC_FP32;
+}
+
+static const engine_ops onednn_ops = {HOST_ENGINE_OPS,       .destroy = destroy,
+                                      .placement = placement, .describe = describe,
+                                      .arithmetic = arithmetic};
 
 /* No model-parallel stages: this engine does not offer them. */
 const backend onednn_backend = {

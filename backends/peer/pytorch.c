@@ -34,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/common/library_arithmetic.h"
 #include "backends/engine.h"
 #include "backends/peer/channel.h"
 #include "backends/peer/environment.h"
@@ -71,6 +72,7 @@ typedef struct peer_engine {
     char err[MSG_LEN];
     char line[LINE_MAX_LEN + 1]; /* the last answer */
     int peak_unknown; /* a reused child whose peak memory could not be reset */
+    precision prec;
 } peer_engine;
 
 static inline peer_engine *peer_of(engine *e) { return (peer_engine *)e; }
@@ -309,6 +311,7 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
     e->param_count = w->param_count;
     e->classes = w->classes;
     e->threads = k->cuda ? 1 : cfg->threads > 0 ? cfg->threads : cpu_count();
+    e->prec = cfg->precision;
     e->device = cfg->device;
     const optimizer_config *o = &cfg->opt;
     static const char *const optimizers[] = {"sgd", "nesterov", "adam"};
@@ -570,7 +573,14 @@ static void library_info(void *ctx, char *buf, size_t len)
     .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params,   \
     .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,           \
     .placement = placement, .describe = describe
-static const engine_ops cpu_ops = {PEER_OPS, .peak_memory = child_peak_rss};
+/* PyTorch's CPU bf16 convolutions and matrix products are oneDNN's */
+static const char *cpu_arithmetic(engine *handle)
+{
+    return peer_of(handle)->prec == PREC_BF16 ? library_bf16_arithmetic() : ARITHMETIC_FP32;
+}
+
+static const engine_ops cpu_ops = {PEER_OPS, .peak_memory = child_peak_rss,
+                                   .arithmetic = cpu_arithmetic};
 static const engine_ops cuda_ops = {PEER_OPS};
 
 /* No data-parallel entries and no stages: the child trains whole steps. */

@@ -70,12 +70,12 @@ peak_measure cpu_peak_measure_again_of(peak_arith arith, int threads);
  * runs shorter rounds (a quarter of a second of trials each). */
 peak_measure cpu_peak_survey(peak_arith arith, int threads);
 
-/* The arithmetic a CPU row's products run in: fp64 rows on fp64 FMA; bf16
- * rows on the bf16 dot product where the CPU has it (direct's vdpbf16ps,
- * blas's sbgemm, oneDNN and PyTorch's bf16), on AMX tiles where oneDNN (and
- * the PyTorch inside it) gets them, else on fp32 FMA (converted); fp16 rows
- * on fp16 FMA where the CPU has it; fp32 and tf32 rows on fp32 FMA. */
-peak_arith peak_arith_of_row(const char *backend, precision p);
+/* The peak a CPU row is held to, from the arithmetic its engine says its
+ * products run on (backend_arithmetic: a key of backends/engine.h): that
+ * arithmetic's where this CPU has it, else the next this CPU has that the
+ * products can fall back to (AMX tiles to the bf16 dot product, that and
+ * fp16 FMA to fp32 FMA, as a library converts). An unknown key: fp32. */
+peak_arith peak_arith_held_to(const char *key);
 
 /* The per-precision table for system.json: for each arithmetic this CPU
  * has, its peak on one thread and on every usable CPU, measured now if not

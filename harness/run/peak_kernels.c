@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/engine.h"
 #include "base/cpu.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -168,11 +169,11 @@ __attribute__((target("amx-tile,amx-bf16"))) static float amx_bf16(const float *
 static const struct {
     const char *name, *key;
 } ariths[ARITH_COUNT] = {
-    [ARITH_FP64] = {"fp64 FMA", "fp64"},
-    [ARITH_FP32] = {"fp32 FMA", "fp32"},
-    [ARITH_BF16_DOT] = {"bf16 dot product (vdpbf16ps)", "bf16-dot"},
-    [ARITH_FP16] = {"fp16 FMA (vfmadd231ph)", "fp16"},
-    [ARITH_AMX_BF16] = {"AMX bf16 tiles (tdpbf16ps)", "amx-bf16"},
+    [ARITH_FP64] = {"fp64 FMA", ARITHMETIC_FP64},
+    [ARITH_FP32] = {"fp32 FMA", ARITHMETIC_FP32},
+    [ARITH_BF16_DOT] = {"bf16 dot product (vdpbf16ps)", ARITHMETIC_BF16_DOT},
+    [ARITH_FP16] = {"fp16 FMA (vfmadd231ph)", ARITHMETIC_FP16},
+    [ARITH_AMX_BF16] = {"AMX bf16 tiles (tdpbf16ps)", ARITHMETIC_AMX_BF16},
 };
 
 const char *peak_arith_name(peak_arith a) { return a < ARITH_COUNT ? ariths[a].name : "?"; }

@@ -10,25 +10,24 @@
 #include "harness/run/peak_bandwidth.h"
 #include "harness/run/sysinfo.h"
 
-peak_arith peak_arith_of_row(const char *backend, precision p)
+peak_arith peak_arith_held_to(const char *key)
 {
-    switch (p) {
-    case PREC_FP64:
-        return ARITH_FP64;
-    case PREC_BF16: {
-        char why[128];
-        /* oneDNN takes AMX where the kernel grants it (PyTorch's bf16 is
-         * oneDNN's) */
-        int onednn = backend && (!strncmp(backend, "onednn", 6) || !strncmp(backend, "pytorch", 7));
-        if (onednn && cpu_has(CPU_AMX_TILE | CPU_AMX_BF16) && cpu_amx_granted(why, sizeof why))
-            return ARITH_AMX_BF16;
-        return cpu_has(CPU_AVX512F | CPU_AVX512_BF16) ? ARITH_BF16_DOT : ARITH_FP32;
-    }
-    case PREC_FP16:
-        return cpu_has(CPU_AVX512F | CPU_AVX512_FP16) ? ARITH_FP16 : ARITH_FP32;
-    default:
-        return ARITH_FP32;
-    }
+    static const peak_arith falls_back_to[ARITH_COUNT] = {
+        [ARITH_FP64] = ARITH_FP32, /* never taken: every CPU has an fp64 loop */
+        [ARITH_FP32] = ARITH_FP32,
+        [ARITH_BF16_DOT] = ARITH_FP32,
+        [ARITH_FP16] = ARITH_FP32,
+        [ARITH_AMX_BF16] = ARITH_BF16_DOT,
+    };
+    peak_arith a = ARITH_FP32;
+    for (int i = 0; i < ARITH_COUNT; i++)
+        if (key && !strcmp(key, peak_arith_key((peak_arith)i)))
+            a = (peak_arith)i;
+    peak_kernel k;
+    char why[128];
+    while (a != ARITH_FP32 && !peak_kernel_for(a, &k, why, sizeof why))
+        a = falls_back_to[a];
+    return a;
 }
 
 typedef struct table_row {

@@ -144,12 +144,13 @@ static int expand_backends(const run_config *cfg, planned *out, int max, char *e
     return count;
 }
 
-/* The registry's first backend, naive, or its data-parallel wrapping:
- * the reference the others' speedup is stated against. */
+const backend *plan_reference(void) { return backend_count() > 0 ? backend_at(0) : NULL; }
+
+/* The reference or its data-parallel wrapping */
 static int is_reference(const backend *b)
 {
     const backend *base = dp_inner(b) ? dp_inner(b) : b;
-    return backend_count() > 0 && base == backend_at(0);
+    return base == plan_reference();
 }
 
 int plan_configurations(const run_config *cfg, configuration *out, int max, char *err,

@@ -25,6 +25,10 @@ typedef struct configuration {
     char reason[512]; /* why not, when not runnable */
 } configuration;
 
+/* The reference backend (the registry's first, naive) that every row's
+ * "speedup vs naive" is stated against; NULL in an empty registry. */
+const backend *plan_reference(void);
+
 /* The whole product of the run, into out (at most max): each backend asked
  * for, as it becomes
  *   under mpirun (world size > 1): wrapped, one replica per rank (multi-gpu

@@ -42,6 +42,7 @@ typedef struct attempt {
     memory_use worker_memory; /* itemised by the engine (its largest worker) */
     int worker_memory_itemised; /* 0: the engine does not itemise its memory */
     double device_peak_gflops; /* from the backend's peak_gflops, 0 if none */
+    char arithmetic[16];       /* what its products ran on (backend_arithmetic) */
 } attempt;
 
 /* Everything shared by the backends of one run. */

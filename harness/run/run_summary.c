@@ -69,9 +69,10 @@ static int run_samples(const run_config *cfg, const attempt *a, double *out)
     return timed_samples(a->epoch_seconds, done, cfg->epochs, out);
 }
 
-/* The arithmetic whose peak bounds a CPU row (peak.h): a bf16 row on
- * vdpbf16ps is held to the bf16 dot product's, not to fp32's. */
-static peak_arith row_arith(const backend *b, precision p) { return peak_arith_of_row(b->name, p); }
+/* The arithmetic whose peak bounds a CPU row, as its engine said (peak.h):
+ * a bf16 row on vdpbf16ps is held to the bf16 dot product's, not to
+ * fp32's. */
+static peak_arith row_arith(const attempt *a) { return peak_arith_held_to(a->arithmetic); }
 
 /* Before any row is written: every CPU row's rate is held to the peak of
  * its thread count (a faster row has the probe run again, or makes the
@@ -93,7 +94,7 @@ static void settle_cpu_peaks(run_state *s, double *samples)
         const attempt *last = &runs[i * cfg->repeat + done_runs[i] - 1];
         if (last->status != STATUS_OK || last->devices != 0 || last->device_peak_gflops > 0)
             continue;
-        const peak_arith arith = row_arith(configs[i].b, configs[i].prec);
+        const peak_arith arith = row_arith(last);
         int seen = 0;
         for (int k = 0; k < n_again && !seen; k++)
             seen = again[k] == last->threads * ARITH_COUNT + (int)arith;
@@ -143,7 +144,8 @@ static void fill_summary(run_state *s, const configuration *c, const attempt *ru
         row->images_per_second = s->train.count / st.median;
         row->gflops_per_second = row->images_per_second * cfg->work.train_flops_per_image * 1e-9;
     }
-    double naive = baseline_speed(s, "naive", c->prec, c->batch_size);
+    const backend *reference = plan_reference();
+    double naive = reference ? baseline_speed(s, reference->name, c->prec, c->batch_size) : 0;
     if (naive > 0 && row->images_per_second > 0 && last->status == STATUS_OK)
         row->speedup_vs_naive = row->images_per_second / naive;
     if (last->epochs_done > 0)
@@ -175,7 +177,7 @@ static void fill_summary(run_state *s, const configuration *c, const attempt *ru
         else if (s->interim) /* the row as its configuration ended: no probe between them */
             pk = (peak_measure){.source = "not measured (the run did not reach its end)"};
         else if (pk.gflops <= 0 && row->key.devices == 0) {
-            const peak_arith arith = row_arith(b, c->prec);
+            const peak_arith arith = row_arith(last);
             pk = cpu_peak_check_of(arith, row->key.threads, row->gflops_per_second, peak_rival(b));
             row->peak_arithmetic = peak_arith_key(arith);
         }

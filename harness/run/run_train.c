@@ -365,6 +365,7 @@ int run_train_configuration(run_state *s, const configuration *c, int r, attempt
     note_engine_heap(a, heap_before);
     if (a->status == STATUS_OK && !cfg->no_peak)
         a->device_peak_gflops = backend_peak_gflops(b, e);
+    snprintf(a->arithmetic, sizeof a->arithmetic, "%s", backend_arithmetic(b, e, c->prec));
     if (cfg->profile_layers && r == cfg->repeat && a->status == STATUS_OK && s->root) {
         /* the first batch of epoch 1, 10 steps, like `caffe time` */
         epoch_order(cfg->seed, 0, s->train.count, cfg->shuffle, s->order);
