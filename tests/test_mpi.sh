@@ -172,4 +172,25 @@ case "$(summary_of mpirun-int)" in
 *) fail "SIGINT to mpirun: summary.csv holds '$(summary_of mpirun-int)'" ;;
 esac
 echo "test_mpi: SIGINT to mpirun, job ended with status $rc, the interrupted row kept"
+
+# A disk that fills while rank 0 alone writes the rows: every rank stops
+# at that epoch (exit 1) instead of the others waiting for rank 0 in the
+# next epoch's collectives. A 16 KiB tmpfs with one page taken, as in
+# test_faults.sh; epochs.csv overflows its page within 60 epochs.
+mkdir "$dir/small"
+if mount -t tmpfs -o size=16k tmpfs "$dir/small" 2>/dev/null; then
+    trap 'umount "$dir/small" 2>/dev/null; rm -rf "$dir"' EXIT
+    head -c 4096 /dev/zero >"$dir/small/filler"
+    timeout 120 $MPIRUN "$BENCH" "${args[@]}" --epochs 60 --limit 256 --out "$dir/small/run" \
+        >"$dir/full.log" 2>&1
+    rc=$?
+    [ "$rc" -eq 124 ] && fail "rank 0's disk full: the job hung (ended by timeout)"
+    [ "$rc" -eq 1 ] || fail "rank 0's disk full: the job exited $rc, expected 1: $(tail -3 "$dir/full.log")"
+    grep -q "No space left" "$dir/full.log" ||
+        fail "rank 0's disk full: no message says so: $(tail -3 "$dir/full.log")"
+    umount "$dir/small"
+    echo "test_mpi: rank 0's disk full, every rank stopped with status 1"
+else
+    echo "test_mpi: SKIP (this case): cannot mount a small tmpfs (not root?)"
+fi
 echo "test_mpi: PASS"

@@ -243,6 +243,14 @@ int agree_on_runnable(int n, int *runnable, char *const *reason, size_t reason_l
     return rc;
 }
 
+int agree_on_root(int value)
+{
+    if (world_size() <= 1)
+        return value;
+    int32_t v = value;
+    return world_broadcast_bytes(&v, sizeof v, 0) == 0 ? v : -1;
+}
+
 int agree_on_stop(int signal, int *chunk)
 {
     const int size = world_size();

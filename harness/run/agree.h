@@ -43,4 +43,11 @@ int agree_on_runnable(int n, int *runnable, char *const *reason, size_t reason_l
  * all stop after the same step. A plain process: signal. */
 int agree_on_stop(int signal, int *chunk);
 
+/* Rank 0's value on every rank (a collective under mpirun; -1 when the
+ * ranks cannot reach each other): what rank 0 alone found, such as a
+ * results file it could not write, so that the others stop where it stops
+ * instead of waiting for it in the next collective. A plain process:
+ * value. */
+int agree_on_root(int value);
+
 #endif

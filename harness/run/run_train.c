@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "harness/formats/paramfile.h"
+#include "harness/run/agree.h"
 #include "harness/run/init.h"
 #include "harness/run/label.h"
 #include "harness/run/peak.h"
@@ -345,12 +346,15 @@ int run_train_configuration(run_state *s, const configuration *c, int r, attempt
             .status = a->status,
             .message = a->message,
         };
-        if (s->root && results_epoch(&s->res, &row) != 0) {
+        int unwritten = s->root && results_epoch(&s->res, &row) != 0;
+        /* the other ranks stop where rank 0 does, not in its next collective */
+        if (agree_on_root(unwritten) != 0) {
             io_error = 1;
             a->status = STATUS_FAILED;
             snprintf(a->message, sizeof a->message,
-                     "the row of epoch %d could not be written to epochs.csv (%d of %d epochs "
-                     "finished)", ep + 1, a->epochs_done, cfg->epochs);
+                     "the row of epoch %d could not be written to epochs.csv%s (%d of %d "
+                     "epochs finished)", ep + 1, s->root ? "" : " by rank 0", a->epochs_done,
+                     cfg->epochs);
             break;
         }
         if (s->root)
