@@ -10,6 +10,8 @@
 #   peers     the backends that are framework peers (PyTorch), space-separated;
 #             bench passes the registry's list. Their bars are hatched, their
 #             lines dashed and their names end in "(peer)" (default: none)
+#   arithmetic '1' when summary.csv has peak_arithmetic, so that the
+#             throughput bars say whose peak they are a share of (default: '0')
 # Example: gnuplot -e "dir='results/RUN'" plots/epoch_time.gp
 
 if (!exists("dir")) {

@@ -8,7 +8,12 @@ load plotdir.'common.gp'
 ok_value(col) = index_of(config(0)) > 0 ? column(col) : NaN
 images(v) = v >= 10000 ? sprintf("%.0fk img/s", v / 1000) : sprintf("%.0f img/s", v)
 gflops(g) = sprintf("%.3g GFLOP/s", g)
-of_peak(pct) = pct > 0 ? sprintf("%.2g%% of peak", pct) : ''
+# "% of bf16-dot peak": the arithmetic a CPU row is held to, where the
+# summary names it (arithmetic='1' from bench; a GPU row's is empty)
+if (!exists("arithmetic")) arithmetic = '0'
+arith(unused) = arithmetic eq '1' ? strcol("peak_arithmetic") : ''
+peak_of(a) = strlen(a) > 0 ? a.' peak' : 'peak'
+of_peak(pct) = pct > 0 ? sprintf("%.2g%% of %s", pct, peak_of(arith(0))) : ''
 # the value label: images/s over "GFLOP/s, % of peak", or over each of the
 # two alone where bars are too narrow for that line
 longer(a, b) = a > b ? a : b

@@ -187,6 +187,7 @@ typedef struct run_facts {
      * among all rows */
     unsigned label_axes;
     int split_model; /* a configuration split its model (model-parallel or hybrid) */
+    int arithmetic;  /* the summary names each CPU row's peak arithmetic (newer ones do) */
     char machine[512], date[16];
 } run_facts;
 
@@ -377,6 +378,7 @@ static int summary_facts(const char *dir, const result_table *t, run_facts *f, c
                  missing->name);
         return 2;
     }
+    f->arithmetic = result_has(t, SUMMARY_COLUMN(peak_arithmetic));
     f->label_axes = (distinct_values(t, SUMMARY_COLUMN(key.precision)) > 1 ? LABEL_PRECISION : 0) |
                     (distinct_values(t, SUMMARY_COLUMN(key.batch_size)) > 1 ? LABEL_BATCH : 0);
     size_t used = 0;
@@ -523,6 +525,7 @@ static int render(const char *dir, char *drawn, size_t drawn_len)
             add_var(vars, sizeof vars, "machine", facts.machine);
             add_var(vars, sizeof vars, "date", facts.date);
             add_var(vars, sizeof vars, "profiled", facts.profiled);
+            add_var(vars, sizeof vars, "arithmetic", facts.arithmetic ? "1" : "0");
             add_var(vars, sizeof vars, "peers", peers);
             if (run_gnuplot(gnuplot, vars, script, msg, sizeof msg) != 0) {
                 if (!children_signal()) /* else ended by us: said once by the caller */
