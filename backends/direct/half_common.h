@@ -73,7 +73,8 @@ static inline int dense_threads(int threads, int B, int n_in, int n_out)
 
 /* A dot tile's body for every shape mk x nt (1..4 x 1..5), the shape a
  * constant in each: DOT_SHAPES(mk, nt, BODY) with BODY(MK, NT) a call
- * followed by return. */
+ * followed by return; ROW_SHAPES likewise for a row tile's m x nv (1..6
+ * rows x 1..4 vectors). A larger tile than the registers hold traps. */
 #define DOT_SHAPE_CASE(BODY, MK, NT)                                                           \
     case (MK) * 8 + (NT):                                                                      \
         BODY(MK, NT);                                                                          \
@@ -87,6 +88,20 @@ static inline int dense_threads(int threads, int B, int n_in, int n_out)
         DOT_SHAPE_ROW(BODY, 2)                                                                 \
         DOT_SHAPE_ROW(BODY, 3)                                                                 \
         DOT_SHAPE_ROW(BODY, 4)                                                                 \
+    default:                                                                                   \
+        __builtin_trap();                                                                      \
+    }
+#define ROW_SHAPE_ROW(BODY, M)                                                                 \
+    DOT_SHAPE_CASE(BODY, M, 1) DOT_SHAPE_CASE(BODY, M, 2) DOT_SHAPE_CASE(BODY, M, 3)           \
+    DOT_SHAPE_CASE(BODY, M, 4)
+#define ROW_SHAPES(m, nv, BODY)                                                                \
+    switch ((m) * 8 + (nv)) {                                                                  \
+        ROW_SHAPE_ROW(BODY, 1)                                                                 \
+        ROW_SHAPE_ROW(BODY, 2)                                                                 \
+        ROW_SHAPE_ROW(BODY, 3)                                                                 \
+        ROW_SHAPE_ROW(BODY, 4)                                                                 \
+        ROW_SHAPE_ROW(BODY, 5)                                                                 \
+        ROW_SHAPE_ROW(BODY, 6)                                                                 \
     default:                                                                                   \
         __builtin_trap();                                                                      \
     }
