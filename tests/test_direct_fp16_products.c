@@ -54,6 +54,22 @@ static void add_value(term_sum *a, float v)
     a->sum += v, a->sum32 += v, a->size += fabsf(v), a->n++;
 }
 
+/* ref[r][c] = init[r] (0 without init) + sum over k < n of
+ * a[r * a_row + k * a_k] * b[k * b_k + c * b_col], r < rows, c < cols: a
+ * dense product's terms, whichever operands it multiplies */
+static void ref_product(term_sum *ref, int rows, int cols, int n, const float *init,
+                        const float *a, size_t a_row, size_t a_k, const float *b, size_t b_k,
+                        size_t b_col)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            term_sum *t = &ref[(size_t)r * cols + c];
+            start_at(t, init ? init[r] : 0);
+            for (int k = 0; k < n; k++)
+                add_term(t, a[r * a_row + k * a_k], b[k * b_k + c * b_col]);
+        }
+}
+
 static term_sum *sums(size_t n)
 {
     term_sum *p = calloc(n ? n : 1, sizeof(term_sum));
@@ -379,33 +395,15 @@ static void check_dense(dense_case dc, int data, int vector)
     term_sum *ref = sums(most);
     char what[128];
     snprintf(what, sizeof what, "dense forward B=%d %d -> %d data %d", B, I, O, data);
-    for (int o = 0; o < O; o++)
-        for (int b = 0; b < B; b++) {
-            term_sum *a = &ref[(size_t)o * B + b];
-            start_at(a, bias[o]);
-            for (int i = 0; i < I; i++)
-                add_term(a, w[(size_t)o * I + i], in[(size_t)i * B + b]);
-        }
+    ref_product(ref, O, B, I, bias, w, I, 1, in, B, 1);
     hold(what, got.out, ref, n_out, ceil_div(I, DIRECT_FP16_CHAIN), data == EXACT);
 
     snprintf(what, sizeof what, "dense input gradient B=%d %d -> %d data %d", B, I, O, data);
-    for (int i = 0; i < I; i++)
-        for (int b = 0; b < B; b++) {
-            term_sum *a = &ref[(size_t)i * B + b];
-            start_at(a, 0);
-            for (int o = 0; o < O; o++)
-                add_term(a, w[(size_t)o * I + i], d_out[(size_t)o * B + b]);
-        }
+    ref_product(ref, I, B, O, NULL, w, 1, I, d_out, B, 1);
     hold(what, got.d_in, ref, n_in, ceil_div(O, DIRECT_FP16_CHAIN), data == EXACT);
 
     snprintf(what, sizeof what, "dense weight gradient B=%d %d -> %d data %d", B, I, O, data);
-    for (int o = 0; o < O; o++)
-        for (int i = 0; i < I; i++) {
-            term_sum *a = &ref[(size_t)o * I + i];
-            start_at(a, 0);
-            for (int b = 0; b < B; b++)
-                add_term(a, d_out[(size_t)o * B + b], in[(size_t)i * B + b]);
-        }
+    ref_product(ref, O, I, B, NULL, d_out, B, 1, in, 1, B);
     hold(what, got.dw, ref, n_w, ceil_div(B, DIRECT_FP16_CHAIN), data == EXACT);
 
     snprintf(what, sizeof what, "dense bias gradient B=%d %d -> %d data %d", B, I, O, data);
@@ -573,20 +571,14 @@ static const product_run emulated_lenet_convs = RUN(lenet_convs_small, 0),
                          vector_lenet_denses = RUN(lenet_denses, 1),
                          vector_odd_denses = RUN(odd_denses, 1);
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        CASE_TEST("emulated_odd_denses", denses_match_reference, &emulated_odd_denses),
-        CASE_TEST("emulated_lenet_denses", denses_match_reference, &emulated_lenet_denses),
-        CASE_TEST("emulated_odd_convs", convs_match_reference, &emulated_odd_convs),
-        CASE_TEST("emulated_lenet_convs", convs_match_reference, &emulated_lenet_convs),
-        cmocka_unit_test(loss_scaling_keeps_small_gradients),
-        cmocka_unit_test(emulated_chains_are_as_designed),
-        cmocka_unit_test(avx512_fp16_chains_are_as_designed),
-        CASE_TEST("avx512_fp16_odd_denses", denses_match_reference, &vector_odd_denses),
-        CASE_TEST("avx512_fp16_lenet_denses", denses_match_reference, &vector_lenet_denses),
-        CASE_TEST("avx512_fp16_odd_convs", convs_match_reference, &vector_odd_convs),
-        CASE_TEST("avx512_fp16_lenet_convs", convs_match_reference, &vector_lenet_convs),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TEST_MAIN(CASE_TEST("emulated_odd_denses", denses_match_reference, &emulated_odd_denses),
+          CASE_TEST("emulated_lenet_denses", denses_match_reference, &emulated_lenet_denses),
+          CASE_TEST("emulated_odd_convs", convs_match_reference, &emulated_odd_convs),
+          CASE_TEST("emulated_lenet_convs", convs_match_reference, &emulated_lenet_convs),
+          cmocka_unit_test(loss_scaling_keeps_small_gradients),
+          cmocka_unit_test(emulated_chains_are_as_designed),
+          cmocka_unit_test(avx512_fp16_chains_are_as_designed),
+          CASE_TEST("avx512_fp16_odd_denses", denses_match_reference, &vector_odd_denses),
+          CASE_TEST("avx512_fp16_lenet_denses", denses_match_reference, &vector_lenet_denses),
+          CASE_TEST("avx512_fp16_odd_convs", convs_match_reference, &vector_odd_convs),
+          CASE_TEST("avx512_fp16_lenet_convs", convs_match_reference, &vector_lenet_convs))
