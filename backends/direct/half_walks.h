@@ -4,8 +4,12 @@
  * formats comes in as parameters: the row tile (its call, its most rows
  * and columns, the bytes of a packed element), the steps a sum takes (bf16
  * pairs two terms a step) and the dot tile's call. Each walk is static
- * inline and called once per format, so it is inlined where the format's
- * constants are known; the hot loops are the tiles', not these. */
+ * inline, called once per format; inside its parallel loop the format's
+ * numbers are values, not constants (OpenMP outlines the loop first),
+ * which costs a few integer operations a tile: the hot loops are the
+ * tiles', whose shapes stay constants (ROW_SHAPES, DOT_SHAPES). Where a
+ * loop of elements would pay for it (the transpose), the element's size
+ * is tested once a block. */
 #ifndef LB_DIRECT_HALF_WALKS_H
 #define LB_DIRECT_HALF_WALKS_H
 
