@@ -7,17 +7,12 @@
 
 #include <float.h>
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cmocka.h>
-
 #include "harness/run/init.h"
+#include "tests/cmocka_main.h"
 #include "tests/checks.h"
 #include "tests/testing.h"
 

@@ -4,17 +4,12 @@
  * what it saves, the reverse for the features whose registers it always
  * saves when it lists them), the family and model must agree, and the
  * names of missing features must name exactly what is missing. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/cpu.h"
+#include "tests/cmocka_main.h"
 
 /* The first processor's line "key : value" of /proc/cpuinfo, or NULL. */
 static char *cpuinfo_field(const char *key, char *out, size_t len)
@@ -142,13 +137,7 @@ static void amx_answer_matches_the_cpu(void **state)
     assert_int_equal(cpu_amx_granted(NULL, 0), granted);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(features_agree_with_the_kernel),
-        cmocka_unit_test(identity_agrees_with_the_kernel),
-        cmocka_unit_test(missing_names_exactly_the_missing),
-        cmocka_unit_test(amx_answer_matches_the_cpu),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TEST_MAIN(cmocka_unit_test(features_agree_with_the_kernel),
+          cmocka_unit_test(identity_agrees_with_the_kernel),
+          cmocka_unit_test(missing_names_exactly_the_missing),
+          cmocka_unit_test(amx_answer_matches_the_cpu))

@@ -227,13 +227,7 @@ static void support_is_reported(void **state)
     assert_true(strlen(tiny) < sizeof tiny);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(rounding_is_nearest_even),
-        cmocka_unit_test(packing_pairs_along_the_sums),
-        cmocka_unit_test(instruction_rounds_as_the_function),
-        cmocka_unit_test(support_is_reported),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TEST_MAIN(cmocka_unit_test(rounding_is_nearest_even),
+          cmocka_unit_test(packing_pairs_along_the_sums),
+          cmocka_unit_test(instruction_rounds_as_the_function),
+          cmocka_unit_test(support_is_reported))

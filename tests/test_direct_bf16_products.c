@@ -96,6 +96,25 @@ static void ref_conv_backward_params(double *dwb, double *size, const double *d_
         }
 }
 
+/* ref[r][c] = init[r] (0 without init) + sum over k < n of
+ * a[r * a_row + k * a_k] * b[k * b_k + c * b_col], r < rows, c < cols, and
+ * size the sum of the terms' sizes: a dense product, whichever operands
+ * it multiplies */
+static void ref_product(double *ref, double *size, int rows, int cols, int n, const float *init,
+                        const double *a, size_t a_row, size_t a_k, const double *b, size_t b_k,
+                        size_t b_col)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            double sum = init ? init[r] : 0, s = fabs(sum);
+            for (int k = 0; k < n; k++) {
+                const double t = a[r * a_row + k * a_k] * b[k * b_k + c * b_col];
+                sum += t, s += fabs(t);
+            }
+            ref[(size_t)r * cols + c] = sum, size[(size_t)r * cols + c] = s;
+        }
+}
+
 /* ---------------------------------------------------------------------- */
 /* Holding results to the reference                                         */
 
@@ -324,15 +343,7 @@ static void check_dense(dense_case dc, int positive)
 
     /* forward: bias, then 2 additions a pair of inputs */
     snprintf(what, sizeof what, "dense forward B=%d %d -> %d", B, I, O);
-    for (int o = 0; o < O; o++)
-        for (int b = 0; b < B; b++) {
-            double sum = bias[o], s = fabs(bias[o]);
-            for (int i = 0; i < I; i++) {
-                const double t = w_r[(size_t)o * I + i] * in_r[(size_t)i * B + b];
-                sum += t, s += fabs(t);
-            }
-            ref[(size_t)o * B + b] = sum, size[(size_t)o * B + b] = s;
-        }
+    ref_product(ref, size, O, B, I, bias, w_r, I, 1, in_r, B, 1);
     const double chain_fwd = 2.0 * ((I + 1) / 2) + 1;
     hold(what, out[0], ref, size, n_out, chain_fwd);
     dense_forward(got_n, in_n, w, bias, B, I, O, naive_scratch);
@@ -341,15 +352,7 @@ static void check_dense(dense_case dc, int positive)
 
     /* input gradient: 2 additions a pair of outputs */
     snprintf(what, sizeof what, "dense input gradient B=%d %d -> %d", B, I, O);
-    for (int i = 0; i < I; i++)
-        for (int b = 0; b < B; b++) {
-            double sum = 0, s = 0;
-            for (int o = 0; o < O; o++) {
-                const double t = w_r[(size_t)o * I + i] * d_out_r[(size_t)o * B + b];
-                sum += t, s += fabs(t);
-            }
-            ref[(size_t)i * B + b] = sum, size[(size_t)i * B + b] = s;
-        }
+    ref_product(ref, size, I, B, O, NULL, w_r, 1, I, d_out_r, B, 1);
     const double chain_data = 2.0 * ((O + 1) / 2);
     hold(what, d_in[0], ref, size, n_in, chain_data);
     dense_backward_data(got_n, d_out_n, w, B, I, O);
@@ -358,15 +361,7 @@ static void check_dense(dense_case dc, int positive)
 
     /* weight gradient: 2 additions a pair of images */
     snprintf(what, sizeof what, "dense weight gradient B=%d %d -> %d", B, I, O);
-    for (int o = 0; o < O; o++)
-        for (int i = 0; i < I; i++) {
-            double sum = 0, s = 0;
-            for (int b = 0; b < B; b++) {
-                const double t = d_out_r[(size_t)o * B + b] * in_r[(size_t)i * B + b];
-                sum += t, s += fabs(t);
-            }
-            ref[(size_t)o * I + i] = sum, size[(size_t)o * I + i] = s;
-        }
+    ref_product(ref, size, O, I, B, NULL, d_out_r, B, 1, in_r, 1, B);
     const double chain_w = 2.0 * ((B + 1) / 2);
     hold(what, dw[0], ref, size, n_w, chain_w);
     memset(got_n, 0, sizeof(float) * n_w);
@@ -454,17 +449,11 @@ static void products_match_reference(void **state)
     direct_bf16_emulate = 0;
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        CASE_TEST("plain_tiles_denses_match_reference", products_match_reference,
-                  &plain_denses_run),
-        CASE_TEST("plain_tiles_convs_match_reference", products_match_reference,
-                  &plain_convs_run),
-        CASE_TEST("lenet_denses_match_reference", products_match_reference, &lenet_denses_run),
-        CASE_TEST("odd_denses_match_reference", products_match_reference, &odd_denses_run),
-        CASE_TEST("lenet_convs_match_reference", products_match_reference, &lenet_convs_run),
-        CASE_TEST("odd_convs_match_reference", products_match_reference, &odd_convs_run),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TEST_MAIN(CASE_TEST("plain_tiles_denses_match_reference", products_match_reference,
+                    &plain_denses_run),
+          CASE_TEST("plain_tiles_convs_match_reference", products_match_reference,
+                    &plain_convs_run),
+          CASE_TEST("lenet_denses_match_reference", products_match_reference, &lenet_denses_run),
+          CASE_TEST("odd_denses_match_reference", products_match_reference, &odd_denses_run),
+          CASE_TEST("lenet_convs_match_reference", products_match_reference, &lenet_convs_run),
+          CASE_TEST("odd_convs_match_reference", products_match_reference, &odd_convs_run))

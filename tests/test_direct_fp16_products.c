@@ -54,6 +54,22 @@ static void add_value(term_sum *a, float v)
     a->sum += v, a->sum32 += v, a->size += fabsf(v), a->n++;
 }
 
+/* ref[r][c] = init[r] (0 without init) + sum over k < n of
+ * a[r * a_row + k * a_k] * b[k * b_k + c * b_col], r < rows, c < cols: a
+ * dense product's terms, whichever operands it multiplies */
+static void ref_product(term_sum *ref, int rows, int cols, int n, const float *init,
+                        const float *a, size_t a_row, size_t a_k, const float *b, size_t b_k,
+                        size_t b_col)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            term_sum *t = &ref[(size_t)r * cols + c];
+            start_at(t, init ? init[r] : 0);
+            for (int k = 0; k < n; k++)
+                add_term(t, a[r * a_row + k * a_k], b[k * b_k + c * b_col]);
+        }
+}
+
 static term_sum *sums(size_t n)
 {
     term_sum *p = calloc(n ? n : 1, sizeof(term_sum));
@@ -132,12 +148,68 @@ static void fill_data(float *x, size_t n, rng *r, int data)
 /* How the products run: emulated, or with the instructions and then
  * emulated too, which must give the same bits */
 typedef struct product_run {
+    void (*check)(const void *cases, size_t i, int data, int vector); /* case i */
     const void *cases;
     size_t count;
     int vector;
 } product_run;
 
 static int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
+
+/* What a case's run gives: the output, the input gradient, the parameter
+ * gradients and (dense) the bias gradient, each poisoned before the run */
+typedef struct results {
+    float *out, *d_in, *d_params, *d_bias;
+    size_t n_out, n_in, n_params, n_bias;
+} results;
+
+static float *poisoned(size_t n)
+{
+    float *x = n ? floats(n) : NULL;
+    if (n)
+        poison(x, n);
+    return x;
+}
+
+static results results_of(size_t n_out, size_t n_in, size_t n_params, size_t n_bias)
+{
+    return (results){poisoned(n_out), poisoned(n_in), poisoned(n_params), poisoned(n_bias),
+                     n_out, n_in, n_params, n_bias};
+}
+
+static void same_results(results a, results b)
+{
+    assert_memory_equal(a.out, b.out, sizeof(float) * a.n_out);
+    assert_memory_equal(a.d_in, b.d_in, sizeof(float) * a.n_in);
+    assert_memory_equal(a.d_params, b.d_params, sizeof(float) * a.n_params);
+    if (a.n_bias)
+        assert_memory_equal(a.d_bias, b.d_bias, sizeof(float) * a.n_bias);
+}
+
+static void free_results(results r) { free(r.out), free(r.d_in), free(r.d_params), free(r.d_bias); }
+
+/* A case's products run over its operands at `threads`, emulated or not */
+typedef results run_fn(const void *operands, int threads, int emulate);
+
+/* The results at the case's threads; at 1 thread too for one kind of data
+ * (the walks do not depend on it) and, with the instructions, emulated
+ * too: the same bits each */
+static results agreed_results(run_fn *run, const void *operands, int threads, int data,
+                              int vector)
+{
+    const results got = run(operands, threads, !vector);
+    if (data == SIGNED && threads > 1) {
+        const results alone = run(operands, 1, !vector);
+        same_results(got, alone);
+        free_results(alone);
+    }
+    if (vector) {
+        const results emulated = run(operands, threads, 1);
+        same_results(got, emulated);
+        free_results(emulated);
+    }
+    return got;
+}
 
 /* ---------------------------------------------------------------------- */
 /* Convolutions                                                             */
@@ -146,19 +218,25 @@ typedef struct conv_case {
     int B, C, H, W, K, kernel, threads;
 } conv_case;
 
-typedef struct conv_results {
-    float *out, *d_in, *dwb;
-} conv_results;
+typedef struct conv_operands {
+    conv_case cc;
+    const float *in, *wb, *d_out;
+    const void *packed;
+    void *scratch;
+    size_t scratch_bytes;
+} conv_operands;
 
-static conv_results run_conv(conv_case cc, const float *in, const float *wb, const float *d_out,
-                             const void *packed, void *scratch, size_t scratch_bytes,
-                             int threads, int emulate)
+static results run_conv(const void *operands, int threads, int emulate)
 {
+    const conv_operands *op = operands;
+    const float *in = op->in, *wb = op->wb, *d_out = op->d_out;
+    const void *packed = op->packed;
+    void *scratch = op->scratch;
+    const size_t scratch_bytes = op->scratch_bytes;
+    const conv_case cc = op->cc;
     const int B = cc.B, C = cc.C, H = cc.H, W = cc.W, K = cc.K, kernel = cc.kernel;
     const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
-    const size_t n_in = (size_t)C * H * W * B, n_out = (size_t)K * OH * OW * B;
-    conv_results r = {floats(n_out), floats(n_in), floats((size_t)K * (R + 1))};
-    poison(r.out, n_out), poison(r.d_in, n_in), poison(r.dwb, (size_t)K * (R + 1));
+    results r = results_of((size_t)K * OH * OW * B, (size_t)C * H * W * B, (size_t)K * (R + 1), 0);
     direct_fp16_emulate = emulate;
     spoil(scratch, scratch_bytes);
     direct_fp16_conv_forward(r.out, in, wb, packed, scratch, B, C, H, W, K, kernel, threads);
@@ -166,21 +244,12 @@ static conv_results run_conv(conv_case cc, const float *in, const float *wb, con
     direct_fp16_conv_backward_data(r.d_in, d_out, packed, scratch, B, C, H, W, K, kernel,
                                    threads);
     spoil(scratch, scratch_bytes);
-    direct_fp16_conv_backward_params(r.dwb, d_out, in, scratch, B, C, H, W, K, kernel, threads);
+    direct_fp16_conv_backward_params(r.d_params, d_out, in, scratch, B, C, H, W, K, kernel,
+                                     threads);
     direct_fp16_emulate = 0;
     return r;
 }
 
-static void same_conv_results(conv_results a, conv_results b, conv_case cc)
-{
-    const int OH = cc.H - cc.kernel + 1, OW = cc.W - cc.kernel + 1;
-    const int R = cc.C * cc.kernel * cc.kernel;
-    assert_memory_equal(a.out, b.out, sizeof(float) * cc.K * OH * OW * cc.B);
-    assert_memory_equal(a.d_in, b.d_in, sizeof(float) * cc.C * cc.H * cc.W * cc.B);
-    assert_memory_equal(a.dwb, b.dwb, sizeof(float) * cc.K * (R + 1));
-}
-
-static void free_conv_results(conv_results r) { free(r.out), free(r.d_in), free(r.dwb); }
 
 static void check_conv(conv_case cc, int data, int vector)
 {
@@ -199,22 +268,8 @@ static void check_conv(conv_case cc, int data, int vector)
     void *packed = scratch_of(weight_bytes);
     spoil(packed, weight_bytes);
     direct_fp16_pack_conv_weights(packed, wb, C, K, kernel);
-    /* at the case's threads, and at 1 for one kind of data (the walks do
-     * not depend on it); with the instructions, emulated too */
-    const conv_results got = run_conv(cc, in, wb, d_out, packed, scratch, scratch_bytes,
-                                      cc.threads, !vector);
-    if (data == SIGNED && cc.threads > 1) {
-        const conv_results alone = run_conv(cc, in, wb, d_out, packed, scratch, scratch_bytes, 1,
-                                            !vector);
-        same_conv_results(got, alone, cc);
-        free_conv_results(alone);
-    }
-    if (vector) {
-        const conv_results emulated = run_conv(cc, in, wb, d_out, packed, scratch,
-                                               scratch_bytes, cc.threads, 1);
-        same_conv_results(got, emulated, cc);
-        free_conv_results(emulated);
-    }
+    const conv_operands op = {cc, in, wb, d_out, packed, scratch, scratch_bytes};
+    const results got = agreed_results(run_conv, &op, cc.threads, data, vector);
 
     const size_t most = n_out > n_in ? n_out : n_in;
     term_sum *ref = sums(most > n_wb ? most : n_wb);
@@ -279,10 +334,10 @@ static void check_conv(conv_case cc, int data, int vector)
     const double lane_folds = ceil_div((long)OH * ceil_div((long)OW * B, FP16_LANES), DIRECT_FP16_CHAIN);
     for (int k = 0; k < K; k++) {
         const size_t at = (size_t)k * (R + 1);
-        hold(what, got.dwb + at, ref + at, (size_t)R, lane_folds + 5, data == EXACT);
-        hold_fp32_sum(what, got.dwb[at + R], &ref[at + R], data == EXACT);
+        hold(what, got.d_params + at, ref + at, (size_t)R, lane_folds + 5, data == EXACT);
+        hold_fp32_sum(what, got.d_params[at + R], &ref[at + R], data == EXACT);
     }
-    free_conv_results(got);
+    free_results(got);
     free(in), free(wb), free(d_out), free(ref), free(scratch), free(packed);
 }
 
@@ -309,44 +364,37 @@ typedef struct dense_case {
     int B, n_in, n_out, threads;
 } dense_case;
 
-typedef struct dense_results {
-    float *out, *d_in, *dw, *db;
-} dense_results;
+typedef struct dense_operands {
+    dense_case dc;
+    const float *in, *w, *bias, *d_out;
+    void *scratch;
+    size_t scratch_bytes;
+} dense_operands;
 
-static dense_results run_dense(dense_case dc, const float *in, const float *w, const float *bias,
-                               const float *d_out, void *scratch, size_t scratch_bytes,
-                               int threads, int emulate)
+static results run_dense(const void *operands, int threads, int emulate)
 {
-    const int B = dc.B, I = dc.n_in, O = dc.n_out;
-    dense_results r = {floats((size_t)O * B), floats((size_t)I * B), floats((size_t)O * I),
-                       floats(O)};
-    poison(r.out, (size_t)O * B), poison(r.d_in, (size_t)I * B), poison(r.dw, (size_t)O * I);
-    poison(r.db, O);
+    const dense_operands *op = operands;
+    const float *in = op->in, *w = op->w, *bias = op->bias, *d_out = op->d_out;
+    void *scratch = op->scratch;
+    const size_t scratch_bytes = op->scratch_bytes;
+    const int B = op->dc.B, I = op->dc.n_in, O = op->dc.n_out;
+    results r = results_of((size_t)O * B, (size_t)I * B, (size_t)O * I, (size_t)O);
     direct_fp16_emulate = emulate;
     spoil(scratch, scratch_bytes);
     direct_fp16_dense_forward(r.out, in, w, bias, scratch, B, I, O, threads);
     spoil(scratch, scratch_bytes);
-    direct_fp16_dense_backward(r.dw, r.db, r.d_in, d_out, in, w, scratch, B, I, O, threads);
+    direct_fp16_dense_backward(r.d_params, r.d_bias, r.d_in, d_out, in, w, scratch, B, I, O,
+                               threads);
     /* without d_in, the same parameter gradients */
     float *dw_alone = floats((size_t)O * I), *db_alone = floats(O);
     spoil(scratch, scratch_bytes);
     direct_fp16_dense_backward(dw_alone, db_alone, NULL, d_out, in, w, scratch, B, I, O, threads);
     direct_fp16_emulate = 0;
-    assert_memory_equal(dw_alone, r.dw, sizeof(float) * O * I);
-    assert_memory_equal(db_alone, r.db, sizeof(float) * O);
+    assert_memory_equal(dw_alone, r.d_params, sizeof(float) * O * I);
+    assert_memory_equal(db_alone, r.d_bias, sizeof(float) * O);
     free(dw_alone), free(db_alone);
     return r;
 }
-
-static void same_dense_results(dense_results a, dense_results b, dense_case dc)
-{
-    assert_memory_equal(a.out, b.out, sizeof(float) * dc.n_out * dc.B);
-    assert_memory_equal(a.d_in, b.d_in, sizeof(float) * dc.n_in * dc.B);
-    assert_memory_equal(a.dw, b.dw, sizeof(float) * dc.n_out * dc.n_in);
-    assert_memory_equal(a.db, b.db, sizeof(float) * dc.n_out);
-}
-
-static void free_dense_results(dense_results r) { free(r.out), free(r.d_in), free(r.dw), free(r.db); }
 
 static void check_dense(dense_case dc, int data, int vector)
 {
@@ -360,62 +408,32 @@ static void check_dense(dense_case dc, int data, int vector)
     fill_data(d_out, n_out, &r, data);
     const size_t scratch_bytes = direct_fp16_dense_scratch_bytes(B, I, O);
     void *scratch = scratch_of(scratch_bytes);
-    const dense_results got = run_dense(dc, in, w, bias, d_out, scratch, scratch_bytes,
-                                        dc.threads, !vector);
-    if (data == SIGNED && dc.threads > 1) {
-        const dense_results alone = run_dense(dc, in, w, bias, d_out, scratch, scratch_bytes, 1,
-                                              !vector);
-        same_dense_results(got, alone, dc);
-        free_dense_results(alone);
-    }
-    if (vector) {
-        const dense_results emulated = run_dense(dc, in, w, bias, d_out, scratch, scratch_bytes,
-                                                 dc.threads, 1);
-        same_dense_results(got, emulated, dc);
-        free_dense_results(emulated);
-    }
+    const dense_operands op = {dc, in, w, bias, d_out, scratch, scratch_bytes};
+    const results got = agreed_results(run_dense, &op, dc.threads, data, vector);
 
     const size_t most = n_w > n_in ? (n_w > n_out ? n_w : n_out) : (n_in > n_out ? n_in : n_out);
     term_sum *ref = sums(most);
     char what[128];
     snprintf(what, sizeof what, "dense forward B=%d %d -> %d data %d", B, I, O, data);
-    for (int o = 0; o < O; o++)
-        for (int b = 0; b < B; b++) {
-            term_sum *a = &ref[(size_t)o * B + b];
-            start_at(a, bias[o]);
-            for (int i = 0; i < I; i++)
-                add_term(a, w[(size_t)o * I + i], in[(size_t)i * B + b]);
-        }
+    ref_product(ref, O, B, I, bias, w, I, 1, in, B, 1);
     hold(what, got.out, ref, n_out, ceil_div(I, DIRECT_FP16_CHAIN), data == EXACT);
 
     snprintf(what, sizeof what, "dense input gradient B=%d %d -> %d data %d", B, I, O, data);
-    for (int i = 0; i < I; i++)
-        for (int b = 0; b < B; b++) {
-            term_sum *a = &ref[(size_t)i * B + b];
-            start_at(a, 0);
-            for (int o = 0; o < O; o++)
-                add_term(a, w[(size_t)o * I + i], d_out[(size_t)o * B + b]);
-        }
+    ref_product(ref, I, B, O, NULL, w, 1, I, d_out, B, 1);
     hold(what, got.d_in, ref, n_in, ceil_div(O, DIRECT_FP16_CHAIN), data == EXACT);
 
     snprintf(what, sizeof what, "dense weight gradient B=%d %d -> %d data %d", B, I, O, data);
-    for (int o = 0; o < O; o++)
-        for (int i = 0; i < I; i++) {
-            term_sum *a = &ref[(size_t)o * I + i];
-            start_at(a, 0);
-            for (int b = 0; b < B; b++)
-                add_term(a, d_out[(size_t)o * B + b], in[(size_t)i * B + b]);
-        }
-    hold(what, got.dw, ref, n_w, ceil_div(B, DIRECT_FP16_CHAIN), data == EXACT);
+    ref_product(ref, O, I, B, NULL, d_out, B, 1, in, 1, B);
+    hold(what, got.d_params, ref, n_w, ceil_div(B, DIRECT_FP16_CHAIN), data == EXACT);
 
     snprintf(what, sizeof what, "dense bias gradient B=%d %d -> %d data %d", B, I, O, data);
     for (int o = 0; o < O; o++) {
         start_at(&ref[o], 0);
         for (int b = 0; b < B; b++)
             add_value(&ref[o], d_out[(size_t)o * B + b]);
-        hold_fp32_sum(what, got.db[o], &ref[o], data == EXACT);
+        hold_fp32_sum(what, got.d_bias[o], &ref[o], data == EXACT);
     }
-    free_dense_results(got);
+    free_results(got);
     free(in), free(w), free(bias), free(d_out), free(ref), free(scratch);
 }
 
@@ -434,25 +452,25 @@ static const dense_case odd_denses[] = {
 /* ---------------------------------------------------------------------- */
 /* The runs                                                                 */
 
-static void convs_match_reference(void **state)
+static void conv_at(const void *cases, size_t i, int data, int vector)
 {
-    const product_run *run = *state;
-    if (run->vector && !instructions_or_skip())
-        skip();
-    for (size_t i = 0; i < run->count; i++)
-        for (int data = 0; data < DATA_KINDS; data++)
-            check_conv(((const conv_case *)run->cases)[i], data, run->vector);
-    print_worst();
+    check_conv(((const conv_case *)cases)[i], data, vector);
 }
 
-static void denses_match_reference(void **state)
+static void dense_at(const void *cases, size_t i, int data, int vector)
+{
+    check_dense(((const dense_case *)cases)[i], data, vector);
+}
+
+/* Each case of a run with each kind of data */
+static void products_match_reference(void **state)
 {
     const product_run *run = *state;
     if (run->vector && !instructions_or_skip())
         skip();
     for (size_t i = 0; i < run->count; i++)
         for (int data = 0; data < DATA_KINDS; data++)
-            check_dense(((const dense_case *)run->cases)[i], data, run->vector);
+            run->check(run->cases, i, data, run->vector);
     print_worst();
 }
 
@@ -563,30 +581,24 @@ static void avx512_fp16_chains_are_as_designed(void **state)
     chains_are_as_designed(1);
 }
 
-#define RUN(array, vector) {array, sizeof array / sizeof array[0], vector}
-static const product_run emulated_lenet_convs = RUN(lenet_convs_small, 0),
-                         emulated_odd_convs = RUN(odd_convs, 0),
-                         emulated_lenet_denses = RUN(lenet_denses_small, 0),
-                         emulated_odd_denses = RUN(odd_denses, 0),
-                         vector_lenet_convs = RUN(lenet_convs, 1),
-                         vector_odd_convs = RUN(odd_convs, 1),
-                         vector_lenet_denses = RUN(lenet_denses, 1),
-                         vector_odd_denses = RUN(odd_denses, 1);
+#define RUN(check, array, vector) {check, array, sizeof array / sizeof array[0], vector}
+static const product_run emulated_lenet_convs = RUN(conv_at, lenet_convs_small, 0),
+                         emulated_odd_convs = RUN(conv_at, odd_convs, 0),
+                         emulated_lenet_denses = RUN(dense_at, lenet_denses_small, 0),
+                         emulated_odd_denses = RUN(dense_at, odd_denses, 0),
+                         vector_lenet_convs = RUN(conv_at, lenet_convs, 1),
+                         vector_odd_convs = RUN(conv_at, odd_convs, 1),
+                         vector_lenet_denses = RUN(dense_at, lenet_denses, 1),
+                         vector_odd_denses = RUN(dense_at, odd_denses, 1);
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        CASE_TEST("emulated_odd_denses", denses_match_reference, &emulated_odd_denses),
-        CASE_TEST("emulated_lenet_denses", denses_match_reference, &emulated_lenet_denses),
-        CASE_TEST("emulated_odd_convs", convs_match_reference, &emulated_odd_convs),
-        CASE_TEST("emulated_lenet_convs", convs_match_reference, &emulated_lenet_convs),
-        cmocka_unit_test(loss_scaling_keeps_small_gradients),
-        cmocka_unit_test(emulated_chains_are_as_designed),
-        cmocka_unit_test(avx512_fp16_chains_are_as_designed),
-        CASE_TEST("avx512_fp16_odd_denses", denses_match_reference, &vector_odd_denses),
-        CASE_TEST("avx512_fp16_lenet_denses", denses_match_reference, &vector_lenet_denses),
-        CASE_TEST("avx512_fp16_odd_convs", convs_match_reference, &vector_odd_convs),
-        CASE_TEST("avx512_fp16_lenet_convs", convs_match_reference, &vector_lenet_convs),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TEST_MAIN(CASE_TEST("emulated_odd_denses", products_match_reference, &emulated_odd_denses),
+          CASE_TEST("emulated_lenet_denses", products_match_reference, &emulated_lenet_denses),
+          CASE_TEST("emulated_odd_convs", products_match_reference, &emulated_odd_convs),
+          CASE_TEST("emulated_lenet_convs", products_match_reference, &emulated_lenet_convs),
+          cmocka_unit_test(loss_scaling_keeps_small_gradients),
+          cmocka_unit_test(emulated_chains_are_as_designed),
+          cmocka_unit_test(avx512_fp16_chains_are_as_designed),
+          CASE_TEST("avx512_fp16_odd_denses", products_match_reference, &vector_odd_denses),
+          CASE_TEST("avx512_fp16_lenet_denses", products_match_reference, &vector_lenet_denses),
+          CASE_TEST("avx512_fp16_odd_convs", products_match_reference, &vector_odd_convs),
+          CASE_TEST("avx512_fp16_lenet_convs", products_match_reference, &vector_lenet_convs))

@@ -3,18 +3,13 @@
  * targets, which abort on a broken invariant. Built like every test, so
  * `make test` replays them plainly and tests/sanitizers.sh replays them
  * under AddressSanitizer and UBSan. Run from the repository root. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz/targets.c"
+#include "tests/cmocka_main.h"
 #include "tests/testing.h"
 
 typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
@@ -135,14 +130,8 @@ static void test_valid_seeds_parse(void **state)
     }
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        CASE_TEST("test_idx_parse", test_replay, &idx_parse),
-        CASE_TEST("test_idx_file", test_replay, &idx_file),
-        CASE_TEST("test_paramfile", test_replay, &paramfile),
-        CASE_TEST("test_csv", test_replay, &csv),
-        cmocka_unit_test(test_valid_seeds_parse),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TEST_MAIN(CASE_TEST("test_idx_parse", test_replay, &idx_parse),
+          CASE_TEST("test_idx_file", test_replay, &idx_file),
+          CASE_TEST("test_paramfile", test_replay, &paramfile),
+          CASE_TEST("test_csv", test_replay, &csv),
+          cmocka_unit_test(test_valid_seeds_parse))

@@ -1,12 +1,7 @@
 /* The grammar of numbers and lists (harness/run/options.h) that every flag
  * of ./bench and its subcommands, and the tools' CSV check, read by. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include "harness/run/options.h"
+#include "tests/cmocka_main.h"
 
 static void test_whole_numbers(void **state)
 {
@@ -90,13 +85,5 @@ static void test_lists(void **state)
             option_name_list(NULL, "--split", "split", bad_names[i], names, 2, out, 2, &n), 2);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_whole_numbers),
-        cmocka_unit_test(test_numbers),
-        cmocka_unit_test(test_ranges),
-        cmocka_unit_test(test_lists),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TEST_MAIN(cmocka_unit_test(test_whole_numbers), cmocka_unit_test(test_numbers),
+          cmocka_unit_test(test_ranges), cmocka_unit_test(test_lists))

@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "backends/direct/bf16_tiles.h"
-#include "backends/direct/half_common.h"
+#include "backends/direct/half_walks.h"
 #include "base/cpu.h"
 
 int direct_bf16_emulate;
@@ -54,20 +54,10 @@ int direct_bf16_supported(char *why, size_t len)
 {
     if (!direct_isa_allows_bf16(why, len)) /* LENET_BENCH_DIRECT_ISA's rule (isa.h) */
         return 0;
-    /* cpu_has counts AVX-512 only where the operating system saves the
-     * registers (XCR0) */
-    char missing[64];
-    cpu_missing(CPU_AVX512F | CPU_AVX512BW | CPU_AVX512VL | CPU_AVX512_BF16, missing,
-                sizeof missing);
-    if (!missing[0])
-        return 1;
-    const char *name = cpu_this()->brand;
-    snprintf(why, len,
-             "this CPU%s%s%s has no %s (bf16 products need AVX512_BF16: Intel Cooper Lake, "
-             "Sapphire Rapids and later, AMD Zen 4 and later), or its operating system does "
-             "not enable it",
-             name[0] ? " (" : "", name, name[0] ? ")" : "", missing);
-    return 0;
+    return half_cpu_supports(CPU_AVX512F | CPU_AVX512BW | CPU_AVX512VL | CPU_AVX512_BF16,
+                             "bf16 products need AVX512_BF16: Intel Cooper Lake, Sapphire "
+                             "Rapids and later, AMD Zen 4 and later",
+                             why, len);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -108,31 +98,51 @@ static void round_all(uint16_t *dst, const float *src, size_t n, int threads)
         round_run(dst + i * PIECE, src + i * PIECE, n - i * PIECE < PIECE ? n - i * PIECE : PIECE);
 }
 
-/* dst[c][r] = src[r][c], in blocks that stay in cache */
-static void transpose_words(uint32_t *dst, size_t ld_dst, const uint32_t *src, size_t ld_src,
-                            int rows, int cols, int threads)
+/* The tiles as the walks (half_walks.h) call them: the vdpbf16ps ones,
+ * or the plain ones where direct_bf16_emulate says */
+static void pair_rows(int m, int cols, float *const *rows, int add, const float *init,
+                      const uint32_t *a, ptrdiff_t lda, ptrdiff_t a_step, const void *b,
+                      const ptrdiff_t *off, int steps)
 {
-    enum { BLOCK = 16 };
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int c0 = 0; c0 < cols; c0 += BLOCK)
-        for (int r0 = 0; r0 < rows; r0 += BLOCK) {
-            const int c1 = c0 + BLOCK < cols ? c0 + BLOCK : cols;
-            const int r1 = r0 + BLOCK < rows ? r0 + BLOCK : rows;
-            for (int c = c0; c < c1; c++)
-                for (int r = r0; r < r1; r++)
-                    dst[c * ld_dst + r] = src[r * ld_src + c];
-        }
+    (direct_bf16_emulate ? direct_bf16_pair_tile_plain : direct_bf16_pair_tile_avx512)(
+        m, cols, rows, add, init, a, lda, a_step, b, off, steps);
 }
-
-int direct_bf16_conv_pairs_channels(int C) { return C % 2 == 0; }
 
 /* Words a packed row may be read past its end (a vector) */
 enum { OVERREAD = 16 };
 
+/* Pairs, in words: the input gradient's packed d_out also OVERREAD words
+ * past its end */
+static const half_format PAIRS = {pair_rows, PAIR_ROWS, PAIR_COLS, 2, sizeof(uint32_t),
+                                  OVERREAD,  OVERREAD};
+HALF_TILES_FIT(PAIR_ROWS, DOT_ROWS, DOT_COLS);
+
+static void dot_rounded(const void *job, const half_dot_args *t)
+{
+    (void)job;
+    (direct_bf16_emulate ? direct_bf16_dot_tile_plain : direct_bf16_dot_tile_avx512)(
+        t->mk, t->nt, t->out, t->out_row, t->g, t->x, t->nrows, t->g_row, t->x_row, t->len);
+}
+
+/* d_out unrounded: job is d_out's first channel, channels a plane of
+ * floats apart (the rows' stride g_row times nrows) */
+static void dot_rounded_as_read(const void *job, const half_dot_args *t)
+{
+    const float *d_out = job, *g32[DOT_ROWS];
+    for (int i = 0; i < t->mk; i++)
+        g32[i] = d_out + (size_t)(t->k0 + i) * t->nrows * t->g_row;
+    /* the first tile of taps sums the biases' gradients too (after the
+     * row's R weights) */
+    float *const sums = t->r0 == 0 ? t->out + t->out_row - 1 : NULL;
+    (direct_bf16_emulate ? direct_bf16_dot_tile_f32_plain : direct_bf16_dot_tile_f32_avx512)(
+        t->mk, t->nt, t->out, t->out_row, sums, g32, t->x, t->nrows, t->g_row, t->x_row, t->len);
+}
+
+int direct_bf16_conv_pairs_channels(int C) { return !half_conv_pairs_columns(PAIRS, C); }
+
 size_t direct_bf16_conv_input_words(int B, int C, int H, int W)
 {
-    const int groups = direct_bf16_conv_pairs_channels(C) ? C / 2 : C;
-    return (size_t)groups * H * W * B + OVERREAD;
+    return half_conv_input_elements(PAIRS, B, C, H, W);
 }
 
 void direct_bf16_pack_conv_input(uint32_t *packed, const float *in, int B, int C, int H, int W,
@@ -198,63 +208,29 @@ void direct_bf16_pack_col_pairs(uint32_t *packed, const float *x, ptrdiff_t ldx,
     pack_col_pairs_strided(packed, x, ldx, rows, n, threads);
 }
 
-static pair_tile_fn *pair_tile(void)
-{
-    return direct_bf16_emulate ? direct_bf16_pair_tile_plain : direct_bf16_pair_tile_avx512;
-}
-
-static dot_tile_fn *dot_tile(void)
-{
-    return direct_bf16_emulate ? direct_bf16_dot_tile_plain : direct_bf16_dot_tile_avx512;
-}
-
 /* ---------------------------------------------------------------------- */
 /* Convolutions                                                             */
 
-/* Tap pairs of the forward pass: channel pairs, or column pairs of one
- * channel (the last column alone when the kernel's width is odd). */
-static int forward_steps(int C, int kernel)
-{
-    return direct_bf16_conv_pairs_channels(C) ? C / 2 * kernel * kernel
-                                              : C * kernel * ((kernel + 1) / 2);
-}
-
-/* The weights as the two passes multiply them, packed once per pass over
- * a batch (direct_bf16_pack_conv_weights) and read by every group of
- * images: the forward pass's a[k][step], the input gradient's
- * [c][kj][ki][kp] (output channels paired). */
-typedef struct conv_weight_parts {
-    uint32_t *forward, *data;
-} conv_weight_parts;
-
-static conv_weight_parts weight_parts(carver *c, int C, int K, int kernel)
-{
-    conv_weight_parts p;
-    p.forward = carve(c, sizeof(uint32_t) * K * forward_steps(C, kernel));
-    p.data = carve(c, sizeof(uint32_t) * C * kernel * kernel * ((K + 1) / 2));
-    return p;
-}
-
+/* The weights as the two passes multiply them (half_conv_weight_layout),
+ * packed once per pass over a batch and read by every group of images:
+ * the forward pass's a[k][step], the input gradient's [c][kj][ki][kp]
+ * (output channels paired). */
 size_t direct_bf16_conv_weight_bytes(int C, int K, int kernel)
 {
-    carver c = {NULL, 0};
-    weight_parts(&c, C, K, kernel);
-    return c.used;
+    return half_conv_weight_layout(PAIRS, NULL, C, K, kernel).bytes;
 }
 
 void direct_bf16_pack_conv_weights(void *packed, const float *weight_bias, int C, int K,
                                    int kernel)
 {
     const int R = C * kernel * kernel, KP = (K + 1) / 2, kk = kernel * kernel;
-    carver cv = {packed, 0};
-    const conv_weight_parts p = weight_parts(&cv, C, K, kernel);
-    const int S = forward_steps(C, kernel), by_channels = direct_bf16_conv_pairs_channels(C);
-    const int half = (kernel + 1) / 2;
+    const half_conv_weights p = half_conv_weight_layout(PAIRS, packed, C, K, kernel);
+    const int S = half_conv_steps(PAIRS, C, kernel);
+    const int by_channels = direct_bf16_conv_pairs_channels(C);
     /* step s: channels (2g, 2g+1) at (ki, kj), or channel g at (ki, 2jp) and (ki, 2jp+1) */
     for (int s = 0; s < S; s++) {
-        const int g = by_channels ? s / kk : s / (kernel * half);
-        const int ki = by_channels ? s / kernel % kernel : s / half % kernel;
-        const int kj = by_channels ? s % kernel : 2 * (s % half);
+        int g, ki, kj;
+        half_tap_of(PAIRS, C, s, kernel, &g, &ki, &kj);
         for (int k = 0; k < K; k++) {
             const float *wk = weight_bias + (size_t)k * (R + 1);
             const float first = by_channels ? wk[((2 * g) * kernel + ki) * kernel + kj]
@@ -278,94 +254,25 @@ void direct_bf16_pack_conv_weights(void *packed, const float *weight_bias, int C
                 }
 }
 
-/* The forward pass's packed input (pack_conv_input) and each step's
- * offset into it. */
-typedef struct conv_forward_parts {
-    uint32_t *input;
-    ptrdiff_t *offsets;
-    int steps;
-} conv_forward_parts;
-
-static conv_forward_parts forward_parts(carver *c, int B, int C, int H, int W, int kernel)
-{
-    conv_forward_parts p;
-    p.steps = forward_steps(C, kernel);
-    p.input = carve(c, sizeof(uint32_t) * direct_bf16_conv_input_words(B, C, H, W));
-    p.offsets = carve(c, sizeof(ptrdiff_t) * p.steps);
-    return p;
-}
-
-/* The input gradient's: d_out's rows with channels paired, [oy][kp][ld],
- * and step (ki, kp)'s offset from row iy's start, [ki][kp]. */
-typedef struct conv_data_parts {
-    uint32_t *grad;
-    ptrdiff_t *offsets;
-    size_t ld;
-} conv_data_parts;
-
-static conv_data_parts data_parts(carver *c, int B, int H, int W, int K, int kernel)
-{
-    const int OH = H - kernel + 1, OW = W - kernel + 1, KP = (K + 1) / 2;
-    conv_data_parts p;
-    p.ld = (size_t)OW * B + OVERREAD;
-    p.grad = carve(c, sizeof(uint32_t) * ((size_t)OH * KP * p.ld + OVERREAD));
-    p.offsets = carve(c, sizeof(ptrdiff_t) * kernel * KP);
-    return p;
-}
-
-/* The weight gradient (its scratch: half_common.h's params_parts): up to
+/* The weight gradient (its scratch: half_conv_params_layout): up to
  * this many tiles of taps read d_out as fp32 and round it as they go. */
 enum { ROUNDED_AS_READ = 8 };
 
-
 size_t direct_bf16_conv_scratch_bytes(int B, int C, int H, int W, int K, int kernel)
 {
-    carver f = {NULL, 0}, d = {NULL, 0}, w = {NULL, 0};
-    forward_parts(&f, B, C, H, W, kernel);
-    data_parts(&d, B, H, W, K, kernel);
-    params_parts(&w, B, C, H, W, K, kernel);
-    return carved_most(&f, &d, &w);
+    return half_conv_scratch_bytes(PAIRS, B, C, H, W, K, kernel);
 }
 
 void direct_bf16_conv_forward(float *out, const float *in, const float *weight_bias,
                               const void *packed_weights, void *scratch, int B, int C, int H,
                               int W, int K, int kernel, int threads)
 {
-    const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
-    carver cv = {scratch, 0}, cw = {(char *)packed_weights, 0};
-    const conv_forward_parts p = forward_parts(&cv, B, C, H, W, kernel);
-    const uint32_t *weights = weight_parts(&cw, C, K, kernel).forward;
-    const int S = p.steps, by_channels = direct_bf16_conv_pairs_channels(C);
-    const int half = (kernel + 1) / 2;
-    direct_bf16_pack_conv_input(p.input, in, B, C, H, W, threads);
-    for (int s = 0; s < S; s++) { /* as direct_bf16_pack_conv_weights walks them */
-        const int g = by_channels ? s / (kernel * kernel) : s / (kernel * half);
-        const int ki = by_channels ? s / kernel % kernel : s / half % kernel;
-        const int kj = by_channels ? s % kernel : 2 * (s % half);
-        p.offsets[s] = ((ptrdiff_t)(g * H + ki) * W + kj) * B;
-    }
-    const size_t row = (size_t)OW * B, plane_out = (size_t)OH * row;
-    const int blocks = (K + PAIR_ROWS - 1) / PAIR_ROWS;
-    const int col_tiles = (int)((row + PAIR_COLS - 1) / PAIR_COLS);
-    pair_tile_fn *tile = pair_tile();
-    /* a column tile of one output row for every block of channels in
-     * turn: its runs stay in cache from one block to the next */
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads) if (threads > 1)
-    for (int y = 0; y < OH; y++)
-        for (int jt = 0; jt < col_tiles; jt++) {
-            const size_t j = (size_t)jt * PAIR_COLS;
-            const int cols = row - j < PAIR_COLS ? (int)(row - j) : PAIR_COLS;
-            for (int kb = 0; kb < blocks; kb++) {
-                const int k0 = split_at(K, blocks, kb), m = split_at(K, blocks, kb + 1) - k0;
-                float *rows[PAIR_ROWS], bias[PAIR_ROWS];
-                for (int i = 0; i < m; i++) {
-                    rows[i] = out + (k0 + i) * plane_out + y * row + j;
-                    bias[i] = weight_bias[(size_t)(k0 + i) * (R + 1) + R];
-                }
-                tile(m, cols, rows, 0, bias, weights + (size_t)k0 * S, S, 1,
-                     p.input + (size_t)y * W * B + j, p.offsets, S);
-            }
-        }
+    const half_conv_pass p =
+        half_conv_forward_layout(PAIRS, scratch, B, C, H, W, kernel);
+    direct_bf16_pack_conv_input(p.packed, in, B, C, H, W, threads);
+    half_conv_forward_walk(PAIRS, out, weight_bias,
+                           half_conv_weight_layout(PAIRS, packed_weights, C, K, kernel).forward,
+                           p, B, C, H, W, K, kernel, threads);
 }
 
 void direct_bf16_conv_backward_data(float *d_in, const float *d_out,
@@ -373,163 +280,57 @@ void direct_bf16_conv_backward_data(float *d_in, const float *d_out,
                                     int H, int W, int K, int kernel, int threads)
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1, KP = (K + 1) / 2;
-    carver cv = {scratch, 0}, cw = {(char *)packed_weights, 0};
-    const conv_data_parts p = data_parts(&cv, B, H, W, K, kernel);
-    const uint32_t *weights = weight_parts(&cw, C, K, kernel).data;
+    const half_conv_pass p = half_conv_data_layout(PAIRS, scratch, B, H, W, K, kernel);
+    uint32_t *grad = p.packed;
     const size_t row = (size_t)OW * B, plane_out = (size_t)OH * row;
     /* d_out's rows, channels paired: grad[oy][kp] */
     for (int oy = 0; oy < OH; oy++)
-        pack_row_pairs_strided(p.grad + (size_t)oy * KP * p.ld, (ptrdiff_t)p.ld,
-                               d_out + oy * row, (ptrdiff_t)plane_out, K, (int)row, threads);
-    memset(p.grad + (size_t)OH * KP * p.ld, 0, sizeof(uint32_t) * OVERREAD);
-    /* step (ki, kp) reads d_out row iy - ki: offsets from row iy's start */
-    for (int ki = 0; ki < kernel; ki++)
-        for (int kp = 0; kp < KP; kp++)
-            p.offsets[ki * KP + kp] = ((ptrdiff_t)kp - (ptrdiff_t)ki * KP) * (ptrdiff_t)p.ld;
-    const size_t in_row = (size_t)W * B, plane_in = (size_t)H * in_row;
-    const int blocks = (kernel + PAIR_ROWS - 1) / PAIR_ROWS;
-    pair_tile_fn *tile = pair_tile();
-    /* each row of d_in is summed by one thread, in the same order for
-     * any split */
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads) if (threads > 1)
-    for (int c = 0; c < C; c++)
-        for (int iy = 0; iy < H; iy++) {
-            const int ki_lo = iy - (OH - 1) > 0 ? iy - (OH - 1) : 0;
-            const int ki_hi = iy < kernel - 1 ? iy : kernel - 1;
-            const int steps = (ki_hi - ki_lo + 1) * KP;
-            float *dst = d_in + c * plane_in + iy * in_row;
-            memset(dst, 0, sizeof(float) * in_row);
-            const uint32_t *b = p.grad + (size_t)iy * KP * p.ld;
-            for (size_t j = 0; j < row; j += PAIR_COLS) {
-                const int cols = row - j < PAIR_COLS ? (int)(row - j) : PAIR_COLS;
-                for (int kb = 0; kb < blocks; kb++) {
-                    const int kj0 = split_at(kernel, blocks, kb);
-                    const int m = split_at(kernel, blocks, kb + 1) - kj0;
-                    float *rows[PAIR_ROWS];
-                    for (int i = 0; i < m; i++) /* kernel column kj lands kj images on */
-                        rows[i] = dst + (size_t)(kj0 + i) * B + j;
-                    const uint32_t *a =
-                        weights + ((size_t)(c * kernel + kj0) * kernel + ki_lo) * KP;
-                    tile(m, cols, rows, 1, NULL, a, (ptrdiff_t)kernel * KP, 1, b + j,
-                         p.offsets + ki_lo * KP, steps);
-                }
-            }
-        }
+        pack_row_pairs_strided(grad + (size_t)oy * KP * p.ld, (ptrdiff_t)p.ld, d_out + oy * row,
+                               (ptrdiff_t)plane_out, K, (int)row, threads);
+    memset(grad + (size_t)OH * KP * p.ld, 0, sizeof(uint32_t) * OVERREAD);
+    half_conv_data_walk(PAIRS, d_in,
+                        half_conv_weight_layout(PAIRS, packed_weights, C, K, kernel).data, p, B,
+                        C, H, W, kernel, threads);
 }
 
 void direct_bf16_conv_backward_params(float *d_weight_bias, const float *d_out,
                                       const float *in, void *scratch, int B, int C, int H,
                                       int W, int K, int kernel, int threads)
 {
-    const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
-    carver cv = {scratch, 0};
-    const conv_params_parts p = params_parts(&cv, B, C, H, W, K, kernel);
-    const size_t row = (size_t)OW * B, plane_out = (size_t)OH * row;
-    const int tap_tiles = (R + DOT_COLS - 1) / DOT_COLS, k_tiles = (K + DOT_ROWS - 1) / DOT_ROWS;
+    const half_conv_params_parts p = half_conv_params_layout(scratch, B, C, H, W, K, kernel);
+    const int R = C * kernel * kernel;
     /* d_out rounded once, unless few tiles read it: then each rounds it as
      * it loads it (conv1: 5 tiles of taps), which saves writing and
      * reading back a copy half its size */
-    const int round_as_read = tap_tiles <= ROUNDED_AS_READ;
-    round_all(p.input, in, (size_t)C * H * W * B, threads);
-    if (!round_as_read)
-        round_all(p.grad, d_out, (size_t)K * plane_out, threads);
-    dot_tile_fn *tile = dot_tile();
-    dot_tile_f32_fn *tile_f32 =
-        direct_bf16_emulate ? direct_bf16_dot_tile_f32_plain : direct_bf16_dot_tile_f32_avx512;
-    /* the taps outside: a tile's runs of the input stay in cache while
-     * every channel's gradient passes */
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads) if (threads > 1)
-    for (int rt = 0; rt < tap_tiles; rt++)
-        for (int kt = 0; kt < k_tiles; kt++) {
-            const int r0 = rt * DOT_COLS, nt = R - r0 < DOT_COLS ? R - r0 : DOT_COLS;
-            const int k0 = kt * DOT_ROWS, mk = K - k0 < DOT_ROWS ? K - k0 : DOT_ROWS;
-            const uint16_t *runs[DOT_COLS], *g[DOT_ROWS];
-            for (int t = 0; t < nt; t++) {
-                const int r = r0 + t, c = r / (kernel * kernel), ki = r / kernel % kernel;
-                const int kj = r % kernel;
-                runs[t] = p.input + ((size_t)(c * H + ki) * W + kj) * B;
-            }
-            float *const dst = d_weight_bias + (size_t)k0 * (R + 1) + r0;
-            if (round_as_read) {
-                const float *g32[DOT_ROWS];
-                for (int i = 0; i < mk; i++)
-                    g32[i] = d_out + (size_t)(k0 + i) * plane_out;
-                /* the first tile of taps sums the biases' gradients too */
-                tile_f32(mk, nt, dst, R + 1, r0 == 0 ? dst + R : NULL, g32, runs, OH,
-                         (ptrdiff_t)row, (ptrdiff_t)W * B, row);
-                continue;
-            }
-            for (int i = 0; i < mk; i++)
-                g[i] = p.grad + (size_t)(k0 + i) * plane_out;
-            tile(mk, nt, dst, R + 1, g, runs, OH, (ptrdiff_t)row, (ptrdiff_t)W * B, row);
-        }
-    if (!round_as_read)
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-        for (int k = 0; k < K; k++)
-            d_weight_bias[(size_t)k * (R + 1) + R] =
-                sum_floats(d_out + (size_t)k * plane_out, plane_out);
+    const int round_as_read = (R + DOT_COLS - 1) / DOT_COLS <= ROUNDED_AS_READ;
+    round_all(p.input, in, p.n_input, threads);
+    if (round_as_read)
+        half_conv_params_walk(dot_rounded_as_read, d_out, DOT_ROWS, DOT_COLS, d_weight_bias,
+                              NULL, p.input, B, C, H, W, K, kernel, threads);
+    else {
+        round_all(p.grad, d_out, K * p.plane, threads);
+        half_conv_params_walk(dot_rounded, NULL, DOT_ROWS, DOT_COLS, d_weight_bias, p.grad,
+                              p.input, B, C, H, W, K, kernel, threads);
+        half_bias_sums(d_weight_bias, d_out, K, R, p.plane, threads);
+    }
 }
 
 /* ---------------------------------------------------------------------- */
 /* Dense layers                                                             */
 
-/* Packed operands: forward in[n_in][B] row-paired (a column of images per
- * word, rows padded to whole vectors) and the weights column-paired;
- * backward d_out row-paired with the weights row-paired (read down their
- * columns), and d_out image-paired with in image-paired and transposed.
- * One set of offsets (s * ld) serves each. */
-typedef struct dense_parts {
-    uint32_t *x, *w, *g, *wt, *gi, *xt, *untransposed;
-    ptrdiff_t *offsets;
-} dense_parts;
-
-static dense_parts dense_layout(carver *c, int B, int n_in, int n_out)
+/* The operands (half_dense_layout): forward in[n_in][B] row-paired (a
+ * column of images a word, rows padded to whole vectors) and the weights
+ * column-paired; backward d_out row-paired with the weights row-paired
+ * (read down their columns), and d_out image-paired with in image-paired
+ * and transposed. */
+static half_dense_parts dense_parts(void *scratch, int B, int n_in, int n_out)
 {
-    const size_t cols_b = round_up((size_t)B, 16), cols_in = round_up((size_t)n_in, 16);
-    const size_t pin = (size_t)(n_in + 1) / 2, pout = (size_t)(n_out + 1) / 2;
-    const size_t pb = (size_t)(B + 1) / 2;
-    dense_parts p;
-    p.x = carve(c, sizeof(uint32_t) * pin * cols_b);
-    p.w = carve(c, sizeof(uint32_t) * n_out * pin);
-    p.g = carve(c, sizeof(uint32_t) * pout * cols_b);
-    p.wt = carve(c, sizeof(uint32_t) * n_in * pout);
-    p.gi = carve(c, sizeof(uint32_t) * n_out * pb);
-    p.xt = carve(c, sizeof(uint32_t) * pb * cols_in);
-    p.untransposed = carve(c, sizeof(uint32_t) * n_in * pb);
-    const size_t most = pin > pout ? (pin > pb ? pin : pb) : (pout > pb ? pout : pb);
-    p.offsets = carve(c, sizeof(ptrdiff_t) * most);
-    return p;
+    return half_dense_layout(scratch, B, n_in, n_out, 2, sizeof(uint32_t), 16);
 }
 
 size_t direct_bf16_dense_scratch_bytes(int B, int n_in, int n_out)
 {
-    carver c = {NULL, 0};
-    dense_layout(&c, B, n_in, n_out);
-    return c.used;
-}
-
-/* c[M][ldc] (columns [0, N)) = init + a x b[steps][ld], the pair tile
- * over every block of rows and strip of columns; a's row i, step s is
- * a[i * lda + s * a_step]. */
-static void pair_product(float *c, size_t ldc, const float *init, const uint32_t *a,
-                         ptrdiff_t lda, ptrdiff_t a_step, const uint32_t *b, size_t ld,
-                         ptrdiff_t *offsets, int steps, int M, int N, int threads)
-{
-    for (int s = 0; s < steps; s++)
-        offsets[s] = (ptrdiff_t)s * (ptrdiff_t)ld;
-    const int blocks = (M + PAIR_ROWS - 1) / PAIR_ROWS, strips = (N + PAIR_COLS - 1) / PAIR_COLS;
-    pair_tile_fn *tile = pair_tile();
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads) if (threads > 1)
-    for (int jt = 0; jt < strips; jt++)
-        for (int kb = 0; kb < blocks; kb++) {
-            const int j = jt * PAIR_COLS, cols = N - j < PAIR_COLS ? N - j : PAIR_COLS;
-            const int k0 = split_at(M, blocks, kb), m = split_at(M, blocks, kb + 1) - k0;
-            float *rows[PAIR_ROWS];
-            for (int i = 0; i < m; i++)
-                rows[i] = c + (size_t)(k0 + i) * ldc + j;
-            tile(m, cols, rows, 0, init ? init + k0 : NULL, a + k0 * lda, lda, a_step, b + j,
-                 offsets, steps);
-        }
+    return dense_parts(NULL, B, n_in, n_out).bytes;
 }
 
 void direct_bf16_dense_forward(float *out, const float *in, const float *weight,
@@ -537,13 +338,11 @@ void direct_bf16_dense_forward(float *out, const float *in, const float *weight,
                                int threads)
 {
     threads = dense_threads(threads, B, n_in, n_out);
-    carver c = {scratch, 0};
-    const dense_parts p = dense_layout(&c, B, n_in, n_out);
-    const size_t ld = round_up((size_t)B, 16);
-    pack_row_pairs_strided(p.x, (ptrdiff_t)ld, in, B, n_in, B, threads);
+    const half_dense_parts p = dense_parts(scratch, B, n_in, n_out);
+    pack_row_pairs_strided(p.x, (ptrdiff_t)p.ld_b, in, B, n_in, B, threads);
     pack_col_pairs_strided(p.w, weight, n_in, n_out, n_in, threads);
-    const int pairs = (n_in + 1) / 2;
-    pair_product(out, B, bias, p.w, pairs, 1, p.x, ld, p.offsets, pairs, n_out, B, threads);
+    half_product(PAIRS, out, B, bias, p.w, p.steps_in, 1, p.x, p.ld_b, p.offsets, p.steps_in,
+                 n_out, B, threads);
 }
 
 void direct_bf16_dense_backward(float *d_weight, float *d_bias, float *d_in,
@@ -551,29 +350,24 @@ void direct_bf16_dense_backward(float *d_weight, float *d_bias, float *d_in,
                                 void *scratch, int B, int n_in, int n_out, int threads)
 {
     threads = dense_threads(threads, B, n_in, n_out);
-    carver c = {scratch, 0};
-    const dense_parts p = dense_layout(&c, B, n_in, n_out);
+    const half_dense_parts p = dense_parts(scratch, B, n_in, n_out);
     /* d_weight = d_out x in^T, pairs of images */
-    const size_t ld_in = round_up((size_t)n_in, 16);
+    const int pb = p.steps_b;
     pack_col_pairs_strided(p.gi, d_out, B, n_out, B, threads);
     /* in's rows image-paired, then transposed: xt[q][i] */
-    const int pb = (B + 1) / 2;
     pack_col_pairs_strided(p.untransposed, in, B, n_in, B, threads);
-    transpose_words(p.xt, ld_in, p.untransposed, (size_t)pb, n_in, pb, threads);
-    for (int q = 0; q < pb; q++)
-        memset(p.xt + q * ld_in + n_in, 0, sizeof(uint32_t) * (ld_in - n_in));
-    pair_product(d_weight, n_in, NULL, p.gi, pb, 1, p.xt, ld_in, p.offsets, pb, n_out, n_in,
-                 threads);
+    half_transpose(p.xt, p.ld_in, p.untransposed, (size_t)pb, n_in, pb, sizeof(uint32_t), 16,
+                   threads);
+    half_product(PAIRS, d_weight, n_in, NULL, p.gi, pb, 1, p.xt, p.ld_in, p.offsets, pb, n_out,
+                 n_in, threads);
     /* d_in = weight^T x d_out, pairs of outputs */
     if (d_in) {
-        const size_t ld_b = round_up((size_t)B, 16);
-        pack_row_pairs_strided(p.g, (ptrdiff_t)ld_b, d_out, B, n_out, B, threads);
+        pack_row_pairs_strided(p.g, (ptrdiff_t)p.ld_b, d_out, B, n_out, B, threads);
         /* the weights' rows paired, wt[q][i]: d_in's row i takes its
          * pairs down column i, so nothing is transposed */
-        const int pout = (n_out + 1) / 2;
         pack_row_pairs_strided(p.wt, n_in, weight, n_in, n_out, n_in, threads);
-        pair_product(d_in, B, NULL, p.wt, 1, n_in, p.g, ld_b, p.offsets, pout, n_in, B,
-                     threads);
+        half_product(PAIRS, d_in, B, NULL, p.wt, 1, n_in, p.g, p.ld_b, p.offsets, p.steps_out,
+                     n_in, B, threads);
     }
     for (int k = 0; k < n_out; k++)
         d_bias[k] = sum_floats(d_out + (size_t)k * B, (size_t)B);

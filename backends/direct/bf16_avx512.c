@@ -71,24 +71,9 @@ void direct_bf16_pair_tile_avx512(int m, int cols, float *const *rows, int add,
                                   const float *init, const uint32_t *a, ptrdiff_t lda, ptrdiff_t a_step,
                                   const uint32_t *b, const ptrdiff_t *off, int steps)
 {
-    const int nv = (cols + 15) / 16;
-#define PAIR_CASE(M, NV)                                                                     \
-    case (M) * 8 + (NV):                                                                     \
-        pair_body(M, NV, cols, rows, add, init, a, lda, a_step, b, off, steps);                      \
-        return;
-#define PAIR_CASES(M) PAIR_CASE(M, 1) PAIR_CASE(M, 2) PAIR_CASE(M, 3) PAIR_CASE(M, 4)
-    switch (m * 8 + nv) {
-        PAIR_CASES(1)
-        PAIR_CASES(2)
-        PAIR_CASES(3)
-        PAIR_CASES(4)
-        PAIR_CASES(5)
-        PAIR_CASES(6)
-    default:
-        __builtin_trap(); /* a driver asked for a tile larger than the registers */
-    }
-#undef PAIR_CASES
-#undef PAIR_CASE
+#define PAIR_BODY(M, NV) pair_body(M, NV, cols, rows, add, init, a, lda, a_step, b, off, steps)
+    ROW_SHAPES(m, (cols + 15) / 16, PAIR_BODY)
+#undef PAIR_BODY
 }
 
 /* 32 elements of g from element `at` on: bf16 as they are, or fp32

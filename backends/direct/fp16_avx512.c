@@ -111,24 +111,9 @@ void direct_fp16_row_tile_avx512(int m, int cols, float *const *rows, int add,
                                  ptrdiff_t a_step, const uint16_t *b, const ptrdiff_t *off,
                                  int steps, int chain)
 {
-    const int nv = (cols + FP16_LANES - 1) / FP16_LANES;
-#define ROW_CASE(M, NV)                                                                      \
-    case (M) * 8 + (NV):                                                                     \
-        row_body(M, NV, cols, rows, add, init, a, lda, a_step, b, off, steps, chain);        \
-        return;
-#define ROW_CASES(M) ROW_CASE(M, 1) ROW_CASE(M, 2) ROW_CASE(M, 3) ROW_CASE(M, 4)
-    switch (m * 8 + nv) {
-        ROW_CASES(1)
-        ROW_CASES(2)
-        ROW_CASES(3)
-        ROW_CASES(4)
-        ROW_CASES(5)
-        ROW_CASES(6)
-    default:
-        __builtin_trap(); /* a driver asked for a tile larger than the registers */
-    }
-#undef ROW_CASES
-#undef ROW_CASE
+#define ROW_BODY(M, NV) row_body(M, NV, cols, rows, add, init, a, lda, a_step, b, off, steps, chain)
+    ROW_SHAPES(m, (cols + FP16_LANES - 1) / FP16_LANES, ROW_BODY)
+#undef ROW_BODY
 }
 
 /* The 16 sums added as fp16_tiles.h says: + 8, + 4, + 2, + 1 lanes on */

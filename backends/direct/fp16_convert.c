@@ -47,77 +47,70 @@ void direct_fp16_value_run_plain(float *dst, const uint16_t *src, size_t n, floa
         dst[e] = direct_fp16_value(src[e]) * scale;
 }
 
+/* The conversion runs of one instruction set, ROUND (dst[e] = round(src[e]
+ * * scale)) and VALUE (dst[e] = value(src[e]) * scale): WIDTH values at a
+ * time with its intrinsics (HALVES the vector of WIDTH halves), the last
+ * ones by ROUND_REST and the plain value run. Where the build has no x86
+ * vectors, the plain runs stand in (never chosen: cpu_has says no). */
 #ifdef FP16_X86
+#define CONVERSION_RUNS(ROUND, VALUE, TARGET, WIDTH, HALVES, LOAD, STORE, LOAD_HALVES,           \
+                        STORE_HALVES, SET1, MUL, TO_HALVES, TO_FLOATS, ROUND_REST)               \
+    __attribute__((target(TARGET))) void ROUND(uint16_t *dst, const float *src, size_t n,       \
+                                               float scale)                                     \
+    {                                                                                          \
+        size_t e = 0;                                                                          \
+        for (; e + (WIDTH) <= n; e += (WIDTH))                                                 \
+            STORE_HALVES((HALVES *)(dst + e),                                                  \
+                         TO_HALVES(MUL(LOAD(src + e), SET1(scale)), NEAREST));                 \
+        ROUND_REST(dst + e, src + e, n - e, scale);                                            \
+    }                                                                                          \
+    __attribute__((target(TARGET))) void VALUE(float *dst, const uint16_t *src, size_t n,       \
+                                               float scale)                                     \
+    {                                                                                          \
+        size_t e = 0;                                                                          \
+        for (; e + (WIDTH) <= n; e += (WIDTH))                                                 \
+            STORE(dst + e, MUL(TO_FLOATS(LOAD_HALVES((const HALVES *)(src + e))), SET1(scale))); \
+        direct_fp16_value_run_plain(dst + e, src + e, n - e, scale);                           \
+    }
 enum { NEAREST = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC };
 
-__attribute__((target("avx,f16c"))) void
-direct_fp16_round_run_f16c(uint16_t *dst, const float *src, size_t n, float scale)
+/* AVX-512's last values under a mask: the same bits as the plain function,
+ * without its branches */
+__attribute__((target("avx512f"))) static void
+round_rest_avx512(uint16_t *dst, const float *src, size_t n, float scale)
 {
-    const __m256 s = _mm256_set1_ps(scale);
-    size_t e = 0;
-    for (; e + 8 <= n; e += 8)
-        _mm_storeu_si128((__m128i *)(dst + e),
-                         _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(src + e), s), NEAREST));
-    direct_fp16_round_run_plain(dst + e, src + e, n - e, scale);
+    if (!n)
+        return;
+    const __mmask16 k = (__mmask16)((1u << n) - 1);
+    const __m256i h = _mm512_cvtps_ph(
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(k, src), _mm512_set1_ps(scale)), NEAREST);
+    uint16_t rest[16];
+    _mm256_storeu_si256((__m256i *)rest, h);
+    memcpy(dst, rest, sizeof(uint16_t) * n);
 }
-
-__attribute__((target("avx,f16c"))) void
-direct_fp16_value_run_f16c(float *dst, const uint16_t *src, size_t n, float scale)
-{
-    const __m256 s = _mm256_set1_ps(scale);
-    size_t e = 0;
-    for (; e + 8 <= n; e += 8)
-        _mm256_storeu_ps(dst + e, _mm256_mul_ps(
-                                      _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + e))), s));
-    direct_fp16_value_run_plain(dst + e, src + e, n - e, scale);
-}
-
-__attribute__((target("avx512f"))) void
-direct_fp16_round_run_avx512(uint16_t *dst, const float *src, size_t n, float scale)
-{
-    const __m512 s = _mm512_set1_ps(scale);
-    size_t e = 0;
-    for (; e + 16 <= n; e += 16)
-        _mm256_storeu_si256((__m256i *)(dst + e),
-                            _mm512_cvtps_ph(_mm512_mul_ps(_mm512_loadu_ps(src + e), s), NEAREST));
-    if (e < n) {
-        const __mmask16 k = (__mmask16)((1u << (n - e)) - 1);
-        const __m256i h = _mm512_cvtps_ph(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, src + e), s),
-                                          NEAREST);
-        uint16_t rest[16];
-        _mm256_storeu_si256((__m256i *)rest, h);
-        memcpy(dst + e, rest, sizeof(uint16_t) * (n - e));
+#else
+#define CONVERSION_RUNS(ROUND, VALUE, ...)                                                     \
+    void ROUND(uint16_t *dst, const float *src, size_t n, float scale)                         \
+    {                                                                                          \
+        direct_fp16_round_run_plain(dst, src, n, scale);                                       \
+    }                                                                                          \
+    void VALUE(float *dst, const uint16_t *src, size_t n, float scale)                         \
+    {                                                                                          \
+        direct_fp16_value_run_plain(dst, src, n, scale);                                       \
     }
-}
-
-__attribute__((target("avx512f"))) void
-direct_fp16_value_run_avx512(float *dst, const uint16_t *src, size_t n, float scale)
-{
-    const __m512 s = _mm512_set1_ps(scale);
-    size_t e = 0;
-    for (; e + 16 <= n; e += 16)
-        _mm512_storeu_ps(dst + e, _mm512_mul_ps(
-                                      _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + e))), s));
-    direct_fp16_value_run_plain(dst + e, src + e, n - e, scale);
-}
-#else /* no such instructions: never chosen, the plain runs stand in */
-void direct_fp16_round_run_f16c(uint16_t *dst, const float *src, size_t n, float scale)
-{
-    direct_fp16_round_run_plain(dst, src, n, scale);
-}
-void direct_fp16_value_run_f16c(float *dst, const uint16_t *src, size_t n, float scale)
-{
-    direct_fp16_value_run_plain(dst, src, n, scale);
-}
-void direct_fp16_round_run_avx512(uint16_t *dst, const float *src, size_t n, float scale)
-{
-    direct_fp16_round_run_plain(dst, src, n, scale);
-}
-void direct_fp16_value_run_avx512(float *dst, const uint16_t *src, size_t n, float scale)
-{
-    direct_fp16_value_run_plain(dst, src, n, scale);
-}
 #endif
+
+/* F16C: 8 at a time */
+CONVERSION_RUNS(direct_fp16_round_run_f16c, direct_fp16_value_run_f16c, "avx,f16c", 8, __m128i,
+                _mm256_loadu_ps, _mm256_storeu_ps, _mm_loadu_si128, _mm_storeu_si128,
+                _mm256_set1_ps, _mm256_mul_ps, _mm256_cvtps_ph, _mm256_cvtph_ps,
+                direct_fp16_round_run_plain)
+
+/* AVX-512: 16 at a time */
+CONVERSION_RUNS(direct_fp16_round_run_avx512, direct_fp16_value_run_avx512, "avx512f", 16,
+                __m256i, _mm512_loadu_ps, _mm512_storeu_ps, _mm256_loadu_si256,
+                _mm256_storeu_si256, _mm512_set1_ps, _mm512_mul_ps, _mm512_cvtps_ph,
+                _mm512_cvtph_ps, round_rest_avx512)
 
 void direct_fp16_round_run(uint16_t *dst, const float *src, size_t n, float scale)
 {

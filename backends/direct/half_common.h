@@ -1,13 +1,33 @@
 /* What the half-precision products (bf16.c, fp16.c) share beside their
- * packing and tiles: carving their scratch, splitting rows into blocks,
- * the fp32 sums of the bias gradients, when a dense product is too small
- * to share between threads, and the switch that gives the AVX-512 dot
- * tiles their shape as constants. */
+ * packing, tiles and walks (half_walks.h): the question to the CPU,
+ * carving their scratch, splitting rows into blocks, the fp32 sums of the
+ * bias gradients, when a dense product is too small to share between
+ * threads, and the switch that gives the AVX-512 dot tiles their shape as
+ * constants. */
 #ifndef LB_DIRECT_HALF_COMMON_H
 #define LB_DIRECT_HALF_COMMON_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include "base/cpu.h"
+
+/* 1 when this CPU has every feature of `features` (cpu_has counts AVX-512
+ * only where the operating system saves the registers, XCR0); else 0 with
+ * the reason in why: the CPU, what it lacks, and what the products need
+ * (`needs`, "bf16 products need AVX512_BF16: ..."). */
+static inline int half_cpu_supports(unsigned features, const char *needs, char *why, size_t len)
+{
+    char missing[128];
+    cpu_missing(features, missing, sizeof missing);
+    if (!missing[0])
+        return 1;
+    const char *brand = cpu_this()->brand;
+    snprintf(why, len, "this CPU%s%s%s has no %s (%s), or its operating system does not enable it",
+             brand[0] ? " (" : "", brand, brand[0] ? ")" : "", missing, needs);
+    return 0;
+}
 
 /* Carves 64-byte aligned pieces out of scratch (or, from a NULL base, only
  * counts them). */
@@ -22,30 +42,6 @@ static inline void *carve(carver *c, size_t bytes)
     void *p = c->base ? c->base + c->used : NULL;
     c->used += bytes;
     return p;
-}
-
-/* The weight gradient's scratch, the same in every 16-bit format: the
- * convolution's input and output gradient rounded, in their own layouts. */
-typedef struct conv_params_parts {
-    uint16_t *input, *grad;
-} conv_params_parts;
-
-static inline conv_params_parts params_parts(carver *c, int B, int C, int H, int W, int K,
-                                             int kernel)
-{
-    const int OH = H - kernel + 1, OW = W - kernel + 1;
-    conv_params_parts p;
-    p.input = carve(c, sizeof(uint16_t) * C * H * W * B);
-    p.grad = carve(c, sizeof(uint16_t) * K * OH * OW * B);
-    return p;
-}
-
-/* The most that any of three carvers counted: one scratch serves the
- * three passes of a convolution in turn. */
-static inline size_t carved_most(const carver *a, const carver *b, const carver *c)
-{
-    const size_t most = a->used > b->used ? a->used : b->used;
-    return most > c->used ? most : c->used;
 }
 
 /* Where block b of `blocks` nearly equal blocks of n rows starts */
@@ -77,7 +73,8 @@ static inline int dense_threads(int threads, int B, int n_in, int n_out)
 
 /* A dot tile's body for every shape mk x nt (1..4 x 1..5), the shape a
  * constant in each: DOT_SHAPES(mk, nt, BODY) with BODY(MK, NT) a call
- * followed by return. */
+ * followed by return; ROW_SHAPES likewise for a row tile's m x nv (1..6
+ * rows x 1..4 vectors). A larger tile than the registers hold traps. */
 #define DOT_SHAPE_CASE(BODY, MK, NT)                                                           \
     case (MK) * 8 + (NT):                                                                      \
         BODY(MK, NT);                                                                          \
@@ -91,6 +88,20 @@ static inline int dense_threads(int threads, int B, int n_in, int n_out)
         DOT_SHAPE_ROW(BODY, 2)                                                                 \
         DOT_SHAPE_ROW(BODY, 3)                                                                 \
         DOT_SHAPE_ROW(BODY, 4)                                                                 \
+    default:                                                                                   \
+        __builtin_trap();                                                                      \
+    }
+#define ROW_SHAPE_ROW(BODY, M)                                                                 \
+    DOT_SHAPE_CASE(BODY, M, 1) DOT_SHAPE_CASE(BODY, M, 2) DOT_SHAPE_CASE(BODY, M, 3)           \
+    DOT_SHAPE_CASE(BODY, M, 4)
+#define ROW_SHAPES(m, nv, BODY)                                                                \
+    switch ((m) * 8 + (nv)) {                                                                  \
+        ROW_SHAPE_ROW(BODY, 1)                                                                 \
+        ROW_SHAPE_ROW(BODY, 2)                                                                 \
+        ROW_SHAPE_ROW(BODY, 3)                                                                 \
+        ROW_SHAPE_ROW(BODY, 4)                                                                 \
+        ROW_SHAPE_ROW(BODY, 5)                                                                 \
+        ROW_SHAPE_ROW(BODY, 6)                                                                 \
     default:                                                                                   \
         __builtin_trap();                                                                      \
     }

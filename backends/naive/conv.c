@@ -14,18 +14,30 @@ size_t conv_scratch_count(int C, int H, int W, int kernel, int stride)
            conv_out_size(W, kernel, stride);
 }
 
-/* col[(c, ki, kj)][(oy, ox)] = in[c][oy * stride + ki][ox * stride + kj] */
-static void im2col(real *col, const real *in, int C, int H, int W, int kernel, int stride)
+/* The walk of im2col and col2im_add: col[(c, ki, kj)][(oy, ox)] against
+ * in[c][oy * stride + ki][ox * stride + kj], copied into col, or added
+ * back into in when fold_back (a constant where this is inlined; in is
+ * written only then). */
+static inline void unfold(real *col, real *in, int C, int H, int W, int kernel, int stride,
+                          int fold_back)
 {
     const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
     for (int c = 0; c < C; c++)
         for (int ki = 0; ki < kernel; ki++)
             for (int kj = 0; kj < kernel; kj++)
                 for (int oy = 0; oy < OH; oy++) {
-                    const real *src = in + ((size_t)c * H + oy * stride + ki) * W + kj;
+                    real *image = in + ((size_t)c * H + oy * stride + ki) * W + kj;
                     for (int ox = 0; ox < OW; ox++)
-                        *col++ = src[ox * stride];
+                        if (fold_back)
+                            image[ox * stride] += *col++;
+                        else
+                            *col++ = image[ox * stride];
                 }
+}
+
+static void im2col(real *col, const real *in, int C, int H, int W, int kernel, int stride)
+{
+    unfold(col, (real *)in, C, H, W, kernel, stride, 0);
 }
 
 /* The same numbers transposed: colT[(oy, ox)][(c, ki, kj)]. */
@@ -44,19 +56,10 @@ static void im2col_t(real *colT, const real *in, int C, int H, int W, int kernel
                 }
 }
 
-/* in[c][oy * stride + ki][ox * stride + kj] += col[(c, ki, kj)][(oy, ox)] */
 static void col2im_add(real *in, const real *col, int C, int H, int W, int kernel,
                        int stride)
 {
-    const int OH = conv_out_size(H, kernel, stride), OW = conv_out_size(W, kernel, stride);
-    for (int c = 0; c < C; c++)
-        for (int ki = 0; ki < kernel; ki++)
-            for (int kj = 0; kj < kernel; kj++)
-                for (int oy = 0; oy < OH; oy++) {
-                    real *dst = in + ((size_t)c * H + oy * stride + ki) * W + kj;
-                    for (int ox = 0; ox < OW; ox++)
-                        dst[ox * stride] += *col++;
-                }
+    unfold((real *)col, in, C, H, W, kernel, stride, 1);
 }
 
 void conv_forward(real *out, const real *in, const real *weight, const real *bias, int B,

@@ -191,6 +191,20 @@ static int weights_from_f32(onednn_engine *e, const layer *l, const pass_layer *
 }
 
 /* Layer i's backward pass: its output gradient is diff_dst. */
+/* Layer i's backward-data primitive of data_pd, reading diff_dst into its
+ * own diff_src in the workspace (the layer binds the rest). */
+static int backward_data_op(onednn_engine *e, back_layer *k, const_dnnl_primitive_desc_t data_pd,
+                            dnnl_memory_t diff_dst)
+{
+    if (new_memory(e, &k->diff_src, md_of(data_pd, dnnl_query_diff_src_md), NULL,
+                   &e->h.workspace_bytes) ||
+        new_primitive(e, &k->backward_data, data_pd))
+        return -1;
+    bind(&k->backward_data, DNNL_ARG_DIFF_DST, diff_dst);
+    bind(&k->backward_data, DNNL_ARG_DIFF_SRC, k->diff_src);
+    return 0;
+}
+
 static int build_backward(onednn_engine *e, int i, dnnl_memory_t diff_dst)
 {
     host_engine *h = &e->h;
@@ -237,13 +251,9 @@ static int build_backward(onednn_engine *e, int i, dnnl_memory_t diff_dst)
             else if (host_to_primitive(e, &k->weights, &k->to_weights, want,
                                        h->params + l->weight_offset, &h->workspace_bytes))
                 return -1;
-            if (new_memory(e, &k->diff_src, md_of(data_pd, dnnl_query_diff_src_md), NULL,
-                           &h->workspace_bytes) ||
-                new_primitive(e, &k->backward_data, data_pd))
+            if (backward_data_op(e, k, data_pd, diff_dst))
                 return -1;
-            bind(&k->backward_data, DNNL_ARG_DIFF_DST, diff_dst);
             bind(&k->backward_data, DNNL_ARG_WEIGHTS, k->weights);
-            bind(&k->backward_data, DNNL_ARG_DIFF_SRC, k->diff_src);
         }
         if (describe_weights_gradient(e, l, p->pd, src_md, &grads_md, &bias_md, dst_md,
                                       &weights_pd))
@@ -285,12 +295,8 @@ static int build_backward(onednn_engine *e, int i, dnnl_memory_t diff_dst)
         break;
     }
     }
-    if (new_memory(e, &k->diff_src, md_of(data_pd, dnnl_query_diff_src_md), NULL,
-                   &h->workspace_bytes) ||
-        new_primitive(e, &k->backward_data, data_pd))
+    if (backward_data_op(e, k, data_pd, diff_dst))
         return -1;
-    bind(&k->backward_data, DNNL_ARG_DIFF_DST, diff_dst);
-    bind(&k->backward_data, DNNL_ARG_DIFF_SRC, k->diff_src);
     if (l->kind == LAYER_RELU)
         bind(&k->backward_data, DNNL_ARG_SRC, p->src);
     else

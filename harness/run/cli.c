@@ -242,13 +242,6 @@ static int read_format(const char *flag, const char *value, const option_entry *
     return pick("format", value, format_names, 3, "md, csv, json", e->to);
 }
 
-static int read_batch_sizes(const char *flag, const char *value, const option_entry *e)
-{
-    run_config *cfg = e->to;
-    return option_whole_list(NULL, flag, value, 1, PLAN_MAX_BATCH, cfg->batch_sizes,
-                             MAX_BATCH_SIZES, &cfg->n_batch_sizes);
-}
-
 static int read_precisions(const char *flag, const char *value, const option_entry *e)
 {
     run_config *cfg = e->to;
@@ -261,13 +254,6 @@ static int read_precisions(const char *flag, const char *value, const option_ent
     for (int i = 0; rc == 0 && i < cfg->n_precisions; i++)
         cfg->precisions[i] = (precision)got[i];
     return rc;
-}
-
-static int read_replicas(const char *flag, const char *value, const option_entry *e)
-{
-    run_config *cfg = e->to;
-    return option_whole_list(NULL, flag, value, 1, DP_MAX_REPLICAS, cfg->replicas,
-                             MAX_REPLICA_COUNTS, &cfg->n_replicas);
 }
 
 static int read_parallel(const char *flag, const char *value, const option_entry *e)
@@ -289,11 +275,32 @@ typedef struct model_options {
     int groups_given;
 } model_options;
 
+static model_options *note_model_option(model_options *m, const char *name)
+{
+    m->first = m->first ? m->first : name;
+    return m;
+}
+
 static model_options *model_option_given(const option_entry *e)
 {
-    model_options *m = e->to;
-    m->first = m->first ? m->first : e->name;
-    return m;
+    return note_model_option(e->to, e->name);
+}
+
+/* Where a list of whole numbers from e->lo to e->hi goes (--batch-size,
+ * --replicas, --micro-batches, --prefetch): up to `most` values and their
+ * count; `model` set for a model-parallel option, noted as given. */
+typedef struct whole_list {
+    int *values, most, *count;
+    model_options *model;
+} whole_list;
+
+static int read_whole_list(const char *flag, const char *value, const option_entry *e)
+{
+    const whole_list *l = e->to;
+    if (l->model)
+        note_model_option(l->model, e->name);
+    return option_whole_list(NULL, flag, value, (long)e->lo, (long)e->hi, l->values, l->most,
+                             l->count);
 }
 
 static int read_split(const char *flag, const char *value, const option_entry *e)
@@ -319,20 +326,6 @@ static int read_groups(const char *flag, const char *value, const option_entry *
     model_options *m = model_option_given(e);
     m->groups_given = 1;
     return option_int(NULL, flag, value, (long)e->lo, (long)e->hi, &m->cfg->groups);
-}
-
-static int read_micro_batches(const char *flag, const char *value, const option_entry *e)
-{
-    run_config *cfg = model_option_given(e)->cfg;
-    return option_whole_list(NULL, flag, value, (long)e->lo, (long)e->hi, cfg->micro_batches,
-                             MAX_AXIS_VALUES, &cfg->n_micro_batches);
-}
-
-static int read_prefetch(const char *flag, const char *value, const option_entry *e)
-{
-    run_config *cfg = model_option_given(e)->cfg;
-    return option_whole_list(NULL, flag, value, (long)e->lo, (long)e->hi, cfg->prefetch,
-                             MAX_AXIS_VALUES, &cfg->n_prefetch);
 }
 
 static int do_list(const char *flag, const char *value, const option_entry *e)
@@ -412,12 +405,18 @@ int cli_parse(int argc, char **argv, run_config *cfg)
     cfg->engine.data_on_device = 1;
     strcpy(cfg->data_dir, IDX_DEFAULT_DIR);
     model_options model = {.cfg = cfg};
+    whole_list batch_sizes = {cfg->batch_sizes, MAX_BATCH_SIZES, &cfg->n_batch_sizes, NULL};
+    whole_list replicas = {cfg->replicas, MAX_REPLICA_COUNTS, &cfg->n_replicas, NULL};
+    whole_list micro_batches = {cfg->micro_batches, MAX_AXIS_VALUES, &cfg->n_micro_batches,
+                                &model};
+    whole_list prefetch = {cfg->prefetch, MAX_AXIS_VALUES, &cfg->n_prefetch, &model};
     const option_entry options[] = {
         {"backend", OPTION_TEXT, .to = &backend_list},
         {"no-peers", OPTION_SET, .to = &no_peers},
         {"workload", OPTION_TEXT, .to = &workload_name},
         {"epochs", OPTION_INT, .to = &epochs, .lo = 1, .hi = 100000},
-        {"batch-size", OPTION_READ, .to = cfg, .read = read_batch_sizes},
+        {"batch-size", OPTION_READ, .to = &batch_sizes, .lo = 1, .hi = PLAN_MAX_BATCH,
+         .read = read_whole_list},
         {"limit", OPTION_INT, .to = &cfg->limit, .lo = 1, .hi = INT_MAX},
         {"test-limit", OPTION_INT, .to = &cfg->test_limit, .lo = 1, .hi = INT_MAX},
         {"data", OPTION_READ, .to = cfg->data_dir, .read = read_path},
@@ -444,7 +443,8 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         {"target-accuracy", OPTION_NUMBER, .to = &cfg->target_accuracy, .lo = 0, .hi = 1,
          .how = NUMBER_ABOVE_LO},
         {"format", OPTION_READ, .to = &fmt, .read = read_format},
-        {"replicas", OPTION_READ, .to = cfg, .read = read_replicas},
+        {"replicas", OPTION_READ, .to = &replicas, .lo = 1, .hi = DP_MAX_REPLICAS,
+         .read = read_whole_list},
         {"gpus", OPTION_INT, .to = &cfg->gpus, .lo = 1, .hi = DP_MAX_REPLICAS},
         {"averaging-frequency", OPTION_INT, .to = &cfg->averaging_frequency, .lo = 0,
          .hi = 1000000},
@@ -456,9 +456,9 @@ int cli_parse(int argc, char **argv, run_config *cfg)
          .read = read_workers},
         {"groups", OPTION_READ, .to = &model, .lo = 1, .hi = DP_MAX_REPLICAS,
          .read = read_groups},
-        {"micro-batches", OPTION_READ, .to = &model, .lo = 1, .hi = MP_MAX_MICRO_BATCHES,
-         .read = read_micro_batches},
-        {"prefetch", OPTION_READ, .to = &model, .lo = 0, .hi = 64, .read = read_prefetch},
+        {"micro-batches", OPTION_READ, .to = &micro_batches, .lo = 1, .hi = MP_MAX_MICRO_BATCHES,
+         .read = read_whole_list},
+        {"prefetch", OPTION_READ, .to = &prefetch, .lo = 0, .hi = 64, .read = read_whole_list},
         {"list", OPTION_DO, .read = do_list},
         {"help", OPTION_HELP, .print = usage},
         {.name = NULL},

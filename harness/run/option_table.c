@@ -77,3 +77,11 @@ int options_read(const option_command *cmd, int argc, char **argv)
     free(options);
     return rc;
 }
+
+int subcommand_options(const char *subcommand, const option_entry *entries, int argc,
+                       char **argv)
+{
+    const int rc = options_read(&(option_command){.subcommand = subcommand, .entries = entries},
+                                argc, argv);
+    return rc == 0 ? -1 : rc == OPTIONS_DONE ? 0 : rc;
+}

@@ -54,4 +54,10 @@ typedef struct option_command {
  * missing or bad value), or what a reader returned to stop. */
 int options_read(const option_command *cmd, int argc, char **argv);
 
+/* A subcommand's options, read as options_read does: -1 to go on with
+ * the command, else the status it exits with (0 when a reader did its
+ * work, --help; 2 after an error). */
+int subcommand_options(const char *subcommand, const option_entry *entries, int argc,
+                       char **argv);
+
 #endif

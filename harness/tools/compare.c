@@ -113,12 +113,9 @@ int compare_main(int argc, char **argv)
         {"help", OPTION_HELP, .print = compare_usage},
         {.name = NULL},
     };
-    int rc = options_read(&(option_command){.subcommand = "compare", .entries = options},
-                          argc, argv);
-    if (rc == OPTIONS_DONE)
-        return 0;
-    if (rc)
-        return rc;
+    const int status = subcommand_options("compare", options, argc, argv);
+    if (status >= 0)
+        return status;
     if (argc - optind != 2) {
         fprintf(stderr, "bench compare: expects two runs, BASE and NEW (see ./bench compare --help)\n");
         return 2;
@@ -143,7 +140,7 @@ int compare_main(int argc, char **argv)
         close_run(&next);
         return 2;
     }
-    rc = compare_runs(&o, &base, &next);
+    int rc = compare_runs(&o, &base, &next);
     close_run(&base);
     close_run(&next);
     if (counts) {

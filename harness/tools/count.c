@@ -129,12 +129,9 @@ int count_main(int argc, char **argv)
         {"help", OPTION_HELP, .print = count_usage},
         {.name = NULL},
     };
-    int rc = options_read(&(option_command){.subcommand = "count", .entries = options},
-                          argc, argv);
-    if (rc == OPTIONS_DONE)
-        return 0;
-    if (rc)
-        return rc;
+    const int status = subcommand_options("count", options, argc, argv);
+    if (status >= 0)
+        return status;
     if (optind != argc) {
         fprintf(stderr, "bench count: unexpected argument '%s' (see ./bench count --help)\n",
                 argv[optind]);
@@ -154,7 +151,8 @@ int count_main(int argc, char **argv)
         return 2;
     }
     if (items) {
-        if ((rc = parse_items(&o, items)) != 0)
+        const int rc = parse_items(&o, items);
+        if (rc != 0)
             return rc;
     } else {
         snprintf(o.items[o.n_items++], ITEM_LEN, "load");
