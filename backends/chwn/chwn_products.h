@@ -57,6 +57,7 @@ typedef struct R(chwn_products) chwn_products;
 struct R(chwn_products) {
     /* What the set is, for messages and tests: "sgemm", "direct bf16". */
     const char *name;
+    const char *arithmetic; /* the peak its products are held to: "fp32", "bf16-dot" */
     /* Images per group in the conv stage when the engine shares out the
      * work: a group's activations stay in a core's caches from one layer
      * to the next. GEMMs want 16 (a group's unfolded conv2 input, 2 MiB at

@@ -81,14 +81,18 @@ DIRECT_FLAGS_avx512_2fma := $(DIRECT_AVX512_FLAGS) -DLB_DIRECT_MR=6 -DLB_DIRECT_
 DIRECT_FLAGS_avx2 := -march=x86-64 -mtune=haswell -mavx -mavx2 -mfma -mf16c
 DIRECT_FLAGS_generic := $(if $(filter avx2,$(DIRECT_ISAS)),-march=x86-64 -mtune=generic)
 DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/kernels_%.o)
+# bf16 on the fp32 tiles (bf16_fma.h) is in every build: fp32 FMAs on
+# operands rounded to bf16, chosen where vdpbf16ps is missing or slower
+DIRECT_BF16_FMA_OBJS := $(foreach f,bf16_fma_products bf16_fma_round bf16_choice,$(BUILD)/backends/direct/$(f).o)
+$(DIRECT_BF16_FMA_OBJS): CFLAGS += -fopenmp
 DIRECT_OBJS := $(CHWN_OBJS_F32) \
                $(foreach f,direct_backend fp32_products dispatch,$(BUILD)/backends/direct/$(f).o) \
-               $(DIRECT_KERNEL_OBJS)
+               $(DIRECT_KERNEL_OBJS) $(DIRECT_BF16_FMA_OBJS)
 # the bf16 and fp16 sets when the compiler has their products, with the
 # entries they share
 ifeq ($(HAVE_DIRECT_BF16),1)
 DIRECT_OBJS += $(BUILD)/backends/direct/bf16_products.o $(DIRECT_BF16_OBJS)
-$(BUILD)/backends/direct/direct_backend.o: CFLAGS += -DHAVE_DIRECT_BF16
+$(BUILD)/backends/direct/direct_backend.o $(BUILD)/backends/direct/bf16_choice.o: CFLAGS += -DHAVE_DIRECT_BF16
 endif
 ifeq ($(HAVE_DIRECT_FP16),1)
 DIRECT_OBJS += $(BUILD)/backends/direct/fp16_products.o $(DIRECT_FP16_OBJS)
