@@ -137,6 +137,20 @@ TEST_OBJS_test_direct_kernels := $(BUILD)/backends/direct/dispatch.o $(DIRECT_KE
 TEST_LIBS_test_direct_kernels := -fopenmp -lm
 TEST_SCRIPTS += tests/test_direct_isa.sh
 
+# bf16 on fp32 FMAs against a reference in double and the vdpbf16ps
+# products, on every build of the tiles this CPU runs, and the choice
+# between the two (tests/test_direct_bf16_fma.c)
+TESTS += test_direct_bf16_fma
+TEST_OBJS_test_direct_bf16_fma := $(DIRECT_BF16_FMA_OBJS) $(DIRECT_KERNEL_OBJS) \
+    $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/$(f).o)
+ifeq ($(HAVE_DIRECT_BF16),1)
+TEST_OBJS_test_direct_bf16_fma += $(DIRECT_BF16_OBJS) \
+    $(foreach f,bf16_products half_products,$(BUILD)/backends/direct/$(f).o)
+$(BUILD)/tests/test_direct_bf16_fma: private CFLAGS += -DHAVE_DIRECT_BF16
+endif
+TEST_LIBS_test_direct_bf16_fma := -fopenmp -lm
+$(BUILD)/tests/test_direct_bf16_fma: private CFLAGS += -fopenmp
+
 # tests/test_blas*.c over the direct engine (tests/test_direct*.c), once per
 # build of the kernels this CPU runs (it forces each in turn)
 DIRECT_ENGINE_TESTS := test_direct test_direct_layers test_direct_stages
