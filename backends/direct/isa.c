@@ -62,8 +62,8 @@ int direct_isa_allows_bf16(char *why, size_t why_len)
     if (!forced || strncmp(forced, "avx512", 6) == 0)
         return 1;
     snprintf(why, why_len,
-             "LENET_BENCH_DIRECT_ISA=%s keeps the direct backend off AVX-512, and its bf16 "
-             "products (vdpbf16ps) are AVX-512 code (unset it, or force an avx512 build)",
+             "LENET_BENCH_DIRECT_ISA=%s keeps the direct backend off AVX-512, and its "
+             "vdpbf16ps products are AVX-512 code (unset it, or force an avx512 build)",
              forced);
     return 0;
 }
