@@ -139,17 +139,28 @@ TEST_SCRIPTS += tests/test_direct_isa.sh
 
 # bf16 on fp32 FMAs against a reference in double and the vdpbf16ps
 # products, on every build of the tiles this CPU runs, and the choice
-# between the two (tests/test_direct_bf16_fma.c)
-TESTS += test_direct_bf16_fma
-TEST_OBJS_test_direct_bf16_fma := $(DIRECT_BF16_FMA_OBJS) $(DIRECT_KERNEL_OBJS) \
+# between the two (tests/test_direct_bf16_fma.c); and the three sets'
+# products timed side by side (not a test: make direct-bf16-fma-speed
+# ARGS='--rounds 50')
+DIRECT_SETS_OBJS := $(DIRECT_BF16_FMA_OBJS) $(DIRECT_KERNEL_OBJS) \
     $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/$(f).o)
 ifeq ($(HAVE_DIRECT_BF16),1)
-TEST_OBJS_test_direct_bf16_fma += $(DIRECT_BF16_OBJS) \
+DIRECT_SETS_OBJS += $(DIRECT_BF16_OBJS) \
     $(foreach f,bf16_products half_products,$(BUILD)/backends/direct/$(f).o)
-$(BUILD)/tests/test_direct_bf16_fma: private CFLAGS += -DHAVE_DIRECT_BF16
+DIRECT_SETS_FLAGS := -DHAVE_DIRECT_BF16
 endif
+TESTS += test_direct_bf16_fma
+TEST_OBJS_test_direct_bf16_fma := $(DIRECT_SETS_OBJS)
 TEST_LIBS_test_direct_bf16_fma := -fopenmp -lm
-$(BUILD)/tests/test_direct_bf16_fma: private CFLAGS += -fopenmp
+$(BUILD)/tests/test_direct_bf16_fma: private CFLAGS += -fopenmp $(DIRECT_SETS_FLAGS)
+.PHONY: direct-bf16-fma-speed
+$(BUILD)/direct-bf16-fma-speed: backends/direct/bf16_fma_speed.c $(DIRECT_SETS_OBJS) \
+    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/isa.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DIRECT_SETS_FLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SETS_OBJS) \
+	    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/isa.o -fopenmp -lm
+direct-bf16-fma-speed: $(BUILD)/direct-bf16-fma-speed
+	$(BUILD)/direct-bf16-fma-speed $(ARGS)
 
 # tests/test_blas*.c over the direct engine (tests/test_direct*.c), once per
 # build of the kernels this CPU runs (it forces each in turn)
