@@ -10,6 +10,7 @@
 
 #include "backends/direct/bf16_round.h"
 #include "backends/direct/direct.h"
+#include "base/cpu.h"
 
 #define ROUND_RUN(NAME, TARGET)                                                                \
     TARGET static void NAME(float *restrict dst, const float *restrict src, size_t n)         \
@@ -23,12 +24,36 @@ ROUND_RUN(round_run_avx2, __attribute__((target("avx2"))))
 #endif
 ROUND_RUN(round_run_plain, )
 
+#ifdef HAVE_DIRECT_BF16
+#include <immintrin.h>
+
+/* With AVX512_BF16, vcvtneps2bf16 rounds 16 floats in one instruction, the
+ * same way (nearest even, NaN quiet, subnormals to signed zero: the tests
+ * hold the two together), and two more put each bf16 back in the high
+ * half of a float: half the instructions of the loop above. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void
+round_run_avx512_bf16(float *restrict dst, const float *restrict src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
+        _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    for (; i < n; i++)
+        dst[i] = direct_bf16_rounded(src[i]);
+}
+#endif
+
 typedef void round_run_fn(float *restrict dst, const float *restrict src, size_t n);
 
 static round_run_fn *round_run_here(void)
 {
 #if defined(__x86_64__)
     const char *isa = direct_active()->isa;
+#ifdef HAVE_DIRECT_BF16
+    if (strncmp(isa, "avx512", 6) == 0 && cpu_has(CPU_AVX512F | CPU_AVX512BW | CPU_AVX512_BF16))
+        return round_run_avx512_bf16;
+#endif
     if (strncmp(isa, "avx512", 6) == 0)
         return round_run_avx512;
     if (strcmp(isa, "avx2") == 0)

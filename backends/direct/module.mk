@@ -92,7 +92,7 @@ DIRECT_OBJS := $(CHWN_OBJS_F32) \
 # entries they share
 ifeq ($(HAVE_DIRECT_BF16),1)
 DIRECT_OBJS += $(BUILD)/backends/direct/bf16_products.o $(DIRECT_BF16_OBJS)
-$(BUILD)/backends/direct/direct_backend.o $(BUILD)/backends/direct/bf16_choice.o: CFLAGS += -DHAVE_DIRECT_BF16
+$(foreach f,direct_backend bf16_choice bf16_fma_round,$(BUILD)/backends/direct/$(f).o): CFLAGS += -DHAVE_DIRECT_BF16
 endif
 ifeq ($(HAVE_DIRECT_FP16),1)
 DIRECT_OBJS += $(BUILD)/backends/direct/fp16_products.o $(DIRECT_FP16_OBJS)
