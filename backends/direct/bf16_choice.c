@@ -131,6 +131,8 @@ int direct_bf16_choose(direct_bf16_choice *out, char *why, size_t why_len)
 {
     if (direct_isa_check(why, why_len))
         return 0;
+    char tiles_why[256]; /* the fp32 tiles the FMA set runs, chosen either way */
+    const int tiles = direct_choose(tiles_why, sizeof tiles_why) != NULL;
     const char *forced = direct_bf16_forced();
     char brief[128], dot_why[256];
     const int dot = dot_runs(brief, sizeof brief, dot_why, sizeof dot_why);
@@ -141,8 +143,10 @@ int direct_bf16_choose(direct_bf16_choice *out, char *why, size_t why_len)
         }
         return chose(out, 1, "forced by LENET_BENCH_DIRECT_BF16=dot");
     }
-    if (!direct_choose(why, why_len)) /* the fp32 tiles the FMA set runs */
+    if (!tiles) {
+        snprintf(why, why_len, "%s", tiles_why);
         return 0;
+    }
     if (forced)
         return chose(out, 0, "forced by LENET_BENCH_DIRECT_BF16=fma");
     if (!dot)
