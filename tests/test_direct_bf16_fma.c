@@ -28,7 +28,7 @@
  * (LENET_BENCH_DIRECT_ISA forced in turn), at 2 threads and at 1 (the
  * same floats). Data uniform in [-1, 1) and in [0, 1) (every term
  * positive: a lost term moves a sum by its whole size). */
-#include "tests/direct_half_testing.h"
+#include "tests/direct_bf16_testing.h"
 
 #include "backends/chwn/chwn_products.h"
 #include "backends/direct/bf16.h"
@@ -43,13 +43,6 @@ static uint32_t bits_of(float x)
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     return u;
-}
-
-static float float_of(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
 }
 
 /* Forces build `isa` of the fp32 tiles ("" for the best), as the engine's
@@ -83,7 +76,7 @@ static void rounding_pass_is_direct_bf16_round(void **state)
     float *src = floats(N + 9), *dst = floats(N + 9);
     rng r = {41};
     for (size_t i = 0; i < N + 9; i++)
-        src[i] = float_of(i < sizeof awkward / sizeof awkward[0] ? awkward[i]
+        src[i] = from_bits(i < sizeof awkward / sizeof awkward[0] ? awkward[i]
                                                                  : (uint32_t)rng_next(&r));
     int builds = 0;
     for (int b = 0; b < direct_kernels_count(); b++) {
@@ -108,7 +101,7 @@ static void rounding_pass_is_direct_bf16_round(void **state)
     const uint32_t in[] = {0x3f808000, 0x3f818000, 0x807fffff, 0x7f7fffff, 0xff812345},
                    out[] = {0x3f800000, 0x3f820000, 0x80000000, 0x7f800000, 0xffc10000};
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
-        assert_int_equal((uint32_t)direct_bf16_round(float_of(in[i])) << 16, out[i]);
+        assert_int_equal((uint32_t)direct_bf16_round(from_bits(in[i])) << 16, out[i]);
     free(src), free(dst);
 }
 
@@ -185,11 +178,6 @@ static double *rounded_copy(const float *x, size_t n)
     return r;
 }
 
-static void fill(float *x, size_t n, rng *r, int positive) { fill_scaled(x, n, r, positive, 1.0f); }
-
-/* Every float x of scratch as a product must not find it */
-static void spoil(float *x, size_t n) { poison(x, n); }
-
 /* ---------------------------------------------------------------------- */
 /* Convolutions                                                             */
 
@@ -213,18 +201,18 @@ static conv_results run_conv(const chwn_products *set, conv_case cc, const float
     const size_t packed = set->conv_packed_floats ? set->conv_packed_floats(C, K, k) : 0;
     float *weights = scratch_of(sizeof(float) * (n_wb + packed));
     memcpy(weights, wb, sizeof(float) * n_wb);
-    spoil(weights + n_wb, packed);
+    poison(weights + n_wb, packed);
     if (set->conv_pack_weights)
         set->conv_pack_weights(weights, C, K, k);
     const size_t n_scratch = set->conv_scratch_floats(set, B, C, H, W, K, k, 1);
     float *scratch = scratch_of(sizeof(float) * n_scratch);
     conv_results got = {floats(n_out), floats(n_in), floats(n_wb)};
     poison(got.out, n_out), poison(got.d_in, n_in), poison(got.dwb, n_wb);
-    spoil(scratch, n_scratch);
+    poison(scratch, n_scratch);
     set->forward_conv(set, got.out, in, weights, scratch, B, C, H, W, K, k, 1, threads);
-    spoil(scratch, n_scratch);
+    poison(scratch, n_scratch);
     set->backward_conv_data(set, got.d_in, d_out, weights, scratch, B, C, H, W, K, k, 1, threads);
-    spoil(scratch, n_scratch);
+    poison(scratch, n_scratch);
     set->backward_conv_params(set, got.dwb, d_out, in, scratch, B, C, H, W, K, k, 1, threads);
     free(weights), free(scratch);
     return got;
@@ -336,9 +324,9 @@ static dense_results run_dense(const chwn_products *set, dense_case dc, const fl
                          floats((size_t)n_out * n_in), floats(n_out)};
     poison(got.out, (size_t)n_out * B), poison(got.d_in, (size_t)n_in * B);
     poison(got.d_w, (size_t)n_out * n_in), poison(got.d_bias, n_out);
-    spoil(scratch, n_scratch);
+    poison(scratch, n_scratch);
     set->forward_dense(set, got.out, in, w, bias, scratch, B, n_in, n_out, &team);
-    spoil(scratch, n_scratch);
+    poison(scratch, n_scratch);
     set->backward_dense(set, got.d_w, got.d_bias, got.d_in, d_out, in, w, scratch, B, n_in,
                         n_out, &team);
     free(scratch);

@@ -148,6 +148,8 @@ ifeq ($(HAVE_DIRECT_BF16),1)
 DIRECT_SETS_OBJS += $(DIRECT_BF16_OBJS) \
     $(foreach f,bf16_products half_products,$(BUILD)/backends/direct/$(f).o)
 DIRECT_SETS_FLAGS := -DHAVE_DIRECT_BF16
+else # (the rounding's plain definition, for the test)
+DIRECT_SETS_OBJS += $(BUILD)/backends/direct/bf16_plain.o
 endif
 TESTS += test_direct_bf16_fma
 TEST_OBJS_test_direct_bf16_fma := $(DIRECT_SETS_OBJS)
