@@ -17,6 +17,9 @@
 
 #include "backends/blas/bf16.h"
 #include "backends/blas/sgemm_peak.h"
+#ifdef LB_LAYERS_DIRECT
+#include "backends/direct/bf16_fma.h"
+#endif
 
 static void run_blas(const char *workload_name, int threads, chwn_split split, int steps,
                      float *losses, float **params, size_t *count)
@@ -383,6 +386,7 @@ static void expect_bf16_described(const char *text)
     bb->ops->destroy(e);
 }
 
+#ifndef LB_LAYERS_DIRECT /* OpenBLAS's bf16 GEMM (direct runs bf16 wherever fp32 runs) */
 /* Elsewhere: backend_runnable and create refuse it with the reason why. */
 static void expect_bf16_refused(const char *why)
 {
@@ -396,7 +400,6 @@ static void expect_bf16_refused(const char *why)
     assert_non_null(strstr(err, why));
 }
 
-#ifndef LB_LAYERS_DIRECT /* OpenBLAS's bf16 GEMM */
 /* bf16 operands are rounded to nearest, ties to even; --precision bf16 runs
  * where the CPU and OpenBLAS can, and is refused with the reason
  * elsewhere (here, on a CPU without AVX512_BF16). */
@@ -424,23 +427,20 @@ static void bf16_rounds_and_is_refused_with_its_reason(void **state)
 /* bf16 runs against this backend's own fp32 */
 static const backend *const bf16_reference = &blas_backend;
 #else
-/* The direct backend's bf16 (the bf16 products, backends/direct/bf16.h)
- * describes itself as such where the CPU has AVX512_BF16, and is refused
- * with direct_bf16_supported's reason by backend_runnable and create
- * elsewhere. */
+/* The direct backend's bf16 runs wherever its fp32 does: on the bf16
+ * products (backends/direct/bf16.h) where the CPU has AVX512_BF16 and they
+ * measure faster than its FMAs, else on fp32 FMAs over bf16-rounded
+ * operands (bf16_fma.h); the details say which. */
 static void bf16_is_described_or_refused_with_its_reason(void **state)
 {
     (void)state;
-    char why[512] = "", runnable_why[512] = "";
+    char why[512] = "";
     assert_true(backend_precisions(bb) & (1u << PREC_BF16));
-    if (direct_bf16_supported(why, sizeof why)) {
-        assert_int_equal(backend_runnable(bb, PREC_BF16, runnable_why, sizeof runnable_why), 1);
-        expect_bf16_described("bf16 (bf16 products (vdpbf16ps), fp32 master weights), 2 threads, "
-                              "ISA avx512_bf16");
-        return;
-    }
-    assert_non_null(strstr(why, "AVX"));
-    expect_bf16_refused(why);
+    assert_int_equal(backend_runnable(bb, PREC_BF16, why, sizeof why), 1);
+    if (direct_bf16_supported(why, sizeof why) && direct_bf16_dot_over_fma() > 1)
+        expect_bf16_described("bf16 (bf16 products (vdpbf16ps): measured");
+    else
+        expect_bf16_described("bf16 (fp32 FMAs on bf16-rounded operands: ");
 }
 
 /* bf16 runs against the naive reference's fp32 */

@@ -7,21 +7,12 @@
 #include <string.h>
 
 #include "backends/direct/bf16.h"
+#include "backends/direct/bf16_round.h"
 #include "backends/direct/bf16_tiles.h"
 
-/* Branch-free (selects), so that loops over it vectorise; the packing
- * of activations uses the instruction, which rounds the same way (as the
- * test checks). */
-uint16_t direct_bf16_round(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    const uint32_t magnitude = u & 0x7fffffffu;
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* ties to even; overflows to inf */
-    r = magnitude > 0x7f800000u ? (u >> 16) | 0x40u : r; /* NaN: quiet, sign and payload top */
-    r = magnitude < 0x00800000u ? (u >> 16) & 0x8000u : r; /* subnormal: signed zero */
-    return (uint16_t)r;
-}
+/* The one definition (bf16_round.h); the packing of activations uses the
+ * instruction, which rounds the same way (as the test checks). */
+uint16_t direct_bf16_round(float x) { return (uint16_t)(direct_bf16_round_high(x) >> 16); }
 
 float direct_bf16_value(uint16_t h)
 {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/direct/bf16_fma.h"
 #include "backends/direct/direct.h"
 #include "backends/direct/direct_backend.h"
 #ifdef HAVE_DIRECT_FP16
@@ -14,19 +15,6 @@
 #include "backends/direct/fp16_tiles.h"
 #endif
 #include "backends/module.h"
-
-/* Whether bf16 runs: the build has the products (bf16.mk) and the CPU
- * AVX512_BF16; else 0 and the reason. */
-static int bf16_runs(char *why, size_t why_len)
-{
-#ifdef HAVE_DIRECT_BF16
-    return direct_bf16_supported(why, why_len);
-#else
-    snprintf(why, why_len, "bf16 products left out of this build (the compiler has no "
-                           "-mavx512bf16)");
-    return 0;
-#endif
-}
 
 /* Whether fp16 runs: the build has the products (fp16.mk) and the CPU
  * AVX512_FP16, or a test (direct_fp16_emulate) or LENET_BENCH_DIRECT_FP16=
@@ -53,18 +41,37 @@ static int fp16_emulated(void) { return direct_fp16_emulate; }
 static int fp16_emulated(void) { return 0; }
 #endif
 
-/* The fp32 kernels this engine was created with (direct_choose, at
- * create); bf16 runs the one AVX512_BF16 build of its products, whatever
- * LENET_BENCH_DIRECT_ISA says. */
+/* The products this engine was created with: the fp32 kernels chosen at
+ * create (direct_choose), the bf16 products chosen then (the same choice
+ * again: the environment and the measurement, once a process), or the
+ * fp16 ones. */
+static void describe_bf16(char *buf, size_t len, int threads)
+{
+    direct_bf16_choice c;
+    char why[256];
+    if (!direct_bf16_choose(&c, why, sizeof why)) {
+        snprintf(buf, len, "bf16 (%s)", why);
+        return;
+    }
+    const direct_kernels *k = direct_active();
+    if (c.dot)
+        snprintf(buf, len,
+                 "bf16 (bf16 products (vdpbf16ps): %s, fp32 master weights), %d thread%s, ISA "
+                 "avx512_bf16 (AVX-512 with AVX512_BF16)",
+                 c.why, threads, threads == 1 ? "" : "s");
+    else
+        snprintf(buf, len,
+                 "bf16 (fp32 FMAs on bf16-rounded operands: %s, fp32 master weights), %d "
+                 "thread%s, ISA %s (direct register tiles: %s)",
+                 c.why, threads, threads == 1 ? "" : "s", k->isa, k->description);
+}
+
 static void describe(engine *e, char *buf, size_t len)
 {
     const int threads = chwn_team_of(e).threads;
     const precision p = host_of(e)->cfg.precision;
     if (p == PREC_BF16) {
-        snprintf(buf, len,
-                 "bf16 (bf16 products (vdpbf16ps), fp32 master weights), %d thread%s, ISA "
-                 "avx512_bf16 (AVX-512 with AVX512_BF16)",
-                 threads, threads == 1 ? "" : "s");
+        describe_bf16(buf, len, threads);
         return;
     }
     if (p == PREC_FP16) {
@@ -87,42 +94,48 @@ static void describe(engine *e, char *buf, size_t len)
 static void library_info(void *ctx, char *buf, size_t len)
 {
     (void)ctx;
-    const direct_kernels *k = direct_active();
-    char why[256];
-    const int bf16 = bf16_runs(why, sizeof why), fp16 = fp16_runs(why, sizeof why);
-    snprintf(buf, len,
-             "direct kernels %s (%s); bf16 products (vdpbf16ps): %s; fp16 products "
+    char why[256], bf16[320];
+    direct_bf16_choice c;
+    const int bf16_ok = direct_bf16_choose(&c, why, sizeof why);
+    const direct_kernels *k = direct_active(); /* (chosen with bf16's) */
+    if (!bf16_ok)
+        snprintf(bf16, sizeof bf16, "not here (%s)", why);
+    else
+        snprintf(bf16, sizeof bf16, "%s (%s)",
+                 c.dot ? "vdpbf16ps" : "fp32 FMAs on bf16-rounded operands", c.why);
+    const int fp16 = fp16_runs(why, sizeof why);
+    snprintf(buf, len, "direct kernels %s (%s); bf16 products: %s; fp16 products "
              "(vfmadd231ph): %s",
-             k->isa, k->description, bf16 ? "available" : "not on this CPU",
+             k->isa, k->description, bf16,
              fp16 ? (fp16_emulated() ? "emulated" : "available") : "not on this CPU");
 }
 
-/* A forced instruction set the CPU lacks makes fp32 not runnable, a CPU
- * without AVX512_BF16 (or a build without the products) bf16, one without
- * AVX512_FP16 fp16, with the reason. */
+/* A forced instruction set the CPU lacks makes fp32 and bf16 not
+ * runnable, LENET_BENCH_DIRECT_BF16=dot where vdpbf16ps cannot run bf16,
+ * a CPU without AVX512_FP16 fp16, with the reason. */
 static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
 {
     (void)ctx;
+    direct_bf16_choice c;
     if (p == PREC_BF16)
-        return bf16_runs(why, why_len);
+        return direct_bf16_choose(&c, why, why_len); /* bf16_fma.h */
     if (p == PREC_FP16)
         return fp16_runs(why, why_len);
     return direct_choose(why, why_len) != NULL;
 }
 
-/* The set of precision p (a build without the half sets never gets here
- * for them: probe_precision refuses) */
+/* The set of precision p (a build without the fp16 set never gets here
+ * for it: probe_precision refuses) */
 static const struct chwn_products_f32 *products_for(precision p)
 {
-#ifdef HAVE_DIRECT_BF16
-    if (p == PREC_BF16)
-        return &direct_bf16_products;
-#endif
+    direct_bf16_choice c;
+    char why[256];
+    if (p == PREC_BF16 && direct_bf16_choose(&c, why, sizeof why))
+        return c.set;
 #ifdef HAVE_DIRECT_FP16
     if (p == PREC_FP16)
         return &direct_fp16_products;
 #endif
-    (void)p;
     return &direct_fp32_products;
 }
 

@@ -1,7 +1,8 @@
 /* The direct backend: the CHWN engine (backends/chwn/chwn.h) with the
  * project's own products, the fp32 register tiles (direct.h,
- * fp32_products.c), the bf16 products (bf16.h, bf16_products.c) and the
- * fp16 products (fp16.h, fp16_products.c). */
+ * fp32_products.c), the bf16 products (bf16.h, bf16_products.c, or the
+ * fp32 tiles on bf16-rounded operands: bf16_fma.h, bf16_fma_products.c)
+ * and the fp16 products (fp16.h, fp16_products.c). */
 #ifndef LB_DIRECT_BACKEND_H
 #define LB_DIRECT_BACKEND_H
 
@@ -18,6 +19,9 @@ extern const backend direct_backend;
  * "direct_fp16_emulate" table is that int). */
 extern const struct chwn_products_f32 direct_fp32_products, direct_bf16_products,
     direct_fp16_products;
+/* bf16 on the fp32 tiles, every build: fp32 FMAs on operands rounded to
+ * bf16 (bf16_fma.h, which also chooses between it and the vdpbf16ps set) */
+extern const struct chwn_products_f32 direct_bf16_fma_products;
 
 /* What every direct set shares: no library threads to set (the loops
  * name their counts), and stride-1 convolutions only. */

@@ -1,4 +1,4 @@
-/* LENET_BENCH_DIRECT_ISA's names and rules, and a core's 512-bit FMA
+/* LENET_BENCH_DIRECT_ISA's and LENET_BENCH_DIRECT_BF16's names and rules, and a core's 512-bit FMA
  * ports (isa.h). */
 #include "backends/direct/isa.h"
 
@@ -28,8 +28,19 @@ const char *direct_isa_forced(void)
     return forced && *forced ? forced : NULL;
 }
 
+const char *direct_bf16_forced(void)
+{
+    const char *forced = getenv("LENET_BENCH_DIRECT_BF16");
+    return forced && (strcmp(forced, "dot") == 0 || strcmp(forced, "fma") == 0) ? forced : NULL;
+}
+
 int direct_isa_check(char *err, size_t err_len)
 {
+    const char *bf16 = getenv("LENET_BENCH_DIRECT_BF16");
+    if (bf16 && *bf16 && !direct_bf16_forced()) {
+        snprintf(err, err_len, "LENET_BENCH_DIRECT_BF16=%s: not one of dot, fma", bf16);
+        return -1;
+    }
     const char *forced = direct_isa_forced();
     if (!forced)
         return 0;
@@ -51,8 +62,8 @@ int direct_isa_allows_bf16(char *why, size_t why_len)
     if (!forced || strncmp(forced, "avx512", 6) == 0)
         return 1;
     snprintf(why, why_len,
-             "LENET_BENCH_DIRECT_ISA=%s keeps the direct backend off AVX-512, and its bf16 "
-             "products are AVX-512 code (unset it, or force an avx512 build)",
+             "LENET_BENCH_DIRECT_ISA=%s keeps the direct backend off AVX-512, and its "
+             "vdpbf16ps products are AVX-512 code (unset it, or force an avx512 build)",
              forced);
     return 0;
 }

@@ -81,14 +81,18 @@ DIRECT_FLAGS_avx512_2fma := $(DIRECT_AVX512_FLAGS) -DLB_DIRECT_MR=6 -DLB_DIRECT_
 DIRECT_FLAGS_avx2 := -march=x86-64 -mtune=haswell -mavx -mavx2 -mfma -mf16c
 DIRECT_FLAGS_generic := $(if $(filter avx2,$(DIRECT_ISAS)),-march=x86-64 -mtune=generic)
 DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/kernels_%.o)
+# bf16 on the fp32 tiles (bf16_fma.h) is in every build: fp32 FMAs on
+# operands rounded to bf16, chosen where vdpbf16ps is missing or slower
+DIRECT_BF16_FMA_OBJS := $(foreach f,bf16_fma_products bf16_fma_round bf16_choice,$(BUILD)/backends/direct/$(f).o)
+$(DIRECT_BF16_FMA_OBJS): CFLAGS += -fopenmp
 DIRECT_OBJS := $(CHWN_OBJS_F32) \
                $(foreach f,direct_backend fp32_products dispatch,$(BUILD)/backends/direct/$(f).o) \
-               $(DIRECT_KERNEL_OBJS)
+               $(DIRECT_KERNEL_OBJS) $(DIRECT_BF16_FMA_OBJS)
 # the bf16 and fp16 sets when the compiler has their products, with the
 # entries they share
 ifeq ($(HAVE_DIRECT_BF16),1)
 DIRECT_OBJS += $(BUILD)/backends/direct/bf16_products.o $(DIRECT_BF16_OBJS)
-$(BUILD)/backends/direct/direct_backend.o: CFLAGS += -DHAVE_DIRECT_BF16
+$(foreach f,direct_backend bf16_choice bf16_fma_round,$(BUILD)/backends/direct/$(f).o): CFLAGS += -DHAVE_DIRECT_BF16
 endif
 ifeq ($(HAVE_DIRECT_FP16),1)
 DIRECT_OBJS += $(BUILD)/backends/direct/fp16_products.o $(DIRECT_FP16_OBJS)
@@ -132,6 +136,33 @@ TESTS += test_direct_kernels
 TEST_OBJS_test_direct_kernels := $(BUILD)/backends/direct/dispatch.o $(DIRECT_KERNEL_OBJS)
 TEST_LIBS_test_direct_kernels := -fopenmp -lm
 TEST_SCRIPTS += tests/test_direct_isa.sh
+
+# bf16 on fp32 FMAs against a reference in double and the vdpbf16ps
+# products, on every build of the tiles this CPU runs, and the choice
+# between the two (tests/test_direct_bf16_fma.c); and the three sets'
+# products timed side by side (not a test: make direct-bf16-fma-speed
+# ARGS='--rounds 50')
+DIRECT_SETS_OBJS := $(DIRECT_BF16_FMA_OBJS) $(DIRECT_KERNEL_OBJS) \
+    $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/$(f).o)
+ifeq ($(HAVE_DIRECT_BF16),1)
+DIRECT_SETS_OBJS += $(DIRECT_BF16_OBJS) \
+    $(foreach f,bf16_products half_products,$(BUILD)/backends/direct/$(f).o)
+DIRECT_SETS_FLAGS := -DHAVE_DIRECT_BF16
+else # (the rounding's plain definition, for the test)
+DIRECT_SETS_OBJS += $(BUILD)/backends/direct/bf16_plain.o
+endif
+TESTS += test_direct_bf16_fma
+TEST_OBJS_test_direct_bf16_fma := $(DIRECT_SETS_OBJS)
+TEST_LIBS_test_direct_bf16_fma := -fopenmp -lm
+$(BUILD)/tests/test_direct_bf16_fma: private CFLAGS += -fopenmp $(DIRECT_SETS_FLAGS)
+.PHONY: direct-bf16-fma-speed
+$(BUILD)/direct-bf16-fma-speed: backends/direct/bf16_fma_speed.c $(DIRECT_SETS_OBJS) \
+    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/isa.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DIRECT_SETS_FLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SETS_OBJS) \
+	    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/isa.o -fopenmp -lm
+direct-bf16-fma-speed: $(BUILD)/direct-bf16-fma-speed
+	$(BUILD)/direct-bf16-fma-speed $(ARGS)
 
 # tests/test_blas*.c over the direct engine (tests/test_direct*.c), once per
 # build of the kernels this CPU runs (it forces each in turn)

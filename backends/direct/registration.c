@@ -12,9 +12,9 @@
 backend_module direct_registration = BACKEND_MODULE(
     "direct",
     "the project's own register tiles (no library), vector width and tiles chosen per CPU "
-    "when it runs (AVX-512, AVX2, generic) + OpenMP loops, fp32; bf16 products (vdpbf16ps, "
-    "AVX512_BF16) and fp16 products (vfmadd231ph, AVX512_FP16, loss-scaled) with fp32 master "
-    "weights",
+    "when it runs (AVX-512, AVX2, generic) + OpenMP loops, fp32; bf16 (vdpbf16ps where "
+    "AVX512_BF16 measures faster, else fp32 FMAs on bf16-rounded operands) and fp16 products "
+    "(vfmadd231ph, AVX512_FP16, loss-scaled) with fp32 master weights",
     HAVE_DIRECT,
     "OpenMP (omp.h, -fopenmp) not found at build time, or left out with make DIRECT=0",
     openmp_setup_prepare, openmp_setup_describe);
