@@ -11,8 +11,10 @@
  *   blas_sbgemm_products  the same with cblas_sbgemm on bf16 operands
  *   direct_fp32_products  the register tiles of direct.h         (direct/)
  *   direct_bf16_products  the vdpbf16ps products of direct/bf16.h
+ *   direct_bf16_fma_products  the fp32 tiles on bf16-rounded operands
+ *   direct_fp16_products  the vfmadd231ph products of direct/fp16.h
  *
- * Adding one (fp16 with AVX512_FP16, AMX) means defining one more
+ * Adding one (AMX tiles, say) means defining one more
  * `const chwn_products` in the folder of the backend that offers it and
  * handing it to chwn_create_f32 (chwn.h) from that backend's create: the
  * engine is not compiled again.
