@@ -191,7 +191,7 @@ fi
 # temporary file of it is left. It was written only at the end.
 for sig in HUP KILL; do
     out="$tmp/killed-$sig"
-    "$BENCH" --backend naive --batch-size 64,128 --epochs 20 --limit 512 --data "$tmp/data" \
+    "$BENCH" --backend naive --batch-size 64,128 --epochs 60 --limit 512 --data "$tmp/data" \
         --no-peak --out "$out" >/dev/null 2>"$tmp/err" &
     pid=$!
     waited=0
