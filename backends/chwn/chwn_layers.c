@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "backends/chwn/chwn_transpose.h"
 #include "backends/common/elementwise.h"
 
 void chwn_gather(real *x, int ld, const uint8_t *images, size_t pixels,
@@ -15,10 +16,24 @@ void chwn_gather(real *x, int ld, const uint8_t *images, size_t pixels,
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int c = 0; c < chunks; c++) {
         const size_t p0 = (size_t)c * ROWS, p1 = p0 + ROWS < pixels ? p0 + ROWS : pixels;
-        for (int b = 0; b < B; b++) {
-            const uint8_t *src = images + (size_t)(idx ? idx[b] : first + b) * pixels;
-            for (size_t p = p0; p < p1; p++)
-                x[p * ld + b] = lb_pixel(src[p]);
+        const int np = (int)(p1 - p0);
+        /* 16 images' pixels scaled in a row each, then transposed into
+         * their columns of x */
+        for (int b0 = 0; b0 < B; b0 += 16) {
+            const int nb = B - b0 < 16 ? B - b0 : 16;
+            float scaled[16][ROWS];
+            for (int i = 0; i < nb; i++) {
+                const uint8_t *src = images + (size_t)(idx ? idx[b0 + i] : first + b0 + i) * pixels;
+                for (int p = 0; p < np; p++)
+                    scaled[i][p] = lb_pixel(src[p0 + p]);
+            }
+#ifdef LB_REAL_PLAIN
+            chwn_transpose(x + p0 * ld + b0, ld, &scaled[0][0], ROWS, nb, np);
+#else
+            for (int i = 0; i < nb; i++)
+                for (int p = 0; p < np; p++)
+                    x[(p0 + p) * ld + b0 + i] = scaled[i][p];
+#endif
         }
     }
 }
