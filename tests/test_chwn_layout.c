@@ -2,7 +2,8 @@
  * chwn_transpose (16 x 16 floats in registers, the rest element by
  * element) and the gather of images into [pixels][ld], on shapes with and
  * without whole blocks, each writing exactly its elements and nothing
- * around them. */
+ * around them; and the 2x2 pools over groups of images that fill whole
+ * vectors of 16 (their loops in vectors, then the rest), with ties. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -109,11 +110,71 @@ static void gathers_every_batch(void **state)
     }
 }
 
+/* A 2x2, stride-2 pool of B images, in[C][H][W][B], against the rule
+ * (the first largest of each window in row-major order wins, and takes
+ * the output's gradient), with and without recorded winners. */
+static void check_pool2(int B, int C, int H, int W)
+{
+    const int OH = H / 2, OW = W / 2;
+    const size_t n_in = (size_t)C * H * W * B, n_out = (size_t)C * OH * OW * B;
+    float *in = filled(n_in, 0.0f), *d_out = filled(n_out, 0.0f);
+    float *out = filled(n_out, UNTOUCHED), *d_in = filled(n_in, UNTOUCHED);
+    unsigned char *won = malloc(n_out);
+    assert_non_null(won);
+    for (size_t i = 0; i < n_in; i++) /* few values: ties everywhere */
+        in[i] = (float)((i * 2654435761u) % 5);
+    for (size_t i = 0; i < n_out; i++)
+        d_out[i] = 1.0f + (float)i;
+    for (int recorded = 0; recorded < 2; recorded++) {
+        chwn_maxpool_forward(out, recorded ? won : NULL, in, B, C, H, W, 2, 2, 1);
+        chwn_maxpool_backward(d_in, d_out, recorded ? won : NULL, recorded ? NULL : in,
+                              recorded ? NULL : out, B, C, H, W, 2, 2, 1);
+        for (int c = 0; c < C; c++)
+            for (int oy = 0; oy < OH; oy++)
+                for (int ox = 0; ox < OW; ox++)
+                    for (int b = 0; b < B; b++) {
+                        const size_t at = (((size_t)c * OH + oy) * OW + ox) * B + b;
+                        size_t place[4];
+                        int best = 0;
+                        for (int q = 0; q < 4; q++) {
+                            place[q] = (((size_t)c * H + 2 * oy + q / 2) * W + 2 * ox + q % 2) * B + b;
+                            if (in[place[q]] > in[place[best]])
+                                best = q;
+                        }
+                        if (out[at] != in[place[best]] || (recorded && won[at] != best))
+                            fail_msg("B %d: window (%d, %d, %d) image %d: max %g winner %d, "
+                                     "expected %g and %d",
+                                     B, c, oy, ox, b, out[at], recorded ? won[at] : -1,
+                                     in[place[best]], best);
+                        for (int q = 0; q < 4; q++)
+                            if (d_in[place[q]] != (q == best ? d_out[at] : 0.0f))
+                                fail_msg("B %d: window (%d, %d, %d) image %d: gradient %g at "
+                                         "%d, winner %d",
+                                         B, c, oy, ox, b, d_in[place[q]], q, best);
+                    }
+    }
+    free(in);
+    free(d_out);
+    free(out);
+    free(d_in);
+    free(won);
+}
+
+static void pools_of_whole_vectors(void **state)
+{
+    (void)state;
+    check_pool2(32, 3, 6, 4); /* the direct set's groups: two vectors */
+    check_pool2(16, 2, 4, 6); /* the GEMM sets' groups */
+    check_pool2(37, 2, 4, 4); /* two vectors, then 5 images */
+    check_pool2(7, 2, 4, 4);  /* less than a vector */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(transposes_every_shape),
         cmocka_unit_test(gathers_every_batch),
+        cmocka_unit_test(pools_of_whole_vectors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
