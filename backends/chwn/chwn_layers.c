@@ -105,19 +105,16 @@ void chwn_join_weight_bias(real *weight_bias, const real *weight, const real *bi
  * `?:` on vectors: a comparison gives -1 (all bits) or 0 per lane. */
 typedef unsigned char chwn_u8x16 __attribute__((vector_size(16)));
 
-static inline chwn_v16 load16(const real *p)
-{
-    chwn_v16 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
+/* (vectors of 64 bytes go through pointers: by value they would change
+ * the calling convention between builds with and without AVX-512, and
+ * GCC refuses that under -Werror) */
+static inline void load16(chwn_v16 *v, const real *p) { memcpy(v, p, sizeof *v); }
 
-static inline void store16(real *p, chwn_i16 bits) { memcpy(p, &bits, sizeof bits); }
-
-/* where mask: a, else b */
-static inline chwn_i16 select16(chwn_i16 mask, chwn_v16 a, chwn_v16 b)
+/* *out: where *mask, a's bits, else b's */
+static inline void select16(chwn_i16 *out, const chwn_i16 *mask, const chwn_v16 *a,
+                            const chwn_v16 *b)
 {
-    return (mask & (chwn_i16)a) | (~mask & (chwn_i16)b);
+    *out = (*mask & (chwn_i16)*a) | (~*mask & (chwn_i16)*b);
 }
 
 static inline int window_forward16(real *y, unsigned char *won, const real *x0, const real *x1,
@@ -126,12 +123,21 @@ static inline int window_forward16(real *y, unsigned char *won, const real *x0, 
     int b = 0;
 #ifdef LB_REAL_PLAIN
     for (; b + 16 <= B; b += 16) {
-        const chwn_v16 a0 = load16(x0 + b), a1 = load16(x0 + B + b);
-        const chwn_v16 a2 = load16(x1 + b), a3 = load16(x1 + B + b);
-        const chwn_i16 g1 = a1 > a0, m1 = select16(g1, a1, a0);
-        const chwn_i16 g2 = a2 > (chwn_v16)m1, m2 = select16(g2, a2, (chwn_v16)m1);
-        const chwn_i16 g3 = a3 > (chwn_v16)m2;
-        store16(y + b, select16(g3, a3, (chwn_v16)m2));
+        chwn_v16 a0, a1, a2, a3;
+        load16(&a0, x0 + b);
+        load16(&a1, x0 + B + b);
+        load16(&a2, x1 + b);
+        load16(&a3, x1 + B + b);
+        chwn_i16 bits;
+        const chwn_i16 g1 = a1 > a0;
+        select16(&bits, &g1, &a1, &a0);
+        const chwn_v16 m1 = (chwn_v16)bits;
+        const chwn_i16 g2 = a2 > m1;
+        select16(&bits, &g2, &a2, &m1);
+        const chwn_v16 m2 = (chwn_v16)bits;
+        const chwn_i16 g3 = a3 > m2;
+        select16(&bits, &g3, &a3, &m2);
+        memcpy(y + b, &bits, sizeof bits);
         const chwn_i16 k2 = (g2 & 2) | (~g2 & g1 & 1), k = (g3 & 3) | (~g3 & k2);
         const chwn_u8x16 bytes = __builtin_convertvector(k, chwn_u8x16);
         memcpy(won + b, &bytes, sizeof bytes);
@@ -150,11 +156,15 @@ static inline int window_backward16(real *d0, real *d1, const real *dy,
     for (; b + 16 <= B; b += 16) {
         chwn_u8x16 bytes;
         memcpy(&bytes, won + b, sizeof bytes);
-        const chwn_i16 k = __builtin_convertvector(bytes, chwn_i16), g = (chwn_i16)load16(dy + b);
-        store16(d0 + b, g & (k == 0));
-        store16(d0 + B + b, g & (k == 1));
-        store16(d1 + b, g & (k == 2));
-        store16(d1 + B + b, g & (k == 3));
+        chwn_v16 dy16;
+        load16(&dy16, dy + b);
+        const chwn_i16 k = __builtin_convertvector(bytes, chwn_i16), g = (chwn_i16)dy16;
+        const chwn_i16 to0 = g & (k == 0), to1 = g & (k == 1), to2 = g & (k == 2),
+                       to3 = g & (k == 3);
+        memcpy(d0 + b, &to0, sizeof to0);
+        memcpy(d0 + B + b, &to1, sizeof to1);
+        memcpy(d1 + b, &to2, sizeof to2);
+        memcpy(d1 + B + b, &to3, sizeof to3);
     }
 #else
     (void)d0, (void)d1, (void)dy, (void)won, (void)B;
