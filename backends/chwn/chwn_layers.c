@@ -100,9 +100,18 @@ void chwn_join_weight_bias(real *weight_bias, const real *weight, const real *bi
  * with AVX-512), as far as whole vectors go; returns where the loops
  * after them start. The compiler vectorised those loops in 256-bit halves
  * with masked moves, and they were most of a pool's time. The same
- * comparisons and so the same floats and winners; float only (the double
- * build returns 0). Vector selects are written as masks, since C has no
- * `?:` on vectors: a comparison gives -1 (all bits) or 0 per lane. */
+ * comparisons and so the same floats and winners. Float only, and only
+ * where the build's flags give 512-bit registers: built for AVX2 (make
+ * count's x86-64-v3) GCC splits these vectors badly, 10% more
+ * instructions in a direct training step; there, and in the double build,
+ * these return 0 and the loops after them do every image. Vector selects
+ * are written as masks, since C has no `?:` on vectors: a comparison gives
+ * -1 (all bits) or 0 per lane. */
+#if defined(LB_REAL_PLAIN) && defined(__AVX512F__)
+#define POOL_VECTORS 1
+#else
+#define POOL_VECTORS 0
+#endif
 typedef unsigned char chwn_u8x16 __attribute__((vector_size(16)));
 
 /* (vectors of 64 bytes go through pointers: by value they would change
@@ -121,7 +130,7 @@ static inline int window_forward16(real *y, unsigned char *won, const real *x0, 
                                    int B)
 {
     int b = 0;
-#ifdef LB_REAL_PLAIN
+#if POOL_VECTORS
     for (; b + 16 <= B; b += 16) {
         chwn_v16 a0, a1, a2, a3;
         load16(&a0, x0 + b);
@@ -152,7 +161,7 @@ static inline int window_backward16(real *d0, real *d1, const real *dy,
                                     const unsigned char *won, int B)
 {
     int b = 0;
-#ifdef LB_REAL_PLAIN
+#if POOL_VECTORS
     for (; b + 16 <= B; b += 16) {
         chwn_u8x16 bytes;
         memcpy(&bytes, won + b, sizeof bytes);
