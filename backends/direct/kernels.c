@@ -32,6 +32,7 @@
  * with SSE), so the compiler picks the instructions; the tiles are sized
  * for the build's register file (MR x NV accumulators: 16 registers below
  * AVX-512, 32 with it). */
+#include "backends/chwn/chwn_transpose.h"
 #include "backends/direct/direct.h"
 #include "backends/direct/kernel_tiles.h"
 #include "base/cpu.h"
@@ -138,9 +139,7 @@ static void conv_backward_data(float *d_in, const float *d_out, const float *wei
     /* the weights transposed, [R][K], and the output gradient's rows
      * reordered [OH][K][ld], so that a tap is a step through each */
     float *w_t = scratch, *out_rows = scratch + (size_t)K * R;
-    for (int k = 0; k < K; k++)
-        for (int r = 0; r < R; r++)
-            w_t[(size_t)r * K + k] = weight_bias[(size_t)k * (R + 1) + r];
+    chwn_transpose(w_t, K, weight_bias, R + 1, K, R);
     for (int oy = 0; oy < OH; oy++)
         for (int k = 0; k < K; k++)
             memcpy(out_rows + ((size_t)oy * K + k) * ld, d_out + k * plane_out + oy * row,
@@ -366,10 +365,12 @@ static void dense_backward(float *d_weight, float *d_bias, float *d_in,
     /* the input transposed, in_t[B][n_in]: the weight gradient is then
      * d_out times in_t, whose rows a tile reads a vector at a time */
     float *in_t = scratch;
+    const int in_strips = (n_in + 15) / 16; /* 16 inputs each */
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int f = 0; f < n_in; f++)
-        for (int b = 0; b < B; b++)
-            in_t[(size_t)b * n_in + f] = in[(size_t)f * B + b];
+    for (int s = 0; s < in_strips; s++) {
+        const int f0 = s * 16, nf = n_in - f0 < 16 ? n_in - f0 : 16;
+        chwn_transpose(in_t + f0, n_in, in + (size_t)f0 * B, B, nf, B);
+    }
     const int out_blocks = (n_out + MR - 1) / MR, strips = (n_in + NR - 1) / NR;
     const int in_blocks = (n_in + MR - 1) / MR;
     const int bands = d_in ? (in_blocks + BAND - 1) / BAND : 0;
