@@ -10,6 +10,11 @@
 #     over whole networks; hundreds of training steps). The same layer code
 #     runs here in the short training runs below, and under valgrind
 #     (tests/valgrind.sh).
+#   - test_direct_stages: over two minutes under ASan (direct's register
+#     tiles at -O1, every stage cut trained); the stage code is the CHWN
+#     engine's, which test_blas_stages runs here in 20 s, and the tiles'
+#     own programs (test_direct_kernels, test_direct_bf16_products) run
+#     here too.
 #   - the test programs' runs of ./bench on the whole data set (BENCH is
 #     pointed nowhere, so they report themselves skipped): minutes under ASan.
 #   - CUDA (NVCC and CUDA_HOME pointed nowhere): GPU code cannot run on the
@@ -43,7 +48,7 @@ vars=(BUILD="$asan" BENCH="$asan/bench" NVCC=/nonexistent CUDA_HOME=/nonexistent
 # -Wno-error: GCC warns differently at -O1 with the sanitisers (known
 # -Wformat-truncation and -Wstringop-overflow false positives); the normal
 # build keeps -Werror.
-skip_programs="test_naive test_blas test_direct test_equivalence"
+skip_programs="test_naive test_blas test_direct test_equivalence test_direct_stages"
 programs=()
 for p in $(make -s "${vars[@]}" print-test-programs); do
     case " $skip_programs " in *" $(basename "$p") "*) continue ;; esac
