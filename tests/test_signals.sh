@@ -190,8 +190,13 @@ fi
 # as each configuration ends, keeps the first one's row, whole, and no
 # temporary file of it is left. It was written only at the end.
 for sig in HUP KILL; do
+    # started under nohup, this shell and ./bench inherit SIGHUP ignored
+    if [ "$sig" = HUP ] && [ -n "$(trap -p HUP)" ]; then
+        skip_check "SIGHUP is ignored in this environment (nohup?): the uncaught-signal case runs with SIGKILL only"
+        continue
+    fi
     out="$tmp/killed-$sig"
-    "$BENCH" --backend naive --batch-size 64,128 --epochs 60 --limit 512 --data "$tmp/data" \
+    "$BENCH" --backend naive --batch-size 64,128 --epochs 20 --limit 512 --data "$tmp/data" \
         --no-peak --out "$out" >/dev/null 2>"$tmp/err" &
     pid=$!
     waited=0
