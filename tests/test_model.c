@@ -522,8 +522,7 @@ static void test_engines_name_their_arithmetic(void **state)
         {"naive", PREC_FP32, ARITHMETIC_FP32}, {"naive", PREC_FP64, ARITHMETIC_FP64},
         {"blas", PREC_FP32, ARITHMETIC_FP32},  {"blas", PREC_FP64, ARITHMETIC_FP64},
         {"blas", PREC_BF16, ARITHMETIC_BF16_DOT}, {"direct", PREC_FP32, ARITHMETIC_FP32},
-        {"onednn", PREC_FP32, ARITHMETIC_FP32},
-    };
+    }; /* onednn's: test_onednn */
     int checked = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const backend *b = backend_find(cases[i].name);

@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "backends/common/elementwise.h"
+#include "backends/common/library_arithmetic.h"
 #include "backends/engine.h"
 #include "backends/naive/layers.h"
 #include "backends/onednn/onednn.h"
@@ -428,7 +429,19 @@ static void reports_version_and_isa(void **state)
     int threads, devices, replicas;
     ob->ops->placement(e, &threads, &devices, &replicas);
     assert_int_equal(threads, 2);
+    /* the peak its row is held to: fp32 FMA; in bf16, AMX tiles where the
+     * process is granted them, else the bf16 dot product */
+    assert_string_equal(ob->ops->arithmetic(e), ARITHMETIC_FP32);
     ob->ops->destroy(e);
+    char why[256];
+    if (ob->probe_precision(NULL, PREC_BF16, why, sizeof why)) {
+        cfg.precision = PREC_BF16;
+        e = ob->create(NULL, &w, &cfg, err, sizeof err);
+        assert_non_null(e);
+        assert_string_equal(ob->ops->arithmetic(e), library_bf16_arithmetic());
+        ob->ops->destroy(e);
+    } else
+        print_message("bf16 arithmetic not checked: %s\n", why);
 }
 
 static const layer_case cases[] = {
