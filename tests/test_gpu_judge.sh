@@ -244,6 +244,13 @@ for n in $names; do
     if [ "$got" = "$want" ]; then pass; else fail "anchor running: row $n is '$got', expected '$want': $(grep "^$n	" "$tmp/anchor-running/judged.tsv")"; fi
 done
 
+# the anchor stopped by the check's end before it finished: fp32 is not
+# anchored, so it fails (not "still running")
+make_set "$tmp/anchor-stopped"
+echo stopped > "$tmp/anchor-stopped/anchor/bench.rc"
+only_failing "$tmp/anchor-stopped" fp32
+has "$tmp/anchor-stopped" "^fp32	FAILED	.*naive anchor: stopped unfinished when the check ended"
+
 # fp32 missing (its run crashed before a summary or a step): fp32 alone
 # FAILED; graph off and host-fed, compared only with fp32, "not judged";
 # the others judged against naive and the anchor, and a row far off the
