@@ -310,6 +310,15 @@ check broken PATH="$tmp/build-tools:$PATH" GPU_CHECK_BENCH= NVCC="$tmp/broken-nv
 if [ "$rc" = 2 ]; then pass; else fail "a failing nvcc: exit status $rc, expected 2: $(tail -3 "$tmp/broken.stderr")"; fi
 expect_row build FAILED "nvcc cannot compile a one-line kernel \(exit status 1\): nvcc fatal"
 
+# ---- the budget: the build 120 s, the call 540 s, everything that always
+# runs inside the budget --timeouts prints
+rc=0
+got=$(bash scripts/gpu-check --timeouts 2>&1) || rc=$?
+case "$rc:$got" in
+0:"budget 510 s (the call's timeout_s 540 less 30): before the table "*"(build 120 s;"*) pass ;;
+*) fail "--timeouts: exit status $rc: $got" ;;
+esac
+
 # ---- the preflight: what travels with the call, before it is made
 mkdir -p "$tmp/carry-both/data" "$tmp/carry-gz/data" "$tmp/carry-none"
 # the sizes of Fashion-MNIST's files, plain and .gz (sparse: no disk used)
