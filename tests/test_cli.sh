@@ -110,6 +110,11 @@ refuse "zero repeats" "--repeat" -- --repeat 0
 refuse "target accuracy above 1" "--target-accuracy" -- --target-accuracy 1.5
 refuse "cuda-graph not on/off" "--cuda-graph expects on or off" -- --cuda-graph yes
 refuse "empty --out" "--out needs a path" -- --out ""
+# a name the charts cannot be drawn into (gnuplot's strings hold no
+# newline): refused before anything is trained, one line, nothing made
+refuse1 "--out with a newline" "--out" "control character (0x0a" -- "${D[@]}" \
+    --out "$tmp/run"$'\n'"two"
+[ ! -e "$tmp/run"$'\n'"two" ] && pass || fail "--out with a newline: the directory was made"
 # Checks against the data: after loading it, before any results.
 refuse "batch larger than the data" "--batch-size 512" "300 training images" -- "${D[@]}" --batch-size 512
 refuse "batch larger than --limit" "--batch-size 128" "100 training images" -- "${D[@]}" --limit 100
