@@ -226,4 +226,25 @@ for sig in HUP KILL; do
         pass
     fi
 done
+
+# A reader that left (`./bench ... 2>&1 | head -1`): standard output and
+# error are a pipe whose reading end is closed before the run starts. The
+# run is not ended by SIGPIPE: its skipped row (naive has no bf16) and its
+# trained row reach summary.csv, and the lost output is exit status 1.
+out="$tmp/pipe"
+rc=$(python3 - "$BENCH" --backend naive --precision fp32,bf16 --epochs 1 --limit 256 \
+    --data "$tmp/data" --no-peak --out "$out" <<'PY'
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+print(subprocess.run(sys.argv[1:], stdout=w, stderr=w).returncode)
+PY
+)
+statuses=$(paste -d' ' <(csv_cell "$out/summary.csv" precision 2>/dev/null) \
+    <(csv_cell "$out/summary.csv" status 2>/dev/null) | sort | tr '\n' ',')
+if [ "$rc" = 1 ] && [ "$statuses" = "bf16 skipped,fp32 ok," ] && csv_fields_ok "$out/summary.csv"; then
+    pass
+else
+    fail "output to a closed pipe: exit status $rc (expected 1), summary.csv rows '$statuses'"
+fi
 finish

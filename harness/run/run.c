@@ -133,6 +133,13 @@ static void watch_ranks(run_state *s)
     watching = 1;
 }
 
+/* A reader of standard output or error that left (`./bench | head -1`):
+ * the write fails with EPIPE instead of ending the process, so every row
+ * decided reaches the results files and the lost output is said at the
+ * end (main.c). A handler, not SIG_IGN, so that the programs the run
+ * starts (gnuplot, a peer's interpreter) get the default again. */
+static void on_broken_pipe(int sig) { (void)sig; }
+
 static void install_signal_handlers(void)
 {
     struct sigaction sa;
@@ -142,6 +149,8 @@ static void install_signal_handlers(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_broken_pipe;
+    sigaction(SIGPIPE, &sa, NULL);
 }
 
 /* A stop signal during start-up: 130, said once (under mpirun by rank 0). */
@@ -215,6 +224,17 @@ static int run_backends(const run_config *cfg, run_chart_drawer *draw_charts)
         free(configs);
         return status;
     }
+    attempt *runs = xcalloc((size_t)n * cfg->repeat, sizeof *runs);
+    for (int k = 0; k < n * cfg->repeat; k++)
+        runs[k].epoch_seconds = xcalloc((size_t)cfg->epochs, sizeof(double));
+    s.configs = configs;
+    s.n_configs = n;
+    s.runs = runs;
+    s.current_config = -1;
+    /* the skipped rows, from the start: before anything is printed, so
+     * that a process ended by its output (a closed pipe, a full terminal
+     * log) still has them */
+    run_save_summary(&s);
     if (s.root)
         run_note_unread_data_files(cfg->data_dir);
     if (s.root) {
@@ -239,14 +259,6 @@ static int run_backends(const run_config *cfg, run_chart_drawer *draw_charts)
 
     /* --repeat interleaves: round r trains every backend once (A B A B, not
      * A A B B), so a change in the machine's load falls on all of them. */
-    attempt *runs = xcalloc((size_t)n * cfg->repeat, sizeof *runs);
-    for (int k = 0; k < n * cfg->repeat; k++)
-        runs[k].epoch_seconds = xcalloc((size_t)cfg->epochs, sizeof(double));
-    s.configs = configs;
-    s.n_configs = n;
-    s.runs = runs;
-    s.current_config = -1;
-    run_save_summary(&s); /* the skipped rows, from the start */
     watch_ranks(&s);
     int stopped[MAX_RUN_CONFIGS] = {0};
     for (int r = 0; r < cfg->repeat && rc == 0 && !run_stopping(NULL); r++)
