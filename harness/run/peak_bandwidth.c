@@ -100,7 +100,7 @@ static bandwidth_measure measure(int threads)
         if (rate > m.gbytes_per_s)
             m.gbytes_per_s = rate;
         m.trials++;
-    } while (now_seconds() < end || m.trials < 3);
+    } while ((now_seconds() < end || m.trials < 3) && !peak_stopped());
 done:
     free(a);
     free(b);

@@ -18,6 +18,7 @@
 #include "harness/formats/fileio.h"
 #include "harness/run/agree.h"
 #include "harness/run/label.h"
+#include "harness/run/peak.h"
 #include "parallel/world.h"
 
 volatile sig_atomic_t run_stop_signal;
@@ -149,6 +150,7 @@ static void install_signal_handlers(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    peak_stop_on(&run_stop_signal); /* the probes end at the next trial */
     sa.sa_handler = on_broken_pipe;
     sigaction(SIGPIPE, &sa, NULL);
 }
