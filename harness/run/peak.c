@@ -10,6 +10,7 @@
 
 #include "backends/registry.h"
 #include "base/clock.h"
+#include "base/stop.h"
 #include "harness/run/peak_kernels.h"
 
 
@@ -154,12 +155,6 @@ typedef struct probe_entry {
 static probe_entry cache[CACHE];
 static int cached;
 
-static const volatile sig_atomic_t *stop_flag;
-
-void peak_stop_on(const volatile sig_atomic_t *flag) { stop_flag = flag; }
-
-int peak_stopped(void) { return stop_flag && *stop_flag; }
-
 static double round_seconds(void)
 {
     const char *env = getenv("LB_PEAK_SECONDS");
@@ -208,7 +203,7 @@ static long size_trials(peak_loop run)
 
 static void run_round(probe_entry *e)
 {
-    if (e->failed || e->rounds >= MAX_ROUNDS || peak_stopped())
+    if (e->failed || e->rounds >= MAX_ROUNDS || stop_requested())
         return;
     if (!e->trial_gflops) {
         e->trial_gflops = malloc(MAX_TRIALS * sizeof *e->trial_gflops);
@@ -240,7 +235,7 @@ static void run_round(probe_entry *e)
         }
         in_round++;
     } while ((now_seconds() < end || in_round < 5) && e->n_trials < MAX_TRIALS &&
-             in_round < MAX_TRIALS && !peak_stopped());
+             in_round < MAX_TRIALS && !stop_requested());
     e->seconds += now_seconds() - t0;
     e->rounds++;
 }

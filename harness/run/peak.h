@@ -13,7 +13,6 @@
 #ifndef LB_PEAK_H
 #define LB_PEAK_H
 
-#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -42,13 +41,8 @@ typedef struct peak_measure {
     peak_trials kernel; /* the C kernel's trials behind it */
 } peak_measure;
 
-/* A request to stop that the probes look at between trials (the run's stop
- * signal, 0 while none): once it is set, a probe ends at its next trial
- * and no round starts, so a stopped run is not held up by its probes. Such
- * a probe's figure is not a peak (see peak_stopped). NULL: none. */
-void peak_stop_on(const volatile sig_atomic_t *flag);
-/* Whether that request is set. */
-int peak_stopped(void);
+/* A stop requested (base/stop.h) ends a probe at its next trial and starts
+ * no round: its figure is then no peak, and the run does not use it. */
 
 /* Peak single-precision GFLOP/s of `threads` CPU threads: the higher of a
  * register-blocked multiply-add kernel in C run on every thread at once

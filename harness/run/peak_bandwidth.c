@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/stop.h"
 #include "harness/run/peak.h"
 
 /* Each array: at least this, and four times the last-level cache, so that
@@ -100,7 +101,7 @@ static bandwidth_measure measure(int threads)
         if (rate > m.gbytes_per_s)
             m.gbytes_per_s = rate;
         m.trials++;
-    } while ((now_seconds() < end || m.trials < 3) && !peak_stopped());
+    } while ((now_seconds() < end || m.trials < 3) && !stop_requested());
 done:
     free(a);
     free(b);

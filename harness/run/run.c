@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/stop.h"
 #include "harness/formats/fileio.h"
 #include "harness/run/agree.h"
 #include "harness/run/label.h"
-#include "harness/run/peak.h"
 #include "parallel/world.h"
 
 volatile sig_atomic_t run_stop_signal;
@@ -150,7 +150,7 @@ static void install_signal_handlers(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    peak_stop_on(&run_stop_signal); /* the probes end at the next trial */
+    stop_request_watch(&run_stop_signal); /* probes and checks end early */
     sa.sa_handler = on_broken_pipe;
     sigaction(SIGPIPE, &sa, NULL);
 }
