@@ -523,6 +523,8 @@ int cli_parse(int argc, char **argv, run_config *cfg)
                            "", "");
     if ((rc = check_peer_timeout(cfg)))
         return rc;
+    if (!cfg->no_peak && (rc = peak_check_round_seconds(NULL)))
+        return rc;
     char isa_why[256]; /* a LENET_BENCH_DIRECT_ISA that names no build */
     if (direct_isa_check(isa_why, sizeof isa_why))
         return usage_error("%s%s", isa_why, "");
