@@ -391,11 +391,12 @@ int run_report(run_state *s, int rc)
     free(of_config);
     free(rows);
     if (run_stop_signal) {
-        /* a stop after the last row (while the peaks were probed, or the
-         * summary written) is said here: no row says it */
+        /* a stop outside training (while the peaks were probed, between
+         * configurations) is said here: no row says it */
         if (!interrupted && s->root)
-            fprintf(stderr, "bench: stopped by signal %d after the last row: every row kept, "
-                            "the peaks not measured, no charts drawn\n", (int)run_stop_signal);
+            fprintf(stderr, "bench: stopped by signal %d outside training: every finished row "
+                            "kept, the peaks not measured, no charts drawn\n",
+                    (int)run_stop_signal);
         return 130;
     }
     if (trained > 0 && finished == 0 && !failed && s->root)
