@@ -126,18 +126,6 @@ $(DIRECT_KERNEL_OBJS) $(DIRECT_OBJS): $(BUILD)/build-flags
 # (each build's flags are here: a change to them remakes the builds)
 $(DIRECT_KERNEL_OBJS): backends/direct/module.mk
 
-# Each build of the fp32 products this CPU runs, timed alone at LeNet's
-# shapes against the FMA peak it measures (not a test: make
-# direct-kernel-speed ARGS='--rounds 50 --isa avx512_2fma,avx512').
-.PHONY: direct-kernel-speed
-DIRECT_SPEED_OBJS := $(BUILD)/backends/direct/fp32/dispatch.o $(DIRECT_KERNEL_OBJS) $(BUILD)/base/cpu.o \
-    $(DIRECT_ISA_OBJS)
-$(BUILD)/direct-kernel-speed: backends/direct/tools/kernel_speed.c $(DIRECT_SPEED_OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SPEED_OBJS) -fopenmp -lm
-direct-kernel-speed: $(BUILD)/direct-kernel-speed
-	$(BUILD)/direct-kernel-speed $(ARGS)
-
 # The builds of the kernels against a reference, each forced in turn, and
 # LENET_BENCH_DIRECT_ISA's rules (tests/test_direct_kernels.c); its names,
 # a value that names none and bf16 beside a forced build, end to end
@@ -149,9 +137,8 @@ TEST_SCRIPTS += tests/test_direct_isa.sh
 
 # bf16 on fp32 FMAs against a reference in double and the vdpbf16ps
 # products, on every build of the tiles this CPU runs, and the choice
-# between the two (tests/test_direct_bf16_fma.c); and the three sets'
-# products timed side by side (not a test: make direct-bf16-fma-speed
-# ARGS='--rounds 50')
+# between the two (tests/test_direct_bf16_fma.c); tools/tools.mk times
+# the three sets' products side by side over the same objects
 DIRECT_SETS_OBJS := $(DIRECT_BF16_FMA_OBJS) $(DIRECT_KERNEL_OBJS) \
     $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/fp32/$(f).o) $(BUILD)/backends/direct/choice.o
 ifeq ($(HAVE_DIRECT_BF16),1)
@@ -165,14 +152,6 @@ TESTS += test_direct_bf16_fma
 TEST_OBJS_test_direct_bf16_fma := $(DIRECT_SETS_OBJS)
 TEST_LIBS_test_direct_bf16_fma := -fopenmp -lm
 $(BUILD)/tests/test_direct_bf16_fma: private CFLAGS += -fopenmp $(DIRECT_SETS_FLAGS)
-.PHONY: direct-bf16-fma-speed
-$(BUILD)/direct-bf16-fma-speed: backends/direct/tools/bf16_fma_speed.c $(DIRECT_SETS_OBJS) \
-    $(BUILD)/base/cpu.o $(DIRECT_ISA_OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DIRECT_SETS_FLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SETS_OBJS) \
-	    $(BUILD)/base/cpu.o $(DIRECT_ISA_OBJS) -fopenmp -lm
-direct-bf16-fma-speed: $(BUILD)/direct-bf16-fma-speed
-	$(BUILD)/direct-bf16-fma-speed $(ARGS)
 
 # tests/test_blas*.c over the direct engine (tests/test_direct*.c), once per
 # build of the kernels this CPU runs (it forces each in turn)
