@@ -115,6 +115,43 @@ csv_cell() {
     { split_csv($0, v); print v[col] }' "$1"
 }
 
+# held_to_own_peak SUMMARY BACKEND PRECISION: "ok" when that row of
+# SUMMARY is held to the peak of the arithmetic its products ran on, else
+# why not. What the products ran on is what the program chose, read from
+# the row's details, never assumed from the CPU: a bf16 row on vdpbf16ps
+# is held to the bf16 dot product's peak, one on fp32 FMAs over
+# bf16-rounded operands to fp32's. A probe that did not settle (a busy
+# neighbour) leaves the figure out and says "peak uncertain: ", which load
+# may cause; the arithmetic the row is held to is not something load can
+# change, so it is judged either way.
+held_to_own_peak() {
+    python3 - "$@" <<'PY'
+import csv, sys
+path, backend, precision = sys.argv[1:4]
+rows = [r for r in csv.DictReader(open(path))
+        if r["backend"] == backend and r["precision"] == precision]
+if len(rows) != 1:
+    sys.exit(print("%d rows of %s %s in %s" % (len(rows), backend, precision, path)))
+r = rows[0]
+d = r["details"]
+if precision != "bf16":
+    want, source = precision, precision + " FMA"
+elif "fp32 FMAs on bf16-rounded operands" in d:
+    want, source = "fp32", "fp32 FMA"
+elif "vdpbf16ps" in d:
+    want, source = "bf16-dot", "bf16 dot product"
+else:
+    sys.exit(print("the bf16 row's details name no products: %r" % d))
+settled = source in r["peak_source"] and r["percent_of_peak"] != ""
+uncertain = r["peak_source"].startswith("peak uncertain: ") and r["percent_of_peak"] == ""
+if r["peak_arithmetic"] != want or not (settled or uncertain):
+    print("%s %s held to %r (%r, %r of peak); its products want %r" % (
+        backend, precision, r["peak_arithmetic"], r["peak_source"], r["percent_of_peak"], want))
+else:
+    print("ok")
+PY
+}
+
 # run_as_nobody CMD...: runs CMD as an unprivileged user, or returns 77
 # when no way to do that is available.
 run_as_nobody() {
