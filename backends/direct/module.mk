@@ -42,8 +42,8 @@ DIRECT_ISA_OBJS := $(BUILD)/backends/direct/fp32/isa.o $(BUILD)/backends/direct/
 # x86-64 machine whose compiler knows the instructions; whether they run is
 # decided at run time (direct_bf16_supported). A compiler without
 # -mavx512bf16 leaves them out, and the backend's bf16 with them. Here,
-# before DIRECT_OBJS, since the module links them (bf16.mk, read later,
-# has their test and speed tool).
+# before DIRECT_OBJS, since the module links them (bf16/bf16.mk, read
+# later, has their tests, tools/tools.mk their speed tool).
 DIRECT_BF16_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512bf16
 HAVE_DIRECT_BF16 := $(call probe,$(H)include <immintrin.h>\n__m512 f(__m512 a,__m512bh b){return _mm512_dpbf16_ps(a,b,b);}\nint main(void){return 0;}\n,$(DIRECT_BF16_FLAGS))
 ifeq ($(HAVE_DIRECT_BF16),1)
@@ -54,8 +54,8 @@ $(DIRECT_BF16_OBJS): $(BUILD)/build-flags
 endif
 # The fp16 products (fp16.h) likewise, with AVX512_FP16 (gcc 12 and later);
 # the emulated tiles are built with -ffp-contract=off: their exact FMA
-# relies on additions that are not fused. fp16.mk has their tests and
-# speed tool.
+# relies on additions that are not fused. fp16/fp16.mk has their tests,
+# tools/tools.mk their speed tool.
 DIRECT_FP16_FLAGS := -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx512fp16
 HAVE_DIRECT_FP16 := $(call probe,$(H)include <immintrin.h>\n__m512h f(__m512h a,__m512h b){return _mm512_fmadd_ph(a,b,a);}\nint main(void){return 0;}\n,$(DIRECT_FP16_FLAGS))
 ifeq ($(HAVE_DIRECT_FP16),1)
@@ -102,11 +102,10 @@ DIRECT_OBJS := $(CHWN_OBJS_F32) \
 # entries they share
 ifeq ($(HAVE_DIRECT_BF16),1)
 DIRECT_OBJS += $(BUILD)/backends/direct/bf16/bf16_products.o $(DIRECT_BF16_OBJS)
-$(BUILD)/backends/direct/direct_backend.o $(foreach f,bf16_choice bf16_fma_round,$(BUILD)/backends/direct/bf16/$(f).o): CFLAGS += -DHAVE_DIRECT_BF16
+$(foreach f,bf16_choice bf16_fma_round,$(BUILD)/backends/direct/bf16/$(f).o): CFLAGS += -DHAVE_DIRECT_BF16
 endif
 ifeq ($(HAVE_DIRECT_FP16),1)
 DIRECT_OBJS += $(BUILD)/backends/direct/fp16/fp16_products.o $(DIRECT_FP16_OBJS)
-$(BUILD)/backends/direct/direct_backend.o: CFLAGS += -DHAVE_DIRECT_FP16
 endif
 ifneq ($(filter 1,$(HAVE_DIRECT_BF16) $(HAVE_DIRECT_FP16)),)
 DIRECT_OBJS += $(BUILD)/backends/direct/half/half_products.o
