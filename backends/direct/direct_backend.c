@@ -27,8 +27,9 @@ static const direct_candidates *candidates_of(precision p)
                             : NULL;
 }
 
-/* The set an engine of precision p is created with, and its row (NULL for
- * fp32's); NULL with the reason in why where p cannot run here */
+/* The set an engine of precision p is created with: fp32's tiles, or the
+ * set of the candidate chosen for p; NULL with the reason in why where p
+ * cannot run here */
 static const struct chwn_products_f32 *products_for(precision p, char *why, size_t why_len)
 {
     const direct_candidates *t = candidates_of(p);
@@ -56,7 +57,8 @@ static void describe(engine *e, char *buf, size_t len)
     if (!t) {
         snprintf(buf, len, "%s (direct register tiles: %s), %d thread%s, ISA %s (%s)",
                  precision_name(p), k->description, threads, ts, k->isa,
-                 direct_isa_forced() ? "forced by LENET_BENCH_DIRECT_ISA" : "the best this CPU runs");
+                 direct_isa_forced() ? "forced by LENET_BENCH_DIRECT_ISA"
+                                     : "the best this CPU runs");
         return;
     }
     const struct chwn_products_f32 *set = chwn_products_of_f32(e);
