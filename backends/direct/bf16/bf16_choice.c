@@ -1,0 +1,113 @@
+/* What the choice among the bf16 candidates (backends/direct/candidates.h)
+ * asks of the vdpbf16ps products (bf16_fma.h): whether they run here, and
+ * their rate against the fp32 FMAs, measured once a process. The
+ * measurement: 24 independent 512-bit chains of each
+ * instruction on registers (enough to cover a 6-cycle latency at two a
+ * cycle), the two taking turns in short trials of about 10 and 20
+ * microseconds, the best of each by the thread's processor time: a trial
+ * that another thread or an interrupt slowed loses to one that ran alone,
+ * and a core's clock, which AVX-512 may lower, is the same for both once
+ * the first untimed trials have run. */
+#include "backends/direct/bf16/bf16_fma.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+#include "backends/direct/bf16/bf16.h"
+#include "backends/direct/fp32/isa.h"
+#include "base/clock.h"
+#include "base/cpu.h"
+
+#ifdef HAVE_DIRECT_BF16
+#include <immintrin.h>
+
+enum { CHAINS = 24, ROUNDS = 4000, TRIALS = 16 };
+
+/* Seconds of one trial of each: the chains start from values whose sums
+ * stay far from overflow, and their results are kept (asm) so that the
+ * loop is not dropped. */
+__attribute__((target("avx512f,avx512bf16"), noinline)) static double dot_trial(void)
+{
+    __m512 acc[CHAINS];
+    for (int c = 0; c < CHAINS; c++)
+        acc[c] = _mm512_set1_ps((float)c);
+    __m512i a = _mm512_set1_epi32(0x3a833a83), b = a; /* bf16 pairs of 1e-3 */
+    __asm__("" : "+v"(a), "+v"(b));
+    const double t0 = thread_run_seconds();
+    for (int r = 0; r < ROUNDS; r++)
+#pragma GCC unroll 24
+        for (int c = 0; c < CHAINS; c++)
+            acc[c] = _mm512_dpbf16_ps(acc[c], (__m512bh)a, (__m512bh)b);
+    const double t = thread_run_seconds() - t0;
+    for (int c = 0; c < CHAINS; c++)
+        __asm__ volatile("" : : "v"(acc[c]));
+    return t;
+}
+
+__attribute__((target("avx512f"), noinline)) static double fma_trial(void)
+{
+    __m512 acc[CHAINS];
+    for (int c = 0; c < CHAINS; c++)
+        acc[c] = _mm512_set1_ps((float)c);
+    __m512 a = _mm512_set1_ps(1e-3f), b = a;
+    __asm__("" : "+v"(a), "+v"(b));
+    const double t0 = thread_run_seconds();
+    for (int r = 0; r < ROUNDS; r++)
+#pragma GCC unroll 24
+        for (int c = 0; c < CHAINS; c++)
+            acc[c] = _mm512_fmadd_ps(a, b, acc[c]);
+    const double t = thread_run_seconds() - t0;
+    for (int c = 0; c < CHAINS; c++)
+        __asm__ volatile("" : : "v"(acc[c]));
+    return t;
+}
+
+static double dot_over_fma;
+
+static void measure(void)
+{
+    if (!cpu_has(CPU_AVX512F | CPU_AVX512_BF16))
+        return;
+    dot_trial(), fma_trial(); /* the clock and the 512-bit units warmed up */
+    double dot = 1e9, fma = 1e9;
+    for (int t = 0; t < TRIALS; t++) {
+        const double d = dot_trial(), f = fma_trial();
+        dot = d > 0 && d < dot ? d : dot;
+        fma = f > 0 && f < fma ? f : fma;
+    }
+    /* 64 flops a vdpbf16ps (16 lanes, two products), 32 a vfmadd231ps */
+    dot_over_fma = 64.0 / dot / (32.0 / fma);
+}
+
+double direct_bf16_dot_over_fma(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, measure);
+    return dot_over_fma;
+}
+
+int direct_bf16_dot_runs(char *brief, size_t brief_len, char *why, size_t why_len)
+{
+    if (!direct_isa_allows_avx512("vdpbf16ps products", why, why_len)) {
+        snprintf(brief, brief_len, "LENET_BENCH_DIRECT_ISA=%s keeps it off AVX-512",
+                 direct_isa_forced());
+        return 0;
+    }
+    if (!direct_bf16_supported(why, why_len)) {
+        snprintf(brief, brief_len, "no AVX512_BF16 here");
+        return 0;
+    }
+    return 1;
+}
+#else
+double direct_bf16_dot_over_fma(void) { return 0; }
+
+/* (its row's set is NULL in such a build: the choice never asks) */
+int direct_bf16_dot_runs(char *brief, size_t brief_len, char *why, size_t why_len)
+{
+    snprintf(brief, brief_len, "no vdpbf16ps products in this build");
+    snprintf(why, why_len,
+             "vdpbf16ps products left out of this build (the compiler has no -mavx512bf16)");
+    return 0;
+}
+#endif

@@ -1,0 +1,74 @@
+/* The FMA products' rounding pass (bf16_fma.h): the one rounding of
+ * bf16_round.h over a run, compiled three times, for 512-bit, 256-bit and
+ * the build's own vectors, the one matching the fp32 kernels chosen
+ * picked when it runs (a run forced off AVX-512 stays off it here too).
+ * gcc 12 at -O3 turns each into a loop of 16 (8, 4) floats a step: an
+ * add, a shift, a mask and three compares with blends, no branch. */
+#include "backends/direct/bf16/bf16_fma.h"
+
+#include <string.h>
+
+#include "backends/direct/bf16/bf16_round.h"
+#include "backends/direct/fp32/direct.h"
+#include "base/cpu.h"
+
+#define ROUND_RUN(NAME, TARGET)                                                                \
+    TARGET static void NAME(float *restrict dst, const float *restrict src, size_t n)         \
+    {                                                                                          \
+        for (size_t i = 0; i < n; i++)                                                         \
+            dst[i] = direct_bf16_rounded(src[i]);                                              \
+    }
+#if defined(__x86_64__)
+ROUND_RUN(round_run_avx512, __attribute__((target("avx512f"))))
+ROUND_RUN(round_run_avx2, __attribute__((target("avx2"))))
+#endif
+ROUND_RUN(round_run_plain, )
+
+#ifdef HAVE_DIRECT_BF16
+#include <immintrin.h>
+
+/* With AVX512_BF16, vcvtneps2bf16 rounds 16 floats in one instruction, the
+ * same way (nearest even, NaN quiet, subnormals to signed zero: the tests
+ * hold the two together), and two more put each bf16 back in the high
+ * half of a float: half the instructions of the loop above. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void
+round_run_avx512_bf16(float *restrict dst, const float *restrict src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
+        _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    for (; i < n; i++)
+        dst[i] = direct_bf16_rounded(src[i]);
+}
+#endif
+
+typedef void round_run_fn(float *restrict dst, const float *restrict src, size_t n);
+
+static round_run_fn *round_run_here(void)
+{
+#if defined(__x86_64__)
+    const char *isa = direct_active()->isa;
+#ifdef HAVE_DIRECT_BF16
+    if (strncmp(isa, "avx512", 6) == 0 && cpu_has(CPU_AVX512F | CPU_AVX512BW | CPU_AVX512_BF16))
+        return round_run_avx512_bf16;
+#endif
+    if (strncmp(isa, "avx512", 6) == 0)
+        return round_run_avx512;
+    if (strcmp(isa, "avx2") == 0)
+        return round_run_avx2;
+#endif
+    return round_run_plain;
+}
+
+void direct_bf16_fma_round(float *dst, const float *src, size_t n, int threads)
+{
+    /* pieces of 16 KiB, on cache lines where the buffers are */
+    enum { PIECE = 4096 };
+    round_run_fn *run = round_run_here();
+    const size_t pieces = (n + PIECE - 1) / PIECE;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && pieces > 1)
+    for (size_t p = 0; p < pieces; p++)
+        run(dst + p * PIECE, src + p * PIECE, n - p * PIECE < PIECE ? n - p * PIECE : PIECE);
+}

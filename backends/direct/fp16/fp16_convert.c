@@ -1,0 +1,129 @@
+/* fp32 <-> fp16 (fp16.h, fp16_tiles.h): the plain functions, and runs with
+ * F16C (vcvtps2ph / vcvtph2ps on 8 values) or AVX-512 (on 16) where
+ * base/cpu.h says the CPU has them. Each vector function carries its own
+ * target attribute, so the file builds for any x86-64 target and the
+ * rest of it uses nothing the build's target lacks. All three give the
+ * same bits (tests/test_direct_fp16.c checks every fp16 and many floats). */
+#include <string.h>
+
+#include "backends/direct/fp16/fp16.h"
+#include "backends/direct/fp16/fp16_tiles.h"
+#include "base/cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define FP16_X86 1
+#endif
+
+uint16_t direct_fp16_round(float x)
+{
+    const uint32_t u = fp16_bits_of(x), sign = (u >> 16) & 0x8000u, magnitude = u & 0x7fffffffu;
+    if (magnitude > 0x7f800000u) /* NaN: quiet, the top of its payload kept */
+        return (uint16_t)(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));
+    if (magnitude >= 0x477ff000u) /* from 65520 (halfway to 2^16) on, and infinity */
+        return (uint16_t)(sign | 0x7c00u);
+    if (magnitude >= 0x38800000u) { /* normal: exponent rebiased (127 - 15 = 112), 13 bits cut */
+        const uint32_t r = magnitude - 0x38000000u;
+        return (uint16_t)(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
+    }
+    /* below 2^-14 fp16 counts in steps of 2^-24, which is the spacing of
+     * floats in [0.5, 1): adding 0.5 rounds to a step, ties to even, and
+     * the step count is what the addition leaves in the low bits (1024,
+     * the smallest normal, where it rounds up to 2^-14) */
+    return (uint16_t)(sign | (fp16_bits_of(fp16_float_of(magnitude) + 0.5f) - 0x3f000000u));
+}
+
+float direct_fp16_value(uint16_t h) { return direct_fp16_value_inline(h); }
+
+void direct_fp16_round_run_plain(uint16_t *dst, const float *src, size_t n, float scale)
+{
+    for (size_t e = 0; e < n; e++)
+        dst[e] = direct_fp16_round(src[e] * scale);
+}
+
+void direct_fp16_value_run_plain(float *dst, const uint16_t *src, size_t n, float scale)
+{
+    for (size_t e = 0; e < n; e++)
+        dst[e] = direct_fp16_value(src[e]) * scale;
+}
+
+/* The conversion runs of one instruction set, ROUND (dst[e] = round(src[e]
+ * * scale)) and VALUE (dst[e] = value(src[e]) * scale): WIDTH values at a
+ * time with its intrinsics (HALVES the vector of WIDTH halves), the last
+ * ones by ROUND_REST and the plain value run. Where the build has no x86
+ * vectors, the plain runs stand in (never chosen: cpu_has says no). */
+#ifdef FP16_X86
+#define CONVERSION_RUNS(ROUND, VALUE, TARGET, WIDTH, HALVES, LOAD, STORE, LOAD_HALVES,           \
+                        STORE_HALVES, SET1, MUL, TO_HALVES, TO_FLOATS, ROUND_REST)               \
+    __attribute__((target(TARGET))) void ROUND(uint16_t *dst, const float *src, size_t n,       \
+                                               float scale)                                     \
+    {                                                                                          \
+        size_t e = 0;                                                                          \
+        for (; e + (WIDTH) <= n; e += (WIDTH))                                                 \
+            STORE_HALVES((HALVES *)(dst + e),                                                  \
+                         TO_HALVES(MUL(LOAD(src + e), SET1(scale)), NEAREST));                 \
+        ROUND_REST(dst + e, src + e, n - e, scale);                                            \
+    }                                                                                          \
+    __attribute__((target(TARGET))) void VALUE(float *dst, const uint16_t *src, size_t n,       \
+                                               float scale)                                     \
+    {                                                                                          \
+        size_t e = 0;                                                                          \
+        for (; e + (WIDTH) <= n; e += (WIDTH))                                                 \
+            STORE(dst + e, MUL(TO_FLOATS(LOAD_HALVES((const HALVES *)(src + e))), SET1(scale))); \
+        direct_fp16_value_run_plain(dst + e, src + e, n - e, scale);                           \
+    }
+enum { NEAREST = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC };
+
+/* AVX-512's last values under a mask: the same bits as the plain function,
+ * without its branches */
+__attribute__((target("avx512f"))) static void
+round_rest_avx512(uint16_t *dst, const float *src, size_t n, float scale)
+{
+    if (!n)
+        return;
+    const __mmask16 k = (__mmask16)((1u << n) - 1);
+    const __m256i h = _mm512_cvtps_ph(
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(k, src), _mm512_set1_ps(scale)), NEAREST);
+    uint16_t rest[16];
+    _mm256_storeu_si256((__m256i *)rest, h);
+    memcpy(dst, rest, sizeof(uint16_t) * n);
+}
+#else
+#define CONVERSION_RUNS(ROUND, VALUE, ...)                                                     \
+    void ROUND(uint16_t *dst, const float *src, size_t n, float scale)                         \
+    {                                                                                          \
+        direct_fp16_round_run_plain(dst, src, n, scale);                                       \
+    }                                                                                          \
+    void VALUE(float *dst, const uint16_t *src, size_t n, float scale)                         \
+    {                                                                                          \
+        direct_fp16_value_run_plain(dst, src, n, scale);                                       \
+    }
+#endif
+
+/* F16C: 8 at a time */
+CONVERSION_RUNS(direct_fp16_round_run_f16c, direct_fp16_value_run_f16c, "avx,f16c", 8, __m128i,
+                _mm256_loadu_ps, _mm256_storeu_ps, _mm_loadu_si128, _mm_storeu_si128,
+                _mm256_set1_ps, _mm256_mul_ps, _mm256_cvtps_ph, _mm256_cvtph_ps,
+                direct_fp16_round_run_plain)
+
+/* AVX-512: 16 at a time */
+CONVERSION_RUNS(direct_fp16_round_run_avx512, direct_fp16_value_run_avx512, "avx512f", 16,
+                __m256i, _mm512_loadu_ps, _mm512_storeu_ps, _mm256_loadu_si256,
+                _mm256_storeu_si256, _mm512_set1_ps, _mm512_mul_ps, _mm512_cvtps_ph,
+                _mm512_cvtph_ps, round_rest_avx512)
+
+void direct_fp16_round_run(uint16_t *dst, const float *src, size_t n, float scale)
+{
+    fp16_round_run_fn *run = cpu_has(CPU_AVX512F) ? direct_fp16_round_run_avx512
+                             : cpu_has(CPU_F16C)  ? direct_fp16_round_run_f16c
+                                                  : direct_fp16_round_run_plain;
+    run(dst, src, n, scale);
+}
+
+void direct_fp16_value_run(float *dst, const uint16_t *src, size_t n, float scale)
+{
+    fp16_value_run_fn *run = cpu_has(CPU_AVX512F) ? direct_fp16_value_run_avx512
+                             : cpu_has(CPU_F16C)  ? direct_fp16_value_run_f16c
+                                                  : direct_fp16_value_run_plain;
+    run(dst, src, n, scale);
+}

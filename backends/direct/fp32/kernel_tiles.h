@@ -1,0 +1,276 @@
+/* The register tiles kernels.c builds its convolutions and dense products
+ * from (backends/direct/fp32/kernels.c): the build's vector type and tile
+ * shape, the vector helpers, and row_tile, a block of rows summed over a
+ * walk of taps. Only kernels.c includes this, once per instruction set
+ * (module.mk): everything here is static, compiled with that build's
+ * flags, so each build has its own copy fitted to its registers. */
+#ifndef LENET_BENCH_DIRECT_KERNEL_TILES_H
+#define LENET_BENCH_DIRECT_KERNEL_TILES_H
+
+#include <stddef.h>
+#include <string.h>
+
+/* Floats per vector: the build's register width. (-DLB_DIRECT_VL=16 in a
+ * build for AVX2 runs the AVX-512 build's logic on pairs of registers.) */
+#ifndef LB_DIRECT_VL
+#if defined(__AVX512F__)
+#define LB_DIRECT_VL 16
+#elif defined(__AVX__)
+#define LB_DIRECT_VL 8
+#else
+#define LB_DIRECT_VL 4
+#endif
+#endif
+enum { VL = LB_DIRECT_VL };
+typedef float vec __attribute__((vector_size(VL * sizeof(float))));
+
+/* Whether a vector is one register of the target, for the intrinsics */
+#if LB_DIRECT_VL == 16 && defined(__AVX512F__)
+#define VEC_IS_ZMM 1
+#elif LB_DIRECT_VL == 8 && defined(__AVX__)
+#define VEC_IS_YMM 1
+#endif
+#if defined(VEC_IS_ZMM) || defined(VEC_IS_YMM)
+#include <immintrin.h>
+#endif
+
+/* A forward or input-gradient tile: MR rows of NV vectors (at most 12 by
+ * 4), MR x NV accumulators plus NV loaded vectors and a broadcast. */
+#ifndef LB_DIRECT_MR
+#define LB_DIRECT_MR 6
+#endif
+#ifndef LB_DIRECT_NV
+#define LB_DIRECT_NV 2
+#endif
+enum { MR = LB_DIRECT_MR, NV = LB_DIRECT_NV, NR = NV * VL };
+/* A weight-gradient tile: WK output channels by WT taps (at most 5 by 8),
+ * WK x WT accumulators plus WK loaded vectors and one more. */
+#ifndef LB_DIRECT_WK
+#define LB_DIRECT_WK 2
+#endif
+#ifndef LB_DIRECT_WT
+#define LB_DIRECT_WT 5
+#endif
+enum { WK = LB_DIRECT_WK, WT = LB_DIRECT_WT };
+/* the sizes tile() and weight_block() have cases for */
+#if !(LB_DIRECT_MR == 6 || LB_DIRECT_MR == 8 || LB_DIRECT_MR == 10 || LB_DIRECT_MR == 12) ||     \
+    !(LB_DIRECT_NV >= 2 && LB_DIRECT_NV <= 4) || !(LB_DIRECT_WK == 2 || LB_DIRECT_WK == 4 ||     \
+                                                  LB_DIRECT_WK == 5) ||                        \
+    !(LB_DIRECT_WT == 5 || LB_DIRECT_WT == 8)
+#error "tile shape: MR 6, 8, 10 or 12; NV 2 to 4; WK 2, 4 or 5; WT 5 or 8"
+#endif
+/* 1: a row's vectors split into column tiles of nearly equal widths (16
+ * vectors as 3+3+3+3+2+2, not 5 x 3 + 1), and a convolution's output
+ * channels into weight-gradient blocks of nearly equal counts: no tile of
+ * one vector or one channel, whose few accumulators and many loads per
+ * FMA leave a second FMA port idle. 0: full tiles, then what is left. */
+#ifndef LB_DIRECT_EVEN
+#define LB_DIRECT_EVEN 0
+#endif
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* Unaligned loads and stores; with AVX as the intrinsics, which GCC emits
+ * whole (tuned for Zen 1 it splits a plain 256-bit store in two). */
+ALWAYS_INLINE vec load(const float *p)
+{
+#ifdef VEC_IS_YMM
+    return (vec)_mm256_loadu_ps(p);
+#else
+    vec v;
+    memcpy(&v, p, sizeof v);
+    return v;
+#endif
+}
+
+ALWAYS_INLINE void store(float *p, vec v)
+{
+#ifdef VEC_IS_YMM
+    _mm256_storeu_ps(p, (__m256)v);
+#else
+    memcpy(p, &v, sizeof v);
+#endif
+}
+
+ALWAYS_INLINE vec splat(float x)
+{
+    vec v;
+    for (int i = 0; i < VL; i++)
+        v[i] = x;
+    return v;
+}
+
+/* *p in every lane, loaded as one broadcast (GCC otherwise builds some
+ * splats of a loaded float from two instructions) */
+ALWAYS_INLINE vec splat_at(const float *p)
+{
+#if defined(VEC_IS_ZMM)
+    return (vec)_mm512_set1_ps(*p);
+#elif defined(VEC_IS_YMM)
+    return (vec)_mm256_broadcast_ss(p);
+#else
+    return splat(*p);
+#endif
+}
+
+ALWAYS_INLINE float sum_lanes(vec v)
+{
+    float s = 0.0f;
+    for (int i = 0; i < VL; i++)
+        s += v[i];
+    return s;
+}
+
+/* x[0..n) summed a vector at a time (a bias's gradient) */
+static float sum_run(const float *x, size_t n)
+{
+    vec total = splat(0.0f);
+    float tail = 0.0f;
+    size_t j = 0;
+    for (; j + VL <= n; j += VL)
+        total += load(x + j);
+    for (; j < n; j++)
+        tail += x[j];
+    return sum_lanes(total) + tail;
+}
+
+/* Keeps v in a register from here: GCC would otherwise fold a loaded
+ * vector into every FMA that uses it, a load each. (Without AVX a vector
+ * spans several registers and there is nothing to pin.) */
+ALWAYS_INLINE void in_register(vec *v)
+{
+#if defined(VEC_IS_ZMM)
+    __asm__("" : "+v"(*v));
+#elif defined(VEC_IS_YMM)
+    __asm__("" : "+x"(*v));
+#else
+    (void)v;
+#endif
+}
+
+/* The taps a tile sums over: a walk of three nested levels, each with its
+ * count, the step of the runs (b) and the step of the weights (a) from one
+ * value of that level to the next. */
+typedef struct walk {
+    int count[3];
+    ptrdiff_t b_step[3], a_step[3];
+} walk;
+
+/* rows[i] (i < m, at most MR) gets, for columns [0, width), the sum over
+ * the walk's taps of a_tap[i * a_row] * b_tap[column], plus init[i] (or
+ * 0), stored (add == 0) or added to what is there. width is nv vectors, or
+ * one column for nv == 0. m and nv are constants where this is inlined,
+ * so the accumulators live in registers. */
+ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int add,
+                            const float *init, const float *a, ptrdiff_t a_row,
+                            const float *b, const walk *wk)
+{
+    const int lanes = nv ? nv : 1;
+    vec acc[MR][NV];
+    float one[MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < m; i++) {
+        one[i] = init ? init[i] : 0.0f;
+#pragma GCC unroll 4
+        for (int v = 0; v < lanes; v++)
+            acc[i][v] = splat(one[i]);
+    }
+    const walk w = *wk; /* a copy the stores below cannot change */
+    for (int u0 = 0; u0 < w.count[0]; u0++)
+        for (int u1 = 0; u1 < w.count[1]; u1++) {
+            const float *s = b + u0 * w.b_step[0] + u1 * w.b_step[1];
+            const float *t = a + u0 * w.a_step[0] + u1 * w.a_step[1];
+            for (int u2 = 0; u2 < w.count[2]; u2++, s += w.b_step[2], t += w.a_step[2]) {
+                if (!nv) {
+                    const float x = *s;
+#pragma GCC unroll 8
+                    for (int i = 0; i < m; i++)
+                        one[i] += t[i * a_row] * x;
+                    continue;
+                }
+                vec x[NV];
+#pragma GCC unroll 4
+                for (int v = 0; v < nv; v++)
+                    x[v] = load(s + v * VL);
+#pragma GCC unroll 8
+                for (int i = 0; i < m; i++) {
+                    const vec wt = splat_at(t + i * a_row);
+#pragma GCC unroll 4
+                    for (int v = 0; v < nv; v++)
+                        acc[i][v] += wt * x[v];
+                }
+            }
+        }
+#pragma GCC unroll 8
+    for (int i = 0; i < m; i++) {
+        if (!nv) {
+            rows[i][0] = add ? rows[i][0] + one[i] : one[i];
+            continue;
+        }
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            store(rows[i] + v * VL, add ? load(rows[i] + v * VL) + acc[i][v] : acc[i][v]);
+    }
+}
+
+/* Where block b of `blocks` nearly equal blocks of n rows starts: ceil(n /
+ * MR) blocks of at most MR rows each, none much smaller than the others
+ * (a block of few rows has few accumulators to hide the FMA latency). */
+static int block_start(int n, int blocks, int b) { return (int)((long)n * b / blocks); }
+
+/* row_tile with m and nv constants in each branch. */
+static void tile(int m, int nv, float *const *rows, int add, const float *init, const float *a,
+                 ptrdiff_t a_row, const float *b, const walk *wk)
+{
+#define TILE_CASE(M, NVEC)                                                                   \
+    if (m == M && nv == NVEC) {                                                              \
+        row_tile(M, NVEC, rows, add, init, a, a_row, b, wk);                                 \
+        return;                                                                              \
+    }
+#if LB_DIRECT_NV >= 4
+#define TILE_CASES(M)                                                                        \
+    TILE_CASE(M, 0) TILE_CASE(M, 1) TILE_CASE(M, 2) TILE_CASE(M, 3) TILE_CASE(M, 4)
+#elif LB_DIRECT_NV >= 3
+#define TILE_CASES(M) TILE_CASE(M, 0) TILE_CASE(M, 1) TILE_CASE(M, 2) TILE_CASE(M, 3)
+#else
+#define TILE_CASES(M) TILE_CASE(M, 0) TILE_CASE(M, 1) TILE_CASE(M, 2)
+#endif
+    TILE_CASES(1)
+    TILE_CASES(2)
+    TILE_CASES(3)
+    TILE_CASES(4)
+    TILE_CASES(5)
+    TILE_CASES(6)
+#if LB_DIRECT_MR >= 8
+    TILE_CASES(7)
+    TILE_CASES(8)
+#endif
+#if LB_DIRECT_MR >= 10
+    TILE_CASES(9)
+    TILE_CASES(10)
+#endif
+#if LB_DIRECT_MR >= 12
+    TILE_CASES(11)
+    TILE_CASES(12)
+#endif
+#undef TILE_CASES
+#undef TILE_CASE
+}
+
+/* The column tiles of a row `width` wide: NR columns at a time, then one
+ * vector, then single columns. Returns the vectors of the tile at column j
+ * (0 for a single column) and sets *cols to its width. */
+static int tile_at(size_t j, size_t width, int *cols)
+{
+#if LB_DIRECT_EVEN
+    /* the whole vectors left in as few tiles as NV allows, nearly equal */
+    const size_t left = (width - j) / VL, tiles = (left + NV - 1) / NV;
+    const int nv = left ? (int)((left + tiles - 1) / tiles) : 0;
+#else
+    const int nv = j + NR <= width ? NV : j + VL <= width ? 1 : 0;
+#endif
+    *cols = nv ? nv * VL : 1;
+    return nv;
+}
+
+#endif

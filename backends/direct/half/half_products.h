@@ -1,0 +1,91 @@
+/* What the direct backend's half-precision product sets (bf16_products.c,
+ * fp16_products.c) share: bf16.h and fp16.h have the same shapes, so one
+ * set of chwn_products entries (half_products.c) serves both, reading the
+ * format's functions from the set's ctx; each set's file keeps only the
+ * entries the table calls without the set (the packed weights' size and
+ * packing, the dense scratch). Each product rounds and packs its operands
+ * in the engine's scratch; the convolutions' weights are packed once a
+ * pass, after weight_bias. */
+#ifndef LB_DIRECT_HALF_PRODUCTS_H
+#define LB_DIRECT_HALF_PRODUCTS_H
+
+#include <stddef.h>
+
+#include "backends/chwn/chwn_products.h"
+
+/* One format's products, as bf16.h and fp16.h declare them */
+typedef struct direct_half_ops {
+    size_t (*conv_scratch_bytes)(int B, int C, int H, int W, int K, int kernel);
+    size_t (*conv_weight_bytes)(int C, int K, int kernel);
+    void (*pack_conv_weights)(void *packed, const float *weight_bias, int C, int K, int kernel);
+    void (*conv_forward)(float *out, const float *in, const float *weight_bias,
+                         const void *packed_weights, void *scratch, int B, int C, int H, int W,
+                         int K, int kernel, int threads);
+    void (*conv_backward_data)(float *d_in, const float *d_out, const void *packed_weights,
+                               void *scratch, int B, int C, int H, int W, int K, int kernel,
+                               int threads);
+    void (*conv_backward_params)(float *d_weight_bias, const float *d_out, const float *in,
+                                 void *scratch, int B, int C, int H, int W, int K, int kernel,
+                                 int threads);
+    size_t (*dense_scratch_bytes)(int B, int n_in, int n_out);
+    void (*dense_forward)(float *out, const float *in, const float *weight, const float *bias,
+                          void *scratch, int B, int n_in, int n_out, int threads);
+    void (*dense_backward)(float *d_weight, float *d_bias, float *d_in, const float *d_out,
+                           const float *in, const float *weight, void *scratch, int B, int n_in,
+                           int n_out, int threads);
+} direct_half_ops;
+
+/* The entries a set's file writes over its ops (NULL-free): the floats
+ * after weight_bias[K][R + 1] that the packed copy takes, the packing,
+ * and the dense scratch in floats. */
+size_t direct_half_packed_floats(const direct_half_ops *ops, int C, int K, int kernel);
+void direct_half_pack_weights(const direct_half_ops *ops, float *weight_bias, int C, int K,
+                              int kernel);
+size_t direct_half_dense_scratch_floats(const direct_half_ops *ops, int B, int n_in, int n_out);
+
+/* The shared entries, reading set->ctx as a direct_half_ops */
+size_t direct_half_conv_scratch_floats(const chwn_products *set, int B, int C, int H, int W,
+                                       int K, int kernel, int stride);
+void direct_half_conv_forward(const chwn_products *set, float *out, const float *in,
+                              const float *weight_bias, float *scratch, int B, int C, int H,
+                              int W, int K, int kernel, int stride, int threads);
+void direct_half_conv_backward_params(const chwn_products *set, float *d_weight_bias,
+                                      const float *d_out, const float *in, float *scratch,
+                                      int B, int C, int H, int W, int K, int kernel, int stride,
+                                      int threads);
+void direct_half_conv_backward_data(const chwn_products *set, float *d_in, const float *d_out,
+                                    const float *weight_bias, float *scratch, int B, int C,
+                                    int H, int W, int K, int kernel, int stride, int threads);
+void direct_half_dense_forward(const chwn_products *set, float *out, const float *in,
+                               const float *weight, const float *bias, float *scratch, int B,
+                               int n_in, int n_out, const chwn_team *team);
+void direct_half_dense_backward(const chwn_products *set, float *d_weight, float *d_bias,
+                                float *d_in, const float *d_out, const float *in,
+                                const float *weight, float *scratch, int B, int n_in, int n_out,
+                                const chwn_team *team);
+
+/* A half set's table: its name, arithmetic (engine.h's key), ops, the
+ * function that enters a pass (direct_team_enter, or one of its own that
+ * calls it) and three entries of its file (conv_packed_floats,
+ * conv_pack_weights, dense_scratch_floats: static functions over
+ * direct_half_packed_floats, ...); 32 images a group, as the fp32 set
+ * (direct_backend.h). Each set's file spells its definition out:
+ *     const chwn_products direct_bf16_products =
+ *         DIRECT_HALF_PRODUCT_SET("direct bf16", ARITHMETIC_BF16_DOT, &bf16_ops,
+ *                                 direct_team_enter);
+ */
+#define DIRECT_HALF_PRODUCT_SET(NAME, ARITH, OPS, ENTER)                                       \
+    {                                                                                          \
+        .name = NAME, .arithmetic = ARITH, .ctx = OPS, .group_images = 32, .enter = ENTER,     \
+        .refuses_conv = direct_refuses_conv, .conv_packed_floats = conv_packed_floats,         \
+        .conv_pack_weights = conv_pack_weights,                                                \
+        .conv_scratch_floats = direct_half_conv_scratch_floats,                                \
+        .forward_conv = direct_half_conv_forward,                                              \
+        .backward_conv_params = direct_half_conv_backward_params,                              \
+        .backward_conv_data = direct_half_conv_backward_data,                                  \
+        .dense_scratch_floats = dense_scratch_floats,                                          \
+        .forward_dense = direct_half_dense_forward,                                            \
+        .backward_dense = direct_half_dense_backward,                                          \
+    }
+
+#endif
