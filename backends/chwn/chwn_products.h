@@ -54,6 +54,9 @@
 #include "backends/chwn/chwn.h"
 #include "backends/common/real.h"
 
+/* chwn_products.loss_scaling */
+enum { CHWN_LOSS_SCALING_OF_PRECISION, CHWN_LOSS_SCALED, CHWN_NOT_LOSS_SCALED };
+
 typedef struct R(chwn_products) chwn_products;
 
 struct R(chwn_products) {
@@ -76,6 +79,11 @@ struct R(chwn_products) {
      * passes): the engine then gives the first layer of a whole network,
      * which passes back no input gradient, none. */
     int conv_scratch_for_input_gradient_only;
+    /* Whether the engine scales the loss for these products (dynamic loss
+     * scaling, backends/common/loss_scale.h): CHWN_LOSS_SCALED or
+     * CHWN_NOT_LOSS_SCALED; a set that leaves it 0 is scaled as its
+     * precision's row says (precision_of: fp16 is). */
+    int loss_scaling;
     /* The set's own data (the GEMM it calls), for its entries; NULL when
      * it has none. */
     const void *ctx;
