@@ -261,21 +261,6 @@ static const char *arithmetic(engine *handle)
     return e->inner->ops->arithmetic(e->rep[0].e);
 }
 
-void dp_destroy(dp_engine *e)
-{
-    if (!e)
-        return;
-    if (e->team)
-        dp_run_all(e, JOB_DESTROY);
-    for (int l = 0; l < e->local; l++)
-        if (!e->group)
-            comm_destroy(e->rep[l].comm);
-    inproc_group_destroy(e->group);
-    comm_destroy(e->proc);
-    worker_team_destroy(e->team);
-    free(e);
-}
-
 /* The coordinator's entries, shared by every wrapped backend and
  * multi-gpu. It offers no data-parallel entries of its own (it is the
  * data parallelism) and no stages. */

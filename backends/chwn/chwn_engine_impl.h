@@ -66,7 +66,7 @@ struct chwn_engine {
 
     /* What the forward pass keeps for the backward pass (act, rows and
      * argmax), once per micro-batch slot of a stage (one for a whole network):
-     * slot_buf[slot * slot_stride(L) + ...], see use_slot. The host
+     * slot_buf[slot * chwn_slot_stride(L) + ...], see chwn_use_slot. The host
      * engine owns the buffers (host_alloc_counted); use_slot points act
      * and rows at one slot's, so that the layers' code sees one set. */
     real **slot_buf;
@@ -101,7 +101,11 @@ static inline chwn_engine *chwn_of(engine *e) { return (chwn_engine *)e; }
 #define chwn_stage_backward R(chwn_stage_backward)
 #define chwn_pass_failed R(chwn_pass_failed)
 
-/* chwn_engine.c: points act, rows and argmax at slot `slot`'s buffers. */
+/* A slot's buffers in slot_buf: act[0..L], rows, then argmax[0..L) (NULL
+ * for a layer that records none). */
+static inline int chwn_slot_stride(int L) { return 2 * L + 2; }
+
+/* chwn_passes.c: points act, rows and argmax at slot `slot`'s buffers. */
 void chwn_use_slot(chwn_engine *e, int slot);
 /* After a pass: -1 after host_fail when a product could not run (the
  * set's take_failure), else 0. */

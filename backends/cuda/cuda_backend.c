@@ -271,19 +271,29 @@ void cuda_destroy(engine *handle)
     free(e);
 }
 
-/* What each precision stores its activations and gradients in, and the
- * data types and compute type it hands cuDNN and cuBLAS. */
-static const struct precision_types {
+/* What each precision stores its activations and gradients in, the data
+ * types and compute type it hands cuDNN and cuBLAS, and how describe
+ * words it; the rest of its facts are the contract's (precision_of). A
+ * precision cuda_backend.precisions does not list has no row. */
+extern const backend cuda_backend;
+
+static const struct cuda_precision {
     lbk_dtype act;
     cudnnDataType_t cudnn;
     cudaDataType_t blas;
     cublasComputeType_t compute;
-} precision_types[PRECISION_COUNT] = {
-    [PREC_FP32] = {LBK_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUBLAS_COMPUTE_32F},
-    [PREC_TF32] = {LBK_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32},
-    [PREC_BF16] = {LBK_BF16, CUDNN_DATA_BFLOAT16, CUDA_R_16BF, CUBLAS_COMPUTE_32F},
-    [PREC_FP16] = {LBK_F16, CUDNN_DATA_HALF, CUDA_R_16F, CUBLAS_COMPUTE_32F},
-    [PREC_FP64] = {LBK_F64, CUDNN_DATA_DOUBLE, CUDA_R_64F, CUBLAS_COMPUTE_64F},
+    const char *math;
+} cuda_precisions[PRECISION_COUNT] = {
+    [PREC_FP32] = {LBK_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUBLAS_COMPUTE_32F,
+                   "fp32 FMA (no TF32)"},
+    [PREC_TF32] = {LBK_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32,
+                   "tf32 tensor cores"},
+    [PREC_BF16] = {LBK_BF16, CUDNN_DATA_BFLOAT16, CUDA_R_16BF, CUBLAS_COMPUTE_32F,
+                   "bf16 mixed, fp32 master weights"},
+    [PREC_FP16] = {LBK_F16, CUDNN_DATA_HALF, CUDA_R_16F, CUBLAS_COMPUTE_32F,
+                   "fp16 mixed, fp32 master weights, dynamic loss scale"},
+    [PREC_FP64] = {LBK_F64, CUDNN_DATA_DOUBLE, CUDA_R_64F, CUBLAS_COMPUTE_64F,
+                   "fp64 throughout"},
 };
 
 engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
@@ -295,7 +305,8 @@ engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char
         why = "no workload or configuration";
     else if (cfg->batch_size < 1)
         why = "batch size must be at least 1";
-    else if ((int)cfg->precision < (int)PREC_FP32 || (int)cfg->precision > (int)PREC_FP64)
+    else if ((unsigned)cfg->precision >= PRECISION_COUNT ||
+             !(cuda_backend.precisions & 1u << cfg->precision))
         why = "unknown precision";
     else if ((int)cfg->opt.kind < (int)OPT_SGD || (int)cfg->opt.kind > (int)OPT_ADAM)
         why = "unknown optimiser";
@@ -330,14 +341,16 @@ engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char
                              cfg->opt.eps};
     e->scaling = LB_NO_LOSS_SCALING;
     e->last_loss = NAN;
-    const struct precision_types *t = &precision_types[cfg->precision];
+    const struct cuda_precision *t = &cuda_precisions[cfg->precision];
+    const precision_info *info = precision_of(cfg->precision);
     e->act_type = t->act;
     e->cudnn_type = t->cudnn;
     e->blas_type = t->blas;
     e->blas_compute = t->compute;
-    e->master = cfg->precision == PREC_FP64 ? LBK_F64 : LBK_F32;
-    e->mixed = cfg->precision == PREC_BF16 || cfg->precision == PREC_FP16;
-    if (cfg->precision == PREC_FP16) /* fp16's range needs loss scaling; bf16 has fp32's range */
+    e->master = info->storage_bytes == (int)sizeof(double) ? LBK_F64 : LBK_F32;
+    e->mixed = info->mixed;
+    e->math = t->math;
+    if (info->loss_scaled) /* fp16's range needs loss scaling; bf16 has fp32's range */
         e->scaling = LB_FP16_LOSS_SCALING;
     if (init_engine(e) != 0) {
         if (err && err_len)
