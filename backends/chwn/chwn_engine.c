@@ -126,8 +126,8 @@ static int allocate_slot(chwn_engine *e, int slot)
     return 0;
 }
 
-engine *R(chwn_create)(const backend *b, const chwn_products *set, const workload *w,
-                       const engine_config *cfg, char *err, size_t err_len)
+static engine *create(const backend *b, const chwn_products *set, const workload *w,
+                      const engine_config *cfg, char *err, size_t err_len)
 {
     chwn_engine *e = (chwn_engine *)host_engine_create(b, &chwn_layers, sizeof *e, w, cfg,
                                                        check_workload, err, err_len);
@@ -239,6 +239,21 @@ engine *R(chwn_create)(const backend *b, const chwn_products *set, const workloa
         return host_engine_out_of_memory((engine *)e, err, err_len);
     return (engine *)e;
 }
+
+/* The entry point under this build's name (chwn.h). */
+#ifdef LB_REAL_DOUBLE
+engine *chwn_create_f64(const backend *b, const chwn_products *set, const workload *w,
+                        const engine_config *cfg, char *err, size_t err_len)
+{
+    return create(b, set, w, cfg, err, err_len);
+}
+#else
+engine *chwn_create_f32(const backend *b, const chwn_products *set, const workload *w,
+                        const engine_config *cfg, char *err, size_t err_len)
+{
+    return create(b, set, w, cfg, err, err_len);
+}
+#endif
 
 
 

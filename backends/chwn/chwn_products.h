@@ -57,9 +57,12 @@
 /* chwn_products.loss_scaling */
 enum { CHWN_LOSS_SCALING_OF_PRECISION, CHWN_LOSS_SCALED, CHWN_NOT_LOSS_SCALED };
 
-typedef struct R(chwn_products) chwn_products;
+/* The struct's tag is the build's: struct chwn_products_f32 or
+ * struct chwn_products_f64 (chwn.h names both). */
+#define chwn_products REAL_NAME(chwn_products_f32, chwn_products_f64)
+typedef struct chwn_products chwn_products;
 
-struct R(chwn_products) {
+struct chwn_products {
     /* What the set is, for messages and tests: "sgemm", "direct bf16". */
     const char *name;
     /* The arithmetic its products run on, as the CPU peaks name it

@@ -26,7 +26,7 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
     (void)ctx;
     const int fp64 = cfg && cfg->precision == PREC_FP64;
     naive_engine *e = naive_of(host_engine_create(&naive_backend,
-                                                  fp64 ? &naive_layers_f64 : &naive_layers_f32,
+                                                  fp64 ? naive_layers_f64 : naive_layers_f32,
                                                   sizeof *e, w, cfg, NULL, err, err_len));
     if (!e)
         return NULL;
