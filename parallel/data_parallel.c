@@ -207,7 +207,7 @@ static void placement(engine *handle, int *threads, int *devices, int *replicas)
     *devices = distinct * e->ranks;
 }
 
-static void describe(engine *handle, char *buf, size_t len)
+static void dp_describe(engine *handle, char *buf, size_t len)
 {
     dp_engine *e = dp_of(handle);
     e->describe_buf[0] = '\0';
@@ -269,7 +269,7 @@ static void destroy(engine *e) { dp_destroy(dp_of(e)); }
 static const engine_ops dp_ops = {
     .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params,
     .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,
-    .placement = placement, .describe = describe, .peak_memory = peak_memory,
+    .placement = placement, .describe = dp_describe, .peak_memory = peak_memory,
     .peak_gflops = peak_gflops, .memory_use = memory_use_entry, .arithmetic = arithmetic};
 
 /* Backends ------------------------------------------------------------- */

@@ -39,11 +39,11 @@
  * and up to the first step that exceeds them; from that step on the losses
  * are held as a framework peer's (1e-2 relative, 1e-4 absolute below a
  * loss of 1e-2) and the parameter vector to 1e-3 L2; each parameter stays
- * within 1e-3. A wrong gradient shows from the first steps on. Adam divides by the root of the squared
- * gradients, so a gradient element that is rounding noise around zero
- * moves its weight by up to lr per step whatever its size: an element may
- * differ by up to steps x lr (the L2 bound still holds the vector to what
- * the others allow). The synthetic images carry noise everywhere; on
+ * within 1e-3. A wrong gradient shows from the first steps on. Adam
+ * divides by the root of the squared gradients, so a gradient element
+ * that is rounding noise around zero moves its weight by up to lr per
+ * step whatever its size: an element may differ by up to steps x lr (the
+ * L2 bound still holds the vector to what the others allow). The synthetic images carry noise everywhere; on
  * Fashion-MNIST, whose flat black backgrounds make many pool windows near
  * ties, two correct fp32 implementations agree for about 15 steps and then
  * drift apart at the 1e-2 level, which is why the images here are synthetic.

@@ -222,7 +222,8 @@ static void check_same_training(const backend *inner, const backend *many, const
         expect_close(what, got + tie, ref + tie, STEPS - tie, tie_loss_rel, 0.0);
     }
     assert_true(got[STEPS - 1] < got[0]); /* it learnt: not two idle runs */
-    float *p1 = params_of(inner, one, s.w.param_count), *pn = params_of(many, split, s.w.param_count);
+    float *p1 = params_of(inner, one, s.w.param_count);
+    float *pn = params_of(many, split, s.w.param_count);
     snprintf(what, sizeof what, "%s on %s: parameters after %d steps", many->name, wname, STEPS);
     if (tie < 0)
         expect_close(what, pn, p1, s.w.param_count, param_rel, 1e-2);

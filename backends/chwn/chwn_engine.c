@@ -126,8 +126,8 @@ static int allocate_slot(chwn_engine *e, int slot)
     return 0;
 }
 
-static engine *create(const backend *b, const chwn_products *set, const workload *w,
-                      const engine_config *cfg, char *err, size_t err_len)
+static engine *chwn_create_engine(const backend *b, const chwn_products *set, const workload *w,
+                                  const engine_config *cfg, char *err, size_t err_len)
 {
     chwn_engine *e = (chwn_engine *)host_engine_create(b, &chwn_layers, sizeof *e, w, cfg,
                                                        check_workload, err, err_len);
@@ -245,13 +245,13 @@ static engine *create(const backend *b, const chwn_products *set, const workload
 engine *chwn_create_f64(const backend *b, const chwn_products *set, const workload *w,
                         const engine_config *cfg, char *err, size_t err_len)
 {
-    return create(b, set, w, cfg, err, err_len);
+    return chwn_create_engine(b, set, w, cfg, err, err_len);
 }
 #else
 engine *chwn_create_f32(const backend *b, const chwn_products *set, const workload *w,
                         const engine_config *cfg, char *err, size_t err_len)
 {
-    return create(b, set, w, cfg, err, err_len);
+    return chwn_create_engine(b, set, w, cfg, err, err_len);
 }
 #endif
 

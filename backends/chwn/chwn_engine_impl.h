@@ -94,10 +94,14 @@ static inline chwn_engine *chwn_of(engine *e) { return (chwn_engine *)e; }
 #define chwn_group_grad REAL_NAME(chwn_group_grad_f32, chwn_group_grad_f64)
 #define chwn_join_conv_weights REAL_NAME(chwn_join_conv_weights_f32, chwn_join_conv_weights_f64)
 #define chwn_conv_stage_forward REAL_NAME(chwn_conv_stage_forward_f32, chwn_conv_stage_forward_f64)
-#define chwn_conv_stage_backward REAL_NAME(chwn_conv_stage_backward_f32, chwn_conv_stage_backward_f64)
-#define chwn_conv_stage_sum_gradients REAL_NAME(chwn_conv_stage_sum_gradients_f32, chwn_conv_stage_sum_gradients_f64)
-#define chwn_dense_forward_layer REAL_NAME(chwn_dense_forward_layer_f32, chwn_dense_forward_layer_f64)
-#define chwn_dense_backward_layer REAL_NAME(chwn_dense_backward_layer_f32, chwn_dense_backward_layer_f64)
+#define chwn_conv_stage_backward                                                                   \
+    REAL_NAME(chwn_conv_stage_backward_f32, chwn_conv_stage_backward_f64)
+#define chwn_conv_stage_sum_gradients                                                              \
+    REAL_NAME(chwn_conv_stage_sum_gradients_f32, chwn_conv_stage_sum_gradients_f64)
+#define chwn_dense_forward_layer                                                                   \
+    REAL_NAME(chwn_dense_forward_layer_f32, chwn_dense_forward_layer_f64)
+#define chwn_dense_backward_layer                                                                  \
+    REAL_NAME(chwn_dense_backward_layer_f32, chwn_dense_backward_layer_f64)
 #define chwn_stage_forward REAL_NAME(chwn_stage_forward_f32, chwn_stage_forward_f64)
 #define chwn_stage_backward REAL_NAME(chwn_stage_backward_f32, chwn_stage_backward_f64)
 #define chwn_pass_failed REAL_NAME(chwn_pass_failed_f32, chwn_pass_failed_f64)

@@ -134,7 +134,8 @@ static void group_backward_layer(chwn_engine *e, int i, int B, int g, int b0, in
     }
     case LAYER_MAXPOOL:
         if (d_in)
-            chwn_maxpool_backward(d_in, d, group_argmax(e, i, b0), group_block(e->act[i], l->in, b0),
+            chwn_maxpool_backward(d_in, d, group_argmax(e, i, b0),
+                                  group_block(e->act[i], l->in, b0),
                                   group_block(e->act[i + 1], l->out, b0), n, l->in.c, l->in.h,
                                   l->in.w, l->kernel, l->stride, threads);
         break;
