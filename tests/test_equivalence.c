@@ -43,10 +43,11 @@
  * divides by the root of the squared gradients, so a gradient element
  * that is rounding noise around zero moves its weight by up to lr per
  * step whatever its size: an element may differ by up to steps x lr (the
- * L2 bound still holds the vector to what the others allow). The synthetic images carry noise everywhere; on
- * Fashion-MNIST, whose flat black backgrounds make many pool windows near
- * ties, two correct fp32 implementations agree for about 15 steps and then
- * drift apart at the 1e-2 level, which is why the images here are synthetic.
+ * L2 bound still holds the vector to what the others allow). The
+ * synthetic images carry noise everywhere; on Fashion-MNIST, whose flat
+ * black backgrounds make many pool windows near ties, two correct fp32
+ * implementations agree for about 15 steps and then drift apart at the
+ * 1e-2 level, which is why the images here are synthetic.
  *
  * Reduced precisions (tf32, fp16, bf16) use the bounds argued in
  * tests/test_cuda.c (check_low_precision) from each format's unit roundoff:
