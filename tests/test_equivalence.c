@@ -52,7 +52,8 @@
  * Reduced precisions (tf32, fp16, bf16) use the bounds argued in
  * tests/test_cuda.c (check_low_precision) from each format's unit roundoff:
  * per-step loss within 1e-2, 2e-2 and 6e-2 relative, the parameters within
- * 10 times that (relative to max(|p|, 1e-2)); with Adam, which gives an
+ * 20 times that (relative to max(|p|, 1e-2); see below for why not 10)
+ * and the vector within it in L2; with Adam, which gives an
  * element whose gradient is rounding noise a full lr-sized step whatever
  * its size, the parameter vector as a whole (relative L2) instead. Measured
  * for blas bf16 with its numerics emulated on a CPU without bf16 (operands
@@ -82,14 +83,27 @@
  * of the terms' sizes at worst (notes/direct-fp16.md), so a result's worst
  * error is about twice bf16's; the typical error is 0.3% of it
  * (tests/test_direct_fp16_products.c). Hence bf16's loss bounds (6e-2
- * relative, 5e-2 floor, the Adam L2 0.6), and twice bf16's per-parameter
- * bound (1.2 relative to max(|p|, 1e-2)), which one small weight whose
+ * relative, 5e-2 floor, the Adam L2 0.6), and a per-parameter bound of
+ * 1.2 relative to max(|p|, 1e-2), which one small weight whose
  * gradient is mostly cancellation sets. Measured with the products
  * emulated (the same bits as vfmadd231ph), no step skipped by the loss
  * scale: lenet loss 8.8e-5, 5.4e-3, 3.4e-2 (sgd, nesterov, adam),
  * parameters 0.025 and 0.65 relative, L2 0.038 (adam); mlp loss 2.1e-4,
  * 5.0e-4, 2.0e-2, parameters 0.019 and 0.055, L2 0.0077: the losses as
- * bf16's, one Nesterov weight past bf16's 0.6.
+ * bf16's, one Nesterov weight past 10 times the loss bound.
+ *
+ * That one weight is not fp16's alone. On an Intel Xeon core (AVX-512,
+ * the 8x3 tiles, bf16 on fp32 FMAs) direct bf16 lenet nesterov put one
+ * weight 0.716 off relative to max(|p|, 1e-2) (0.0086 absolute, the
+ * vector 0.0030 off in L2), oneDNN's bf16 0.573, fp16 0.645, where a Zen 4
+ * or Zen 5 core measured 0.36-0.38: a weight near zero whose gradient is
+ * mostly cancellation takes the rounding of its terms' sizes every step,
+ * and the momentum carries it, so where the sums run in another order it
+ * lands elsewhere. So every reduced precision's per-parameter bound is 20
+ * times its loss bound (1.2 for bf16 and fp16), and the parameter vector
+ * as a whole is held to the loss bound in L2 (0.06; measured at most
+ * 0.0039 over every engine, optimiser but Adam and workload): one weight
+ * may wander, a wrong gradient anywhere moves the vector.
  *
  * fp64. A backend's fp64 runs are compared with naive's fp64 runs, on the
  * losses the engines computed before rounding them to float (last_loss).
@@ -232,8 +246,8 @@ static tolerance tolerance_for(const backend *b, precision p, precision ref_prec
     return (tolerance){.loss_rel = rel,
                        .loss_floor = floor_,
                        .param_abs = INFINITY,
-                       .param_l2 = adam ? 10 * rel : INFINITY,
-                       .param_rel = adam ? INFINITY : (fp16_chains ? 20 : 10) * rel,
+                       .param_l2 = adam ? 10 * rel : rel,
+                       .param_rel = adam ? INFINITY : 20 * rel,
                        .eval_moved = 2 * TEST_IMAGES * 3 / 100,
                        .eval_loss_rel = rel,
                        .eval_loss_floor = 1e-6};
