@@ -79,7 +79,10 @@ DIRECT_FLAGS_avx512 := $(DIRECT_AVX512_FLAGS) -DLB_DIRECT_MR=8 -DLB_DIRECT_NV=3
 DIRECT_FLAGS_avx512_2fma := $(DIRECT_AVX512_FLAGS) -DLB_DIRECT_MR=6 -DLB_DIRECT_NV=4 \
     -DLB_DIRECT_WK=4 -DLB_DIRECT_WT=5 -DLB_DIRECT_EVEN=1 -DLB_DIRECT_FMA_PORTS=2
 DIRECT_FLAGS_avx2 := -march=x86-64 -mtune=haswell -mavx -mavx2 -mfma -mf16c
-DIRECT_FLAGS_generic := $(if $(filter avx2,$(DIRECT_ISAS)),-march=x86-64 -mtune=generic)
+# SSE2 (x86-64's baseline) has 16 registers and no FMA: a multiply-add
+# takes a register for the product, so 5x2 tiles (10 accumulators, 2
+# loads, a broadcast, a product) where 6x2 spilled two accumulators
+DIRECT_FLAGS_generic := $(if $(filter avx2,$(DIRECT_ISAS)),-march=x86-64 -mtune=generic -DLB_DIRECT_MR=5)
 DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/fp32/kernels_%.o)
 # bf16 on the fp32 tiles (bf16_fma.h) is in every build: fp32 FMAs on
 # operands rounded to bf16, chosen where vdpbf16ps is missing or slower
