@@ -140,6 +140,17 @@ TEST_OBJS_test_direct_kernels := $(BUILD)/backends/direct/fp32/dispatch.o $(DIRE
 TEST_LIBS_test_direct_kernels := -fopenmp -lm
 TEST_SCRIPTS += tests/test_direct_isa.sh
 
+# Every tile shape's inner loop in registers: no stack operand, no move
+# between vector and general registers, in the kernel objects as GCC and
+# clang build them (scripts/check-spills reads them with objdump, so it
+# holds on any CPU; tests/test_spills.sh)
+TEST_SCRIPTS += tests/test_spills.sh
+.PHONY: print-direct-kernel-objects check-spills
+print-direct-kernel-objects:
+	@echo $(DIRECT_KERNEL_OBJS)
+check-spills: $(DIRECT_KERNEL_OBJS)
+	scripts/check-spills $(DIRECT_KERNEL_OBJS)
+
 # bf16 on fp32 FMAs against a reference in double and the vdpbf16ps
 # products, on every build of the tiles this CPU runs, and the choice
 # between the two (tests/test_direct_bf16_fma.c); and the three sets'
