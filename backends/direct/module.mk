@@ -18,17 +18,32 @@
 # 30% slower, larger weight-gradient tiles (4x5, 2x8) no faster.
 # what the registry knows of the backend, built or not
 LIB_SRCS += backends/direct/registration.c
-# LENET_BENCH_DIRECT_ISA's names and rules (isa.h): the harness checks the
-# value before anything runs
-LIB_SRCS += backends/direct/fp32/isa.c
+# The builds of the fp32 tiles (fp32/kernels.c), best first: the one list
+# of them. isa.c (their names) and dispatch.c (their tables) read it as
+# LB_DIRECT_ISAS(X), X(avx512_2fma) X(avx512) ...; each build's flags are
+# DIRECT_FLAGS_<name> below.
+ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine)),)
+DIRECT_ISAS := avx512_2fma avx512 avx2 generic
+else
+DIRECT_ISAS := generic
+endif
+DIRECT_ISA_LIST := '-DLB_DIRECT_ISAS(X)=$(foreach i,$(DIRECT_ISAS),X($(i)))'
+$(BUILD)/backends/direct/fp32/isa.o $(BUILD)/backends/direct/fp32/dispatch.o: CFLAGS += $(DIRECT_ISA_LIST)
+$(BUILD)/backends/direct/fp32/isa.o $(BUILD)/backends/direct/fp32/dispatch.o: backends/direct/module.mk
+# LENET_BENCH_DIRECT_ISA's names and rules (isa.h), and the candidates'
+# tables, whose names LENET_BENCH_DIRECT_BF16 and _FP16 take
+# (candidates.h): the harness checks the values before anything runs
+LIB_SRCS += backends/direct/fp32/isa.c backends/direct/candidates.c
+# (both are linked wherever isa.o is)
+DIRECT_ISA_OBJS := $(BUILD)/backends/direct/fp32/isa.o $(BUILD)/backends/direct/candidates.o
 
 # The bf16 products (bf16.h): the vdpbf16ps tiles built with AVX-512 flags
 # of their own, after the build's -march, so that the object builds on any
 # x86-64 machine whose compiler knows the instructions; whether they run is
 # decided at run time (direct_bf16_supported). A compiler without
 # -mavx512bf16 leaves them out, and the backend's bf16 with them. Here,
-# before DIRECT_OBJS, since the module links them (bf16.mk, read later,
-# has their test and speed tool).
+# before DIRECT_OBJS, since the module links them (bf16/bf16.mk, read
+# later, has their tests, tools/tools.mk their speed tool).
 DIRECT_BF16_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512bf16
 HAVE_DIRECT_BF16 := $(call probe,$(H)include <immintrin.h>\n__m512 f(__m512 a,__m512bh b){return _mm512_dpbf16_ps(a,b,b);}\nint main(void){return 0;}\n,$(DIRECT_BF16_FLAGS))
 ifeq ($(HAVE_DIRECT_BF16),1)
@@ -39,8 +54,8 @@ $(DIRECT_BF16_OBJS): $(BUILD)/build-flags
 endif
 # The fp16 products (fp16.h) likewise, with AVX512_FP16 (gcc 12 and later);
 # the emulated tiles are built with -ffp-contract=off: their exact FMA
-# relies on additions that are not fused. fp16.mk has their tests and
-# speed tool.
+# relies on additions that are not fused. fp16/fp16.mk has their tests,
+# tools/tools.mk their speed tool.
 DIRECT_FP16_FLAGS := -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx512fp16
 HAVE_DIRECT_FP16 := $(call probe,$(H)include <immintrin.h>\n__m512h f(__m512h a,__m512h b){return _mm512_fmadd_ph(a,b,a);}\nint main(void){return 0;}\n,$(DIRECT_FP16_FLAGS))
 ifeq ($(HAVE_DIRECT_FP16),1)
@@ -57,12 +72,6 @@ endif
 ifeq ($(DIRECT_PROBE),1)
 HAVE_DIRECT := 1
 CFLAGS += -DHAVE_DIRECT
-ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine)),)
-DIRECT_ISAS := avx512_2fma avx512 avx2 generic
-$(BUILD)/backends/direct/fp32/dispatch.o: CFLAGS += -DLB_DIRECT_X86
-else
-DIRECT_ISAS := generic
-endif
 # Each build enables exactly the features its table's cpu_runs asks
 # base/cpu.h for (kernels.c): no BMI, LZCNT or AVX512CD the check does not
 # cover.
@@ -89,25 +98,25 @@ DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/fp32/kernels_%.o)
 DIRECT_BF16_FMA_OBJS := $(foreach f,bf16_fma_products bf16_fma_round bf16_choice,$(BUILD)/backends/direct/bf16/$(f).o)
 $(DIRECT_BF16_FMA_OBJS): CFLAGS += -fopenmp
 DIRECT_OBJS := $(CHWN_OBJS_F32) \
-               $(BUILD)/backends/direct/direct_backend.o $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/fp32/$(f).o) \
+               $(foreach f,direct_backend choice,$(BUILD)/backends/direct/$(f).o) \
+               $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/fp32/$(f).o) \
                $(DIRECT_KERNEL_OBJS) $(DIRECT_BF16_FMA_OBJS)
 # the bf16 and fp16 sets when the compiler has their products, with the
 # entries they share
 ifeq ($(HAVE_DIRECT_BF16),1)
 DIRECT_OBJS += $(BUILD)/backends/direct/bf16/bf16_products.o $(DIRECT_BF16_OBJS)
-$(BUILD)/backends/direct/direct_backend.o $(foreach f,bf16_choice bf16_fma_round,$(BUILD)/backends/direct/bf16/$(f).o): CFLAGS += -DHAVE_DIRECT_BF16
+$(foreach f,bf16_choice bf16_fma_round,$(BUILD)/backends/direct/bf16/$(f).o): CFLAGS += -DHAVE_DIRECT_BF16
 endif
 ifeq ($(HAVE_DIRECT_FP16),1)
 DIRECT_OBJS += $(BUILD)/backends/direct/fp16/fp16_products.o $(DIRECT_FP16_OBJS)
-$(BUILD)/backends/direct/direct_backend.o: CFLAGS += -DHAVE_DIRECT_FP16
 endif
 ifneq ($(filter 1,$(HAVE_DIRECT_BF16) $(HAVE_DIRECT_FP16)),)
 DIRECT_OBJS += $(BUILD)/backends/direct/half/half_products.o
 endif
 $(BUILD)/backends/direct/direct_backend.o $(BUILD)/backends/direct/fp32/fp32_products.o $(BUILD)/backends/direct/bf16/bf16_products.o: CFLAGS += -fopenmp
-# (isa.o, part of the program too, is in LIB_SRCS: the module links it
+# (isa.o and candidates.o, part of the program too, are in LIB_SRCS: the module links them
 # here, beside the objects every module shares)
-$(eval $(call module_rule,direct,$(DIRECT_OBJS) $(MODULE_SHARED_OBJS) $(BUILD)/backends/direct/fp32/isa.o,-fopenmp))
+$(eval $(call module_rule,direct,$(DIRECT_OBJS) $(MODULE_SHARED_OBJS) $(DIRECT_ISA_OBJS),-fopenmp))
 # (static pattern: a plain %-pattern would also offer make a way to remake
 # the .d files it includes, through its built-in %: %.o); one FMA per
 # multiply-add
@@ -118,18 +127,6 @@ $(DIRECT_KERNEL_OBJS): $(BUILD)/backends/direct/fp32/kernels_%.o: backends/direc
 $(DIRECT_KERNEL_OBJS) $(DIRECT_OBJS): $(BUILD)/build-flags
 # (each build's flags are here: a change to them remakes the builds)
 $(DIRECT_KERNEL_OBJS): backends/direct/module.mk
-
-# Each build of the fp32 products this CPU runs, timed alone at LeNet's
-# shapes against the FMA peak it measures (not a test: make
-# direct-kernel-speed ARGS='--rounds 50 --isa avx512_2fma,avx512').
-.PHONY: direct-kernel-speed
-DIRECT_SPEED_OBJS := $(BUILD)/backends/direct/fp32/dispatch.o $(DIRECT_KERNEL_OBJS) $(BUILD)/base/cpu.o \
-    $(BUILD)/backends/direct/fp32/isa.o
-$(BUILD)/direct-kernel-speed: backends/direct/tools/kernel_speed.c $(DIRECT_SPEED_OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SPEED_OBJS) -fopenmp -lm
-direct-kernel-speed: $(BUILD)/direct-kernel-speed
-	$(BUILD)/direct-kernel-speed $(ARGS)
 
 # The builds of the kernels against a reference, each forced in turn, and
 # LENET_BENCH_DIRECT_ISA's rules (tests/test_direct_kernels.c); its names,
@@ -153,11 +150,10 @@ check-spills: $(DIRECT_KERNEL_OBJS)
 
 # bf16 on fp32 FMAs against a reference in double and the vdpbf16ps
 # products, on every build of the tiles this CPU runs, and the choice
-# between the two (tests/test_direct_bf16_fma.c); and the three sets'
-# products timed side by side (not a test: make direct-bf16-fma-speed
-# ARGS='--rounds 50')
+# between the two (tests/test_direct_bf16_fma.c); tools/tools.mk times
+# the three sets' products side by side over the same objects
 DIRECT_SETS_OBJS := $(DIRECT_BF16_FMA_OBJS) $(DIRECT_KERNEL_OBJS) \
-    $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/fp32/$(f).o)
+    $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/fp32/$(f).o) $(BUILD)/backends/direct/choice.o
 ifeq ($(HAVE_DIRECT_BF16),1)
 DIRECT_SETS_OBJS += $(DIRECT_BF16_OBJS) \
     $(BUILD)/backends/direct/bf16/bf16_products.o $(BUILD)/backends/direct/half/half_products.o
@@ -169,14 +165,6 @@ TESTS += test_direct_bf16_fma
 TEST_OBJS_test_direct_bf16_fma := $(DIRECT_SETS_OBJS)
 TEST_LIBS_test_direct_bf16_fma := -fopenmp -lm
 $(BUILD)/tests/test_direct_bf16_fma: private CFLAGS += -fopenmp $(DIRECT_SETS_FLAGS)
-.PHONY: direct-bf16-fma-speed
-$(BUILD)/direct-bf16-fma-speed: backends/direct/tools/bf16_fma_speed.c $(DIRECT_SETS_OBJS) \
-    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/fp32/isa.o
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DIRECT_SETS_FLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SETS_OBJS) \
-	    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/fp32/isa.o -fopenmp -lm
-direct-bf16-fma-speed: $(BUILD)/direct-bf16-fma-speed
-	$(BUILD)/direct-bf16-fma-speed $(ARGS)
 
 # tests/test_blas*.c over the direct engine (tests/test_direct*.c), once per
 # build of the kernels this CPU runs (it forces each in turn)
