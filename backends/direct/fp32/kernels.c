@@ -93,20 +93,21 @@ enum { ROW_PAD = DIRECT_ROW_PAD };
  * kj, the sum over the output channels k and the kernel rows ki that reach
  * row iy of w[k][c][ki][kj] * d_out[k][iy - ki][n]. A tile is the kj of a
  * channel (rows) by a column tile, summing over (ki, k): up to kernel x K
- * taps, so that each element of d_in takes a few additions (one per kj
- * and chunk), not one per tap. The tile's output-gradient rows are the
- * same for every channel, so the channels are the innermost loop but one;
- * the output channels k come in `chunks` nearly equal chunks, so that the
- * rows one chunk's tiles read stay in L1 while every channel passes
- * (input_gradient_chunks). */
+ * taps, so that each element of d_in takes a few additions (one per kj),
+ * not one per tap. The tile's output-gradient rows are the same for every
+ * channel, so the channels are the innermost loop but one. */
 static void input_gradient_row(float *d_in, const float *out_rows, const float *w_t, int B,
-                               int H, int W, int K, int kernel, int iy, int c0, int c1,
-                               int chunks)
+                               int H, int W, int K, int kernel, int iy, int c0, int c1)
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1;
     const size_t row = (size_t)OW * B, ld = row + ROW_PAD, plane_in = (size_t)H * W * B;
     const int ki_lo = iy - (OH - 1) > 0 ? iy - (OH - 1) : 0;
     const int ki_hi = iy < kernel - 1 ? iy : kernel - 1;
+    /* taps (ki, k): the output rows iy - ki, going up; the weights
+     * w_t[((c * kernel + ki) * kernel + kj) * K + k] */
+    const walk wk = {{1, ki_hi - ki_lo + 1, K},
+                     {0, -(ptrdiff_t)(K * ld), (ptrdiff_t)ld},
+                     {0, (ptrdiff_t)kernel * K, 1}};
     const float *b = out_rows + (size_t)(iy - ki_lo) * K * ld;
     for (int c = c0; c < c1; c++)
         memset(d_in + c * plane_in + (size_t)iy * W * B, 0, sizeof(float) * W * B);
@@ -114,43 +115,19 @@ static void input_gradient_row(float *d_in, const float *out_rows, const float *
     int cols;
     for (size_t j = 0; j < row; j += cols) {
         const int nv = tile_at(j, row, &cols);
-        for (int q = 0; q < chunks; q++) {
-            const int k0 = block_start(K, chunks, q), k1 = block_start(K, chunks, q + 1);
-            /* taps (ki, k): the output rows iy - ki, going up; the
-             * weights w_t[((c * kernel + ki) * kernel + kj) * K + k] */
-            const walk wk = {{1, ki_hi - ki_lo + 1, k1 - k0},
-                             {0, -(ptrdiff_t)(K * ld), (ptrdiff_t)ld},
-                             {0, (ptrdiff_t)kernel * K, 1}};
-            for (int c = c0; c < c1; c++) {
-                float *dst = d_in + c * plane_in + (size_t)iy * W * B + j;
-                for (int kb = 0; kb < blocks; kb++) {
-                    const int kj0 = block_start(kernel, blocks, kb);
-                    const int m = block_start(kernel, blocks, kb + 1) - kj0;
-                    float *rows[MR];
-                    for (int i = 0; i < m; i++)
-                        rows[i] = dst + (size_t)(kj0 + i) * B;
-                    const float *a =
-                        w_t + ((size_t)(c * kernel + ki_lo) * kernel + kj0) * K + k0;
-                    tile(m, nv, rows, 1, NULL, a, K, b + j + (size_t)k0 * ld, &wk);
-                }
+        for (int c = c0; c < c1; c++) {
+            float *dst = d_in + c * plane_in + (size_t)iy * W * B + j;
+            for (int kb = 0; kb < blocks; kb++) {
+                const int kj0 = block_start(kernel, blocks, kb);
+                const int m = block_start(kernel, blocks, kb + 1) - kj0;
+                float *rows[MR];
+                for (int i = 0; i < m; i++)
+                    rows[i] = dst + (size_t)(kj0 + i) * B;
+                const float *a = w_t + ((size_t)(c * kernel + ki_lo) * kernel + kj0) * K;
+                tile(m, nv, rows, 1, NULL, a, K, b + j, &wk);
             }
         }
     }
-}
-
-/* Chunks of output channels for the input gradient: as few as keep the
- * output-gradient rows a column tile reads for one chunk (kernel rows x
- * its channels x NR floats) within two thirds of the L1 data cache this
- * CPU reports (base/cpu.h), the rest left to the weights and d_in's rows.
- * conv2 at 32 images on a 48 KiB L1: 5 x 50 x 64 floats is 64 KiB, so two
- * chunks of 25 channels. The chunks depend on the CPU only, never on the
- * threads: each element's additions come in the same order for any split. */
-static int input_gradient_chunks(int K, int kernel)
-{
-    const size_t budget = (size_t)cpu_l1d_bytes(32 * 1024) * 2 / 3;
-    const size_t per_channel = (size_t)kernel * NR * sizeof(float);
-    const size_t fit = budget / per_channel > 0 ? budget / per_channel : 1;
-    return (int)(((size_t)K + fit - 1) / fit);
 }
 
 static void conv_backward_data(float *d_in, const float *d_out, const float *weight_bias,
@@ -170,12 +147,11 @@ static void conv_backward_data(float *d_in, const float *d_out, const float *wei
     /* threads take whole input channels; each element's additions come
      * in the same order for any split */
     const int parts = threads < C ? threads : C;
-    const int chunks = input_gradient_chunks(K, kernel);
 #pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
     for (int p = 0; p < parts; p++) {
         const int c0 = (int)((long)C * p / parts), c1 = (int)((long)C * (p + 1) / parts);
         for (int iy = 0; iy < H; iy++)
-            input_gradient_row(d_in, out_rows, w_t, B, H, W, K, kernel, iy, c0, c1, chunks);
+            input_gradient_row(d_in, out_rows, w_t, B, H, W, K, kernel, iy, c0, c1);
     }
 }
 
