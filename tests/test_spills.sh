@@ -33,7 +33,11 @@ else
 fi
 
 # the same objects built by clang (its own register allocation)
-if command -v clang >/dev/null; then
+if command -v clang >/dev/null &&
+    ! printf '#include <omp.h>\nint main(void){return omp_get_max_threads()<0;}\n' |
+    clang -fopenmp -x c -o "$tmp/omp" - >/dev/null 2>&1; then
+    skip_check "clang here has no OpenMP (omp.h, -fopenmp): the kernels not built with it"
+elif command -v clang >/dev/null; then
     clang_objects=$(make -s --no-print-directory CC=clang BUILD="$tmp/clang" print-direct-kernel-objects 2>/dev/null)
     # shellcheck disable=SC2086
     if ! make -s --no-print-directory CC=clang BUILD="$tmp/clang" $clang_objects >"$tmp/clang.log" 2>&1; then
