@@ -60,17 +60,93 @@ static void read_brand(char *out, size_t len)
     for (size_t n = strlen(out); n > 0 && out[n - 1] == ' '; n--)
         out[n - 1] = '\0';
 }
+
+
+/* The level-1 data cache from the deterministic cache leaves (Intel's 4,
+ * AMD's 0x8000001d: the same layout), else AMD's older 0x80000005; 0 when
+ * cpuid does not say. */
+static int l1d_from_cpuid(unsigned max_leaf)
+{
+    unsigned a, b, c, d, max_ext = __get_cpuid_max(0x80000000u, NULL);
+    const unsigned leaves[2] = {4, 0x8000001du};
+    for (int l = 0; l < 2; l++) {
+        const unsigned leaf = leaves[l];
+        if (leaf < 0x80000000u ? max_leaf < leaf : max_ext < leaf)
+            continue;
+        for (unsigned sub = 0; sub < 16; sub++) {
+            __cpuid_count(leaf, sub, a, b, c, d);
+            const unsigned type = a & 0x1f, level = (a >> 5) & 7;
+            if (type == 0)
+                break; /* no more caches */
+            if (level == 1 && (type == 1 || type == 3)) /* data or unified */
+                return (int)((((b >> 22) & 0x3ff) + 1) * (((b >> 12) & 0x3ff) + 1) *
+                             ((b & 0xfff) + 1) * (c + 1));
+        }
+    }
+    if (max_ext >= 0x80000005u) {
+        __cpuid(0x80000005u, a, b, c, d);
+        if (c >> 24)
+            return (int)(c >> 24) * 1024;
+    }
+    (void)d;
+    return 0;
+}
+#endif
+
+/* The level-1 data cache as Linux lists it for the first processor */
+static int l1d_from_sysfs(void)
+{
+    for (int i = 0; i < 8; i++) {
+        char path[96], text[32];
+        int level = 0, size = 0;
+        char unit = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        if (fscanf(f, "%d", &level) != 1)
+            level = 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        if (!(f = fopen(path, "r")))
+            continue;
+        if (!fgets(text, sizeof text, f))
+            text[0] = '\0';
+        fclose(f);
+        if (level != 1 || (strncmp(text, "Data", 4) != 0 && strncmp(text, "Unified", 7) != 0))
+            continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (!(f = fopen(path, "r")))
+            continue;
+        const int got = fscanf(f, "%d%c", &size, &unit);
+        fclose(f);
+        if (got >= 1 && size > 0)
+            return size * (got == 2 && unit == 'K' ? 1024 : got == 2 && unit == 'M' ? 1 << 20 : 1);
+    }
+    return 0;
+}
+
+#ifdef CPU_X86
+static int l1d_bytes_here(unsigned max_leaf)
+{
+    const int from_cpuid = l1d_from_cpuid(max_leaf);
+    return from_cpuid > 0 ? from_cpuid : l1d_from_sysfs();
+}
 #endif
 
 void cpu_read(cpu_info *cpu)
 {
     memset(cpu, 0, sizeof *cpu);
+#ifndef CPU_X86
+    cpu->l1d_bytes = l1d_from_sysfs();
+#endif
 #ifdef CPU_X86
     unsigned a, b, c, d;
     read_brand(cpu->brand, sizeof cpu->brand);
     if (!__get_cpuid(0, &a, &b, &c, &d))
         return;
     const unsigned max_leaf = a;
+    cpu->l1d_bytes = l1d_bytes_here(max_leaf);
     memcpy(cpu->vendor, &b, 4);
     memcpy(cpu->vendor + 4, &d, 4);
     memcpy(cpu->vendor + 8, &c, 4);
@@ -141,6 +217,12 @@ const cpu_info *cpu_this(void)
 {
     pthread_once(&this_cpu_once, read_this_cpu);
     return &this_cpu;
+}
+
+int cpu_l1d_bytes(int fallback)
+{
+    const int l1d = cpu_this()->l1d_bytes;
+    return l1d > 0 ? l1d : fallback;
 }
 
 int cpu_has(unsigned mask) { return (cpu_this()->features & mask) == mask; }

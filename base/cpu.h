@@ -36,6 +36,7 @@ typedef struct cpu_info {
     char brand[49];  /* "AMD EPYC 9B14 96-Core Processor", trimmed; "" if unknown */
     int family, model, stepping; /* display family and model, as Linux prints them */
     unsigned features;           /* CPU_* bits */
+    int l1d_bytes; /* a core's level-1 data cache (cpuid, else sysfs); 0 if unknown */
 } cpu_info;
 
 /* This machine's CPU, read once (thread-safe) and kept. */
@@ -43,6 +44,11 @@ const cpu_info *cpu_this(void);
 
 /* Read the CPU again into *out (what cpu_this keeps). */
 void cpu_read(cpu_info *out);
+
+/* The level-1 data cache of one core of this CPU in bytes: cpuid's cache
+ * leaves (Intel's 4, AMD's 0x8000001d, else AMD's 0x80000005), else
+ * Linux's /sys/devices/system/cpu/cpu0/cache; fallback when none says. */
+int cpu_l1d_bytes(int fallback);
 
 /* 1 when this CPU has every feature in mask, else 0. */
 int cpu_has(unsigned mask);

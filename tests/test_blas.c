@@ -554,7 +554,7 @@ static void forced_isa_is_checked(void **state)
     unsetenv("LENET_BENCH_DIRECT_ISA");
     engine *e = backend_create(bb, &w, &c, err, sizeof err);
     assert_non_null(e);
-    const int ports = direct_fma_ports_512(cpu_this());
+    const int ports = direct_fma_ports_here(NULL, 0);
     for (int i = 0; i < direct_kernels_count(); i++)
         if (direct_kernels_at(i)->cpu_runs() &&
             (direct_kernels_at(i)->fma_ports < 2 || ports >= 2)) {

@@ -6,7 +6,8 @@
 # build; LENET_BENCH_DIRECT_BF16=dot beside such a build is refused with
 # that reason, in --list as in a run; --list says of bf16 what a bf16 run
 # then does; a bf16 row's details name the products it ran and why; and
-# fp16 obeys LENET_BENCH_DIRECT_ISA too.
+# fp16 obeys LENET_BENCH_DIRECT_ISA too; --list names the fp32 tiles a run
+# then uses, and why.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
@@ -193,5 +194,47 @@ for isa in "" avx512 avx2 generic; do
         fi
         ;;
     esac
+done
+
+# The fp32 tiles --list names are the ones a run then uses (its details
+# say "ISA <build> (..."), forced or not; unforced, the
+# reason is given; and where the CPU reports the features only Intel's
+# two-port server cores have (AMX-TILE or AVX512_FP16 beside AVX-512, in
+# /proc/cpuinfo), whatever model it reports, the choice is avx512_2fma.
+for isa in "" avx512 avx512_2fma avx2 generic; do
+    LENET_BENCH_DIRECT_ISA=$isa "$BENCH" --list >"$tmp/list" 2>&1
+    tiles=$(sed -n 's/^ *fp32 tiles \([a-z0-9_]*\) (\([^)]*\)).*/\1 \2/p' "$tmp/list" | head -1)
+    if [ -z "$tiles" ]; then
+        if [ -n "$isa" ] && grep -q "LENET_BENCH_DIRECT_ISA=$isa: this CPU cannot run it" "$tmp/list"; then
+            skip_check "this CPU cannot run $isa: its listing not compared"
+            continue
+        fi
+        fail "LENET_BENCH_DIRECT_ISA='$isa': --list names no fp32 tiles: $(grep -A1 '^direct' "$tmp/list")"
+        continue
+    fi
+    chosen=${tiles%% *} why=${tiles#* }
+    if [ -n "$isa" ] && [ "$chosen $why" != "$isa forced by LENET_BENCH_DIRECT_ISA" ]; then
+        fail "LENET_BENCH_DIRECT_ISA=$isa: --list says '$tiles'"
+        continue
+    fi
+    out="$tmp/tiles-$isa"
+    if ! LENET_BENCH_DIRECT_ISA=$isa "$BENCH" "${D[@]}" --out "$out" >/dev/null 2>"$tmp/err"; then
+        fail "LENET_BENCH_DIRECT_ISA='$isa': the run failed: $(cat "$tmp/err")"
+    elif ! grep -qF "ISA $chosen (" "$out/summary.csv"; then
+        fail "LENET_BENCH_DIRECT_ISA='$isa': --list says $chosen, the run's details: $(grep -o 'ISA [a-z0-9_]* (' "$out/summary.csv" | head -1)"
+    else
+        pass
+    fi
+    if [ -z "$isa" ]; then
+        flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
+        if grep -q GenuineIntel /proc/cpuinfo 2>/dev/null && [[ " $flags " == *" avx512f "* ]] &&
+            [[ " $flags " == *" avx512bw "* ]] && [[ " $flags " == *" avx512vl "* ]] &&
+            { [[ " $flags " == *" amx_tile "* ]] || [[ " $flags " == *" avx512_fp16 "* ]]; }; then
+            if [ "$chosen" = avx512_2fma ]; then pass; else
+                fail "an Intel CPU with AMX-TILE or AVX512_FP16 got $chosen ($why), not avx512_2fma"
+            fi
+        fi
+        echo "unforced: fp32 tiles $chosen ($why)"
+    fi
 done
 finish

@@ -68,6 +68,41 @@ static void fma_ports_by_core(void **state)
     }
     const cpu_info no_avx512 = made_up("AuthenticAMD", 26, 0x02, CPU_AVX2 | CPU_FMA);
     assert_int_equal(direct_fma_ports_512(&no_avx512), 0);
+    /* the features of Sapphire Rapids and later, whatever model a
+     * hypervisor reports (one lent here said 0xa7, Rocket Lake's) */
+    const struct {
+        int model;
+        unsigned features;
+        int ports;
+    } by_features[] = {
+        {0xa7, CPU_AVX512 | CPU_AVX512_FP16 | CPU_AMX_TILE, 2},
+        {0xa7, CPU_AVX512 | CPU_AMX_TILE, 2},
+        {0xa7, CPU_AVX512 | CPU_AVX512_FP16, 2},
+        {0x97, CPU_AVX512 | CPU_AVX512_FP16, 1}, /* Alder Lake, AVX-512 switched on */
+        {0x8c, CPU_AVX512 | CPU_AVX512_BF16, 1},
+    };
+    for (size_t i = 0; i < sizeof by_features / sizeof by_features[0]; i++) {
+        const cpu_info c = made_up("GenuineIntel", 6, by_features[i].model, by_features[i].features);
+        if (direct_fma_ports_512(&c) != by_features[i].ports)
+            fail_msg("Intel model %#x, features %#x: %d ports, expected %d", by_features[i].model,
+                     by_features[i].features, direct_fma_ports_512(&c), by_features[i].ports);
+    }
+    /* this CPU: the rule's answer or a measured one, never fewer than the
+     * rule's, and the reason given */
+    char why[192] = "";
+    const int here = direct_fma_ports_here(why, sizeof why);
+    printf("this CPU: %d 512-bit FMA ports (%s)\n", here, why);
+    assert_true(here >= direct_fma_ports_512(cpu_this()));
+    assert_true(why[0] != '\0');
+    if (direct_fma_ports_512(cpu_this()) == 1)
+        assert_non_null(strstr(why, "measured"));
+    /* the measurement the choice falls back on, shown wherever it runs */
+    if (cpu_has(CPU_AVX512F | CPU_AVX2 | CPU_FMA)) {
+        const double ratio = direct_fma_zmm_over_ymm();
+        printf("this CPU: 512-bit FMAs measured at %.2fx the flops of 256-bit ones\n", ratio);
+        assert_true(ratio > 0.25 && ratio < 4.0);
+    } else
+        assert_true(direct_fma_zmm_over_ymm() == 0);
 }
 
 /* Unforced, this CPU gets the AVX-512 build fitted to its cores */
@@ -79,7 +114,9 @@ static void best_build_fits_the_core(void **state)
     const direct_kernels *k = direct_choose(err, sizeof err);
     assert_non_null(k);
     assert_ptr_equal(direct_active(), k);
-    const int ports = direct_fma_ports_512(cpu_this());
+    const int ports = direct_fma_ports_here(NULL, 0);
+    char why[192];
+    assert_string_equal(direct_isa_best(why, sizeof why), k->isa); /* (the listing's) */
     if (!direct_kernels_find("avx512")) {
         skip(); /* not x86-64 */
         return;

@@ -21,6 +21,38 @@ typedef int chwn_i16 __attribute__((vector_size(64)));
 /* One step of the transpose: in each pair of rows i, i + h (i & h == 0)
  * the off-diagonal h x h blocks change places. After h = 8, 4, 2 and 1
  * the 16 rows are the columns. */
+#if defined(__clang__)
+/* clang's shuffle takes its lanes as constants: the same two shuffles as
+ * below, spelled out for each h */
+#define CHWN_PAIRS(a, b, F, S) (r[i] = __builtin_shufflevector(a, b, F), r[i + h] = __builtin_shufflevector(a, b, S))
+#define CHWN_LIST(...) __VA_ARGS__
+static inline __attribute__((always_inline)) void chwn_transpose_step(chwn_v16 r[16], int h)
+{
+    for (int i = 0; i < 16; i++)
+        if (!(i & h)) {
+            const chwn_v16 a = r[i], b = r[i + h];
+            switch (h) {
+            case 8:
+                CHWN_PAIRS(a, b, CHWN_LIST(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+                           CHWN_LIST(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
+                break;
+            case 4:
+                CHWN_PAIRS(a, b, CHWN_LIST(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+                           CHWN_LIST(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
+                break;
+            case 2:
+                CHWN_PAIRS(a, b, CHWN_LIST(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+                           CHWN_LIST(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31));
+                break;
+            default:
+                CHWN_PAIRS(a, b, CHWN_LIST(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
+                           CHWN_LIST(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
+            }
+        }
+}
+#undef CHWN_LIST
+#undef CHWN_PAIRS
+#else
 static inline __attribute__((always_inline)) void chwn_transpose_step(chwn_v16 r[16], int h)
 {
     chwn_i16 first, second;
@@ -35,6 +67,7 @@ static inline __attribute__((always_inline)) void chwn_transpose_step(chwn_v16 r
             r[i + h] = __builtin_shuffle(a, b, second);
         }
 }
+#endif
 
 /* dst[c * ld_dst + r] = src[r * ld_src + c] for r < rows, c < cols; the
  * two do not overlap. */

@@ -88,7 +88,10 @@ DIRECT_FLAGS_avx512 := $(DIRECT_AVX512_FLAGS) -DLB_DIRECT_MR=8 -DLB_DIRECT_NV=3
 DIRECT_FLAGS_avx512_2fma := $(DIRECT_AVX512_FLAGS) -DLB_DIRECT_MR=6 -DLB_DIRECT_NV=4 \
     -DLB_DIRECT_WK=4 -DLB_DIRECT_WT=5 -DLB_DIRECT_EVEN=1 -DLB_DIRECT_FMA_PORTS=2
 DIRECT_FLAGS_avx2 := -march=x86-64 -mtune=haswell -mavx -mavx2 -mfma -mf16c
-DIRECT_FLAGS_generic := $(if $(filter avx2,$(DIRECT_ISAS)),-march=x86-64 -mtune=generic)
+# SSE2 (x86-64's baseline) has 16 registers and no FMA: a multiply-add
+# takes a register for the product, so 5x2 tiles (10 accumulators, 2
+# loads, a broadcast, a product) where 6x2 spilled two accumulators
+DIRECT_FLAGS_generic := $(if $(filter avx2,$(DIRECT_ISAS)),-march=x86-64 -mtune=generic -DLB_DIRECT_MR=5)
 DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/fp32/kernels_%.o)
 # bf16 on the fp32 tiles (bf16_fma.h) is in every build: fp32 FMAs on
 # operands rounded to bf16, chosen where vdpbf16ps is missing or slower
@@ -133,6 +136,17 @@ TESTS += test_direct_kernels
 TEST_OBJS_test_direct_kernels := $(BUILD)/backends/direct/fp32/dispatch.o $(DIRECT_KERNEL_OBJS)
 TEST_LIBS_test_direct_kernels := -fopenmp -lm
 TEST_SCRIPTS += tests/test_direct_isa.sh
+
+# Every tile shape's inner loop in registers: no stack operand, no move
+# between vector and general registers, in the kernel objects as GCC and
+# clang build them (scripts/check-spills reads them with objdump, so it
+# holds on any CPU; tests/test_spills.sh)
+TEST_SCRIPTS += tests/test_spills.sh
+.PHONY: print-direct-kernel-objects check-spills
+print-direct-kernel-objects:
+	@echo $(DIRECT_KERNEL_OBJS)
+check-spills: $(DIRECT_KERNEL_OBJS)
+	scripts/check-spills $(DIRECT_KERNEL_OBJS)
 
 # bf16 on fp32 FMAs against a reference in double and the vdpbf16ps
 # products, on every build of the tiles this CPU runs, and the choice

@@ -37,7 +37,7 @@ const direct_kernels *direct_kernels_find(const char *isa)
  * such a core; it runs (and can be forced) on any AVX-512 CPU. */
 static int fits_here(const direct_kernels *k)
 {
-    return k->cpu_runs() && (k->fma_ports < 2 || direct_fma_ports_512(cpu_this()) >= 2);
+    return k->cpu_runs() && (k->fma_ports < 2 || direct_fma_ports_here(NULL, 0) >= 2);
 }
 
 static const direct_kernels *best_here(void)

@@ -45,11 +45,28 @@ int direct_isa_check(char *err, size_t err_len);
  * AVX-512). Says nothing of the CPU: the set's own check asks it. */
 int direct_isa_allows_avx512(const char *what, char *why, size_t why_len);
 
-/* 512-bit FMAs a core of this CPU retires per cycle, from its vendor,
- * family and model: 2 on Intel's server cores from Skylake-SP on and on
- * AMD Zen 5 but its mobile parts, else 1 (Zen 4 splits a 512-bit FMA into
- * two 256-bit halves; Intel's client cores fuse two 256-bit ports into
- * one), and 0 without AVX-512. */
+/* 512-bit FMAs a core of this CPU retires per cycle, from what cpuid
+ * says: 2 on Intel's server cores from Skylake-SP on (by model, a hint a
+ * hypervisor may hide; or by the features only Sapphire Rapids and later
+ * have, AMX-TILE or AVX512_FP16) and on AMD Zen 5 but its mobile parts,
+ * else 1 (Zen 4 splits a 512-bit FMA into two 256-bit halves; Intel's
+ * client cores fuse two 256-bit ports into one), and 0 without AVX-512. */
 int direct_fma_ports_512(const cpu_info *cpu);
+
+/* The same for this machine's CPU, and why (for the program's listing):
+ * direct_fma_ports_512, and where it says 1 the core itself, measured
+ * once a process (about a millisecond): 2 where 512-bit FMAs do at least
+ * 1.5x the flops of 256-bit ones, as on a core with two 512-bit ports
+ * under a hypervisor that masks both model and features. */
+int direct_fma_ports_here(char *why, size_t why_len);
+
+/* That measurement alone: 512-bit FMA flops over 256-bit ones on this
+ * core (best of 16 short trials each), 0 without AVX-512 and AVX2. */
+double direct_fma_zmm_over_ymm(void);
+
+/* The build the direct backend runs here unforced, by the rule dispatch.c
+ * applies to its tables (test_direct_kernels holds the two together), or
+ * the forced one; why in why ("two 512-bit FMA ports: AMX-TILE, ..."). */
+const char *direct_isa_best(char *why, size_t why_len);
 
 #endif

@@ -29,8 +29,10 @@ typedef float vec __attribute__((vector_size(VL * sizeof(float))));
 #define VEC_IS_ZMM 1
 #elif LB_DIRECT_VL == 8 && defined(__AVX__)
 #define VEC_IS_YMM 1
+#elif LB_DIRECT_VL == 4 && defined(__SSE2__)
+#define VEC_IS_XMM 1
 #endif
-#if defined(VEC_IS_ZMM) || defined(VEC_IS_YMM)
+#if defined(VEC_IS_ZMM) || defined(VEC_IS_YMM) || defined(VEC_IS_XMM)
 #include <immintrin.h>
 #endif
 
@@ -53,11 +55,12 @@ enum { MR = LB_DIRECT_MR, NV = LB_DIRECT_NV, NR = NV * VL };
 #endif
 enum { WK = LB_DIRECT_WK, WT = LB_DIRECT_WT };
 /* the sizes tile() and weight_block() have cases for */
-#if !(LB_DIRECT_MR == 6 || LB_DIRECT_MR == 8 || LB_DIRECT_MR == 10 || LB_DIRECT_MR == 12) ||     \
+#if !(LB_DIRECT_MR == 5 || LB_DIRECT_MR == 6 || LB_DIRECT_MR == 8 || LB_DIRECT_MR == 10 ||       \
+      LB_DIRECT_MR == 12) ||                                                                   \
     !(LB_DIRECT_NV >= 2 && LB_DIRECT_NV <= 4) || !(LB_DIRECT_WK == 2 || LB_DIRECT_WK == 4 ||     \
                                                   LB_DIRECT_WK == 5) ||                        \
     !(LB_DIRECT_WT == 5 || LB_DIRECT_WT == 8)
-#error "tile shape: MR 6, 8, 10 or 12; NV 2 to 4; WK 2, 4 or 5; WT 5 or 8"
+#error "tile shape: MR 5, 6, 8, 10 or 12; NV 2 to 4; WK 2, 4 or 5; WT 5 or 8"
 #endif
 /* 1: a row's vectors split into column tiles of nearly equal widths (16
  * vectors as 3+3+3+3+2+2, not 5 x 3 + 1), and a convolution's output
@@ -69,6 +72,24 @@ enum { WK = LB_DIRECT_WK, WT = LB_DIRECT_WT };
 #endif
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* A loop unrolled whole (its count is a constant where it is inlined), so
+ * that its arrays of vectors become registers: GCC's pragma, or clang's,
+ * which does not read GCC's. */
+#define UNROLL_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define UNROLL(n) UNROLL_PRAGMA(clang loop unroll(full))
+#else
+#define UNROLL(n) UNROLL_PRAGMA(GCC unroll n)
+#endif
+/* A tile's loop over its taps kept as written: clang would otherwise
+ * vectorise or interleave it again on top of the tile's own vectors, and
+ * a tile of one row then parks its vectors on the stack */
+#if defined(__clang__)
+#define TAPS_AS_WRITTEN UNROLL_PRAGMA(clang loop unroll(disable) vectorize(disable) interleave(disable))
+#else
+#define TAPS_AS_WRITTEN
+#endif
 
 /* Unaligned loads and stores; with AVX as the intrinsics, which GCC emits
  * whole (tuned for Zen 1 it splits a plain 256-bit store in two). */
@@ -108,17 +129,48 @@ ALWAYS_INLINE vec splat_at(const float *p)
     return (vec)_mm512_set1_ps(*p);
 #elif defined(VEC_IS_YMM)
     return (vec)_mm256_broadcast_ss(p);
+#elif defined(VEC_IS_XMM)
+    return (vec)_mm_load1_ps(p);
 #else
     return splat(*p);
 #endif
 }
 
+/* The lanes of v summed as a tree: the upper half added to the lower,
+ * then again on the half, down to one lane (16 lanes: 4 additions and 4
+ * shuffles, where one lane at a time took 15 of each and kept the shuffle
+ * port, an FMA port on Intel's two-port cores, busy). The same order in
+ * every build of one vector width. */
 ALWAYS_INLINE float sum_lanes(vec v)
 {
-    float s = 0.0f;
+#if defined(VEC_IS_ZMM)
+    const __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256((__m512)v),
+                                    _mm512_extractf32x8_ps((__m512)v, 1));
+#define SUM_LANES_FROM_8 1
+#elif defined(VEC_IS_YMM)
+    const __m256 h8 = (__m256)v;
+#define SUM_LANES_FROM_8 1
+#endif
+#ifdef SUM_LANES_FROM_8
+#undef SUM_LANES_FROM_8
+    const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+#elif defined(VEC_IS_XMM)
+    const __m128 h4 = (__m128)v;
+#endif
+#if defined(VEC_IS_ZMM) || defined(VEC_IS_YMM) || defined(VEC_IS_XMM)
+    const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+    const __m128 h1 = _mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1));
+    return _mm_cvtss_f32(h1);
+#else
+    float lane[VL];
+UNROLL(16)
     for (int i = 0; i < VL; i++)
-        s += v[i];
-    return s;
+        lane[i] = v[i];
+    for (int half = VL / 2; half >= 1; half /= 2)
+        for (int i = 0; i < half; i++)
+            lane[i] += lane[i + half];
+    return lane[0];
+#endif
 }
 
 /* x[0..n) summed a vector at a time (a bias's gradient) */
@@ -141,7 +193,7 @@ ALWAYS_INLINE void in_register(vec *v)
 {
 #if defined(VEC_IS_ZMM)
     __asm__("" : "+v"(*v));
-#elif defined(VEC_IS_YMM)
+#elif defined(VEC_IS_YMM) || defined(VEC_IS_XMM)
     __asm__("" : "+x"(*v));
 #else
     (void)v;
@@ -168,10 +220,10 @@ ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int a
     const int lanes = nv ? nv : 1;
     vec acc[MR][NV];
     float one[MR];
-#pragma GCC unroll 8
+UNROLL(8)
     for (int i = 0; i < m; i++) {
         one[i] = init ? init[i] : 0.0f;
-#pragma GCC unroll 4
+UNROLL(4)
         for (int v = 0; v < lanes; v++)
             acc[i][v] = splat(one[i]);
     }
@@ -180,34 +232,39 @@ ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int a
         for (int u1 = 0; u1 < w.count[1]; u1++) {
             const float *s = b + u0 * w.b_step[0] + u1 * w.b_step[1];
             const float *t = a + u0 * w.a_step[0] + u1 * w.a_step[1];
+            TAPS_AS_WRITTEN
             for (int u2 = 0; u2 < w.count[2]; u2++, s += w.b_step[2], t += w.a_step[2]) {
                 if (!nv) {
                     const float x = *s;
-#pragma GCC unroll 8
+UNROLL(8)
                     for (int i = 0; i < m; i++)
                         one[i] += t[i * a_row] * x;
                     continue;
                 }
                 vec x[NV];
-#pragma GCC unroll 4
-                for (int v = 0; v < nv; v++)
+UNROLL(4)
+                for (int v = 0; v < nv; v++) {
                     x[v] = load(s + v * VL);
-#pragma GCC unroll 8
+#if defined(__clang__)
+                    in_register(&x[v]); /* (clang parks a lone one on the stack) */
+#endif
+                }
+UNROLL(8)
                 for (int i = 0; i < m; i++) {
                     const vec wt = splat_at(t + i * a_row);
-#pragma GCC unroll 4
+UNROLL(4)
                     for (int v = 0; v < nv; v++)
                         acc[i][v] += wt * x[v];
                 }
             }
         }
-#pragma GCC unroll 8
+UNROLL(8)
     for (int i = 0; i < m; i++) {
         if (!nv) {
             rows[i][0] = add ? rows[i][0] + one[i] : one[i];
             continue;
         }
-#pragma GCC unroll 4
+UNROLL(4)
         for (int v = 0; v < nv; v++)
             store(rows[i] + v * VL, add ? load(rows[i] + v * VL) + acc[i][v] : acc[i][v]);
     }
@@ -218,43 +275,77 @@ ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int a
  * (a block of few rows has few accumulators to hide the FMA latency). */
 static int block_start(int n, int blocks, int b) { return (int)((long)n * b / blocks); }
 
-/* row_tile with m and nv constants in each branch. */
-static void tile(int m, int nv, float *const *rows, int add, const float *init, const float *a,
-                 ptrdiff_t a_row, const float *b, const walk *wk)
-{
-#define TILE_CASE(M, NVEC)                                                                   \
-    if (m == M && nv == NVEC) {                                                              \
+/* row_tile with m and nv constants: one function for each shape, out of
+ * line, so that each hot loop has the general registers to itself (every
+ * shape inlined into one function ran GCC out of them: its loops reloaded
+ * pointers from the stack and from vector registers, on the FMA ports;
+ * scripts/check-spills holds the loops to it). */
+typedef void tile_fn(float *const *rows, int add, const float *init, const float *a,
+                     ptrdiff_t a_row, const float *b, const walk *wk);
+#define TILE_SHAPE(M, NVEC)                                                                  \
+    static __attribute__((noinline)) void tile_##M##x##NVEC(                                 \
+        float *const *rows, int add, const float *init, const float *a, ptrdiff_t a_row,     \
+        const float *b, const walk *wk)                                                      \
+    {                                                                                        \
         row_tile(M, NVEC, rows, add, init, a, a_row, b, wk);                                 \
-        return;                                                                              \
     }
 #if LB_DIRECT_NV >= 4
-#define TILE_CASES(M)                                                                        \
-    TILE_CASE(M, 0) TILE_CASE(M, 1) TILE_CASE(M, 2) TILE_CASE(M, 3) TILE_CASE(M, 4)
+#define TILE_SHAPES(M)                                                                       \
+    TILE_SHAPE(M, 0) TILE_SHAPE(M, 1) TILE_SHAPE(M, 2) TILE_SHAPE(M, 3) TILE_SHAPE(M, 4)
+#define TILE_ROW(M) {tile_##M##x0, tile_##M##x1, tile_##M##x2, tile_##M##x3, tile_##M##x4}
 #elif LB_DIRECT_NV >= 3
-#define TILE_CASES(M) TILE_CASE(M, 0) TILE_CASE(M, 1) TILE_CASE(M, 2) TILE_CASE(M, 3)
+#define TILE_SHAPES(M) TILE_SHAPE(M, 0) TILE_SHAPE(M, 1) TILE_SHAPE(M, 2) TILE_SHAPE(M, 3)
+#define TILE_ROW(M) {tile_##M##x0, tile_##M##x1, tile_##M##x2, tile_##M##x3}
 #else
-#define TILE_CASES(M) TILE_CASE(M, 0) TILE_CASE(M, 1) TILE_CASE(M, 2)
+#define TILE_SHAPES(M) TILE_SHAPE(M, 0) TILE_SHAPE(M, 1) TILE_SHAPE(M, 2)
+#define TILE_ROW(M) {tile_##M##x0, tile_##M##x1, tile_##M##x2}
 #endif
-    TILE_CASES(1)
-    TILE_CASES(2)
-    TILE_CASES(3)
-    TILE_CASES(4)
-    TILE_CASES(5)
-    TILE_CASES(6)
+TILE_SHAPES(1)
+TILE_SHAPES(2)
+TILE_SHAPES(3)
+TILE_SHAPES(4)
+TILE_SHAPES(5)
+#if LB_DIRECT_MR >= 6
+TILE_SHAPES(6)
+#endif
 #if LB_DIRECT_MR >= 8
-    TILE_CASES(7)
-    TILE_CASES(8)
+TILE_SHAPES(7)
+TILE_SHAPES(8)
 #endif
 #if LB_DIRECT_MR >= 10
-    TILE_CASES(9)
-    TILE_CASES(10)
+TILE_SHAPES(9)
+TILE_SHAPES(10)
 #endif
 #if LB_DIRECT_MR >= 12
-    TILE_CASES(11)
-    TILE_CASES(12)
+TILE_SHAPES(11)
+TILE_SHAPES(12)
 #endif
-#undef TILE_CASES
-#undef TILE_CASE
+
+/* tiles[m - 1][nv]: the function of each shape */
+static tile_fn *const tiles[MR][NV + 1] = {
+    TILE_ROW(1), TILE_ROW(2), TILE_ROW(3), TILE_ROW(4), TILE_ROW(5),
+#if LB_DIRECT_MR >= 6
+    TILE_ROW(6),
+#endif
+#if LB_DIRECT_MR >= 8
+    TILE_ROW(7), TILE_ROW(8),
+#endif
+#if LB_DIRECT_MR >= 10
+    TILE_ROW(9), TILE_ROW(10),
+#endif
+#if LB_DIRECT_MR >= 12
+    TILE_ROW(11), TILE_ROW(12),
+#endif
+};
+#undef TILE_ROW
+#undef TILE_SHAPES
+#undef TILE_SHAPE
+
+/* A tile of m rows (1 to MR) by nv vectors (0 to NV) */
+static inline void tile(int m, int nv, float *const *rows, int add, const float *init,
+                        const float *a, ptrdiff_t a_row, const float *b, const walk *wk)
+{
+    tiles[m - 1][nv](rows, add, init, a, a_row, b, wk);
 }
 
 /* The column tiles of a row `width` wide: NR columns at a time, then one

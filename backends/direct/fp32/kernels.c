@@ -183,35 +183,36 @@ ALWAYS_INLINE void weight_tile(const int mk, const int nt, float *d_weight_bias,
     const size_t row = (size_t)OW * B, plane_out = (size_t)OH * row;
     const size_t whole = row / VL * VL; /* the columns taken a vector at a time */
     const float *runs[WT], *g[WK];
-#pragma GCC unroll 8
+UNROLL(8)
     for (int t = 0; t < nt; t++) {
         const int r = r0 + t, c = r / (kernel * kernel), ki = r / kernel % kernel,
                   kj = r % kernel;
         runs[t] = in + ((size_t)(c * H + ki) * W + kj) * B;
     }
-#pragma GCC unroll 4
+UNROLL(4)
     for (int i = 0; i < mk; i++)
         g[i] = d_out + (size_t)(k0 + i) * plane_out;
     vec acc[WK][WT];
-#pragma GCC unroll 4
+UNROLL(4)
     for (int i = 0; i < mk; i++)
-#pragma GCC unroll 8
+UNROLL(8)
         for (int t = 0; t < nt; t++)
             acc[i][t] = splat(0.0f);
     /* nothing but the vectors in this loop, so that every accumulator
      * stays in its register from the first row to the last */
     for (int y = 0; y < OH; y++) {
         const size_t out_at = (size_t)y * row, in_at = (size_t)y * W * B;
+        TAPS_AS_WRITTEN
         for (size_t j = 0; j < whole; j += VL) {
             vec e[WK];
-#pragma GCC unroll 4
+UNROLL(4)
             for (int i = 0; i < mk; i++)
                 e[i] = load(g[i] + out_at + j);
-#pragma GCC unroll 8
+UNROLL(8)
             for (int t = 0; t < nt; t++) {
                 vec s = load(runs[t] + in_at + j);
                 in_register(&s); /* one load for every channel, not one each */
-#pragma GCC unroll 4
+UNROLL(4)
                 for (int i = 0; i < mk; i++)
                     acc[i][t] += e[i] * s;
             }
@@ -220,46 +221,69 @@ ALWAYS_INLINE void weight_tile(const int mk, const int nt, float *d_weight_bias,
     float tail[WK * WT] = {0};
     if (whole < row)
         weight_tail(tail, mk, nt, g, runs, B, H, W, kernel, whole);
-#pragma GCC unroll 4
+UNROLL(4)
     for (int i = 0; i < mk; i++)
-#pragma GCC unroll 8
+UNROLL(8)
         for (int t = 0; t < nt; t++)
             d_weight_bias[(size_t)(k0 + i) * (R + 1) + r0 + t] =
                 sum_lanes(acc[i][t]) + tail[i * WT + t];
 }
 
+/* weight_tile with mk and nt constants: one function for each shape, out
+ * of line, so that each hot loop has the registers to itself (all shapes
+ * inlined into one function reloaded pointers and accumulators from the
+ * stack in the 4x5 loop; scripts/check-spills holds the loops to it) */
+typedef void weight_fn(float *d_weight_bias, const float *d_out, const float *in, int B, int C,
+                       int H, int W, int kernel, int k0, int r0);
+#define WEIGHT_SHAPE(MK, NT)                                                                 \
+    static __attribute__((noinline)) void weight_##MK##x##NT(                                \
+        float *d_weight_bias, const float *d_out, const float *in, int B, int C, int H,      \
+        int W, int kernel, int k0, int r0)                                                   \
+    {                                                                                        \
+        weight_tile(MK, NT, d_weight_bias, d_out, in, B, C, H, W, kernel, k0, r0);           \
+    }
+#if LB_DIRECT_WT >= 8
+#define WEIGHT_SHAPES(MK)                                                                    \
+    WEIGHT_SHAPE(MK, 1) WEIGHT_SHAPE(MK, 2) WEIGHT_SHAPE(MK, 3) WEIGHT_SHAPE(MK, 4)          \
+    WEIGHT_SHAPE(MK, 5) WEIGHT_SHAPE(MK, 6) WEIGHT_SHAPE(MK, 7) WEIGHT_SHAPE(MK, 8)
+#define WEIGHT_ROW(MK)                                                                       \
+    {weight_##MK##x1, weight_##MK##x2, weight_##MK##x3, weight_##MK##x4,                     \
+     weight_##MK##x5, weight_##MK##x6, weight_##MK##x7, weight_##MK##x8}
+#else
+#define WEIGHT_SHAPES(MK)                                                                    \
+    WEIGHT_SHAPE(MK, 1) WEIGHT_SHAPE(MK, 2) WEIGHT_SHAPE(MK, 3) WEIGHT_SHAPE(MK, 4)          \
+    WEIGHT_SHAPE(MK, 5)
+#define WEIGHT_ROW(MK)                                                                       \
+    {weight_##MK##x1, weight_##MK##x2, weight_##MK##x3, weight_##MK##x4, weight_##MK##x5}
+#endif
+WEIGHT_SHAPES(1)
+WEIGHT_SHAPES(2)
+#if LB_DIRECT_WK >= 4
+WEIGHT_SHAPES(3)
+WEIGHT_SHAPES(4)
+#endif
+#if LB_DIRECT_WK >= 5
+WEIGHT_SHAPES(5)
+#endif
+
+/* weights[mk - 1][nt - 1]: the function of each shape */
+static weight_fn *const weights[WK][WT] = {
+    WEIGHT_ROW(1), WEIGHT_ROW(2),
+#if LB_DIRECT_WK >= 4
+    WEIGHT_ROW(3), WEIGHT_ROW(4),
+#endif
+#if LB_DIRECT_WK >= 5
+    WEIGHT_ROW(5),
+#endif
+};
+#undef WEIGHT_ROW
+#undef WEIGHT_SHAPES
+#undef WEIGHT_SHAPE
+
 static void weight_block(int mk, int nt, float *d_weight_bias, const float *d_out,
                          const float *in, int B, int C, int H, int W, int kernel, int k0, int r0)
 {
-#define WEIGHT_CASE(MK, NT)                                                                  \
-    if (mk == MK && nt == NT) {                                                              \
-        weight_tile(MK, NT, d_weight_bias, d_out, in, B, C, H, W, kernel, k0, r0);           \
-        return;                                                                              \
-    }
-#define WEIGHT_CASES(MK)                                                                     \
-    WEIGHT_CASE(MK, 1)                                                                       \
-    WEIGHT_CASE(MK, 2)                                                                       \
-    WEIGHT_CASE(MK, 3)                                                                       \
-    WEIGHT_CASE(MK, 4)                                                                       \
-    WEIGHT_CASE(MK, 5)                                                                       \
-    WEIGHT_CASES_ABOVE_5(MK)
-#if LB_DIRECT_WT >= 8
-#define WEIGHT_CASES_ABOVE_5(MK) WEIGHT_CASE(MK, 6) WEIGHT_CASE(MK, 7) WEIGHT_CASE(MK, 8)
-#else
-#define WEIGHT_CASES_ABOVE_5(MK)
-#endif
-    WEIGHT_CASES(1)
-    WEIGHT_CASES(2)
-#if LB_DIRECT_WK >= 4
-    WEIGHT_CASES(3)
-    WEIGHT_CASES(4)
-#endif
-#if LB_DIRECT_WK >= 5
-    WEIGHT_CASES(5)
-#endif
-#undef WEIGHT_CASES_ABOVE_5
-#undef WEIGHT_CASES
-#undef WEIGHT_CASE
+    weights[mk - 1][nt - 1](d_weight_bias, d_out, in, B, C, H, W, kernel, k0, r0);
 }
 
 static void conv_backward_params(float *d_weight_bias, const float *d_out,

@@ -232,7 +232,8 @@ int main(int argc, char **argv)
     const cpu_info *cpu = cpu_this();
     const char *peak_what;
     const double peak = fma_peak(&peak_what);
-    printf("CPU: %s (%s family %d model %d)\n", cpu->brand, cpu->vendor, cpu->family, cpu->model);
+    printf("CPU: %s (%s family %d model %d, L1d %d KiB)\n", cpu->brand, cpu->vendor, cpu->family,
+           cpu->model, cpu_l1d_bytes(0) / 1024);
     printf("fp32 FMA peak, one thread: %.1f GFLOP/s (%s, best by processor time)\n", peak,
            peak_what);
     printf("one thread; convolutions %d images a call, dense layers %d; median (best) of %d "
