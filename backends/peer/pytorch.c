@@ -11,11 +11,12 @@
  * a generous allowance per image), an answer that is not the protocol's, a
  * child that exits or one that stops answering fails the engine with the
  * reason and the child's last stderr line, and the child is killed and
- * reaped. It ignores SIGINT and SIGTERM, so that an interrupted run stops it
- * through the harness (the call in flight finishes, then destroy), and
- * dies with ./bench (PR_SET_PDEATHSIG: with the thread that started it, so
- * engines are created on the main thread, as the harness does), so it is
- * never left behind (channel.c). destroy parks a healthy child for the next engine of
+ * reaped. It runs in a process group of its own, out of reach of the
+ * terminal's signals, so that an interrupted run stops it through the
+ * harness (the call in flight finishes, then destroy), and the whole group
+ * dies with ./bench however ./bench ends (a guard process; the child
+ * itself also by PR_SET_PDEATHSIG), so nothing it started is left behind
+ * (channel.c). destroy parks a healthy child for the next engine of
  * its kind (see parked_child); atexit stops it.
  *
  * Environment: LENET_BENCH_PYTHON (the interpreter; default: python3 on
@@ -71,7 +72,6 @@ typedef struct peer_engine {
     char describe[256];
     char err[MSG_LEN];
     char line[LINE_MAX_LEN + 1]; /* the last answer */
-    int peak_unknown; /* a reused child whose peak memory could not be reset */
     precision prec;
 } peer_engine;
 
@@ -259,22 +259,10 @@ static int read_ready(peer_engine *e, const char *what)
     return 0;
 }
 
-/* The engine of a child ready for its configuration. A parked child's
- * peak resident memory (VmHWM) is that of every configuration it served:
- * it is reset here (5 to clear_refs), so that the row reports its own
- * configuration's peak. */
-static engine *started(peer_engine *e, int reused)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)e->ch.pid);
-    FILE *f = e->ch.pid > 0 ? fopen(path, "w") : NULL;
-    int reset = f && fputs("5", f) >= 0;
-    if (f && fclose(f) != 0)
-        reset = 0;
-    /* a fresh child's peak is its own; a reused one's, not reset, is not */
-    e->peak_unknown = reused && !reset;
-    return (engine *)e;
-}
+/* The engine of a child ready for its configuration (its peak resident
+ * memory is reset by the child itself at each config: train.py's
+ * "memory"). */
+static engine *started(peer_engine *e) { return (engine *)e; }
 
 /* create's refusal: the reason in err, no engine. */
 __attribute__((format(printf, 3, 4))) static engine *refuse(char *err, size_t err_len,
@@ -345,7 +333,7 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
             double deadline = now_seconds() + base_timeout();
             if (channel_send(&e->ch, cmd, used, &deadline) == READY &&
                 read_ready(e, "config") == 0)
-                return started(e, 1);
+                return started(e);
         }
         /* gone or confused while parked: a fresh one */
         channel_reap(&e->ch, 0);
@@ -365,7 +353,7 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
         destroy_peer(e);
         return NULL;
     }
-    return started(e, 0);
+    return started(e);
 }
 
 static const char *error(engine *handle)
@@ -536,25 +524,21 @@ static void describe(engine *handle, char *buf, size_t len)
              e->kind->cuda ? "" : env);
 }
 
-/* pytorch-cpu's memory is the child's: its peak resident set (VmHWM), read
- * while it lives. The wrapper's own heap is a few KiB and says nothing. 0
- * when it cannot be read. */
+/* pytorch-cpu's memory is the framework's process's peak resident set
+ * (VmHWM) since its configuration, which that process reports itself
+ * ("memory"): the child ./bench started may be an interpreter wrapper
+ * whose own few MB say nothing. 0 when it does not answer a number. */
 static size_t child_peak_rss(engine *handle)
 {
     peer_engine *e = peer_of(handle);
-    char path[64], line[256];
-    if (e->ch.pid <= 0 || e->peak_unknown)
+    char rest[64];
+    double deadline;
+    if (!e->alive || request(e, "memory", "memory\n", NULL, NULL, 0, base_timeout(), &deadline,
+                             rest, sizeof rest) != 0)
         return 0;
-    snprintf(path, sizeof path, "/proc/%d/status", (int)e->ch.pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    unsigned long long kib = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmHWM: %llu kB", &kib) == 1)
-            break;
-    fclose(f);
-    return (size_t)kib * 1024;
+    char *end;
+    unsigned long long bytes = strtoull(rest, &end, 10);
+    return end != rest && !*end ? (size_t)bytes : 0;
 }
 
 /* Only what an earlier probe found: asking must not start python. */

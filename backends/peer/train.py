@@ -77,6 +77,9 @@ EPOCHS_HEADER = ("backend,workload,precision,threads,devices,replicas,ranks,batc
 #                      + M*ROWS*COLS u8 images + M u8 labels (test set) -> ok
 #   train BATCH STEPS  + BATCH*STEPS i32 indices -> ok + STEPS f32 losses
 #   eval LIMIT                     -> ok COUNT LOSS_SUM CLASSES C00 C01 ... (confusion)
+#   memory                         -> ok BYTES: this process's peak resident
+#                                     set since its configuration (VmHWM,
+#                                     reset at each config; 0: unknown)
 #   quit (or end of input)         -> exits 0
 #
 # The answers go to a duplicate of the original stdout; stdout itself is
@@ -126,6 +129,30 @@ def describe(device, args):
     return f"PyTorch {torch.__version__}{where}; {math_mode}"
 
 
+def reset_peak_memory():
+    """Starts this process's peak resident set (VmHWM) afresh: True when it
+    could (Linux: 5 to /proc/self/clear_refs)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_memory():
+    """This process's peak resident set in bytes: VmHWM, else getrusage's."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def read_exact(stream, n):
     buf = bytearray(n)
     view = memoryview(buf)
@@ -169,6 +196,7 @@ def serve(args):
     except ValueError as err:
         sys.exit(f"train.py: {err}")
     train_x = train_y = test_x = test_y = None
+    peak_known = True  # a fresh process's peak is its configuration's
     while True:
         line = commands.readline()
         if not line:
@@ -193,6 +221,11 @@ def serve(args):
                     raise ValueError("config: bad options " + " ".join(rest)) from None
                 net = opt = train_x = train_y = test_x = test_y = None
                 net, opt = configure(a)  # a ValueError is answered, parked stays
+                # this configuration's peak, not the ones served before
+                peak_known = reset_peak_memory()
+                continue
+            if cmd == "memory":
+                answer(f"ok {peak_memory() if peak_known else 0}")
                 continue
             if net is None:
                 raise ValueError(f"'{cmd}' while parked (config first)")
