@@ -189,6 +189,8 @@ void backend_setup_note(const backend *b, int with_reasons, char *buf, size_t le
     backend_module *m = entry_of(b);
     if (m && m->describe_setup && m->table)
         m->describe_setup(buf, len, with_reasons);
+    else if (!m && b->setup_note)
+        b->setup_note(b->ctx, buf, len);
 }
 
 void backend_describe(const backend *b, engine *e, char *buf, size_t len)

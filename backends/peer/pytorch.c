@@ -513,15 +513,32 @@ static void placement(engine *handle, int *threads, int *devices, int *replicas)
     *replicas = 1;
 }
 
-/* The child's own description, then the environment it was started in
- * (the same in every run: environment.h). */
+/* The child's own description (the rows' details then end with
+ * setup_note's). */
 static void describe(engine *handle, char *buf, size_t len)
 {
-    peer_engine *e = peer_of(handle);
-    char env[512];
-    peer_environment_describe(env, sizeof env);
-    snprintf(buf, len, "%s%s%s", e->describe, env[0] && !e->kind->cuda ? "; " : "",
-             e->kind->cuda ? "" : env);
+    snprintf(buf, len, "%s", peer_of(handle)->describe);
+}
+
+/* Under --list and at the end of the rows' details: the PyTorch found,
+ * where from, its CPU libraries, and (CPU) the environment its process
+ * starts in (the same in every run: environment.h). Only what an earlier
+ * probe found: asking must not start python. */
+static void setup_note(void *ctx, char *buf, size_t len)
+{
+    const peer_kind *k = ctx;
+    char found[768], env[512] = "";
+    probe_describe(found, sizeof found);
+    if (!found[0]) {
+        if (len)
+            buf[0] = 0;
+        return;
+    }
+    if (!k->cuda) {
+        peer_environment(); /* (decided once; the probe already did) */
+        peer_environment_describe(env, sizeof env);
+    }
+    snprintf(buf, len, "%s%s%s", found, env[0] ? "; " : "", env);
 }
 
 /* pytorch-cpu's memory is the framework's process's peak resident set
@@ -547,7 +564,8 @@ static void library_info(void *ctx, char *buf, size_t len)
     (void)ctx;
     const peer_probe p = probe_found();
     if (p.ok)
-        snprintf(buf, len, "PyTorch %s", p.version);
+        snprintf(buf, len, "PyTorch %s (%s, %s)%s%s", p.version, p.source, p.python,
+                 p.libraries[0] ? "; " : "", p.libraries);
     else if (len)
         buf[0] = 0;
 }
@@ -569,7 +587,8 @@ static const engine_ops cuda_ops = {PEER_OPS};
 
 /* No data-parallel entries and no stages: the child trains whole steps. */
 #define PEER_ENTRIES                                                                           \
-    .built = 1, .probe = peer_probe_fn, .create = create, .library_info = library_info
+    .built = 1, .probe = peer_probe_fn, .create = create, .library_info = library_info,      \
+    .setup_note = setup_note
 
 /* bf16 on the CPU is torch.autocast("cpu", dtype=torch.bfloat16), which
  * PyTorch has had since 1.10: the peer's probe line says whether it works. */

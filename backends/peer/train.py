@@ -102,6 +102,40 @@ def probe_line():
 
 
 
+def openmp_runtime():
+    """The OpenMP runtime this process has mapped (the PyPI wheels bring
+    their own copy of GNU libgomp; Debian's torch uses the system's)."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "omp" in line.rsplit("/", 1)[-1]}
+    except OSError:
+        return "unknown"
+    found = sorted(p for p in paths if re.search(r"/lib(gomp|iomp5|omp)[^/]*\.so", p))
+    if not found:
+        return "none mapped"
+    kind = {"gomp": "GNU libgomp", "iomp5": "Intel libiomp5", "omp": "LLVM libomp"}
+    names = []
+    for p in found:
+        lib = re.search(r"/lib(gomp|iomp5|omp)[^/]*$", p).group(1)
+        own = "/torch/" in p or "site-packages" in p or "dist-packages" in p
+        names.append(f"{kind[lib]} ({'its own copy' if own else 'the system' + chr(39) + 's'}, {p})")
+    return ", ".join(names)
+
+
+def cpu_libraries():
+    """One line for ./bench's probe: oneDNN's version, the BLAS the dense
+    layers call, the OpenMP runtime."""
+    config = torch.__config__.show()
+    dnn = re.search(r"(?:MKL-DNN|oneDNN) v?([0-9][0-9.]*)", config)
+    onednn = (f"oneDNN {dnn.group(1)}" if dnn else "oneDNN") \
+        if torch.backends.mkldnn.is_available() else "no oneDNN"
+    mkl = re.search(r"Math Kernel Library Version ([0-9][0-9.]*)", config)
+    blas = blas_note()
+    if mkl and "MKL" in blas:
+        blas = blas.replace("MKL", f"MKL {mkl.group(1)}", 1)
+    return f"{onednn}, {blas}, OpenMP: {openmp_runtime()}"
+
+
 def blas_note():
     """Which BLAS the dense layers call: a PyTorch built with MKL (the PyPI
     wheels) brings its own, on which ./bench's OPENBLAS_CORETYPE has no
@@ -110,6 +144,13 @@ def blas_note():
     info = found.group(1) if found else "unknown"
     if info == "mkl" or torch.backends.mkl.is_available():
         return "BLAS: its own MKL (OPENBLAS_CORETYPE does not apply)"
+    try:
+        with open("/proc/self/maps") as f:
+            mapped = sorted({line.split()[-1] for line in f if "libopenblas" in line})
+    except OSError:
+        mapped = []
+    if mapped:
+        return f"BLAS: the system's OpenBLAS ({mapped[0]})"
     return f"BLAS: the system's ({info})"
 
 
@@ -377,6 +418,7 @@ def main(argv):
     args = parse_args(argv)
     if args.probe:
         print(probe_line())
+        print(f"libraries {cpu_libraries()}")
         return 0
     if args.serve:
         return serve(args)
