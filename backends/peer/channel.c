@@ -16,20 +16,30 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/peer/peer.h"
 #include "base/clock.h"
+#include "base/number.h"
 
 extern char **environ;
+
+int peer_timeout_read(const char *s, double *out)
+{
+    double v;
+    if (number_read(s, &v) != 0 || !(v >= PEER_TIMEOUT_MIN_S && v <= PEER_TIMEOUT_MAX_S))
+        return -1;
+    *out = v;
+    return 0;
+}
 
 /* LENET_BENCH_PEER_TIMEOUT's seconds, 0 when unset, -1 when it is no
  * number of seconds in range. */
 static double timeout_setting(void)
 {
     const char *env = getenv("LENET_BENCH_PEER_TIMEOUT");
+    double v;
     if (!env)
         return 0;
-    char *end;
-    double v = strtod(env, &end);
-    return end != env && !*end && v >= MIN_TIMEOUT_S && v <= MAX_TIMEOUT_S ? v : -1;
+    return peer_timeout_read(env, &v) == 0 ? v : -1;
 }
 
 double base_timeout(void)
@@ -43,7 +53,7 @@ int timeout_setting_ok(char *why, size_t why_len)
     if (timeout_setting() >= 0)
         return 0;
     snprintf(why, why_len, "LENET_BENCH_PEER_TIMEOUT=%.40s is not a number of seconds from %g to %g",
-             getenv("LENET_BENCH_PEER_TIMEOUT"), MIN_TIMEOUT_S, MAX_TIMEOUT_S);
+             getenv("LENET_BENCH_PEER_TIMEOUT"), PEER_TIMEOUT_MIN_S, PEER_TIMEOUT_MAX_S);
     return -1;
 }
 

@@ -39,13 +39,8 @@ typedef struct channel {
 
 typedef enum wait_result { READY, TIMED_OUT, CLOSED, BROKEN } wait_result;
 
-/* The shortest and longest LENET_BENCH_PEER_TIMEOUT taken: under a second
- * not even the interpreter starts. */
-#define MIN_TIMEOUT_S 1.0
-#define MAX_TIMEOUT_S 86400.0
-
-/* LENET_BENCH_PEER_TIMEOUT when it is a number of seconds from
- * MIN_TIMEOUT_S to MAX_TIMEOUT_S, else DEFAULT_TIMEOUT_S. */
+/* LENET_BENCH_PEER_TIMEOUT when it is a number of seconds in its range
+ * (peer_timeout_read, peer.h), else DEFAULT_TIMEOUT_S. */
 double base_timeout(void);
 /* 0 when LENET_BENCH_PEER_TIMEOUT is unset or such a number; -1 with why. */
 int timeout_setting_ok(char *why, size_t why_len);

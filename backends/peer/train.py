@@ -118,7 +118,7 @@ def openmp_runtime():
     for p in found:
         lib = re.search(r"/lib(gomp|iomp5|omp)[^/]*$", p).group(1)
         own = "/torch/" in p or "site-packages" in p or "dist-packages" in p
-        names.append(f"{kind[lib]} ({'its own copy' if own else 'the system' + chr(39) + 's'}, {p})")
+        names.append(f"{'its own' if own else 'the system' + chr(39) + 's'} {kind[lib]}")
     return ", ".join(names)
 
 
@@ -165,9 +165,12 @@ def describe(device, args):
         threads = torch.get_num_threads()
         where = (f", {threads} thread{'' if threads == 1 else 's'}, {onednn}, {blas_note()}, "
                  f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '')}")
+    mode = getattr(args, "mode", "eager")
+    mode = ("torch.compile (inductor; epoch 1 holds the compile)" if mode == "compile"
+            else "eager")
     math_mode = ("autocast bf16 (fp32 master weights)" if args.precision == "bf16" else
                  "fp32, TF32 on" if args.precision == "tf32" else "fp32, TF32 off")
-    return f"PyTorch {torch.__version__}{where}; {math_mode}"
+    return f"PyTorch {torch.__version__}{where}; {mode}, {math_mode}"
 
 
 def reset_peak_memory():
@@ -192,6 +195,14 @@ def peak_memory():
         pass
     import resource
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def compiled(net):
+    """net's forward under torch.compile (inductor, its default mode); a
+    PyTorch without it is refused with the reason."""
+    if not hasattr(torch, "compile"):
+        raise ValueError(f"torch {torch.__version__} has no torch.compile (2.0 and later)")
+    return torch.compile(net)
 
 
 def read_exact(stream, n):
@@ -223,15 +234,20 @@ def serve(args):
         device = torch.device("cpu")
 
     def configure(a):
-        nonlocal autocast
+        nonlocal autocast, step_net
         torch.set_num_threads(a.threads)
         set_math(device, a.precision)
         autocast = forward_context(device, a.precision)
         net = Net(a.workload).to(device)
+        # the training forward under torch.compile (compiled on the first
+        # steps, inside the first epoch's time); evaluation stays eager on
+        # the same parameters
+        step_net = compiled(net) if a.mode == "compile" else net
         answer(f"ready\t{torch.__version__}\t{describe(device, a)}")
         return net, make_optimizer(net, a)
 
     autocast = contextlib.nullcontext
+    step_net = None
     try:
         net, opt = configure(args)
     except ValueError as err:
@@ -250,7 +266,7 @@ def serve(args):
             if cmd == "park":
                 # idle until the next config: drop the model and the data
                 # (and on a GPU their memory), no answer
-                net = opt = train_x = train_y = test_x = test_y = None
+                net = opt = step_net = train_x = train_y = test_x = test_y = None
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
                 continue
@@ -316,7 +332,8 @@ def serve(args):
                 for s in range(steps):
                     idx = order[s * batch:(s + 1) * batch]
                     opt.zero_grad(set_to_none=True)
-                    loss = F.cross_entropy(logits_of(net, train_x[idx], autocast), train_y[idx])
+                    loss = F.cross_entropy(logits_of(step_net, train_x[idx], autocast),
+                                           train_y[idx])
                     loss.backward()
                     opt.step()
                     losses[s] = loss.detach()
@@ -376,6 +393,9 @@ def parse_args(argv):
     p.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"],
                    help="tf32: TF32 matmuls and convolutions (GPU); bf16: CPU autocast")
     p.add_argument("--device-index", type=int, default=0, help="with --device cuda")
+    p.add_argument("--mode", default="eager", choices=["eager", "compile"],
+                   help="compile: the training steps under torch.compile (its first "
+                        "steps compile it)")
     p.add_argument("--serve", action="store_true",
                    help="answer ./bench's commands on stdin/stdout (see serve())")
     p.add_argument("--probe", action="store_true",

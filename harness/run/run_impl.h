@@ -35,7 +35,7 @@ typedef struct attempt {
     double final_train_loss;
     eval_counts final_eval;
     double time_to_target; /* < 0: not reached */
-    char details[256];
+    char details[768]; /* (a peer's: its version, source, libraries, environment) */
     int threads, devices, replicas;
     size_t peak_memory;
     size_t host_memory; /* heap bytes the engine held (see heap_in_use) */
