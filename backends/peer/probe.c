@@ -19,7 +19,7 @@
 #define SCRIPT_IN_TREE "backends/peer/train.py"
 #define PEER_ENV_DIR ".venv-peer"
 /* the probe's timeout unless LENET_BENCH_PEER_TIMEOUT is set */
-#define PROBE_TIMEOUT_S 30.0
+#define PROBE_TIMEOUT_S 60.0
 
 static peer_probe probed;
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -48,9 +48,11 @@ static int find_script(char *out, size_t len)
 }
 
 /* How long the probe may take: the user's LENET_BENCH_PEER_TIMEOUT, else
- * PROBE_TIMEOUT_S. Importing torch takes seconds (a PyPI wheel's first
- * import from a cold disk cache up to about ten on a loaded machine); an
- * interpreter that has not answered by then is not going to. */
+ * PROBE_TIMEOUT_S. The probe costs about 2.5 s of processor time (PyTorch
+ * 2.15's import and its checks), 22-32 s of wall time on a 2-core machine
+ * at a load average of 17; an interpreter that has not answered in a
+ * minute is not going to, and the training calls' 120 s is too long to
+ * wait for one that hangs. */
 static double probe_timeout(void)
 {
     return getenv("LENET_BENCH_PEER_TIMEOUT") ? base_timeout() : PROBE_TIMEOUT_S;
@@ -87,14 +89,25 @@ static int probe_python(const char *python, const char *script, peer_probe *p, c
         p->cpu_bf16 = bf16 == 1;
         p->cpu_fp16 = fp16 == 1;
         rc = 0;
-        /* an optional second line: "libraries TEXT" (its CPU libraries) */
+        /* optional lines: "libraries TEXT" (its CPU libraries), "modes
+         * eager [compile]" (a script without it: eager only) */
         p->libraries[0] = 0;
-        if (channel_line(&c, line, sizeof line, &deadline) == READY &&
-            !strncmp(line, "libraries ", 10)) {
-            size_t o = 0;
-            for (const char *q = line + 10; *q && o + 1 < sizeof p->libraries; q++)
-                p->libraries[o++] = (unsigned char)*q < 0x20 ? ' ' : *q;
-            p->libraries[o] = 0;
+        p->compile = 0;
+        snprintf(p->no_compile, sizeof p->no_compile, "its train.py names no compile mode");
+        for (int more = 0; more < 2; more++) {
+            if (channel_line(&c, line, sizeof line, &deadline) != READY)
+                break;
+            if (!strncmp(line, "libraries ", 10)) {
+                size_t o = 0;
+                for (const char *q = line + 10; *q && o + 1 < sizeof p->libraries; q++)
+                    p->libraries[o++] = (unsigned char)*q < 0x20 ? ' ' : *q;
+                p->libraries[o] = 0;
+            } else if (!strncmp(line, "modes ", 6)) {
+                const char *no = strstr(line, "; no compile: ");
+                p->compile = !no && strstr(line + 5, " compile") != NULL;
+                if (no)
+                    snprintf(p->no_compile, sizeof p->no_compile, "%.200s", no + 14);
+            }
         }
     } else if (w == TIMED_OUT) {
         snprintf(why, why_len, "%.300s --probe gave no answer within %.0f s", python, limit);
@@ -179,8 +192,8 @@ const peer_probe *probe_once(void)
                 char was[MSG_LEN];
                 snprintf(was, sizeof was, "%s", probed.why + strlen("no python3 with torch: "));
                 snprintf(probed.why, sizeof probed.why,
-                         "the peer's environment %.150s is broken (make peer reinstalls it; "
-                         "LENET_BENCH_PYTHON picks another python): %.200s",
+                         "the peer's environment %.150s cannot run the peer (make peer "
+                         "reinstalls it; LENET_BENCH_PYTHON picks another python): %.200s",
                          env_dir, was);
             }
         } else {

@@ -31,6 +31,8 @@ typedef struct peer_probe {
     int gpus;
     int cpu_bf16; /* CPU autocast to bfloat16 works (the bf16 peer) */
     int cpu_fp16; /* CPU autocast to float16 works (no fp16 peer yet) */
+    int compile;  /* torch.compile can run here (the pytorch-compile row) */
+    char no_compile[256]; /* why not, when it cannot */
     char why[MSG_LEN];
 } peer_probe;
 

@@ -99,6 +99,10 @@ static int peer_probe_fn(void *ctx, char *why, size_t why_len)
         snprintf(why, why_len, "PyTorch %s (%s) sees no CUDA device", p->version, p->python);
         return 0;
     }
+    if (!strcmp(k->mode, "compile") && !p->compile) {
+        snprintf(why, why_len, "PyTorch %s (%s): %s", p->version, p->python, p->no_compile);
+        return 0;
+    }
     return 1;
 }
 

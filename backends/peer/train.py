@@ -197,11 +197,30 @@ def peak_memory():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def compile_missing():
+    """Why torch.compile cannot run here ("" when it can): it needs
+    PyTorch 2.0 or later, and inductor builds C++ on the CPU with a C++
+    compiler and Python's headers."""
+    if not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile (2.0 and later)"
+    import shutil
+    import sysconfig
+    cxx = os.environ.get("CXX", "")
+    if not (cxx and shutil.which(cxx)) and not shutil.which("g++") and not shutil.which("clang++"):
+        return "torch.compile on the CPU needs a C++ compiler (g++ or clang++; apt-get install g++)"
+    headers = sysconfig.get_paths().get("include", "")
+    if not os.path.exists(os.path.join(headers, "Python.h")):
+        return (f"torch.compile on the CPU needs Python's headers ({headers}/Python.h; "
+                "apt-get install python3-dev)")
+    return ""
+
+
 def compiled(net):
     """net's forward under torch.compile (inductor, its default mode); a
     PyTorch without it is refused with the reason."""
-    if not hasattr(torch, "compile"):
-        raise ValueError(f"torch {torch.__version__} has no torch.compile (2.0 and later)")
+    missing = compile_missing()
+    if missing:
+        raise ValueError(missing)
     return torch.compile(net)
 
 
@@ -439,6 +458,8 @@ def main(argv):
     if args.probe:
         print(probe_line())
         print(f"libraries {cpu_libraries()}")
+        missing = compile_missing()
+        print("modes eager" + (f"; no compile: {missing}" if missing else " compile"))
         return 0
     if args.serve:
         return serve(args)
