@@ -33,7 +33,7 @@ static void usage(FILE *f)
         "       (each takes --help)\n"
         "\n"
         "  --backend LIST       comma list of backends, or 'all' (default: all)\n"
-        "  --no-peers           leave out the framework peers (pytorch-cpu, pytorch-cuda)\n"
+        "  --no-peers           leave out the framework peers (pytorch-cpu, -compile, -cuda)\n"
         "  --workload W         lenet (default) or mlp\n"
         "  --epochs N           epochs per backend (default 10)\n"
         "  --batch-size LIST    images per step, a comma list each trained as its own\n"
