@@ -149,6 +149,15 @@ count:
 deps:
 	@scripts/install-deps
 
+# The PyTorch peer's own environment (scripts/install-peer): the newest
+# torch that installs here from PyPI, in $(PEER_ENV), which ./bench then
+# runs the peer with (docs/peers.md). Not part of run or test: the wheel
+# brings its CUDA libraries, several GB.
+PEER_ENV ?= .venv-peer
+.PHONY: peer
+peer:
+	@scripts/install-peer $(PEER_ENV)
+
 run: deps
 	@$(MAKE) --no-print-directory all
 	./$(BENCH) --backend all --epochs 10 $(ARGS)

@@ -363,6 +363,10 @@ typedef struct backend {
      * multiply-add probe of the CPU may be raised to; <= 0 when not
      * measured. */
     double (*library_peak_gflops)(int threads);
+    /* Optional, a backend compiled into ./bench: the line --list prints
+     * under it and the rows' details end with (what a module's
+     * describe_setup says for its backend); "" when there is nothing. */
+    void (*setup_note)(void *ctx, char *buf, size_t len);
 
     const engine_ops *ops;
     const data_parallel_ops *dp; /* NULL: no data parallelism */

@@ -15,14 +15,15 @@ extern backend_module blas_registration, direct_registration, onednn_registratio
     cuda_registration;
 /* Framework peers (backends/peer/pytorch.c): last, so a run's own
  * backends come first in its tables and charts */
-extern const backend pytorch_cpu_backend, pytorch_cuda_backend;
+extern const backend pytorch_cpu_backend, pytorch_compile_backend, pytorch_cuda_backend;
 
 /* The suite's own engines, in the order --backend all runs them: naive
  * (in the program), then the module backends; then the backends
  * registered from above (backend_register), then the peers. */
 static backend_module *const modules[] = {&blas_registration, &direct_registration,
                                            &onednn_registration, &cuda_registration};
-static const backend *const peers[] = {&pytorch_cpu_backend, &pytorch_cuda_backend};
+static const backend *const peers[] = {&pytorch_cpu_backend, &pytorch_compile_backend,
+                                       &pytorch_cuda_backend};
 enum { MAX_REGISTERED = 8 };
 static const backend *registered[MAX_REGISTERED];
 static int registered_count;
@@ -189,6 +190,8 @@ void backend_setup_note(const backend *b, int with_reasons, char *buf, size_t le
     backend_module *m = entry_of(b);
     if (m && m->describe_setup && m->table)
         m->describe_setup(buf, len, with_reasons);
+    else if (!m && b->setup_note)
+        b->setup_note(b->ctx, buf, len);
 }
 
 void backend_describe(const backend *b, engine *e, char *buf, size_t len)

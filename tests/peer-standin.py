@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A stand-in for backends/peer/train.py, for tests/test_peers.sh (selected
 with LENET_BENCH_PYTORCH_SCRIPT). It answers --probe as train.py does,
-without torch; in --serve mode it behaves as PEER_STANDIN says:
+without torch (its version PEER_STANDIN_VERSION, default 0.0-standin); in
+--serve mode it behaves as PEER_STANDIN says:
   exit     says it is ready, reads the first command, writes a traceback
            line to stderr and exits with status 3
   garbage  writes a line that is not the protocol instead of "ready", then
@@ -21,7 +22,7 @@ import time
 PARAMS = {"lenet": 431080, "mlp": 79510}
 
 if "--probe" in sys.argv:
-    print("pytorch 0.0-standin cuda 0")
+    print(f"pytorch {os.environ.get('PEER_STANDIN_VERSION', '0.0-standin')} cuda 0")
     sys.exit(0)
 mode = os.environ.get("PEER_STANDIN", "exit")
 if mode == "garbage":
@@ -69,6 +70,13 @@ def serve():
         elif cmd == "config":
             held = None
             count, held = ready(rest)
+            # its peak from here on, as train.py does
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        elif cmd == "memory":
+            with open("/proc/self/status") as f:
+                kib = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+            print(f"ok {kib * 1024}", flush=True)
         elif cmd == "params":
             params = read_exact(4 * count)
             print("ok", flush=True)

@@ -11,24 +11,35 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/peer/peer.h"
 #include "base/clock.h"
+#include "base/number.h"
 
 extern char **environ;
+
+int peer_timeout_read(const char *s, double *out)
+{
+    double v;
+    if (number_read(s, &v) != 0 || !(v >= PEER_TIMEOUT_MIN_S && v <= PEER_TIMEOUT_MAX_S))
+        return -1;
+    *out = v;
+    return 0;
+}
 
 /* LENET_BENCH_PEER_TIMEOUT's seconds, 0 when unset, -1 when it is no
  * number of seconds in range. */
 static double timeout_setting(void)
 {
     const char *env = getenv("LENET_BENCH_PEER_TIMEOUT");
+    double v;
     if (!env)
         return 0;
-    char *end;
-    double v = strtod(env, &end);
-    return end != env && !*end && v >= MIN_TIMEOUT_S && v <= MAX_TIMEOUT_S ? v : -1;
+    return peer_timeout_read(env, &v) == 0 ? v : -1;
 }
 
 double base_timeout(void)
@@ -42,7 +53,7 @@ int timeout_setting_ok(char *why, size_t why_len)
     if (timeout_setting() >= 0)
         return 0;
     snprintf(why, why_len, "LENET_BENCH_PEER_TIMEOUT=%.40s is not a number of seconds from %g to %g",
-             getenv("LENET_BENCH_PEER_TIMEOUT"), MIN_TIMEOUT_S, MAX_TIMEOUT_S);
+             getenv("LENET_BENCH_PEER_TIMEOUT"), PEER_TIMEOUT_MIN_S, PEER_TIMEOUT_MAX_S);
     return -1;
 }
 
@@ -66,13 +77,90 @@ int find_program(const char *name, char *out, size_t len)
     return -1;
 }
 
+/* Every catchable signal at its default disposition and none blocked, in
+ * a child between fork and exec (async-signal-safe calls only). */
+static void default_signals(void)
+{
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            sigaction(sig, &dfl, NULL); /* (the real-time ones glibc keeps fail: fine) */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* The guard of the peer's process group: a forked copy of this process in
+ * that group, holding nothing but the read end of a pipe whose write end
+ * only ./bench holds. When ./bench ends however it ends (SIGKILL too) the
+ * pipe reads end-of-file and the guard kills the whole group: the
+ * interpreter and whatever a wrapper that does not exec started, which
+ * PR_SET_PDEATHSIG (the direct child's alone) does not reach. channel_reap
+ * kills it with the group. Returns its pid (0 when it could not start: the
+ * group is then stopped by channel_reap alone) and the pipe's write end. */
+static pid_t start_guard(pid_t group, int *write_end)
+{
+    int gp[2];
+    *write_end = -1;
+    if (pipe2(gp, O_CLOEXEC) != 0)
+        return 0;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(gp[0]), close(gp[1]);
+        return 0;
+    }
+    if (pid == 0) {
+        /* only async-signal-safe calls: it never execs */
+        setpgid(0, group);
+        default_signals();
+        struct sigaction ign = {.sa_handler = SIG_IGN};
+        static const int ignored[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2};
+        for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++)
+            sigaction(ignored[i], &ign, NULL);
+        if (dup2(gp[0], STDIN_FILENO) < 0)
+            _exit(0);
+        /* nothing else open: another channel's socket must see its end */
+        if (syscall(SYS_close_range, 1u, ~0u, 0u) != 0)
+            for (int fd = 1; fd < 65536; fd++)
+                close(fd);
+        for (;;) {
+            char b;
+            ssize_t n = read(STDIN_FILENO, &b, 1);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n == 0)
+                kill(-group, SIGKILL); /* ./bench is gone: so is its peer */
+            _exit(0);
+        }
+    }
+    setpgid(pid, group); /* (either side may come first) */
+    close(gp[0]);
+    *write_end = gp[1];
+    return pid;
+}
+
+/* Stops the guard before the group's leader is reaped (whose pid may then
+ * be another's). */
+static void stop_guard(channel *c)
+{
+    if (c->guard > 0) {
+        kill(c->guard, SIGKILL);
+        while (waitpid(c->guard, NULL, 0) < 0 && errno == EINTR)
+            ;
+        c->guard = 0;
+    }
+    if (c->guard_fd >= 0)
+        close(c->guard_fd);
+    c->guard_fd = -1;
+}
+
 /* Starts argv[0] (an absolute path) with its stdin and stdout on one end
  * of a socket pair and its stderr on a pipe. */
 int channel_start(channel *c, char *const argv[], char *const envp[], char *err,
                   size_t err_len)
 {
     memset(c, 0, sizeof *c);
-    c->sock = c->err = -1;
+    c->sock = c->err = c->guard_fd = -1;
     c->in = malloc(LINE_MAX_LEN);
     int sv[2], ep[2];
     if (!c->in) {
@@ -105,13 +193,11 @@ int channel_start(channel *c, char *const argv[], char *const envp[], char *err,
         /* a group of its own: an interpreter wrapper that does not exec
          * leaves its own child, which the group's kill takes too */
         setpgid(0, 0);
-        struct sigaction ign = {.sa_handler = SIG_IGN}, dfl = {.sa_handler = SIG_DFL};
-        sigaction(SIGINT, &ign, NULL);
-        sigaction(SIGTERM, &ign, NULL);
-        sigaction(SIGPIPE, &dfl, NULL);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        /* the framework's runtime starts as any program does: every signal
+         * at its default, none blocked (what ./bench ignores or catches is
+         * not handed on; the group is out of reach of the terminal's
+         * signals, and ./bench stops it) */
+        default_signals();
         dup2(sv[1], STDIN_FILENO);
         dup2(sv[1], STDOUT_FILENO);
         dup2(ep[1], STDERR_FILENO);
@@ -125,6 +211,7 @@ int channel_start(channel *c, char *const argv[], char *const envp[], char *err,
     close(sv[1]);
     close(ep[1]);
     c->pid = pid;
+    c->guard = start_guard(pid, &c->guard_fd);
     c->sock = sv[0];
     c->err = ep[0];
     fcntl(c->sock, F_SETFL, fcntl(c->sock, F_GETFL) | O_NONBLOCK);
@@ -193,10 +280,13 @@ void channel_reap(channel *c, double wait_s)
         int r = waitid(P_PID, (id_t)c->pid, &info, WEXITED | WNOHANG | WNOWAIT);
         if (r < 0 && errno == EINTR)
             continue;
-        if (r < 0)
+        if (r < 0) {
+            stop_guard(c);
             break; /* reaped elsewhere: its group id may be another's now */
+        }
         if (info.si_pid == c->pid) {
             kill(-c->pid, SIGKILL); /* what its group still holds */
+            stop_guard(c);
             while (waitpid(c->pid, &c->status, 0) < 0 && errno == EINTR)
                 ;
             break;
@@ -204,6 +294,7 @@ void channel_reap(channel *c, double wait_s)
         if (now_seconds() >= until) {
             kill(-c->pid, SIGKILL);
             kill(c->pid, SIGKILL);
+            stop_guard(c);
             while (waitpid(c->pid, &c->status, 0) < 0 && errno == EINTR)
                 ;
             break;

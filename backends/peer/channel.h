@@ -1,6 +1,8 @@
 /* The child process of a framework peer and its channel: starting it
  * (fork, exec, its stdin and stdout on a socket pair, its stderr on a
- * pipe, PR_SET_PDEATHSIG, SIGINT and SIGTERM ignored), sending and
+ * pipe, PR_SET_PDEATHSIG, every signal at its default, in a process
+ * group of its own that a guard process kills when ./bench ends, even by
+ * SIGKILL), sending and
  * receiving against a deadline, the answer lines and payloads of the
  * protocol, and reaping it with how it ended. A signal during a wait (the
  * run is stopping) shortens the deadline to GRACE_AFTER_SIGNAL_S. */
@@ -31,17 +33,14 @@ typedef struct channel {
     size_t tail_len;
     int status;    /* waitpid status once reaped */
     int signalled; /* a signal came during a wait (the run is stopping) */
+    pid_t guard;    /* kills the group when ./bench ends (channel.c), 0: none */
+    int guard_fd;   /* its pipe's write end, -1: none */
 } channel;
 
 typedef enum wait_result { READY, TIMED_OUT, CLOSED, BROKEN } wait_result;
 
-/* The shortest and longest LENET_BENCH_PEER_TIMEOUT taken: under a second
- * not even the interpreter starts. */
-#define MIN_TIMEOUT_S 1.0
-#define MAX_TIMEOUT_S 86400.0
-
-/* LENET_BENCH_PEER_TIMEOUT when it is a number of seconds from
- * MIN_TIMEOUT_S to MAX_TIMEOUT_S, else DEFAULT_TIMEOUT_S. */
+/* LENET_BENCH_PEER_TIMEOUT when it is a number of seconds in its range
+ * (peer_timeout_read, peer.h), else DEFAULT_TIMEOUT_S. */
 double base_timeout(void);
 /* 0 when LENET_BENCH_PEER_TIMEOUT is unset or such a number; -1 with why. */
 int timeout_setting_ok(char *why, size_t why_len);

@@ -5,4 +5,4 @@ LIB_SRCS += $(wildcard backends/peer/*.c)
 $(BUILD)/backends/peer/probe.o: CFLAGS += -DLB_SOURCE_DIR_ABS='"$(abspath .)"'
 # The peer against naive (skipped without torch); its faults end to end.
 TESTS += test_peer
-TEST_SCRIPTS += tests/test_peers.sh
+TEST_SCRIPTS += tests/test_peers.sh tests/test_peer_process.sh

@@ -11,11 +11,12 @@
  * a generous allowance per image), an answer that is not the protocol's, a
  * child that exits or one that stops answering fails the engine with the
  * reason and the child's last stderr line, and the child is killed and
- * reaped. It ignores SIGINT and SIGTERM, so that an interrupted run stops it
- * through the harness (the call in flight finishes, then destroy), and
- * dies with ./bench (PR_SET_PDEATHSIG: with the thread that started it, so
- * engines are created on the main thread, as the harness does), so it is
- * never left behind (channel.c). destroy parks a healthy child for the next engine of
+ * reaped. It runs in a process group of its own, out of reach of the
+ * terminal's signals, so that an interrupted run stops it through the
+ * harness (the call in flight finishes, then destroy), and the whole group
+ * dies with ./bench however ./bench ends (a guard process; the child
+ * itself also by PR_SET_PDEATHSIG), so nothing it started is left behind
+ * (channel.c). destroy parks a healthy child for the next engine of
  * its kind (see parked_child); atexit stops it.
  *
  * Environment: LENET_BENCH_PYTHON (the interpreter; default: python3 on
@@ -46,6 +47,11 @@
 #define TRAIN_S_PER_IMAGE 0.01
 #define EVAL_S_PER_IMAGE 0.005
 #define DATA_BYTES_PER_S 10e6
+/* torch.compile's first steps compile the model (inductor writes and
+ * builds C++: tens of seconds, minutes on a loaded 2-core machine), and a
+ * new batch shape (the short last batch) compiles again: a compiling
+ * peer's train calls get this much more */
+#define COMPILE_S 900.0
 
 /* ---------------------------------------------------------------------- */
 /* The engines                                                            */
@@ -53,10 +59,15 @@
 typedef struct peer_kind {
     const char *name;
     int cuda;
+    const char *mode; /* train.py --mode: eager, or compile (torch.compile) */
 } peer_kind;
 
-static const peer_kind cpu_kind = {"pytorch-cpu", 0};
-static const peer_kind cuda_kind = {"pytorch-cuda", 1};
+static const peer_kind cpu_kind = {"pytorch-cpu", 0, "eager"};
+/* torch.compile on the CPU: a row of its own, its first epoch holding the
+ * compile (epochs.csv), the warm-up epoch then left out of its median as
+ * every row's is */
+static const peer_kind compile_kind = {"pytorch-compile", 0, "compile"};
+static const peer_kind cuda_kind = {"pytorch-cuda", 1, "eager"};
 
 /* The engine behind the contract's opaque handle (peer_of). */
 typedef struct peer_engine {
@@ -71,7 +82,6 @@ typedef struct peer_engine {
     char describe[256];
     char err[MSG_LEN];
     char line[LINE_MAX_LEN + 1]; /* the last answer */
-    int peak_unknown; /* a reused child whose peak memory could not be reset */
     precision prec;
 } peer_engine;
 
@@ -87,6 +97,10 @@ static int peer_probe_fn(void *ctx, char *why, size_t why_len)
     }
     if (k->cuda && p->gpus < 1) {
         snprintf(why, why_len, "PyTorch %s (%s) sees no CUDA device", p->version, p->python);
+        return 0;
+    }
+    if (!strcmp(k->mode, "compile") && !p->compile) {
+        snprintf(why, why_len, "PyTorch %s (%s): %s", p->version, p->python, p->no_compile);
         return 0;
     }
     return 1;
@@ -259,22 +273,10 @@ static int read_ready(peer_engine *e, const char *what)
     return 0;
 }
 
-/* The engine of a child ready for its configuration. A parked child's
- * peak resident memory (VmHWM) is that of every configuration it served:
- * it is reset here (5 to clear_refs), so that the row reports its own
- * configuration's peak. */
-static engine *started(peer_engine *e, int reused)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)e->ch.pid);
-    FILE *f = e->ch.pid > 0 ? fopen(path, "w") : NULL;
-    int reset = f && fputs("5", f) >= 0;
-    if (f && fclose(f) != 0)
-        reset = 0;
-    /* a fresh child's peak is its own; a reused one's, not reset, is not */
-    e->peak_unknown = reused && !reset;
-    return (engine *)e;
-}
+/* The engine of a child ready for its configuration (its peak resident
+ * memory is reset by the child itself at each config: train.py's
+ * "memory"). */
+static engine *started(peer_engine *e) { return (engine *)e; }
 
 /* create's refusal: the reason in err, no engine. */
 __attribute__((format(printf, 3, 4))) static engine *refuse(char *err, size_t err_len,
@@ -331,7 +333,7 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
         "--optimizer", (char *)optimizers[o->kind], "--lr", lr, "--momentum", mom,
         "--weight-decay", wd, "--beta1", b1, "--beta2", b2, "--eps", eps,
         "--threads", threads, "--device", k->cuda ? "cuda" : "cpu", "--device-index", device,
-        "--precision", (char *)precision_name(cfg->precision), NULL,
+        "--precision", (char *)precision_name(cfg->precision), "--mode", (char *)k->mode, NULL,
     };
     /* a parked child takes the same options as a config command */
     if (unpark(k, cfg->device, &e->ch)) {
@@ -345,7 +347,7 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
             double deadline = now_seconds() + base_timeout();
             if (channel_send(&e->ch, cmd, used, &deadline) == READY &&
                 read_ready(e, "config") == 0)
-                return started(e, 1);
+                return started(e);
         }
         /* gone or confused while parked: a fresh one */
         channel_reap(&e->ch, 0);
@@ -365,7 +367,7 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
         destroy_peer(e);
         return NULL;
     }
-    return started(e, 0);
+    return started(e);
 }
 
 static const char *error(engine *handle)
@@ -428,6 +430,8 @@ static int train_steps(engine *handle, const int32_t *indices, int batch, int st
     const void *parts[] = {indices};
     size_t sizes[] = {sizeof(int32_t) * (size_t)batch * steps};
     double limit = base_timeout() + TRAIN_S_PER_IMAGE * batch * steps, deadline;
+    if (!strcmp(e->kind->mode, "compile"))
+        limit += COMPILE_S;
     if (request(e, "train", cmd, parts, sizes, 1, limit, &deadline, rest, sizeof rest) != 0)
         return -1;
     float *out = losses ? losses : malloc(sizeof(float) * (size_t)steps);
@@ -525,36 +529,49 @@ static void placement(engine *handle, int *threads, int *devices, int *replicas)
     *replicas = 1;
 }
 
-/* The child's own description, then the environment it was started in
- * (the same in every run: environment.h). */
+/* The child's own description (the rows' details then end with
+ * setup_note's). */
 static void describe(engine *handle, char *buf, size_t len)
 {
-    peer_engine *e = peer_of(handle);
-    char env[512];
-    peer_environment_describe(env, sizeof env);
-    snprintf(buf, len, "%s%s%s", e->describe, env[0] && !e->kind->cuda ? "; " : "",
-             e->kind->cuda ? "" : env);
+    snprintf(buf, len, "%s", peer_of(handle)->describe);
 }
 
-/* pytorch-cpu's memory is the child's: its peak resident set (VmHWM), read
- * while it lives. The wrapper's own heap is a few KiB and says nothing. 0
- * when it cannot be read. */
+/* Under --list and at the end of the rows' details: the PyTorch found,
+ * where from, its CPU libraries, and (CPU) the environment its process
+ * starts in (the same in every run: environment.h). Only what an earlier
+ * probe found: asking must not start python. */
+static void setup_note(void *ctx, char *buf, size_t len)
+{
+    const peer_kind *k = ctx;
+    char found[768], env[512] = "";
+    probe_describe(found, sizeof found);
+    if (!found[0]) {
+        if (len)
+            buf[0] = 0;
+        return;
+    }
+    if (!k->cuda) {
+        peer_environment(); /* (decided once; the probe already did) */
+        peer_environment_describe(env, sizeof env);
+    }
+    snprintf(buf, len, "%s%s%s", found, env[0] ? "; " : "", env);
+}
+
+/* pytorch-cpu's memory is the framework's process's peak resident set
+ * (VmHWM) since its configuration, which that process reports itself
+ * ("memory"): the child ./bench started may be an interpreter wrapper
+ * whose own few MB say nothing. 0 when it does not answer a number. */
 static size_t child_peak_rss(engine *handle)
 {
     peer_engine *e = peer_of(handle);
-    char path[64], line[256];
-    if (e->ch.pid <= 0 || e->peak_unknown)
+    char rest[64];
+    double deadline;
+    if (!e->alive || request(e, "memory", "memory\n", NULL, NULL, 0, base_timeout(), &deadline,
+                             rest, sizeof rest) != 0)
         return 0;
-    snprintf(path, sizeof path, "/proc/%d/status", (int)e->ch.pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    unsigned long long kib = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmHWM: %llu kB", &kib) == 1)
-            break;
-    fclose(f);
-    return (size_t)kib * 1024;
+    char *end;
+    unsigned long long bytes = strtoull(rest, &end, 10);
+    return end != rest && !*end ? (size_t)bytes : 0;
 }
 
 /* Only what an earlier probe found: asking must not start python. */
@@ -563,7 +580,8 @@ static void library_info(void *ctx, char *buf, size_t len)
     (void)ctx;
     const peer_probe p = probe_found();
     if (p.ok)
-        snprintf(buf, len, "PyTorch %s", p.version);
+        snprintf(buf, len, "PyTorch %s (%s, %s)%s%s", p.version, p.source, p.python,
+                 p.libraries[0] ? "; " : "", p.libraries);
     else if (len)
         buf[0] = 0;
 }
@@ -585,7 +603,8 @@ static const engine_ops cuda_ops = {PEER_OPS};
 
 /* No data-parallel entries and no stages: the child trains whole steps. */
 #define PEER_ENTRIES                                                                           \
-    .built = 1, .probe = peer_probe_fn, .create = create, .library_info = library_info
+    .built = 1, .probe = peer_probe_fn, .create = create, .library_info = library_info,      \
+    .setup_note = setup_note
 
 /* bf16 on the CPU is torch.autocast("cpu", dtype=torch.bfloat16), which
  * PyTorch has had since 1.10: the peer's probe line says whether it works. */
@@ -620,6 +639,17 @@ const backend pytorch_cpu_backend = {
     .precisions = 1u << PREC_FP32 | 1u << PREC_BF16 | 1u << PREC_FP16,
     .probe_precision = cpu_probe_precision,
     .ctx = (void *)&cpu_kind,
+    .ops = &cpu_ops,
+    PEER_ENTRIES,
+};
+
+const backend pytorch_compile_backend = {
+    .name = "pytorch-compile",
+    .summary = "framework peer: PyTorch on the CPU under torch.compile (inductor; its first "
+               "epoch holds the compile), fp32; bf16 by autocast",
+    .precisions = 1u << PREC_FP32 | 1u << PREC_BF16 | 1u << PREC_FP16,
+    .probe_precision = cpu_probe_precision,
+    .ctx = (void *)&compile_kind,
     .ops = &cpu_ops,
     PEER_ENTRIES,
 };

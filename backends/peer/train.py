@@ -77,6 +77,9 @@ EPOCHS_HEADER = ("backend,workload,precision,threads,devices,replicas,ranks,batc
 #                      + M*ROWS*COLS u8 images + M u8 labels (test set) -> ok
 #   train BATCH STEPS  + BATCH*STEPS i32 indices -> ok + STEPS f32 losses
 #   eval LIMIT                     -> ok COUNT LOSS_SUM CLASSES C00 C01 ... (confusion)
+#   memory                         -> ok BYTES: this process's peak resident
+#                                     set since its configuration (VmHWM,
+#                                     reset at each config; 0: unknown)
 #   quit (or end of input)         -> exits 0
 #
 # The answers go to a duplicate of the original stdout; stdout itself is
@@ -99,6 +102,40 @@ def probe_line():
 
 
 
+def openmp_runtime():
+    """The OpenMP runtime this process has mapped (the PyPI wheels bring
+    their own copy of GNU libgomp; Debian's torch uses the system's)."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "omp" in line.rsplit("/", 1)[-1]}
+    except OSError:
+        return "unknown"
+    found = sorted(p for p in paths if re.search(r"/lib(gomp|iomp5|omp)[^/]*\.so", p))
+    if not found:
+        return "none mapped"
+    kind = {"gomp": "GNU libgomp", "iomp5": "Intel libiomp5", "omp": "LLVM libomp"}
+    names = []
+    for p in found:
+        lib = re.search(r"/lib(gomp|iomp5|omp)[^/]*$", p).group(1)
+        own = "/torch/" in p or "site-packages" in p or "dist-packages" in p
+        names.append(f"{'its own' if own else 'the system' + chr(39) + 's'} {kind[lib]}")
+    return ", ".join(names)
+
+
+def cpu_libraries():
+    """One line for ./bench's probe: oneDNN's version, the BLAS the dense
+    layers call, the OpenMP runtime."""
+    config = torch.__config__.show()
+    dnn = re.search(r"(?:MKL-DNN|oneDNN) v?([0-9][0-9.]*)", config)
+    onednn = (f"oneDNN {dnn.group(1)}" if dnn else "oneDNN") \
+        if torch.backends.mkldnn.is_available() else "no oneDNN"
+    mkl = re.search(r"Math Kernel Library Version ([0-9][0-9.]*)", config)
+    blas = blas_note()
+    if mkl and "MKL" in blas:
+        blas = blas.replace("MKL", f"MKL {mkl.group(1)}", 1)
+    return f"{onednn}, {blas}, OpenMP: {openmp_runtime()}"
+
+
 def blas_note():
     """Which BLAS the dense layers call: a PyTorch built with MKL (the PyPI
     wheels) brings its own, on which ./bench's OPENBLAS_CORETYPE has no
@@ -107,6 +144,13 @@ def blas_note():
     info = found.group(1) if found else "unknown"
     if info == "mkl" or torch.backends.mkl.is_available():
         return "BLAS: its own MKL (OPENBLAS_CORETYPE does not apply)"
+    try:
+        with open("/proc/self/maps") as f:
+            mapped = sorted({line.split()[-1] for line in f if "libopenblas" in line})
+    except OSError:
+        mapped = []
+    if mapped:
+        return f"BLAS: the system's OpenBLAS ({mapped[0]})"
     return f"BLAS: the system's ({info})"
 
 
@@ -121,9 +165,63 @@ def describe(device, args):
         threads = torch.get_num_threads()
         where = (f", {threads} thread{'' if threads == 1 else 's'}, {onednn}, {blas_note()}, "
                  f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '')}")
+    mode = getattr(args, "mode", "eager")
+    mode = ("torch.compile (inductor; epoch 1 holds the compile)" if mode == "compile"
+            else "eager")
     math_mode = ("autocast bf16 (fp32 master weights)" if args.precision == "bf16" else
                  "fp32, TF32 on" if args.precision == "tf32" else "fp32, TF32 off")
-    return f"PyTorch {torch.__version__}{where}; {math_mode}"
+    return f"PyTorch {torch.__version__}{where}; {mode}, {math_mode}"
+
+
+def reset_peak_memory():
+    """Starts this process's peak resident set (VmHWM) afresh: True when it
+    could (Linux: 5 to /proc/self/clear_refs)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_memory():
+    """This process's peak resident set in bytes: VmHWM, else getrusage's."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def compile_missing():
+    """Why torch.compile cannot run here ("" when it can): it needs
+    PyTorch 2.0 or later, and inductor builds C++ on the CPU with a C++
+    compiler and Python's headers."""
+    if not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile (2.0 and later)"
+    import shutil
+    import sysconfig
+    cxx = os.environ.get("CXX", "")
+    if not (cxx and shutil.which(cxx)) and not shutil.which("g++") and not shutil.which("clang++"):
+        return "torch.compile on the CPU needs a C++ compiler (g++ or clang++; apt-get install g++)"
+    headers = sysconfig.get_paths().get("include", "")
+    if not os.path.exists(os.path.join(headers, "Python.h")):
+        return (f"torch.compile on the CPU needs Python's headers ({headers}/Python.h; "
+                "apt-get install python3-dev)")
+    return ""
+
+
+def compiled(net):
+    """net's forward under torch.compile (inductor, its default mode); a
+    PyTorch without it is refused with the reason."""
+    missing = compile_missing()
+    if missing:
+        raise ValueError(missing)
+    return torch.compile(net)
 
 
 def read_exact(stream, n):
@@ -155,20 +253,26 @@ def serve(args):
         device = torch.device("cpu")
 
     def configure(a):
-        nonlocal autocast
+        nonlocal autocast, step_net
         torch.set_num_threads(a.threads)
         set_math(device, a.precision)
         autocast = forward_context(device, a.precision)
         net = Net(a.workload).to(device)
+        # the training forward under torch.compile (compiled on the first
+        # steps, inside the first epoch's time); evaluation stays eager on
+        # the same parameters
+        step_net = compiled(net) if a.mode == "compile" else net
         answer(f"ready\t{torch.__version__}\t{describe(device, a)}")
         return net, make_optimizer(net, a)
 
     autocast = contextlib.nullcontext
+    step_net = None
     try:
         net, opt = configure(args)
     except ValueError as err:
         sys.exit(f"train.py: {err}")
     train_x = train_y = test_x = test_y = None
+    peak_known = True  # a fresh process's peak is its configuration's
     while True:
         line = commands.readline()
         if not line:
@@ -181,7 +285,7 @@ def serve(args):
             if cmd == "park":
                 # idle until the next config: drop the model and the data
                 # (and on a GPU their memory), no answer
-                net = opt = train_x = train_y = test_x = test_y = None
+                net = opt = step_net = train_x = train_y = test_x = test_y = None
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
                 continue
@@ -193,6 +297,11 @@ def serve(args):
                     raise ValueError("config: bad options " + " ".join(rest)) from None
                 net = opt = train_x = train_y = test_x = test_y = None
                 net, opt = configure(a)  # a ValueError is answered, parked stays
+                # this configuration's peak, not the ones served before
+                peak_known = reset_peak_memory()
+                continue
+            if cmd == "memory":
+                answer(f"ok {peak_memory() if peak_known else 0}")
                 continue
             if net is None:
                 raise ValueError(f"'{cmd}' while parked (config first)")
@@ -242,7 +351,8 @@ def serve(args):
                 for s in range(steps):
                     idx = order[s * batch:(s + 1) * batch]
                     opt.zero_grad(set_to_none=True)
-                    loss = F.cross_entropy(logits_of(net, train_x[idx], autocast), train_y[idx])
+                    loss = F.cross_entropy(logits_of(step_net, train_x[idx], autocast),
+                                           train_y[idx])
                     loss.backward()
                     opt.step()
                     losses[s] = loss.detach()
@@ -302,6 +412,9 @@ def parse_args(argv):
     p.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"],
                    help="tf32: TF32 matmuls and convolutions (GPU); bf16: CPU autocast")
     p.add_argument("--device-index", type=int, default=0, help="with --device cuda")
+    p.add_argument("--mode", default="eager", choices=["eager", "compile"],
+                   help="compile: the training steps under torch.compile (its first "
+                        "steps compile it)")
     p.add_argument("--serve", action="store_true",
                    help="answer ./bench's commands on stdin/stdout (see serve())")
     p.add_argument("--probe", action="store_true",
@@ -344,6 +457,9 @@ def main(argv):
     args = parse_args(argv)
     if args.probe:
         print(probe_line())
+        print(f"libraries {cpu_libraries()}")
+        missing = compile_missing()
+        print("modes eager" + (f"; no compile: {missing}" if missing else " compile"))
         return 0
     if args.serve:
         return serve(args)

@@ -6,6 +6,7 @@
 #include "harness/run/plan.h"
 
 #include "backends/direct/fp32/isa.h"
+#include "backends/peer/peer.h"
 #include "backends/registry.h"
 #include "parallel/world.h"
 
@@ -32,7 +33,7 @@ static void usage(FILE *f)
         "       (each takes --help)\n"
         "\n"
         "  --backend LIST       comma list of backends, or 'all' (default: all)\n"
-        "  --no-peers           leave out the framework peers (pytorch-cpu, pytorch-cuda)\n"
+        "  --no-peers           leave out the framework peers (pytorch-cpu, -compile, -cuda)\n"
         "  --workload W         lenet (default) or mlp\n"
         "  --epochs N           epochs per backend (default 10)\n"
         "  --batch-size LIST    images per step, a comma list each trained as its own\n"
@@ -380,8 +381,9 @@ static int several_replicas(const run_config *cfg)
     return 0;
 }
 
-/* LENET_BENCH_PEER_TIMEOUT, read by the peers: a value that is not a
- * number of seconds was silently replaced by the default. */
+/* LENET_BENCH_PEER_TIMEOUT, read by the peers: a value they would not take
+ * (the one parser and range, backends/peer/peer.h) is a usage error
+ * whenever a peer is in the run, not a skipped row. */
 static int check_peer_timeout(const run_config *cfg)
 {
     const char *env = getenv("LENET_BENCH_PEER_TIMEOUT");
@@ -391,9 +393,12 @@ static int check_peer_timeout(const run_config *cfg)
     if (!env || !peers)
         return 0;
     double v;
-    if (number_read(env, &v) != 0 || !(v > 0) || v > 1e6)
-        return usage_error("LENET_BENCH_PEER_TIMEOUT='%s' is not a number of seconds in "
-                           "(0, 1e6]%s", env, "");
+    if (peer_timeout_read(env, &v) != 0) {
+        char range[64];
+        snprintf(range, sizeof range, "%g to %g", PEER_TIMEOUT_MIN_S, PEER_TIMEOUT_MAX_S);
+        return usage_error("LENET_BENCH_PEER_TIMEOUT='%s' is not a number of seconds from %s",
+                           env, range);
+    }
     return 0;
 }
 

@@ -21,6 +21,8 @@
 
 #include <getopt.h>
 
+#include "base/number.h"
+
 /* Starts reading argv's options afresh (a subcommand may run after another
  * scan); getopt_long itself prints nothing, the caller reports with
  * option_error. Scan with the optstring ":" so a missing value reads ':'. */
@@ -32,11 +34,8 @@ void options_begin(void);
  * itself. Returns 2, the exit status of bad input. */
 int option_error(const char *subcommand, const struct option *options, int c, char **argv);
 
-/* The grammar without messages: 0 with the value, -1 when s is not written
- * as a whole number (a number), -2 when it is but out of range (beyond
- * long long; beyond a double). */
-int number_read_whole(const char *s, long long *out);
-int number_read(const char *s, double *out);
+/* The grammar without messages (base/number.h): number_read_whole,
+ * number_read. */
 
 /* An option's value s, the whole of it, as a whole number in [lo, hi];
  * otherwise a one-line error naming the flag, and 2. */
