@@ -288,4 +288,28 @@ echo "CUDA driver version is insufficient for CUDA runtime version" > "$tmp/nogp
 if judged "$tmp/nogpu"; then fail "no GPU: the judge passed"; else pass; fi
 if [ "$(awk -F'\t' '$2 == "no GPU"' "$tmp/nogpu/judged.tsv" | wc -l)" = 9 ]; then pass
 else fail "no GPU: not every row says so: $(cat "$tmp/nogpu/judged.tsv")"; fi
+# The judge's per-step bounds are the precision table's (backends/engine.h,
+# written out by make as $BUILD/precisions.json): the judge keeps its own
+# copy, since the GPU machine may build without make, and the copy must
+# not drift. fp64 is the exception: the judge holds fp64 rows to naive's
+# fp64 (1e-6, float-rounded losses), where the table's fp64 row is fp64
+# against fp32.
+table=${BUILD:-build}/precisions.json
+if [ -f "$table" ]; then
+    drift=$(python3 - "$table" scripts/gpu-judge <<'PY'
+import ast, json, re, sys
+rows = {r["name"]: r for r in json.load(open(sys.argv[1]))["precisions"]}
+src = open(sys.argv[2]).read()
+bounds = ast.literal_eval(re.search(r"^LOSS_BOUNDS = (\{.*?\})", src, re.S | re.M).group(1))
+bad = ["%s: judge %r, table (%r, %r)" % (n, b, rows[n]["loss_rel"], rows[n]["loss_floor"])
+       for n, b in bounds.items() if n != "fp64" and
+       (n not in rows or b != (rows[n]["loss_rel"], rows[n]["loss_floor"]))]
+bad += ["%s: in the table, not judged" % n for n in rows if n not in bounds]
+print("; ".join(bad))
+PY
+)
+    [ -z "$drift" ] && pass || fail "gpu-judge's LOSS_BOUNDS differ from the precision table: $drift"
+else
+    skip_check "no $table (make builds it): the judge's bounds not checked against the table"
+fi
 finish
