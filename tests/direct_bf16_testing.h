@@ -6,8 +6,8 @@
 #ifndef LB_TESTS_DIRECT_BF16_TESTING_H
 #define LB_TESTS_DIRECT_BF16_TESTING_H
 
-#include "backends/direct/bf16.h"
-#include "backends/direct/bf16_tiles.h"
+#include "backends/direct/bf16/bf16.h"
+#include "backends/direct/bf16/bf16_tiles.h"
 #include "backends/naive/layers.h"
 #include "tests/direct_half_testing.h"
 

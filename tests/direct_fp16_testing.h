@@ -6,8 +6,8 @@
 #ifndef LB_TESTS_DIRECT_FP16_TESTING_H
 #define LB_TESTS_DIRECT_FP16_TESTING_H
 
-#include "backends/direct/fp16.h"
-#include "backends/direct/fp16_tiles.h"
+#include "backends/direct/fp16/fp16.h"
+#include "backends/direct/fp16/fp16_tiles.h"
 #include "base/cpu.h"
 #include "tests/direct_half_testing.h"
 

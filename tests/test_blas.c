@@ -18,7 +18,7 @@
 #include "backends/blas/bf16.h"
 #include "backends/blas/sgemm_peak.h"
 #ifdef LB_LAYERS_DIRECT
-#include "backends/direct/bf16_fma.h"
+#include "backends/direct/bf16/bf16_fma.h"
 #endif
 
 static void run_blas(const char *workload_name, int threads, chwn_split split, int steps,
@@ -428,7 +428,7 @@ static void bf16_rounds_and_is_refused_with_its_reason(void **state)
 static const backend *const bf16_reference = &blas_backend;
 #else
 /* The direct backend's bf16 runs wherever its fp32 does: on the bf16
- * products (backends/direct/bf16.h) where the CPU has AVX512_BF16 and they
+ * products (backends/direct/bf16/bf16.h) where the CPU has AVX512_BF16 and they
  * measure faster than its FMAs, else on fp32 FMAs over bf16-rounded
  * operands (bf16_fma.h); the details say which. */
 static void bf16_is_described_or_refused_with_its_reason(void **state)

@@ -1,4 +1,4 @@
-/* The direct backend's bf16 products (backends/direct/bf16.h), their
+/* The direct backend's bf16 products (backends/direct/bf16/bf16.h), their
  * rounding (against a nearest value found in double, and the instruction
  * against the function), their packing into pairs along each sum, and the
  * CPU check that says whether they run. The products themselves against

@@ -1,4 +1,4 @@
-/* The direct backend's bf16 on fp32 FMAs (backends/direct/bf16_fma.h):
+/* The direct backend's bf16 on fp32 FMAs (backends/direct/bf16/bf16_fma.h):
  * its rounding pass, its products against a reference in double and
  * against the vdpbf16ps products, its bias gradients, and the choice
  * between the two sets.
@@ -31,12 +31,12 @@
 #include "tests/direct_bf16_testing.h"
 
 #include "backends/chwn/chwn_products.h"
-#include "backends/direct/bf16.h"
-#include "backends/direct/bf16_fma.h"
-#include "backends/direct/direct.h"
+#include "backends/direct/bf16/bf16.h"
+#include "backends/direct/bf16/bf16_fma.h"
+#include "backends/direct/fp32/direct.h"
 #include "backends/direct/direct_backend.h"
-#include "backends/direct/half_common.h"
-#include "backends/direct/isa.h"
+#include "backends/direct/half/half_common.h"
+#include "backends/direct/fp32/isa.h"
 
 static uint32_t bits_of(float x)
 {

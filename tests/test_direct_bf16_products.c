@@ -1,4 +1,4 @@
-/* The direct backend's bf16 products (backends/direct/bf16.h) against
+/* The direct backend's bf16 products (backends/direct/bf16/bf16.h) against
  * their references, for convolutions and dense layers (their rounding and
  * packing: tests/test_direct_bf16.c; fixtures: tests/direct_bf16_testing.h).
  *

@@ -1,4 +1,4 @@
-/* The fp16 products' arithmetic (backends/direct/fp16.h, fp16_tiles.h):
+/* The fp16 products' arithmetic (backends/direct/fp16/fp16.h, fp16_tiles.h):
  * the conversions against a nearest value found by search, and each
  * instruction set's runs against the plain ones bit for bit; the emulated
  * FMA against the exact a * b + c rounded once (binary128 holds it

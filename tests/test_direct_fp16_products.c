@@ -1,4 +1,4 @@
-/* The direct backend's fp16 products (backends/direct/fp16.h) against an
+/* The direct backend's fp16 products (backends/direct/fp16/fp16.h) against an
  * fp64 reference, for convolutions and dense layers (the conversions, the
  * emulated FMA and the chain bound itself: tests/test_direct_fp16.c;
  * fixtures: tests/direct_fp16_testing.h).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # LENET_BENCH_DIRECT_ISA and LENET_BENCH_DIRECT_BF16 end to end
-# (backends/direct/isa.h, bf16_fma.h): a value that names no build (or
+# (backends/direct/fp32/isa.h, bf16_fma.h): a value that names no build (or
 # way) is bad usage (exit 2) for a run and for --list alike; bf16 runs
 # wherever the fp32 kernels do, on fp32 FMAs over a forced avx2 or generic
 # build; LENET_BENCH_DIRECT_BF16=dot beside such a build is refused with

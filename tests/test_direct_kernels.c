@@ -1,4 +1,4 @@
-/* The builds of the direct kernels themselves (backends/direct/direct.h,
+/* The builds of the direct kernels themselves (backends/direct/fp32/direct.h,
  * isa.h): each build this CPU runs, forced in turn, against a
  * double-precision reference on LeNet's shapes as the engine calls them
  * and on ragged ones (tiles cut short everywhere); the two AVX-512 builds
@@ -18,8 +18,8 @@
 
 #include <cmocka.h>
 
-#include "backends/direct/direct.h"
-#include "backends/direct/isa.h"
+#include "backends/direct/fp32/direct.h"
+#include "backends/direct/fp32/isa.h"
 #include "base/cpu.h"
 
 /* ---------------------------------------------------------------------- */

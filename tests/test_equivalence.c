@@ -250,7 +250,7 @@ static engine_config config(optimizer_kind kind, precision p)
 
 /* How a direct trial runs beside the plain one: its fp16 products
  * emulated (direct_fp16_emulate), or its bf16 on fp32 FMAs
- * (LENET_BENCH_DIRECT_BF16=fma, backends/direct/bf16_fma.h) */
+ * (LENET_BENCH_DIRECT_BF16=fma, backends/direct/bf16/bf16_fma.h) */
 enum { VARIANT_NONE, VARIANT_FP16_EMULATED, VARIANT_BF16_FMA };
 
 /* What one backend did: each step's loss and the parameters after the

@@ -10,9 +10,9 @@
  *   blas_dgemm_products   the same with dgemm, for the double engine
  *   blas_sbgemm_products  the same with cblas_sbgemm on bf16 operands
  *   direct_fp32_products  the register tiles of direct.h         (direct/)
- *   direct_bf16_products  the vdpbf16ps products of direct/bf16.h
+ *   direct_bf16_products  the vdpbf16ps products of direct/bf16/bf16.h
  *   direct_bf16_fma_products  the fp32 tiles on bf16-rounded operands
- *   direct_fp16_products  the vfmadd231ph products of direct/fp16.h
+ *   direct_fp16_products  the vfmadd231ph products of direct/fp16/fp16.h
  *
  * Adding one (AMX tiles, say) means defining one more
  * `const chwn_products` in the folder of the backend that offers it and

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/direct/bf16_fma.h"
-#include "backends/direct/direct.h"
+#include "backends/direct/bf16/bf16_fma.h"
+#include "backends/direct/fp32/direct.h"
 #include "backends/direct/direct_backend.h"
 #ifdef HAVE_DIRECT_FP16
-#include "backends/direct/fp16.h"
-#include "backends/direct/fp16_tiles.h"
+#include "backends/direct/fp16/fp16.h"
+#include "backends/direct/fp16/fp16_tiles.h"
 #endif
 #include "backends/module.h"
 

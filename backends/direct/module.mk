@@ -20,7 +20,7 @@
 LIB_SRCS += backends/direct/registration.c
 # LENET_BENCH_DIRECT_ISA's names and rules (isa.h): the harness checks the
 # value before anything runs
-LIB_SRCS += backends/direct/isa.c
+LIB_SRCS += backends/direct/fp32/isa.c
 
 # The bf16 products (bf16.h): the vdpbf16ps tiles built with AVX-512 flags
 # of their own, after the build's -march, so that the object builds on any
@@ -32,9 +32,9 @@ LIB_SRCS += backends/direct/isa.c
 DIRECT_BF16_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512bf16
 HAVE_DIRECT_BF16 := $(call probe,$(H)include <immintrin.h>\n__m512 f(__m512 a,__m512bh b){return _mm512_dpbf16_ps(a,b,b);}\nint main(void){return 0;}\n,$(DIRECT_BF16_FLAGS))
 ifeq ($(HAVE_DIRECT_BF16),1)
-DIRECT_BF16_OBJS := $(foreach f,bf16 bf16_plain bf16_avx512,$(BUILD)/backends/direct/$(f).o)
+DIRECT_BF16_OBJS := $(foreach f,bf16 bf16_plain bf16_avx512,$(BUILD)/backends/direct/bf16/$(f).o)
 $(DIRECT_BF16_OBJS): CFLAGS += -fopenmp
-$(BUILD)/backends/direct/bf16_avx512.o: CFLAGS += $(DIRECT_BF16_FLAGS)
+$(BUILD)/backends/direct/bf16/bf16_avx512.o: CFLAGS += $(DIRECT_BF16_FLAGS)
 $(DIRECT_BF16_OBJS): $(BUILD)/build-flags
 endif
 # The fp16 products (fp16.h) likewise, with AVX512_FP16 (gcc 12 and later);
@@ -44,10 +44,10 @@ endif
 DIRECT_FP16_FLAGS := -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx512fp16
 HAVE_DIRECT_FP16 := $(call probe,$(H)include <immintrin.h>\n__m512h f(__m512h a,__m512h b){return _mm512_fmadd_ph(a,b,a);}\nint main(void){return 0;}\n,$(DIRECT_FP16_FLAGS))
 ifeq ($(HAVE_DIRECT_FP16),1)
-DIRECT_FP16_OBJS := $(foreach f,fp16 fp16_convert fp16_emulated fp16_avx512,$(BUILD)/backends/direct/$(f).o)
+DIRECT_FP16_OBJS := $(foreach f,fp16 fp16_convert fp16_emulated fp16_avx512,$(BUILD)/backends/direct/fp16/$(f).o)
 $(DIRECT_FP16_OBJS): CFLAGS += -fopenmp
-$(BUILD)/backends/direct/fp16_avx512.o: CFLAGS += $(DIRECT_FP16_FLAGS)
-$(BUILD)/backends/direct/fp16_emulated.o: CFLAGS += -ffp-contract=off
+$(BUILD)/backends/direct/fp16/fp16_avx512.o: CFLAGS += $(DIRECT_FP16_FLAGS)
+$(BUILD)/backends/direct/fp16/fp16_emulated.o: CFLAGS += -ffp-contract=off
 $(DIRECT_FP16_OBJS): $(BUILD)/build-flags
 endif
 DIRECT ?= 1
@@ -59,7 +59,7 @@ HAVE_DIRECT := 1
 CFLAGS += -DHAVE_DIRECT
 ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine)),)
 DIRECT_ISAS := avx512_2fma avx512 avx2 generic
-$(BUILD)/backends/direct/dispatch.o: CFLAGS += -DLB_DIRECT_X86
+$(BUILD)/backends/direct/fp32/dispatch.o: CFLAGS += -DLB_DIRECT_X86
 else
 DIRECT_ISAS := generic
 endif
@@ -80,35 +80,35 @@ DIRECT_FLAGS_avx512_2fma := $(DIRECT_AVX512_FLAGS) -DLB_DIRECT_MR=6 -DLB_DIRECT_
     -DLB_DIRECT_WK=4 -DLB_DIRECT_WT=5 -DLB_DIRECT_EVEN=1 -DLB_DIRECT_FMA_PORTS=2
 DIRECT_FLAGS_avx2 := -march=x86-64 -mtune=haswell -mavx -mavx2 -mfma -mf16c
 DIRECT_FLAGS_generic := $(if $(filter avx2,$(DIRECT_ISAS)),-march=x86-64 -mtune=generic)
-DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/kernels_%.o)
+DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/fp32/kernels_%.o)
 # bf16 on the fp32 tiles (bf16_fma.h) is in every build: fp32 FMAs on
 # operands rounded to bf16, chosen where vdpbf16ps is missing or slower
-DIRECT_BF16_FMA_OBJS := $(foreach f,bf16_fma_products bf16_fma_round bf16_choice,$(BUILD)/backends/direct/$(f).o)
+DIRECT_BF16_FMA_OBJS := $(foreach f,bf16_fma_products bf16_fma_round bf16_choice,$(BUILD)/backends/direct/bf16/$(f).o)
 $(DIRECT_BF16_FMA_OBJS): CFLAGS += -fopenmp
 DIRECT_OBJS := $(CHWN_OBJS_F32) \
-               $(foreach f,direct_backend fp32_products dispatch,$(BUILD)/backends/direct/$(f).o) \
+               $(BUILD)/backends/direct/direct_backend.o $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/fp32/$(f).o) \
                $(DIRECT_KERNEL_OBJS) $(DIRECT_BF16_FMA_OBJS)
 # the bf16 and fp16 sets when the compiler has their products, with the
 # entries they share
 ifeq ($(HAVE_DIRECT_BF16),1)
-DIRECT_OBJS += $(BUILD)/backends/direct/bf16_products.o $(DIRECT_BF16_OBJS)
-$(foreach f,direct_backend bf16_choice bf16_fma_round,$(BUILD)/backends/direct/$(f).o): CFLAGS += -DHAVE_DIRECT_BF16
+DIRECT_OBJS += $(BUILD)/backends/direct/bf16/bf16_products.o $(DIRECT_BF16_OBJS)
+$(BUILD)/backends/direct/direct_backend.o $(foreach f,bf16_choice bf16_fma_round,$(BUILD)/backends/direct/bf16/$(f).o): CFLAGS += -DHAVE_DIRECT_BF16
 endif
 ifeq ($(HAVE_DIRECT_FP16),1)
-DIRECT_OBJS += $(BUILD)/backends/direct/fp16_products.o $(DIRECT_FP16_OBJS)
+DIRECT_OBJS += $(BUILD)/backends/direct/fp16/fp16_products.o $(DIRECT_FP16_OBJS)
 $(BUILD)/backends/direct/direct_backend.o: CFLAGS += -DHAVE_DIRECT_FP16
 endif
 ifneq ($(filter 1,$(HAVE_DIRECT_BF16) $(HAVE_DIRECT_FP16)),)
-DIRECT_OBJS += $(BUILD)/backends/direct/half_products.o
+DIRECT_OBJS += $(BUILD)/backends/direct/half/half_products.o
 endif
-$(foreach f,direct_backend fp32_products bf16_products,$(BUILD)/backends/direct/$(f).o): CFLAGS += -fopenmp
+$(BUILD)/backends/direct/direct_backend.o $(BUILD)/backends/direct/fp32/fp32_products.o $(BUILD)/backends/direct/bf16/bf16_products.o: CFLAGS += -fopenmp
 # (isa.o, part of the program too, is in LIB_SRCS: the module links it
 # here, beside the objects every module shares)
-$(eval $(call module_rule,direct,$(DIRECT_OBJS) $(MODULE_SHARED_OBJS) $(BUILD)/backends/direct/isa.o,-fopenmp))
+$(eval $(call module_rule,direct,$(DIRECT_OBJS) $(MODULE_SHARED_OBJS) $(BUILD)/backends/direct/fp32/isa.o,-fopenmp))
 # (static pattern: a plain %-pattern would also offer make a way to remake
 # the .d files it includes, through its built-in %: %.o); one FMA per
 # multiply-add
-$(DIRECT_KERNEL_OBJS): $(BUILD)/backends/direct/kernels_%.o: backends/direct/kernels.c
+$(DIRECT_KERNEL_OBJS): $(BUILD)/backends/direct/fp32/kernels_%.o: backends/direct/fp32/kernels.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp -ffp-contract=fast -Wno-psabi $(DIRECT_FLAGS_$*) \
 	    -DLB_DIRECT_ISA=$* -c -o $@ $<
@@ -120,9 +120,9 @@ $(DIRECT_KERNEL_OBJS): backends/direct/module.mk
 # shapes against the FMA peak it measures (not a test: make
 # direct-kernel-speed ARGS='--rounds 50 --isa avx512_2fma,avx512').
 .PHONY: direct-kernel-speed
-DIRECT_SPEED_OBJS := $(BUILD)/backends/direct/dispatch.o $(DIRECT_KERNEL_OBJS) $(BUILD)/base/cpu.o \
-    $(BUILD)/backends/direct/isa.o
-$(BUILD)/direct-kernel-speed: backends/direct/kernel_speed.c $(DIRECT_SPEED_OBJS)
+DIRECT_SPEED_OBJS := $(BUILD)/backends/direct/fp32/dispatch.o $(DIRECT_KERNEL_OBJS) $(BUILD)/base/cpu.o \
+    $(BUILD)/backends/direct/fp32/isa.o
+$(BUILD)/direct-kernel-speed: backends/direct/tools/kernel_speed.c $(DIRECT_SPEED_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SPEED_OBJS) -fopenmp -lm
 direct-kernel-speed: $(BUILD)/direct-kernel-speed
@@ -133,7 +133,7 @@ direct-kernel-speed: $(BUILD)/direct-kernel-speed
 # a value that names none and bf16 beside a forced build, end to end
 # (tests/test_direct_isa.sh)
 TESTS += test_direct_kernels
-TEST_OBJS_test_direct_kernels := $(BUILD)/backends/direct/dispatch.o $(DIRECT_KERNEL_OBJS)
+TEST_OBJS_test_direct_kernels := $(BUILD)/backends/direct/fp32/dispatch.o $(DIRECT_KERNEL_OBJS)
 TEST_LIBS_test_direct_kernels := -fopenmp -lm
 TEST_SCRIPTS += tests/test_direct_isa.sh
 
@@ -143,24 +143,24 @@ TEST_SCRIPTS += tests/test_direct_isa.sh
 # products timed side by side (not a test: make direct-bf16-fma-speed
 # ARGS='--rounds 50')
 DIRECT_SETS_OBJS := $(DIRECT_BF16_FMA_OBJS) $(DIRECT_KERNEL_OBJS) \
-    $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/$(f).o)
+    $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/fp32/$(f).o)
 ifeq ($(HAVE_DIRECT_BF16),1)
 DIRECT_SETS_OBJS += $(DIRECT_BF16_OBJS) \
-    $(foreach f,bf16_products half_products,$(BUILD)/backends/direct/$(f).o)
+    $(BUILD)/backends/direct/bf16/bf16_products.o $(BUILD)/backends/direct/half/half_products.o
 DIRECT_SETS_FLAGS := -DHAVE_DIRECT_BF16
 else # (the rounding's plain definition, for the test)
-DIRECT_SETS_OBJS += $(BUILD)/backends/direct/bf16_plain.o
+DIRECT_SETS_OBJS += $(BUILD)/backends/direct/bf16/bf16_plain.o
 endif
 TESTS += test_direct_bf16_fma
 TEST_OBJS_test_direct_bf16_fma := $(DIRECT_SETS_OBJS)
 TEST_LIBS_test_direct_bf16_fma := -fopenmp -lm
 $(BUILD)/tests/test_direct_bf16_fma: private CFLAGS += -fopenmp $(DIRECT_SETS_FLAGS)
 .PHONY: direct-bf16-fma-speed
-$(BUILD)/direct-bf16-fma-speed: backends/direct/bf16_fma_speed.c $(DIRECT_SETS_OBJS) \
-    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/isa.o
+$(BUILD)/direct-bf16-fma-speed: backends/direct/tools/bf16_fma_speed.c $(DIRECT_SETS_OBJS) \
+    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/fp32/isa.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DIRECT_SETS_FLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SETS_OBJS) \
-	    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/isa.o -fopenmp -lm
+	    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/fp32/isa.o -fopenmp -lm
 direct-bf16-fma-speed: $(BUILD)/direct-bf16-fma-speed
 	$(BUILD)/direct-bf16-fma-speed $(ARGS)
 

@@ -5,7 +5,7 @@
 #include "harness/run/peak.h"
 #include "harness/run/plan.h"
 
-#include "backends/direct/isa.h"
+#include "backends/direct/fp32/isa.h"
 #include "backends/registry.h"
 #include "parallel/world.h"
 

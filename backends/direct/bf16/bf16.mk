@@ -1,4 +1,4 @@
-# The direct backend's bf16 products (backends/direct/bf16.h): their test
+# The direct backend's bf16 products (backends/direct/bf16/bf16.h): their test
 # and speed tool. The objects, and the probe that leaves them out
 # (HAVE_DIRECT_BF16), are in module.mk, which links them into the module.
 ifeq ($(HAVE_DIRECT_BF16),1)
@@ -11,17 +11,17 @@ DIRECT_BF16_TESTS := test_direct_bf16 test_direct_bf16_products
 TESTS += $(DIRECT_BF16_TESTS)
 DIRECT_BF16_TEST_OBJS := $(DIRECT_BF16_OBJS) \
     $(foreach o,naive/conv naive/dense naive/matmul,$(BUILD)/backends/$(o).o) $(BUILD)/harness/run/init.o \
-    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/isa.o
+    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/fp32/isa.o
 $(DIRECT_BF16_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: tests/%.c $(DIRECT_BF16_TEST_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_BF16_TEST_OBJS) -fopenmp -lm -lcmocka
 
 # The products alone against the fp32 direct kernels this CPU runs
-# (backends/direct/dispatch.c), GFLOP/s (not a test: make direct-bf16-speed
+# (backends/direct/fp32/dispatch.c), GFLOP/s (not a test: make direct-bf16-speed
 # ARGS='--threads 2 --repeats 20').
 .PHONY: direct-bf16-speed
 DIRECT_FP32_OBJS := $(DIRECT_SPEED_OBJS)
-$(BUILD)/direct-bf16-speed: backends/direct/bf16_speed.c $(DIRECT_BF16_OBJS) $(DIRECT_FP32_OBJS)
+$(BUILD)/direct-bf16-speed: backends/direct/tools/bf16_speed.c $(DIRECT_BF16_OBJS) $(DIRECT_FP32_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_FP32_OBJS) $(DIRECT_BF16_OBJS) \
 	    -fopenmp -lm

@@ -1,6 +1,6 @@
 /* LENET_BENCH_DIRECT_ISA's and LENET_BENCH_DIRECT_BF16's names and rules, and a core's 512-bit FMA
  * ports (isa.h). */
-#include "backends/direct/isa.h"
+#include "backends/direct/fp32/isa.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -27,7 +27,7 @@
 
 #include <stddef.h>
 
-#include "backends/direct/bf16.h"
+#include "backends/direct/bf16/bf16.h"
 
 typedef struct direct_kernels {
     /* "avx512_2fma", "avx512", "avx2", "generic": LENET_BENCH_DIRECT_ISA's values */

@@ -4,12 +4,12 @@
  * picked when it runs (a run forced off AVX-512 stays off it here too).
  * gcc 12 at -O3 turns each into a loop of 16 (8, 4) floats a step: an
  * add, a shift, a mask and three compares with blends, no branch. */
-#include "backends/direct/bf16_fma.h"
+#include "backends/direct/bf16/bf16_fma.h"
 
 #include <string.h>
 
-#include "backends/direct/bf16_round.h"
-#include "backends/direct/direct.h"
+#include "backends/direct/bf16/bf16_round.h"
+#include "backends/direct/fp32/direct.h"
 #include "base/cpu.h"
 
 #define ROUND_RUN(NAME, TARGET)                                                                \

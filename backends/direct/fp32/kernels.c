@@ -33,8 +33,8 @@
  * for the build's register file (MR x NV accumulators: 16 registers below
  * AVX-512, 32 with it). */
 #include "backends/chwn/chwn_transpose.h"
-#include "backends/direct/direct.h"
-#include "backends/direct/kernel_tiles.h"
+#include "backends/direct/fp32/direct.h"
+#include "backends/direct/fp32/kernel_tiles.h"
 #include "base/cpu.h"
 
 #include <omp.h>

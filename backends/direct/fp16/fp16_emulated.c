@@ -25,8 +25,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "backends/direct/fp16.h"
-#include "backends/direct/fp16_tiles.h"
+#include "backends/direct/fp16/fp16.h"
+#include "backends/direct/fp16/fp16_tiles.h"
 
 /* x rounded to the nearest fp16, as a float: adding and taking away c,
  * whose spacing of floats is x's spacing of halves (2^-10 of x's power of

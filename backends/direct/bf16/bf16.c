@@ -34,15 +34,15 @@
  * no longer transposed); fc2, 500 -> 10, gains nothing forward (90 to 118
  * against 97 to 104 over several runs): packing its input costs what its
  * 10 outputs' products do. */
-#include "backends/direct/bf16.h"
-#include "backends/direct/isa.h"
+#include "backends/direct/bf16/bf16.h"
+#include "backends/direct/fp32/isa.h"
 
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/direct/bf16_tiles.h"
-#include "backends/direct/half_walks.h"
+#include "backends/direct/bf16/bf16_tiles.h"
+#include "backends/direct/half/half_walks.h"
 #include "base/cpu.h"
 
 int direct_bf16_emulate;

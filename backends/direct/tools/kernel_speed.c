@@ -25,8 +25,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "backends/direct/direct.h"
-#include "backends/direct/speed_tools.h"
+#include "backends/direct/fp32/direct.h"
+#include "backends/direct/tools/speed_tools.h"
 #include "base/cpu.h"
 
 /* CHAINS independent FMA chains on registers, GFLOP/s, best of 300 short

@@ -2,8 +2,8 @@
  * runs and whose tiles fit its cores, asked of base/cpu.h when the program
  * runs, or the one LENET_BENCH_DIRECT_ISA names (isa.h: its names and
  * rules). */
-#include "backends/direct/direct.h"
-#include "backends/direct/isa.h"
+#include "backends/direct/fp32/direct.h"
+#include "backends/direct/fp32/isa.h"
 #include "base/cpu.h"
 
 #include <stdatomic.h>

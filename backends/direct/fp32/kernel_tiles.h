@@ -1,5 +1,5 @@
 /* The register tiles kernels.c builds its convolutions and dense products
- * from (backends/direct/kernels.c): the build's vector type and tile
+ * from (backends/direct/fp32/kernels.c): the build's vector type and tile
  * shape, the vector helpers, and row_tile, a block of rows summed over a
  * walk of taps. Only kernels.c includes this, once per instruction set
  * (module.mk): everything here is static, compiled with that build's

@@ -20,10 +20,10 @@
 
 #include <immintrin.h>
 
-#include "backends/direct/bf16.h"
-#include "backends/direct/direct.h"
-#include "backends/direct/half_speed.h"
-#include "backends/direct/speed_tools.h"
+#include "backends/direct/bf16/bf16.h"
+#include "backends/direct/fp32/direct.h"
+#include "backends/direct/tools/half_speed.h"
+#include "backends/direct/tools/speed_tools.h"
 
 typedef struct shapes {
     int B, C, H, W, K, kernel; /* a convolution, or n_in = C, n_out = K */

@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "backends/direct/bf16.h"
-#include "backends/direct/bf16_round.h"
-#include "backends/direct/bf16_tiles.h"
+#include "backends/direct/bf16/bf16.h"
+#include "backends/direct/bf16/bf16_round.h"
+#include "backends/direct/bf16/bf16_tiles.h"
 
 /* The one definition (bf16_round.h); the packing of activations uses the
  * instruction, which rounds the same way (as the test checks). */

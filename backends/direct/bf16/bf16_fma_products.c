@@ -14,10 +14,10 @@
  * gradient (as bf16.c sums it, half_common.h's sum_floats), over what the
  * tiles summed from the rounded one. */
 #include "backends/chwn/chwn_products.h"
-#include "backends/direct/bf16_fma.h"
-#include "backends/direct/direct.h"
+#include "backends/direct/bf16/bf16_fma.h"
+#include "backends/direct/fp32/direct.h"
 #include "backends/direct/direct_backend.h"
-#include "backends/direct/half_common.h"
+#include "backends/direct/half/half_common.h"
 
 /* Floats of a piece of scratch, kept to whole cache lines */
 static size_t lines(size_t floats) { return round_up(floats, 16); }

@@ -5,7 +5,7 @@
 #include <omp.h>
 
 #include "backends/chwn/chwn_products.h"
-#include "backends/direct/direct.h"
+#include "backends/direct/fp32/direct.h"
 #include "backends/direct/direct_backend.h"
 
 /* No library: the loops name their thread counts. */

@@ -1,5 +1,5 @@
 /* The entries the half-precision product sets share (half_products.h). */
-#include "backends/direct/half_products.h"
+#include "backends/direct/half/half_products.h"
 
 static const direct_half_ops *ops_of(const chwn_products *set) { return set->ctx; }
 

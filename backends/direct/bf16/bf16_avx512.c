@@ -9,8 +9,8 @@
  *     24 independent sums, enough to hide the instruction's latency.
  *   - dot tile: 4 output channels x 5 taps, 20 accumulators; per 32
  *     elements, 4 gradient vectors and 5 input vectors for 20 vdpbf16ps. */
-#include "backends/direct/bf16_tiles.h"
-#include "backends/direct/half_common.h"
+#include "backends/direct/bf16/bf16_tiles.h"
+#include "backends/direct/half/half_common.h"
 
 #include <immintrin.h>
 

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "backends/direct/half_common.h"
+#include "backends/direct/half/half_common.h"
 
 /* A format's row tile as the walks call it: rows i < m, columns [0, cols),
  *   rows[i][col] (+)= init[i] + sum over s < steps of

@@ -6,8 +6,8 @@
  * same bits (tests/test_direct_fp16.c checks every fp16 and many floats). */
 #include <string.h>
 
-#include "backends/direct/fp16.h"
-#include "backends/direct/fp16_tiles.h"
+#include "backends/direct/fp16/fp16.h"
+#include "backends/direct/fp16/fp16_tiles.h"
 #include "base/cpu.h"
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -15,8 +15,8 @@
  *   - dot tile: 4 output channels x 5 taps, 20 fp16 accumulators; per 32
  *     elements, 4 gradient vectors and 5 input vectors for 20 vfmadd231ph;
  *     a chain's end folds into 20 x 16 fp32 sums that live in memory. */
-#include "backends/direct/fp16_tiles.h"
-#include "backends/direct/half_common.h"
+#include "backends/direct/fp16/fp16_tiles.h"
+#include "backends/direct/half/half_common.h"
 
 #include <immintrin.h>
 

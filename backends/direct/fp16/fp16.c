@@ -22,14 +22,14 @@
  *     gradient) and images (weight gradient, the input transposed).
  * Every sum is cut into chains of DIRECT_FP16_CHAIN steps, each step one
  * product for each output, so a chain holds at most that many products. */
-#include "backends/direct/fp16.h"
+#include "backends/direct/fp16/fp16.h"
 
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/direct/fp16_tiles.h"
-#include "backends/direct/half_walks.h"
+#include "backends/direct/fp16/fp16_tiles.h"
+#include "backends/direct/half/half_walks.h"
 #include "base/cpu.h"
 
 int direct_fp16_emulate;

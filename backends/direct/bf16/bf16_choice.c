@@ -7,16 +7,16 @@
  * that another thread or an interrupt slowed loses to one that ran alone,
  * and a core's clock, which AVX-512 may lower, is the same for both once
  * the first untimed trials have run. */
-#include "backends/direct/bf16_fma.h"
+#include "backends/direct/bf16/bf16_fma.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "backends/chwn/chwn_products.h"
-#include "backends/direct/direct.h"
+#include "backends/direct/fp32/direct.h"
 #include "backends/direct/direct_backend.h"
-#include "backends/direct/isa.h"
+#include "backends/direct/fp32/isa.h"
 #include "base/clock.h"
 #include "base/cpu.h"
 

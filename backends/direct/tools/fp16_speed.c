@@ -15,10 +15,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "backends/direct/fp16.h"
-#include "backends/direct/half_speed.h"
-#include "backends/direct/speed_tools.h"
-#include "backends/direct/fp16_tiles.h"
+#include "backends/direct/fp16/fp16.h"
+#include "backends/direct/tools/half_speed.h"
+#include "backends/direct/tools/speed_tools.h"
+#include "backends/direct/fp16/fp16_tiles.h"
 
 static int by_double(const void *a, const void *b)
 {

@@ -18,11 +18,11 @@
 #include <string.h>
 
 #include "backends/chwn/chwn_products.h"
-#include "backends/direct/bf16.h"
-#include "backends/direct/bf16_fma.h"
-#include "backends/direct/direct.h"
+#include "backends/direct/bf16/bf16.h"
+#include "backends/direct/bf16/bf16_fma.h"
+#include "backends/direct/fp32/direct.h"
 #include "backends/direct/direct_backend.h"
-#include "backends/direct/speed_tools.h"
+#include "backends/direct/tools/speed_tools.h"
 
 enum { GROUP = 32, BATCH = 128 };
 
