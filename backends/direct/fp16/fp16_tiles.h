@@ -92,4 +92,9 @@ fp16_round_run_fn direct_fp16_round_run_plain, direct_fp16_round_run_f16c,
 fp16_value_run_fn direct_fp16_value_run_plain, direct_fp16_value_run_f16c,
     direct_fp16_value_run_avx512;
 
+/* dst[e] = direct_fp16_double(direct_fp16_round(src[e])): the row tile's
+ * broadcast operand rounded and doubled in one pass (AVX-512 where the CPU
+ * has it) */
+void direct_fp16_round_doubled_run(uint32_t *dst, const float *src, size_t n);
+
 #endif
