@@ -36,7 +36,9 @@ static const backend *const nb = &naive_backend;
  * with, whose products test_blas_layers.c holds to naive's. */
 #ifdef LB_LAYERS_DIRECT /* tests/test_direct.c */
 #include "backends/direct/fp32/direct.h"
+#include "backends/direct/fp32/isa.h"
 #include "backends/direct/direct_backend.h"
+#include "base/cpu.h"
 static const backend *const bb = &direct_backend;
 static const chwn_products *const products = &direct_fp32_products;
 #else

@@ -31,6 +31,7 @@
 #include "tests/direct_bf16_testing.h"
 
 #include "backends/chwn/chwn_products.h"
+#include "backends/direct/candidates.h"
 #include "backends/direct/bf16/bf16.h"
 #include "backends/direct/bf16/bf16_fma.h"
 #include "backends/direct/fp32/direct.h"
@@ -466,72 +467,92 @@ static void fma_set_matches_vdpbf16ps_set(void **state)
 /* ---------------------------------------------------------------------- */
 /* The choice                                                               */
 
+/* The bf16 table's choice (backends/direct/candidates.h) for this
+ * process's environment: 1 and the row, or 0 and the refusal in why */
+static int choose(const direct_choice **c, char *why, size_t why_len)
+{
+    *c = direct_candidates_choose(&direct_bf16_candidates, why, why_len);
+    return *c != NULL;
+}
+
+static int is_dot(const direct_choice *c) { return strcmp(c->row->name, "dot") == 0; }
+
 static void choice_forced_and_measured(void **state)
 {
     (void)state;
-    direct_bf16_choice c;
+    const direct_choice *c;
     char why[256] = "";
     unsetenv("LENET_BENCH_DIRECT_ISA");
     const int dot = dot_here();
 
     setenv("LENET_BENCH_DIRECT_BF16", "fma", 1);
-    assert_int_equal(direct_bf16_choose(&c, why, sizeof why), 1);
-    assert_int_equal(c.dot, 0);
-    assert_ptr_equal(c.set, &direct_bf16_fma_products);
-    assert_non_null(strstr(c.why, "forced by LENET_BENCH_DIRECT_BF16=fma"));
+    assert_int_equal(choose(&c, why, sizeof why), 1);
+    assert_int_equal(is_dot(c), 0);
+    assert_ptr_equal(c->row->set, &direct_bf16_fma_products);
+    assert_non_null(strstr(c->why, "forced by LENET_BENCH_DIRECT_BF16=fma"));
 
     setenv("LENET_BENCH_DIRECT_BF16", "garbage", 1);
-    assert_int_equal(direct_bf16_choose(&c, why, sizeof why), 0);
-    assert_non_null(strstr(why, "LENET_BENCH_DIRECT_BF16=garbage: not one of dot, fma"));
+    assert_int_equal(choose(&c, why, sizeof why), 0);
+    assert_non_null(strstr(why, "LENET_BENCH_DIRECT_BF16=garbage: not one of fma, dot"));
 
     setenv("LENET_BENCH_DIRECT_BF16", "dot", 1);
     if (dot) {
-        assert_int_equal(direct_bf16_choose(&c, why, sizeof why), 1);
-        assert_int_equal(c.dot, 1);
-        assert_non_null(strstr(c.why, "forced by LENET_BENCH_DIRECT_BF16=dot"));
+        assert_int_equal(choose(&c, why, sizeof why), 1);
+        assert_int_equal(is_dot(c), 1);
+        assert_non_null(strstr(c->why, "forced by LENET_BENCH_DIRECT_BF16=dot"));
 #ifdef HAVE_DIRECT_BF16
-        assert_ptr_equal(c.set, &direct_bf16_products);
+        assert_ptr_equal(c->row->set, &direct_bf16_products);
 #endif
     } else {
-        assert_int_equal(direct_bf16_choose(&c, why, sizeof why), 0);
+        assert_int_equal(choose(&c, why, sizeof why), 0);
         assert_non_null(strstr(why, "LENET_BENCH_DIRECT_BF16=dot: "));
     }
 
     /* unset: measured where vdpbf16ps runs, and the details say so */
     unsetenv("LENET_BENCH_DIRECT_BF16");
-    assert_int_equal(direct_bf16_choose(&c, why, sizeof why), 1);
+    assert_int_equal(choose(&c, why, sizeof why), 1);
     const double ratio = direct_bf16_dot_over_fma();
-    print_message("chosen: %s (%s); vdpbf16ps over FMA flops: %.2f\n", c.set->name, c.why, ratio);
+    print_message("chosen: %s (%s); vdpbf16ps over FMA flops: %.2f\n", c->row->set->name,
+                  c->why, ratio);
     if (dot) {
         assert_true(ratio > 0.1 && ratio < 10);
-        assert_int_equal(c.dot, ratio > 1);
-        assert_non_null(strstr(c.why, "measured"));
+        assert_int_equal(is_dot(c), ratio > 1);
+        assert_non_null(strstr(c->why, "measured"));
         char figure[32];
         snprintf(figure, sizeof figure, "%.2fx", ratio);
-        assert_non_null(strstr(c.why, figure));
+        assert_non_null(strstr(c->why, figure));
     } else {
-        assert_int_equal(c.dot, 0);
+        assert_int_equal(is_dot(c), 0);
         assert_true(ratio == 0);
     }
-    if (!c.dot) {
-        assert_ptr_equal(c.set, &direct_bf16_fma_products);
-        assert_string_equal(c.set->arithmetic, "fp32");
+    if (!is_dot(c)) {
+        assert_ptr_equal(c->row->set, &direct_bf16_fma_products);
+        assert_string_equal(c->row->set->arithmetic, "fp32");
     }
+    /* made once: the same environment gets the same choice */
+    const direct_choice *again;
+    const direct_candidate *row = c->row;
+    char first_why[sizeof c->why];
+    snprintf(first_why, sizeof first_why, "%s", c->why);
+    assert_int_equal(choose(&again, why, sizeof why), 1);
+    assert_ptr_equal(again->row, row);
+    assert_string_equal(again->why, first_why);
 
     /* a build forced off AVX-512: FMAs over its tiles, vdpbf16ps refused */
 #ifdef HAVE_DIRECT_BF16
     const char *brief = "LENET_BENCH_DIRECT_ISA=avx2 keeps it off AVX-512",
                *refusal = "keeps the direct backend off AVX-512";
 #else
-    const char *brief = "no vdpbf16ps products in this build", *refusal = "left out of this build";
+    const char *brief = "no bf16 products (vdpbf16ps) in this build",
+               *refusal = "left out of this build";
 #endif
     if (use_isa("avx2")) {
-        assert_int_equal(direct_bf16_choose(&c, why, sizeof why), 1);
-        assert_int_equal(c.dot, 0);
+        assert_int_equal(choose(&c, why, sizeof why), 1);
+        assert_int_equal(is_dot(c), 0);
         assert_string_equal(direct_active()->isa, "avx2");
-        assert_non_null(strstr(c.why, brief));
+        assert_non_null(strstr(c->why, brief));
         setenv("LENET_BENCH_DIRECT_BF16", "dot", 1);
-        assert_int_equal(direct_bf16_choose(&c, why, sizeof why), 0);
+        assert_int_equal(choose(&c, why, sizeof why), 0);
         assert_non_null(strstr(why, refusal));
         unsetenv("LENET_BENCH_DIRECT_BF16");
     } else

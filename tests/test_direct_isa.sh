@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# LENET_BENCH_DIRECT_ISA and LENET_BENCH_DIRECT_BF16 end to end
-# (backends/direct/fp32/isa.h, bf16_fma.h): a value that names no build (or
-# way) is bad usage (exit 2) for a run and for --list alike; bf16 runs
+# LENET_BENCH_DIRECT_ISA, _BF16 and _FP16 end to end
+# (backends/direct/fp32/isa.h, candidates.h): a value that names no build
+# (or candidate) is bad usage (exit 2) for a run and for --list alike; bf16 runs
 # wherever the fp32 kernels do, on fp32 FMAs over a forced avx2 or generic
 # build; LENET_BENCH_DIRECT_BF16=dot beside such a build is refused with
 # that reason, in --list as in a run; --list says of bf16 what a bf16 run
-# then does; and a bf16 row's details name the products it ran and why.
+# then does; a bf16 row's details name the products it ran and why; and
+# fp16 obeys LENET_BENCH_DIRECT_ISA too.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
@@ -19,17 +20,25 @@ fi
 make_dataset "$tmp/data" 300 100
 D=(--data "$tmp/data" --epochs 1 --limit 256 --test-limit 100 --no-peak --no-peers --backend direct)
 
-# A value naming no build (or way): usage, exit 2, with the names there are.
-for var in LENET_BENCH_DIRECT_ISA:avx512 LENET_BENCH_DIRECT_BF16:dot; do
-    name=${var%%:*}
-    for args in "--list" "${D[*]} --out $tmp/garbage" "${D[*]} --precision bf16 --out $tmp/garbage-bf16"; do
+# A value naming no build (or candidate): usage, exit 2, with one line
+# naming the names there are (LENET_BENCH_DIRECT_FP16=garbage or EMULATED
+# once ran fp16 as if unset).
+for case in "LENET_BENCH_DIRECT_ISA:garbage:avx512_2fma, avx512, avx2, generic" \
+    "LENET_BENCH_DIRECT_BF16:garbage:fma, dot" \
+    "LENET_BENCH_DIRECT_FP16:garbage:avx512_fp16, emulated" \
+    "LENET_BENCH_DIRECT_FP16:EMULATED:avx512_fp16, emulated"; do
+    IFS=: read -r name value names <<<"$case"
+    [ "$name" = LENET_BENCH_DIRECT_ISA ] && [ "$(uname -m)" != x86_64 ] && names=generic
+    for args in "--list" "${D[*]} --out $tmp/garbage" "${D[*]} --precision bf16 --out $tmp/garbage-bf16" \
+        "${D[*]} --precision fp16 --out $tmp/garbage-fp16"; do
         # shellcheck disable=SC2086 # the words of one command line
-        env "$name=garbage" "$BENCH" $args >"$tmp/out" 2>"$tmp/err"
+        env "$name=$value" "$BENCH" $args >"$tmp/out" 2>"$tmp/err"
         rc=$?
         if [ "$rc" != 2 ]; then
-            fail "$name=garbage ./bench $args: exit $rc, expected 2 (bad usage)"
-        elif ! grep -q "$name=garbage: not one of ${var#*:}" "$tmp/err"; then
-            fail "$name=garbage ./bench $args: no names in the error: $(cat "$tmp/err")"
+            fail "$name=$value ./bench $args: exit $rc, expected 2 (bad usage)"
+        elif [ "$(grep -c "$name" "$tmp/err")" != 1 ] ||
+            ! grep -qF "$name=$value: not one of $names" "$tmp/err"; then
+            fail "$name=$value ./bench $args: not one line naming $names: $(cat "$tmp/err")"
         else
             pass
         fi
@@ -113,5 +122,76 @@ for isa in "" avx512 avx512_2fma avx2 generic; do
             fi
         fi
     done
+done
+
+# fp16 obeys LENET_BENCH_DIRECT_ISA as bf16 does: beside a build without
+# AVX-512 its vfmadd231ph products do not run (they once did, described as
+# avx512_fp16, and --list offered fp16); it is refused with the reason, or
+# runs emulated where LENET_BENCH_DIRECT_FP16=emulated asks. Where the CPU
+# has AVX512_FP16 and no build is forced, the vector products run.
+fp16_built=1
+if LENET_BENCH_DIRECT_FP16=emulated "$BENCH" --list 2>&1 | grep -q 'fp16 products (vfmadd231ph) left out of this build'; then
+    fp16_built=0
+fi
+fp16_row() { # fp16_row OUT WHAT: the fp16 row's details of run OUT
+    grep -o 'fp16 ([^;]*' "$1/summary.csv" | head -1
+}
+for isa in "" avx512 avx2 generic; do
+    what="LENET_BENCH_DIRECT_ISA='$isa'"
+    LENET_BENCH_DIRECT_ISA=$isa "$BENCH" --list >"$tmp/list" 2>&1
+    line=$(grep '^direct ' "$tmp/list")
+    if [[ "$line" != *"built, runnable"* ]]; then
+        skip_check "direct not runnable with $what here: $line"
+        continue
+    fi
+    out="$tmp/fp16-$isa"
+    LENET_BENCH_DIRECT_ISA=$isa "$BENCH" "${D[@]}" --precision fp16 --out "$out" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    case $isa in
+    avx2 | generic)
+        if [[ "$line" == *"(precisions here: "*"fp16"*")"* ]] && [[ "$line" != *"not fp16: "* ]]; then
+            fail "$what: --list offers fp16 beside a build without AVX-512: $line"
+        elif [ "$fp16_built" = 1 ] && [[ "$line" != *"not fp16: LENET_BENCH_DIRECT_ISA=$isa keeps the direct backend off AVX-512, and its vfmadd231ph products are AVX-512 code"* ]]; then
+            fail "$what: --list does not give the reason for refusing fp16: $line"
+        else
+            pass
+        fi
+        if [ "$rc" = 0 ]; then
+            fail "$what: an fp16 run trained beside a build without AVX-512: $(fp16_row "$out")"
+        elif [ "$fp16_built" = 1 ] && ! grep -qF "keeps the direct backend off AVX-512" "$tmp/err"; then
+            fail "$what: the fp16 run's refusal does not say why: $(cat "$tmp/err")"
+        else
+            pass
+        fi
+        # asked for, the emulation runs there, and says so
+        out="$tmp/fp16-emulated-$isa"
+        LENET_BENCH_DIRECT_ISA=$isa LENET_BENCH_DIRECT_FP16=emulated "$BENCH" "${D[@]}" --precision fp16 \
+            --out "$out" >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        if [ "$fp16_built" = 0 ]; then
+            if [ "$rc" = 0 ]; then fail "$what: emulated fp16 ran in a build without it"; else pass; fi
+        elif [ "$rc" != 0 ]; then
+            fail "$what LENET_BENCH_DIRECT_FP16=emulated: exit $rc: $(cat "$tmp/err")"
+        elif ! grep -qF "vfmadd231ph emulated in portable C): forced by LENET_BENCH_DIRECT_FP16=emulated, candidate emulated" "$out/summary.csv" ||
+            ! grep -qF "ISA none (emulated)" "$out/summary.csv" || grep -qF "ISA avx512_fp16" "$out/summary.csv"; then
+            fail "$what LENET_BENCH_DIRECT_FP16=emulated: the details do not say emulated: $(fp16_row "$out")"
+        else
+            pass
+        fi
+        ;;
+    *)
+        if [[ "$line" == *"not fp16: "* ]]; then
+            if [ "$rc" = 0 ]; then fail "$what: --list refuses fp16 but it trained"; else pass; fi
+        elif [ "$rc" != 0 ]; then
+            fail "$what: --list offers fp16 but the run exits $rc: $(cat "$tmp/err")"
+        elif ! grep -qF "fp16 (fp16 products (vfmadd231ph): " "$out/summary.csv" ||
+            ! grep -qF "candidate avx512_fp16" "$out/summary.csv" ||
+            ! grep -qF "ISA avx512_fp16 (AVX-512 with AVX512_FP16)" "$out/summary.csv"; then
+            fail "$what: the fp16 row's details do not name its candidate: $(fp16_row "$out")"
+        else
+            pass
+        fi
+        ;;
+    esac
 done
 finish

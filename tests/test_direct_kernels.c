@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "backends/direct/candidates.h"
 #include "backends/direct/fp32/direct.h"
 #include "backends/direct/fp32/isa.h"
 #include "base/cpu.h"
@@ -101,10 +102,10 @@ static void forced_values(void **state)
     assert_non_null(strstr(why, "generic"));
     assert_null(direct_choose(why, sizeof why));
     why[0] = '\0';
-    assert_int_equal(direct_isa_allows_bf16(why, sizeof why), 0);
+    assert_int_equal(direct_isa_allows_avx512("vdpbf16ps products", why, sizeof why), 0);
     assert_non_null(strstr(why, "not one of"));
 
-    /* the bf16 products only beside an AVX-512 choice */
+    /* the half sets' AVX-512 products only beside an AVX-512 choice */
     const struct {
         const char *value;
         int bf16;
@@ -115,13 +116,56 @@ static void forced_values(void **state)
         setenv("LENET_BENCH_DIRECT_ISA", cases[i].value, 1);
         why[0] = '\0';
         assert_int_equal(direct_isa_check(why, sizeof why), 0);
-        if (direct_isa_allows_bf16(why, sizeof why) != cases[i].bf16)
+        if (direct_isa_allows_avx512("vfmadd231ph products", why, sizeof why) != cases[i].bf16)
             fail_msg("LENET_BENCH_DIRECT_ISA='%s': bf16 %s", cases[i].value,
                      cases[i].bf16 ? "refused" : "allowed");
-        if (!cases[i].bf16)
+        if (!cases[i].bf16) {
             assert_non_null(strstr(why, "keeps the direct backend off AVX-512"));
+            assert_non_null(strstr(why, "its vfmadd231ph products are AVX-512 code"));
+        }
     }
     unsetenv("LENET_BENCH_DIRECT_ISA");
+}
+
+/* LENET_BENCH_DIRECT_BF16 and _FP16 take a candidate's name
+ * (backends/direct/candidates.h), anything else is refused naming them */
+static void candidate_names(void **state)
+{
+    (void)state;
+    char why[256] = "";
+    unsetenv("LENET_BENCH_DIRECT_ISA");
+    const direct_candidates *const tables[] = {&direct_bf16_candidates, &direct_fp16_candidates};
+    const char *const wrong[] = {"garbage", "EMULATED", "Dot", " fma"};
+    for (size_t t = 0; t < 2; t++) {
+        const direct_candidates *c = tables[t];
+        unsetenv("LENET_BENCH_DIRECT_BF16");
+        unsetenv("LENET_BENCH_DIRECT_FP16");
+        assert_true(c->count >= 2);
+        for (int r = 0; r < c->count; r++) {
+            setenv(c->variable, c->rows[r].name, 1);
+            assert_int_equal(direct_isa_check(why, sizeof why), 0);
+            assert_ptr_equal(direct_candidate_named(c, c->rows[r].name), &c->rows[r]);
+        }
+        setenv(c->variable, "", 1);
+        assert_int_equal(direct_isa_check(why, sizeof why), 0);
+        for (size_t w = 0; w < sizeof wrong / sizeof wrong[0]; w++) {
+            setenv(c->variable, wrong[w], 1);
+            why[0] = '\0';
+            assert_int_equal(direct_isa_check(why, sizeof why), -1);
+            char want[128];
+            snprintf(want, sizeof want, "%s=%s: not one of ", c->variable, wrong[w]);
+            if (!strstr(why, want))
+                fail_msg("%s=%s: \"%s\"", c->variable, wrong[w], why);
+            for (int r = 0; r < c->count; r++)
+                assert_non_null(strstr(why, c->rows[r].name));
+            assert_null(strchr(why, '\n'));
+        }
+        unsetenv(c->variable);
+    }
+    setenv("LENET_BENCH_DIRECT_FP16", "EMULATED", 1);
+    direct_isa_check(why, sizeof why);
+    assert_string_equal(why, "LENET_BENCH_DIRECT_FP16=EMULATED: not one of avx512_fp16, emulated");
+    unsetenv("LENET_BENCH_DIRECT_FP16");
 }
 
 /* ---------------------------------------------------------------------- */
@@ -378,6 +422,7 @@ int main(void)
         cmocka_unit_test(fma_ports_by_core),
         cmocka_unit_test(best_build_fits_the_core),
         cmocka_unit_test(forced_values),
+        cmocka_unit_test(candidate_names),
         cmocka_unit_test(every_build_matches_the_reference),
         cmocka_unit_test(avx512_builds_agree_exactly),
     };

@@ -55,6 +55,10 @@ engine *chwn_create_f64(const backend *b, const struct chwn_products_f64 *set,
                         const workload *w, const engine_config *cfg, char *err,
                         size_t err_len);
 
+/* The product set an engine was created with (the one handed to create),
+ * for a backend's description. */
+const struct chwn_products_f32 *chwn_products_of_f32(engine *e);
+const struct chwn_products_f64 *chwn_products_of_f64(engine *e);
 /* The engine's team (threads and split), for a backend's description. */
 chwn_team chwn_team_of(engine *e);
 /* Chooses who splits the products; CHWN_SPLIT_OWN is the default. Meant

@@ -252,6 +252,7 @@ engine *R(chwn_create)(const backend *b, const chwn_products *set, const workloa
     return (engine *)e;
 }
 
+const chwn_products *R(chwn_products_of)(engine *e) { return chwn_of(e)->products; }
 
 int chwn_pass_failed(chwn_engine *e)
 {

@@ -7,148 +7,116 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/direct/bf16/bf16_fma.h"
-#include "backends/direct/fp32/direct.h"
+#include "backends/chwn/chwn_products.h"
+#include "backends/direct/candidates.h"
 #include "backends/direct/direct_backend.h"
-#ifdef HAVE_DIRECT_FP16
-#include "backends/direct/fp16/fp16.h"
-#include "backends/direct/fp16/fp16_tiles.h"
-#endif
+#include "backends/direct/fp32/direct.h"
+#include "backends/direct/fp32/isa.h"
 #include "backends/module.h"
 
-/* Whether fp16 runs: the build has the products (fp16.mk) and the CPU
- * AVX512_FP16, or a test (direct_fp16_emulate) or LENET_BENCH_DIRECT_FP16=
- * emulated asked for the emulated products (the same numbers, many times
- * slower: for measuring the numerics where the CPU lacks the
- * instructions); else 0 and the reason. */
-static int fp16_runs(char *why, size_t why_len)
+/* The tests' way to the emulated fp16 products within one process (the
+ * module's "direct_fp16_emulate" table is this int): set, an fp16 engine
+ * is created with the "emulated" candidate whatever the choice. */
+static int fp16_test_emulated;
+
+/* The candidates of a reduced precision, NULL for fp32 */
+static const direct_candidates *candidates_of(precision p)
 {
-#ifdef HAVE_DIRECT_FP16
-    const char *asked = getenv("LENET_BENCH_DIRECT_FP16");
-    if (asked && strcmp(asked, "emulated") == 0)
-        direct_fp16_emulate = 1;
-    return direct_fp16_emulate || direct_fp16_supported(why, why_len);
-#else
-    snprintf(why, why_len, "fp16 products left out of this build (the compiler has no "
-                           "-mavx512fp16)");
-    return 0;
-#endif
+    return p == PREC_BF16   ? &direct_bf16_candidates
+           : p == PREC_FP16 ? &direct_fp16_candidates
+                            : NULL;
 }
 
-#ifdef HAVE_DIRECT_FP16
-static int fp16_emulated(void) { return direct_fp16_emulate; }
-#else
-static int fp16_emulated(void) { return 0; }
-#endif
-
-/* The products this engine was created with: the fp32 kernels chosen at
- * create (direct_choose), the bf16 products chosen then (the same choice
- * again: the environment and the measurement, once a process), or the
- * fp16 ones. */
-static void describe_bf16(char *buf, size_t len, int threads)
+/* The set an engine of precision p is created with, and its row (NULL for
+ * fp32's); NULL with the reason in why where p cannot run here */
+static const struct chwn_products_f32 *products_for(precision p, char *why, size_t why_len)
 {
-    direct_bf16_choice c;
-    char why[256];
-    if (!direct_bf16_choose(&c, why, sizeof why)) {
-        snprintf(buf, len, "bf16 (%s)", why);
-        return;
+    const direct_candidates *t = candidates_of(p);
+    if (!t)
+        return direct_choose(why, why_len) ? &direct_fp32_products : NULL;
+    if (t == &direct_fp16_candidates && fp16_test_emulated) {
+        const direct_candidate *r = direct_candidate_named(t, "emulated");
+        if (r && r->set)
+            return r->set;
     }
-    const direct_kernels *k = direct_active();
-    if (c.dot)
-        snprintf(buf, len,
-                 "bf16 (bf16 products (vdpbf16ps): %s, fp32 master weights), %d thread%s, ISA "
-                 "avx512_bf16 (AVX-512 with AVX512_BF16)",
-                 c.why, threads, threads == 1 ? "" : "s");
-    else
-        snprintf(buf, len,
-                 "bf16 (fp32 FMAs on bf16-rounded operands: %s, fp32 master weights), %d "
-                 "thread%s, ISA %s (direct register tiles: %s)",
-                 c.why, threads, threads == 1 ? "" : "s", k->isa, k->description);
+    const direct_choice *c = direct_candidates_choose(t, why, why_len);
+    return c ? c->row->set : NULL;
 }
 
+/* What an engine computes with, read from the set it was created with: the
+ * fp32 kernels chosen at create (direct_choose), or the candidate row of
+ * its set and why the choice took it. */
 static void describe(engine *e, char *buf, size_t len)
 {
     const int threads = chwn_team_of(e).threads;
+    const char *ts = threads == 1 ? "" : "s";
     const precision p = host_of(e)->cfg.precision;
-    if (p == PREC_BF16) {
-        describe_bf16(buf, len, threads);
-        return;
-    }
-    if (p == PREC_FP16) {
-        snprintf(buf, len,
-                 "fp16 (fp16 products (%s), chains of 32 summed in fp32, fp32 master weights, "
-                 "dynamic loss scaling), %d thread%s, ISA %s",
-                 fp16_emulated() ? "vfmadd231ph emulated in portable C" : "vfmadd231ph", threads,
-                 threads == 1 ? "" : "s",
-                 fp16_emulated() ? "none (emulated)" : "avx512_fp16 (AVX-512 with AVX512_FP16)");
-        return;
-    }
     const direct_kernels *k = direct_active();
-    snprintf(buf, len, "%s (direct register tiles: %s), %d thread%s, ISA %s (%s)",
-             precision_name(p), k->description, threads, threads == 1 ? "" : "s", k->isa,
-             getenv("LENET_BENCH_DIRECT_ISA") && *getenv("LENET_BENCH_DIRECT_ISA")
-                 ? "forced by LENET_BENCH_DIRECT_ISA"
-                 : "the best this CPU runs");
+    const direct_candidates *t = candidates_of(p);
+    if (!t) {
+        snprintf(buf, len, "%s (direct register tiles: %s), %d thread%s, ISA %s (%s)",
+                 precision_name(p), k->description, threads, ts, k->isa,
+                 direct_isa_forced() ? "forced by LENET_BENCH_DIRECT_ISA" : "the best this CPU runs");
+        return;
+    }
+    const struct chwn_products_f32 *set = chwn_products_of_f32(e);
+    const direct_candidate *r = direct_candidate_of_set(t, set);
+    char why[256] = "";
+    const direct_choice *c = direct_candidates_choose(t, why, sizeof why);
+    const char *chosen = c && c->row == r ? c->why : "asked for by a test";
+    char isa[192];
+    if (r && r->isa)
+        snprintf(isa, sizeof isa, "%s", r->isa);
+    else
+        snprintf(isa, sizeof isa, "%s (direct register tiles: %s)", k->isa, k->description);
+    snprintf(buf, len, "%s (%s: %s, candidate %s%s, fp32 master weights%s), %d thread%s, ISA %s",
+             t->precision, r ? r->products : set->name, chosen, r ? r->name : "?",
+             p == PREC_FP16 ? ", chains of 32 summed in fp32" : "",
+             p == PREC_FP16 ? ", dynamic loss scaling" : "", threads, ts, isa);
 }
 
+/* The fp32 kernels, and each reduced precision's choice and candidates */
 static void library_info(void *ctx, char *buf, size_t len)
 {
     (void)ctx;
-    char why[256], bf16[320];
-    direct_bf16_choice c;
-    const int bf16_ok = direct_bf16_choose(&c, why, sizeof why);
-    const direct_kernels *k = direct_active(); /* (chosen with bf16's) */
-    if (!bf16_ok)
-        snprintf(bf16, sizeof bf16, "not here (%s)", why);
-    else
-        snprintf(bf16, sizeof bf16, "%s (%s)",
-                 c.dot ? "vdpbf16ps" : "fp32 FMAs on bf16-rounded operands", c.why);
-    const int fp16 = fp16_runs(why, sizeof why);
-    snprintf(buf, len, "direct kernels %s (%s); bf16 products: %s; fp16 products "
-             "(vfmadd231ph): %s",
-             k->isa, k->description, bf16,
-             fp16 ? (fp16_emulated() ? "emulated" : "available") : "not on this CPU");
+    char why[256];
+    const direct_kernels *k = direct_active();
+    int n = snprintf(buf, len, "direct kernels %s (%s)", k->isa, k->description);
+    const direct_candidates *const tables[] = {&direct_bf16_candidates, &direct_fp16_candidates};
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0] && n >= 0 && (size_t)n < len; i++) {
+        const direct_candidates *t = tables[i];
+        const direct_choice *c = direct_candidates_choose(t, why, sizeof why);
+        char list[384];
+        direct_candidates_list(t, list, sizeof list);
+        if (c)
+            n += snprintf(buf + n, len - n, "; %s: %s, %s (%s) [candidates: %s]", t->precision,
+                          c->row->name, c->row->products, c->why, list);
+        else
+            n += snprintf(buf + n, len - n, "; %s: not here (%s) [candidates: %s]",
+                          t->precision, why, list);
+    }
 }
 
-/* A forced instruction set the CPU lacks makes fp32 and bf16 not
- * runnable, LENET_BENCH_DIRECT_BF16=dot where vdpbf16ps cannot run bf16,
- * a CPU without AVX512_FP16 fp16, with the reason. */
+/* Whether precision p runs here (products_for says it: a forced ISA the CPU
+ * lacks, a candidate named that cannot run here, no candidate that runs) */
 static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
 {
     (void)ctx;
-    direct_bf16_choice c;
-    if (p == PREC_BF16)
-        return direct_bf16_choose(&c, why, why_len); /* bf16_fma.h */
-    if (p == PREC_FP16)
-        return fp16_runs(why, why_len);
-    return direct_choose(why, why_len) != NULL;
-}
-
-/* The set of precision p (a build without the fp16 set never gets here
- * for it: probe_precision refuses) */
-static const struct chwn_products_f32 *products_for(precision p)
-{
-    direct_bf16_choice c;
-    char why[256];
-    if (p == PREC_BF16 && direct_bf16_choose(&c, why, sizeof why))
-        return c.set;
-#ifdef HAVE_DIRECT_FP16
-    if (p == PREC_FP16)
-        return &direct_fp16_products;
-#endif
-    return &direct_fp32_products;
+    return products_for(p, why, why_len) != NULL;
 }
 
 static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
                       size_t err_len)
 {
-    char why[256];
+    (void)ctx;
+    char why[320];
     const precision p = cfg ? cfg->precision : PREC_FP32;
-    if (!probe_precision(ctx, p, why, sizeof why)) {
+    const struct chwn_products_f32 *set = products_for(p, why, sizeof why);
+    if (!set) {
         snprintf(err, err_len, "direct: %s", why);
         return NULL;
     }
-    return chwn_create_f32(&direct_backend, products_for(p), w, cfg, err, err_len);
+    return chwn_create_f32(&direct_backend, set, w, cfg, err, err_len);
 }
 
 static const engine_ops direct_ops = {CHWN_ENGINE_OPS, .describe = describe};
@@ -163,9 +131,5 @@ const backend direct_backend = {
     CHWN_BACKEND_ENTRIES,
 };
 
-#ifdef HAVE_DIRECT_FP16
 /* the tests' way to the emulated fp16 products (direct_backend.h) */
-LB_MODULE_TABLES({"backend", &direct_backend}, {"direct_fp16_emulate", &direct_fp16_emulate})
-#else
-LB_MODULE_TABLES({"backend", &direct_backend})
-#endif
+LB_MODULE_TABLES({"backend", &direct_backend}, {"direct_fp16_emulate", &fp16_test_emulated})

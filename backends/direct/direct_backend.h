@@ -2,7 +2,8 @@
  * project's own products, the fp32 register tiles (direct.h,
  * fp32_products.c), the bf16 products (bf16.h, bf16_products.c, or the
  * fp32 tiles on bf16-rounded operands: bf16_fma.h, bf16_fma_products.c)
- * and the fp16 products (fp16.h, fp16_products.c). */
+ * and the fp16 products (fp16.h, fp16_products.c), the half sets chosen
+ * from their precision's candidates (candidates.h, choice.c). */
 #ifndef LB_DIRECT_BACKEND_H
 #define LB_DIRECT_BACKEND_H
 
@@ -11,17 +12,22 @@
 
 extern const backend direct_backend;
 
-/* The product sets (backends/chwn/chwn_products.h). The bf16 one is built
- * only when the compiler has the AVX512_BF16 instructions (HAVE_DIRECT_BF16,
- * module.mk), and runs only where direct_bf16_supported says so; the fp16
- * one likewise with AVX512_FP16 (HAVE_DIRECT_FP16, direct_fp16_supported),
- * or emulated where a test sets direct_fp16_emulate (the module's
- * "direct_fp16_emulate" table is that int). */
+/* The product sets (backends/chwn/chwn_products.h), each a row of its
+ * precision's candidates (candidates.h) but fp32's. The bf16 one is built
+ * only when the compiler has the AVX512_BF16 instructions
+ * (HAVE_DIRECT_BF16, module.mk); the two fp16 ones, vfmadd231ph and its
+ * emulation, with AVX512_FP16 (HAVE_DIRECT_FP16). Where they run is their
+ * rows' to say; tests reach the emulated fp16 set through the module's
+ * "direct_fp16_emulate" table (an int: set, fp16 engines use it). */
 extern const struct chwn_products_f32 direct_fp32_products, direct_bf16_products,
-    direct_fp16_products;
+    direct_fp16_products, direct_fp16_emulated_products;
 /* bf16 on the fp32 tiles, every build: fp32 FMAs on operands rounded to
- * bf16 (bf16_fma.h, which also chooses between it and the vdpbf16ps set) */
+ * bf16 (bf16/bf16_fma.h) */
 extern const struct chwn_products_f32 direct_bf16_fma_products;
+
+/* The "avx512_fp16" row's check (fp16/fp16_products.c): 1 when the
+ * vfmadd231ph products run here, else 0, a short reason and the whole. */
+int direct_fp16_vector_runs(char *brief, size_t brief_len, char *why, size_t why_len);
 
 /* What every direct set shares: no library threads to set (the loops
  * name their counts), and stride-1 convolutions only. */

@@ -18,9 +18,24 @@
 # 30% slower, larger weight-gradient tiles (4x5, 2x8) no faster.
 # what the registry knows of the backend, built or not
 LIB_SRCS += backends/direct/registration.c
-# LENET_BENCH_DIRECT_ISA's names and rules (isa.h): the harness checks the
-# value before anything runs
-LIB_SRCS += backends/direct/fp32/isa.c
+# The builds of the fp32 tiles (fp32/kernels.c), best first: the one list
+# of them. isa.c (their names) and dispatch.c (their tables) read it as
+# LB_DIRECT_ISAS(X), X(avx512_2fma) X(avx512) ...; each build's flags are
+# DIRECT_FLAGS_<name> below.
+ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine)),)
+DIRECT_ISAS := avx512_2fma avx512 avx2 generic
+else
+DIRECT_ISAS := generic
+endif
+DIRECT_ISA_LIST := '-DLB_DIRECT_ISAS(X)=$(foreach i,$(DIRECT_ISAS),X($(i)))'
+$(BUILD)/backends/direct/fp32/isa.o $(BUILD)/backends/direct/fp32/dispatch.o: CFLAGS += $(DIRECT_ISA_LIST)
+$(BUILD)/backends/direct/fp32/isa.o $(BUILD)/backends/direct/fp32/dispatch.o: backends/direct/module.mk
+# LENET_BENCH_DIRECT_ISA's names and rules (isa.h), and the candidates'
+# tables, whose names LENET_BENCH_DIRECT_BF16 and _FP16 take
+# (candidates.h): the harness checks the values before anything runs
+LIB_SRCS += backends/direct/fp32/isa.c backends/direct/candidates.c
+# (both are linked wherever isa.o is)
+DIRECT_ISA_OBJS := $(BUILD)/backends/direct/fp32/isa.o $(BUILD)/backends/direct/candidates.o
 
 # The bf16 products (bf16.h): the vdpbf16ps tiles built with AVX-512 flags
 # of their own, after the build's -march, so that the object builds on any
@@ -57,12 +72,6 @@ endif
 ifeq ($(DIRECT_PROBE),1)
 HAVE_DIRECT := 1
 CFLAGS += -DHAVE_DIRECT
-ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine)),)
-DIRECT_ISAS := avx512_2fma avx512 avx2 generic
-$(BUILD)/backends/direct/fp32/dispatch.o: CFLAGS += -DLB_DIRECT_X86
-else
-DIRECT_ISAS := generic
-endif
 # Each build enables exactly the features its table's cpu_runs asks
 # base/cpu.h for (kernels.c): no BMI, LZCNT or AVX512CD the check does not
 # cover.
@@ -86,7 +95,8 @@ DIRECT_KERNEL_OBJS := $(DIRECT_ISAS:%=$(BUILD)/backends/direct/fp32/kernels_%.o)
 DIRECT_BF16_FMA_OBJS := $(foreach f,bf16_fma_products bf16_fma_round bf16_choice,$(BUILD)/backends/direct/bf16/$(f).o)
 $(DIRECT_BF16_FMA_OBJS): CFLAGS += -fopenmp
 DIRECT_OBJS := $(CHWN_OBJS_F32) \
-               $(BUILD)/backends/direct/direct_backend.o $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/fp32/$(f).o) \
+               $(foreach f,direct_backend choice,$(BUILD)/backends/direct/$(f).o) \
+               $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/fp32/$(f).o) \
                $(DIRECT_KERNEL_OBJS) $(DIRECT_BF16_FMA_OBJS)
 # the bf16 and fp16 sets when the compiler has their products, with the
 # entries they share
@@ -102,9 +112,9 @@ ifneq ($(filter 1,$(HAVE_DIRECT_BF16) $(HAVE_DIRECT_FP16)),)
 DIRECT_OBJS += $(BUILD)/backends/direct/half/half_products.o
 endif
 $(BUILD)/backends/direct/direct_backend.o $(BUILD)/backends/direct/fp32/fp32_products.o $(BUILD)/backends/direct/bf16/bf16_products.o: CFLAGS += -fopenmp
-# (isa.o, part of the program too, is in LIB_SRCS: the module links it
+# (isa.o and candidates.o, part of the program too, are in LIB_SRCS: the module links them
 # here, beside the objects every module shares)
-$(eval $(call module_rule,direct,$(DIRECT_OBJS) $(MODULE_SHARED_OBJS) $(BUILD)/backends/direct/fp32/isa.o,-fopenmp))
+$(eval $(call module_rule,direct,$(DIRECT_OBJS) $(MODULE_SHARED_OBJS) $(DIRECT_ISA_OBJS),-fopenmp))
 # (static pattern: a plain %-pattern would also offer make a way to remake
 # the .d files it includes, through its built-in %: %.o); one FMA per
 # multiply-add
@@ -121,7 +131,7 @@ $(DIRECT_KERNEL_OBJS): backends/direct/module.mk
 # direct-kernel-speed ARGS='--rounds 50 --isa avx512_2fma,avx512').
 .PHONY: direct-kernel-speed
 DIRECT_SPEED_OBJS := $(BUILD)/backends/direct/fp32/dispatch.o $(DIRECT_KERNEL_OBJS) $(BUILD)/base/cpu.o \
-    $(BUILD)/backends/direct/fp32/isa.o
+    $(DIRECT_ISA_OBJS)
 $(BUILD)/direct-kernel-speed: backends/direct/tools/kernel_speed.c $(DIRECT_SPEED_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SPEED_OBJS) -fopenmp -lm
@@ -143,7 +153,7 @@ TEST_SCRIPTS += tests/test_direct_isa.sh
 # products timed side by side (not a test: make direct-bf16-fma-speed
 # ARGS='--rounds 50')
 DIRECT_SETS_OBJS := $(DIRECT_BF16_FMA_OBJS) $(DIRECT_KERNEL_OBJS) \
-    $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/fp32/$(f).o)
+    $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/fp32/$(f).o) $(BUILD)/backends/direct/choice.o
 ifeq ($(HAVE_DIRECT_BF16),1)
 DIRECT_SETS_OBJS += $(DIRECT_BF16_OBJS) \
     $(BUILD)/backends/direct/bf16/bf16_products.o $(BUILD)/backends/direct/half/half_products.o
@@ -157,10 +167,10 @@ TEST_LIBS_test_direct_bf16_fma := -fopenmp -lm
 $(BUILD)/tests/test_direct_bf16_fma: private CFLAGS += -fopenmp $(DIRECT_SETS_FLAGS)
 .PHONY: direct-bf16-fma-speed
 $(BUILD)/direct-bf16-fma-speed: backends/direct/tools/bf16_fma_speed.c $(DIRECT_SETS_OBJS) \
-    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/fp32/isa.o
+    $(BUILD)/base/cpu.o $(DIRECT_ISA_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DIRECT_SETS_FLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SETS_OBJS) \
-	    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/fp32/isa.o -fopenmp -lm
+	    $(BUILD)/base/cpu.o $(DIRECT_ISA_OBJS) -fopenmp -lm
 direct-bf16-fma-speed: $(BUILD)/direct-bf16-fma-speed
 	$(BUILD)/direct-bf16-fma-speed $(ARGS)
 

@@ -52,7 +52,7 @@ int direct_bf16_emulate;
 
 int direct_bf16_supported(char *why, size_t len)
 {
-    if (!direct_isa_allows_bf16(why, len)) /* LENET_BENCH_DIRECT_ISA's rule (isa.h) */
+    if (!direct_isa_allows_avx512("vdpbf16ps products", why, len)) /* isa.h's rule */
         return 0;
     return half_cpu_supports(CPU_AVX512F | CPU_AVX512BW | CPU_AVX512VL | CPU_AVX512_BF16,
                              "bf16 products need AVX512_BF16: Intel Cooper Lake, Sapphire "

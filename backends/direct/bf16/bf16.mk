@@ -11,7 +11,7 @@ DIRECT_BF16_TESTS := test_direct_bf16 test_direct_bf16_products
 TESTS += $(DIRECT_BF16_TESTS)
 DIRECT_BF16_TEST_OBJS := $(DIRECT_BF16_OBJS) \
     $(foreach o,naive/conv naive/dense naive/matmul,$(BUILD)/backends/$(o).o) $(BUILD)/harness/run/init.o \
-    $(BUILD)/base/cpu.o $(BUILD)/backends/direct/fp32/isa.o
+    $(BUILD)/base/cpu.o $(DIRECT_ISA_OBJS)
 $(DIRECT_BF16_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: tests/%.c $(DIRECT_BF16_TEST_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_BF16_TEST_OBJS) -fopenmp -lm -lcmocka

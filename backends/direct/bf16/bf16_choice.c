@@ -1,6 +1,7 @@
-/* Which products a direct bf16 engine runs (bf16_fma.h): the vdpbf16ps
- * ones only where they may run and beat the fp32 FMAs in flops, measured
- * once a process. The measurement: 24 independent 512-bit chains of each
+/* What the choice among the bf16 candidates (backends/direct/candidates.h)
+ * asks of the vdpbf16ps products (bf16_fma.h): whether they run here, and
+ * their rate against the fp32 FMAs, measured once a process. The
+ * measurement: 24 independent 512-bit chains of each
  * instruction on registers (enough to cover a 6-cycle latency at two a
  * cycle), the two taking turns in short trials of about 10 and 20
  * microseconds, the best of each by the thread's processor time: a trial
@@ -11,11 +12,8 @@
 
 #include <pthread.h>
 #include <stdio.h>
-#include <string.h>
 
-#include "backends/chwn/chwn_products.h"
-#include "backends/direct/fp32/direct.h"
-#include "backends/direct/direct_backend.h"
+#include "backends/direct/bf16/bf16.h"
 #include "backends/direct/fp32/isa.h"
 #include "base/clock.h"
 #include "base/cpu.h"
@@ -88,11 +86,9 @@ double direct_bf16_dot_over_fma(void)
     return dot_over_fma;
 }
 
-/* 1 when the vdpbf16ps products can run here; else 0, the short reason
- * (for the details) and the whole one (for a refusal) */
-static int dot_runs(char *brief, size_t brief_len, char *why, size_t why_len)
+int direct_bf16_dot_runs(char *brief, size_t brief_len, char *why, size_t why_len)
 {
-    if (!direct_isa_allows_bf16(why, why_len)) {
+    if (!direct_isa_allows_avx512("vdpbf16ps products", why, why_len)) {
         snprintf(brief, brief_len, "LENET_BENCH_DIRECT_ISA=%s keeps it off AVX-512",
                  direct_isa_forced());
         return 0;
@@ -106,7 +102,8 @@ static int dot_runs(char *brief, size_t brief_len, char *why, size_t why_len)
 #else
 double direct_bf16_dot_over_fma(void) { return 0; }
 
-static int dot_runs(char *brief, size_t brief_len, char *why, size_t why_len)
+/* (its row's set is NULL in such a build: the choice never asks) */
+int direct_bf16_dot_runs(char *brief, size_t brief_len, char *why, size_t why_len)
 {
     snprintf(brief, brief_len, "no vdpbf16ps products in this build");
     snprintf(why, why_len,
@@ -114,46 +111,3 @@ static int dot_runs(char *brief, size_t brief_len, char *why, size_t why_len)
     return 0;
 }
 #endif
-
-static int chose(direct_bf16_choice *out, int dot, const char *why)
-{
-#ifdef HAVE_DIRECT_BF16
-    out->set = dot ? &direct_bf16_products : &direct_bf16_fma_products;
-#else
-    out->set = &direct_bf16_fma_products;
-#endif
-    out->dot = dot;
-    snprintf(out->why, sizeof out->why, "%s", why);
-    return 1;
-}
-
-int direct_bf16_choose(direct_bf16_choice *out, char *why, size_t why_len)
-{
-    if (direct_isa_check(why, why_len))
-        return 0;
-    char tiles_why[256]; /* the fp32 tiles the FMA set runs, chosen either way */
-    const int tiles = direct_choose(tiles_why, sizeof tiles_why) != NULL;
-    const char *forced = direct_bf16_forced();
-    char brief[128], dot_why[256];
-    const int dot = dot_runs(brief, sizeof brief, dot_why, sizeof dot_why);
-    if (forced && strcmp(forced, "dot") == 0) {
-        if (!dot) {
-            snprintf(why, why_len, "LENET_BENCH_DIRECT_BF16=dot: %s", dot_why);
-            return 0;
-        }
-        return chose(out, 1, "forced by LENET_BENCH_DIRECT_BF16=dot");
-    }
-    if (!tiles) {
-        snprintf(why, why_len, "%s", tiles_why);
-        return 0;
-    }
-    if (forced)
-        return chose(out, 0, "forced by LENET_BENCH_DIRECT_BF16=fma");
-    if (!dot)
-        return chose(out, 0, brief);
-    const double ratio = direct_bf16_dot_over_fma();
-    char measured[128];
-    snprintf(measured, sizeof measured, "%s %.2fx the FMA rate here",
-             ratio > 1 ? "measured" : "vdpbf16ps measured at", ratio);
-    return chose(out, ratio > 1, measured);
-}

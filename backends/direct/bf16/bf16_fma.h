@@ -13,11 +13,12 @@
  * output gradients rounded into scratch per call, biases and their
  * gradients fp32 from the unrounded values.
  *
- * The choice (bf16_choice.c): LENET_BENCH_DIRECT_BF16=dot or fma forces
- * one (isa.h checks the value); else the vdpbf16ps products where this
- * CPU has AVX512_BF16, LENET_BENCH_DIRECT_ISA allows AVX-512 code, and a
- * short measurement, once a process, finds vdpbf16ps faster in flops than
- * vfmadd231ps; the FMA set everywhere else the fp32 tiles run. */
+ * The choice between the two is the bf16 table's (backends/direct/
+ * candidates.h: rows "fma" and "dot"): LENET_BENCH_DIRECT_BF16=dot or fma
+ * forces one; else the vdpbf16ps products where they run (bf16_choice.c:
+ * this CPU has AVX512_BF16 and LENET_BENCH_DIRECT_ISA allows AVX-512 code)
+ * and a short measurement, once a process, finds vdpbf16ps faster in
+ * flops than vfmadd231ps; the FMA set everywhere else the fp32 tiles run. */
 #ifndef LB_DIRECT_BF16_FMA_H
 #define LB_DIRECT_BF16_FMA_H
 
@@ -31,20 +32,11 @@ struct chwn_products_f32;
  * (direct_active()). dst and src do not overlap. */
 void direct_bf16_fma_round(float *dst, const float *src, size_t n, int threads);
 
-/* Which products a bf16 engine runs, and why, in words for the row's
- * details: "fp32 FMAs on bf16-rounded operands: vdpbf16ps measured at
- * 0.48x the FMA rate here". */
-typedef struct direct_bf16_choice {
-    const struct chwn_products_f32 *set; /* direct_bf16_products or _fma_products */
-    int dot;                             /* 1: the vdpbf16ps products */
-    char why[192];
-} direct_bf16_choice;
-
-/* 1 and the choice for this process's environment and CPU (the fp32
- * kernels chosen too: direct_choose); else 0 and the reason bf16 cannot
- * run (a forced ISA the CPU lacks, LENET_BENCH_DIRECT_BF16=dot where
- * vdpbf16ps cannot run). Measures only when it must, once a process. */
-int direct_bf16_choose(direct_bf16_choice *out, char *why, size_t why_len);
+/* 1 when the vdpbf16ps products run here (LENET_BENCH_DIRECT_ISA allows
+ * AVX-512 code, the CPU has AVX512_BF16); else 0, a short reason for the
+ * details of the row chosen instead ("no AVX512_BF16 here") and the whole
+ * one for a refusal. The "dot" row of the bf16 candidates asks it. */
+int direct_bf16_dot_runs(char *brief, size_t brief_len, char *why, size_t why_len);
 
 /* vdpbf16ps's flops over vfmadd231ps's on one thread of this CPU: 512-bit
  * register chains of each, interleaved short trials, best of several

@@ -11,20 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef LB_DIRECT_X86
-extern const direct_kernels direct_kernels_avx512_2fma, direct_kernels_avx512,
-    direct_kernels_avx2;
-#endif
-extern const direct_kernels direct_kernels_generic;
-
-static const direct_kernels *const builds[] = {
-#ifdef LB_DIRECT_X86
-    &direct_kernels_avx512_2fma,
-    &direct_kernels_avx512,
-    &direct_kernels_avx2,
-#endif
-    &direct_kernels_generic,
-};
+/* the builds module.mk lists (DIRECT_ISAS), best first, each kernels.c
+ * built with -DLB_DIRECT_ISA=<name> as direct_kernels_<name> */
+#define DECLARE(isa) extern const direct_kernels direct_kernels_##isa;
+LB_DIRECT_ISAS(DECLARE)
+#undef DECLARE
+#define BUILD(isa) &direct_kernels_##isa,
+static const direct_kernels *const builds[] = {LB_DIRECT_ISAS(BUILD)};
+#undef BUILD
 enum { BUILDS = sizeof builds / sizeof builds[0] };
 
 int direct_kernels_count(void) { return BUILDS; }

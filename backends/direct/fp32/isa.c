@@ -1,4 +1,4 @@
-/* LENET_BENCH_DIRECT_ISA's and LENET_BENCH_DIRECT_BF16's names and rules, and a core's 512-bit FMA
+/* LENET_BENCH_DIRECT_ISA's names and rules, and a core's 512-bit FMA
  * ports (isa.h). */
 #include "backends/direct/fp32/isa.h"
 
@@ -6,16 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the builds dispatch.c lists, in its order (test_direct_kernels holds
- * the two lists together) */
-static const char *const names[] = {
-#if defined(__x86_64__)
-    "avx512_2fma",
-    "avx512",
-    "avx2",
-#endif
-    "generic",
-};
+#include "backends/direct/candidates.h"
+
+/* the builds module.mk lists (DIRECT_ISAS), in its order, as dispatch.c */
+#define NAME(isa) #isa,
+static const char *const names[] = {LB_DIRECT_ISAS(NAME)};
+#undef NAME
 enum { NAMES = sizeof names / sizeof names[0] };
 
 int direct_isa_count(void) { return NAMES; }
@@ -28,19 +24,10 @@ const char *direct_isa_forced(void)
     return forced && *forced ? forced : NULL;
 }
 
-const char *direct_bf16_forced(void)
-{
-    const char *forced = getenv("LENET_BENCH_DIRECT_BF16");
-    return forced && (strcmp(forced, "dot") == 0 || strcmp(forced, "fma") == 0) ? forced : NULL;
-}
-
 int direct_isa_check(char *err, size_t err_len)
 {
-    const char *bf16 = getenv("LENET_BENCH_DIRECT_BF16");
-    if (bf16 && *bf16 && !direct_bf16_forced()) {
-        snprintf(err, err_len, "LENET_BENCH_DIRECT_BF16=%s: not one of dot, fma", bf16);
+    if (direct_candidates_check(err, err_len))
         return -1;
-    }
     const char *forced = direct_isa_forced();
     if (!forced)
         return 0;
@@ -54,7 +41,7 @@ int direct_isa_check(char *err, size_t err_len)
     return -1;
 }
 
-int direct_isa_allows_bf16(char *why, size_t why_len)
+int direct_isa_allows_avx512(const char *what, char *why, size_t why_len)
 {
     if (direct_isa_check(why, why_len))
         return 0;
@@ -63,8 +50,8 @@ int direct_isa_allows_bf16(char *why, size_t why_len)
         return 1;
     snprintf(why, why_len,
              "LENET_BENCH_DIRECT_ISA=%s keeps the direct backend off AVX-512, and its "
-             "vdpbf16ps products are AVX-512 code (unset it, or force an avx512 build)",
-             forced);
+             "%s are AVX-512 code (unset it, or force an avx512 build)",
+             forced, what);
     return 0;
 }
 

@@ -1,22 +1,23 @@
 /* Which build of the direct backend's kernels may run, decided before any
- * of them loads: the names LENET_BENCH_DIRECT_ISA and
- * LENET_BENCH_DIRECT_BF16 take, the one rule that ties the vdpbf16ps
- * products to the first, and how many 512-bit FMA ports a core has (which
- * AVX-512 tiles fit it). Part of the program, not only of the direct
- * module: the harness refuses a value that names no build (or way) as bad
+ * of them loads: the names LENET_BENCH_DIRECT_ISA takes, the one rule that
+ * ties the AVX-512 products of the half sets (vdpbf16ps, vfmadd231ph) to
+ * it, and how many 512-bit FMA ports a core has (which AVX-512 tiles fit
+ * it). Part of the program, not only of the direct module: the harness
+ * refuses a value that names no build, and a LENET_BENCH_DIRECT_BF16 or
+ * _FP16 that names no candidate (backends/direct/candidates.h), as bad
  * usage (exit 2) before it runs or lists anything.
+ *
+ * The builds are listed once, in DIRECT_ISAS (backends/direct/module.mk),
+ * which hands them to this file and to dispatch.c as LB_DIRECT_ISAS(X).
  *
  * The rules: LENET_BENCH_DIRECT_ISA, when set and not empty, must name a
  * build (direct_isa_check). It forces the fp32 kernels (dispatch.c). The
- * vdpbf16ps products are AVX-512 code of their own, so they run only where
- * the choice is an AVX-512 build: none forced, or avx512*
- * (direct_isa_allows_bf16). bf16 itself runs wherever the fp32 kernels
- * do: beside a forced avx2 or generic (a run meant to keep off AVX-512) on
- * fp32 FMAs over that build's tiles (bf16_fma.h).
- * LENET_BENCH_DIRECT_BF16, when set and not empty, must be "dot" (the
- * vdpbf16ps products, refused with the reason where they cannot run) or
- * "fma" (fp32 FMAs on bf16-rounded operands); unset, the choice is
- * measured (bf16_fma.h). */
+ * vdpbf16ps and vfmadd231ph products are AVX-512 code of their own, so
+ * they run only where the choice is an AVX-512 build: none forced, or
+ * avx512* (direct_isa_allows_avx512). bf16 itself runs wherever the fp32
+ * kernels do: beside a forced avx2 or generic (a run meant to keep off
+ * AVX-512) on fp32 FMAs over that build's tiles (bf16/bf16_fma.h); fp16
+ * there only emulated, when LENET_BENCH_DIRECT_FP16=emulated asks. */
 #ifndef LB_DIRECT_ISA_H
 #define LB_DIRECT_ISA_H
 
@@ -25,7 +26,7 @@
 #include "base/cpu.h"
 
 /* The builds' names, best first: "avx512_2fma", "avx512", "avx2",
- * "generic" on x86-64, "generic" elsewhere. */
+ * "generic" on x86-64, "generic" elsewhere (DIRECT_ISAS). */
 int direct_isa_count(void);
 const char *direct_isa_name(int i);
 
@@ -33,19 +34,16 @@ const char *direct_isa_name(int i);
 const char *direct_isa_forced(void);
 
 /* 0 when LENET_BENCH_DIRECT_ISA is unset, empty or a build's name and
- * LENET_BENCH_DIRECT_BF16 unset, empty, "dot" or "fma"; else -1 with
- * "LENET_BENCH_DIRECT_ISA=x: not one of avx512_2fma, ..." (or
- * "LENET_BENCH_DIRECT_BF16=x: not one of dot, fma") in err. */
+ * LENET_BENCH_DIRECT_BF16 and _FP16 unset, empty or a candidate's name;
+ * else -1 with "LENET_BENCH_DIRECT_ISA=x: not one of avx512_2fma, ..."
+ * (or "LENET_BENCH_DIRECT_BF16=x: not one of fma, dot") in err. */
 int direct_isa_check(char *err, size_t err_len);
 
-/* LENET_BENCH_DIRECT_BF16 when "dot" or "fma", else NULL. */
-const char *direct_bf16_forced(void);
-
-/* 1 when the vdpbf16ps products may run beside the fp32 kernels chosen;
- * else 0 with the reason in why (a value that names no build, or a forced
- * build without AVX-512: bf16 then runs on fp32 FMAs). Says nothing of
- * the CPU: direct_bf16_supported asks this first, then the CPU. */
-int direct_isa_allows_bf16(char *why, size_t why_len);
+/* 1 when AVX-512 code of a product set of its own (`what`: "vdpbf16ps
+ * products") may run beside the fp32 kernels chosen; else 0 with the
+ * reason in why (a value that names no build, or a forced build without
+ * AVX-512). Says nothing of the CPU: the set's own check asks it. */
+int direct_isa_allows_avx512(const char *what, char *why, size_t why_len);
 
 /* 512-bit FMAs a core of this CPU retires per cycle, from its vendor,
  * family and model: 2 on Intel's server cores from Skylake-SP on and on

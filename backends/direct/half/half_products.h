@@ -64,13 +64,19 @@ void direct_half_dense_backward(const chwn_products *set, float *d_weight, float
                                 const float *weight, float *scratch, int B, int n_in, int n_out,
                                 const chwn_team *team);
 
-/* A half set's table: its name, arithmetic (engine.h's key), ops and three
- * entries of its file (conv_packed_floats, conv_pack_weights,
- * dense_scratch_floats); 32 images a group, as the fp32 set
- * (direct_backend.h). */
-#define DIRECT_HALF_PRODUCT_SET(NAME, ARITH, OPS)                                              \
+/* A half set's table: its name, arithmetic (engine.h's key), ops, the
+ * function that enters a pass (direct_team_enter, or one of its own that
+ * calls it) and three entries of its file (conv_packed_floats,
+ * conv_pack_weights, dense_scratch_floats: static functions over
+ * direct_half_packed_floats, ...); 32 images a group, as the fp32 set
+ * (direct_backend.h). Each set's file spells its definition out:
+ *     const chwn_products direct_bf16_products =
+ *         DIRECT_HALF_PRODUCT_SET("direct bf16", ARITHMETIC_BF16_DOT, &bf16_ops,
+ *                                 direct_team_enter);
+ */
+#define DIRECT_HALF_PRODUCT_SET(NAME, ARITH, OPS, ENTER)                                       \
     {                                                                                          \
-        .name = NAME, .arithmetic = ARITH, .ctx = OPS, .group_images = 32, .enter = direct_team_enter,              \
+        .name = NAME, .arithmetic = ARITH, .ctx = OPS, .group_images = 32, .enter = ENTER,     \
         .refuses_conv = direct_refuses_conv, .conv_packed_floats = conv_packed_floats,         \
         .conv_pack_weights = conv_pack_weights,                                                \
         .conv_scratch_floats = direct_half_conv_scratch_floats,                                \
@@ -81,35 +87,5 @@ void direct_half_dense_backward(const chwn_products *set, float *d_weight, float
         .forward_dense = direct_half_dense_forward,                                            \
         .backward_dense = direct_half_dense_backward,                                          \
     }
-
-/* A format's whole set, direct_<F>_products named "direct <F>" and held to
- * the peak of ARITH, over the functions direct_<F>_conv_forward, ... of
- * its header (bf16.h, fp16.h): the ops, the three entries the table calls
- * without the set, the table. */
-#define DIRECT_HALF_PRODUCTS(F, ARITH)                                                         \
-    static const direct_half_ops F##_ops = {                                                   \
-        .conv_scratch_bytes = direct_##F##_conv_scratch_bytes,                                 \
-        .conv_weight_bytes = direct_##F##_conv_weight_bytes,                                   \
-        .pack_conv_weights = direct_##F##_pack_conv_weights,                                   \
-        .conv_forward = direct_##F##_conv_forward,                                             \
-        .conv_backward_data = direct_##F##_conv_backward_data,                                 \
-        .conv_backward_params = direct_##F##_conv_backward_params,                             \
-        .dense_scratch_bytes = direct_##F##_dense_scratch_bytes,                               \
-        .dense_forward = direct_##F##_dense_forward,                                           \
-        .dense_backward = direct_##F##_dense_backward,                                         \
-    };                                                                                         \
-    static size_t conv_packed_floats(int C, int K, int kernel)                                 \
-    {                                                                                          \
-        return direct_half_packed_floats(&F##_ops, C, K, kernel);                              \
-    }                                                                                          \
-    static void conv_pack_weights(float *weight_bias, int C, int K, int kernel)                \
-    {                                                                                          \
-        direct_half_pack_weights(&F##_ops, weight_bias, C, K, kernel);                         \
-    }                                                                                          \
-    static size_t dense_scratch_floats(int B, int n_in, int n_out)                             \
-    {                                                                                          \
-        return direct_half_dense_scratch_floats(&F##_ops, B, n_in, n_out);                     \
-    }                                                                                          \
-    const chwn_products direct_##F##_products = DIRECT_HALF_PRODUCT_SET("direct " #F, ARITH, &F##_ops)
 
 #endif
