@@ -23,7 +23,9 @@
  *   r = add ? rows[i][col] : (init ? init[i] : 0), stored first unless add;
  *   then for each chain of steps [s0, s0 + chain) in turn, for each row i
  *   in turn: rows[i][col] += the chain's fp16 sum (fp32 addition).
- * Rows may overlap (each fold reads what the previous one stored). b is
+ * With add, rows may overlap (each fold reads what the previous one
+ * stored); without, they do not (the AVX-512 tile stores the first
+ * chain's start + value, the same float, without storing the start). b is
  * read up to 32 halves past the last column (a vector), whatever cols is. */
 enum { FP16_ROWS = 6, FP16_VECS = 4, FP16_LANES = 32, FP16_COLS = FP16_VECS * FP16_LANES };
 typedef void fp16_row_tile_fn(int m, int cols, float *const *rows, int add, const float *init,
