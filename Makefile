@@ -65,7 +65,8 @@ endef
 include backends/cuda/find-libs.mk
 include backends/chwn/module.mk
 include $(filter-out backends/chwn/module.mk,$(wildcard backends/*/module.mk)) \
-        $(wildcard backends/direct/bf16/bf16.mk backends/direct/fp16/fp16.mk parallel/module.mk \
+        $(wildcard backends/direct/bf16/bf16.mk backends/direct/fp16/fp16.mk backends/direct/tools/tools.mk \
+                   parallel/module.mk \
                    harness/module.mk tests/module.mk fuzz/module.mk)
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(REAL_TWICE:%.c=$(BUILD)/%_f64.o)

@@ -197,7 +197,7 @@ void backend_describe(const backend *b, engine *e, char *buf, size_t len)
         buf[0] = '\0';
     if (b->ops->describe)
         b->ops->describe(e, buf, len);
-    char note[1024];
+    char note[BACKEND_DETAILS_MAX];
     backend_setup_note(b, 0, note, sizeof note);
     const size_t used = strlen(buf);
     if (note[0] && used + 2 < len)

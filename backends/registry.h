@@ -95,6 +95,10 @@ void backend_placement(const backend *b, engine *e, int *threads, int *devices, 
  * kernels and OpenMP's waiting), with why when asked; "" when nothing was
  * set up or b was not loaded. */
 void backend_setup_note(const backend *b, int with_reasons, char *buf, size_t len);
+/* The room a row's details need: the engine's own description (a bf16
+ * row's arithmetic, threads, instruction set, the library's kernels), then
+ * its setup note (the OpenMP settings), and a wrapper's words around them. */
+#define BACKEND_DETAILS_MAX 4096
 /* "", then the setup note after "; " */
 void backend_describe(const backend *b, engine *e, char *buf, size_t len);
 /* 0 */

@@ -1,8 +1,10 @@
 /* ./bench: train LeNet with each backend and record how fast each one is.
  * `./bench SUBCOMMAND ...` runs one of the tools below instead. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "harness/run/config.h"
@@ -40,8 +42,27 @@ static int check_stdout(int rc, int lost)
     return rc ? rc : lost;
 }
 
+/* Standard input, output and error open before anything else is: a
+ * closed one would otherwise be the next file opened (epochs.csv), and the
+ * table or the progress lines would land inside it. A closed one becomes
+ * /dev/null opened for reading only, so that what is written to a closed
+ * standard output still fails and is reported as not written. */
+static void hold_standard_descriptors(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+            continue;
+        int got = open("/dev/null", O_RDONLY); /* the lowest free: fd */
+        if (got >= 0 && got != fd) {
+            dup2(got, fd);
+            close(got);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
+    hold_standard_descriptors();
     for (const subcommand *s = subcommands; argc > 1 && s->name; s++)
         if (strcmp(argv[1], s->name) == 0) {
             alloc_set_exit_status(2); /* their 1 is a finding, not an error */

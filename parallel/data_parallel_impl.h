@@ -77,7 +77,7 @@ struct dp_engine {
     long group_lo, group_hi;
     eval_counts *eval_out;
     int eval_limit;
-    char describe_buf[256];
+    char describe_buf[BACKEND_DETAILS_MAX];
 
     long steps_done;     /* global steps trained since set_params */
     long since_average;  /* global steps since the parameters were last averaged */

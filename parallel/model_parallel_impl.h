@@ -106,7 +106,7 @@ struct mp_engine {
     int *labels;        /* batch_size */
     double *image_loss; /* batch_size */
     float grad_scale;
-    char describe_buf[256];
+    char describe_buf[BACKEND_DETAILS_MAX];
 
     char err[512];
 };

@@ -145,5 +145,26 @@ train "$run" --epochs 1 --batch-size 32 && pass || fail "a plain run failed: $(t
     fail "axis charts for a run of one precision and one batch size"
 grep -q 'bench plot:' "$run.err" && fail "gnuplot complained: $(grep 'bench plot' "$run.err")"
 
+# --- a long details survives whole: direct bf16's row (its arithmetic, ISA
+# and tiles, then the OpenMP settings) and its 2-replica row (the wrapper's
+# words before all of that: over 256 characters) end with the settings,
+# whole.
+run="$tmp/long-details"
+if ! "$BENCH" --list 2>/dev/null | grep -q '^direct .*runnable.*precisions here: [^)]*bf16'; then
+    skip_check "direct bf16 does not run here: the long-details case is not run"
+elif env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$BENCH" --backend direct --precision bf16 \
+        --replicas 1,2 --workload mlp --data "$tmp/data" --no-peak --epochs 1 --out "$run" \
+        >"$run.out" 2>"$run.err"; then
+    got=$(col "$run/summary.csv" details)
+    if [ "$(printf '%s\n' "$got" | grep -c 'GOMP_SPINCOUNT=30000 (default)$')" -eq 2 ] &&
+            [ "$(printf '%s\n' "$got" | tail -1 | wc -c)" -gt 257 ]; then
+        pass
+    else
+        fail "the details of direct bf16 are cut short: $got"
+    fi
+else
+    fail "direct bf16 did not run: $(tail -2 "$run.err")"
+fi
+
 echo "test_axes: $checks checks, $failures failed, $skipped skipped"
 [ "$failures" -eq 0 ]

@@ -110,6 +110,18 @@ refuse "zero repeats" "--repeat" -- --repeat 0
 refuse "target accuracy above 1" "--target-accuracy" -- --target-accuracy 1.5
 refuse "cuda-graph not on/off" "--cuda-graph expects on or off" -- --cuda-graph yes
 refuse "empty --out" "--out needs a path" -- --out ""
+# a name the charts cannot be drawn into (gnuplot's strings hold no
+# newline): refused before anything is trained, one line, nothing made
+refuse1 "--out with a newline" "--out" "control character (0x0a" -- "${D[@]}" \
+    --out "$tmp/run"$'\n'"two"
+[ ! -e "$tmp/run"$'\n'"two" ] && pass || fail "--out with a newline: the directory was made"
+# LB_PEAK_SECONDS that is no number of seconds in [0.05, 10]: refused before
+# anything runs, one line (it fell back to 1 s without a word)
+export LB_PEAK_SECONDS=abc
+refuse1 "LB_PEAK_SECONDS not a number" "LB_PEAK_SECONDS" "[0.05, 10]" "'abc'" -- "${D[@]}"
+LB_PEAK_SECONDS=20
+refuse1 "bench peaks: LB_PEAK_SECONDS too long" "bench peaks: LB_PEAK_SECONDS" "'20'" -- peaks
+unset LB_PEAK_SECONDS
 # Checks against the data: after loading it, before any results.
 refuse "batch larger than the data" "--batch-size 512" "300 training images" -- "${D[@]}" --batch-size 512
 refuse "batch larger than --limit" "--batch-size 128" "100 training images" -- "${D[@]}" --limit 100

@@ -513,11 +513,11 @@ static void test_changed_numerics(void **state)
     assert_int_equal(compare_pair(o, NULL, NULL), 1);
     assert_true(line_has(o->out, "NUMERICS", "naive", "train loss"));
 
-    /* another seed: the loss may differ, and is not judged */
+    /* another seed: trained differently, not compared */
     c.extra_args = ", \"--seed\", \"7\"";
     pair *r = write_changed_pair(*state, "seed", run, c);
     assert_int_equal(compare_pair(r, NULL, NULL), 0);
-    assert_true(line_has(r->out, "not judged", "training options differ", "seed=7"));
+    assert_true(line_has(r->out, "not compared", "training options differ", "--seed"));
 
     /* one option with two values names both (it said "--epochs=4 only in BASE") */
     c.extra_args = ", \"--epochs\", \"5\"";
@@ -540,6 +540,40 @@ static void test_changed_numerics(void **state)
     assert_int_equal(compare_pair(cc, NULL, NULL), 0);
     assert_true(line_has(cc->out, "not judged", "compilers differ", "gcc 14.2.0"));
     free(p), free(q), free(o), free(r), free(e), free(k), free(cc);
+}
+
+/* Rows trained with other --epochs or --limit are not compared on any
+ * metric: a 30% slower NEW 3 points less accurate, trained longer, is no
+ * regression (it was 12 REGRESSION verdicts and exit 1 while the loss said
+ * "not judged"). */
+static void test_rows_trained_differently_not_compared(void **state)
+{
+    fake_run run = {two_backends, 2, 4, 3, 0.0, NULL, 0, NULL};
+    rng_state = 9;
+    const change worse = {.row = -1, .slower = 1.3, .accuracy = -0.03, .loss = 0.1,
+                          .extra_args = ", \"--epochs\", \"5\""};
+    pair *e = write_changed_pair(*state, "epochs-apart", run, worse);
+    assert_int_equal(compare_pair(e, NULL, NULL), 0);
+    assert_false(line_has(e->out, "REGRESSION", NULL, NULL));
+    assert_true(line_has(e->out, "naive", "images/s", "not compared"));
+    assert_true(line_has(e->out, "blas", "images/s", "--epochs is 4 in BASE and 5 in NEW"));
+    assert_true(line_has(e->out, "test accuracy", "not compared", NULL));
+    assert_true(line_has(e->out, "NOTE", "blas", "not compared: training options differ"));
+
+    change limit = worse;
+    limit.extra_args = ", \"--limit\", \"3000\"";
+    pair *l = write_changed_pair(*state, "limit-apart", run, limit);
+    assert_int_equal(compare_pair(l, NULL, NULL), 0);
+    assert_false(line_has(l->out, "REGRESSION", NULL, NULL));
+    assert_true(line_has(l->out, "images/s", "not compared", "--limit is 6000 in BASE and 3000"));
+
+    /* the same training, the same change: judged as before */
+    change same = worse;
+    same.extra_args = NULL;
+    pair *j = write_changed_pair(*state, "judged", run, same);
+    assert_int_equal(compare_pair(j, NULL, NULL), 1);
+    assert_true(line_has(j->out, "REGRESSION", "blas", "images/s"));
+    free(e), free(l), free(j);
 }
 
 /* Data-parallel rows of one backend differ only by replicas: each joins
@@ -637,6 +671,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_accuracy_drop_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_row_fails_skipped_row_is_noted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_relative_to_cancels_machine_speed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rows_trained_differently_not_compared, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changed_numerics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replicas_join_apart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unusable_input_exits_2, setup, teardown),

@@ -38,14 +38,30 @@ static void start_at(term_sum *a, double start)
     *a = (term_sum){start, 0, start, 0, 0, start};
 }
 
-static inline double rounding_error(float x) { return fmax(U16 * fabsf(x), UNDERFLOW16); }
+/* An fp32 operand with what the reference needs of it: its fp16 value
+ * and what rounding it to fp16 may cost. Made once per operand (operands_of),
+ * not once per product it takes part in: rounding is the reference's
+ * costliest part, and under the sanitisers by far (a call per term). */
+typedef struct operand {
+    float f;
+    double half, rounding;
+} operand;
 
-static void add_term(term_sum *a, float x, float y)
+static operand *operands_of(const float *x, size_t n)
 {
-    const double t = half_of(x) * half_of(y), ex = rounding_error(x), ey = rounding_error(y);
+    operand *o = malloc((n ? n : 1) * sizeof *o);
+    assert_non_null(o);
+    for (size_t i = 0; i < n; i++)
+        o[i] = (operand){x[i], half_of(x[i]), fmax(U16 * fabsf(x[i]), UNDERFLOW16)};
+    return o;
+}
+
+static void add_term(term_sum *a, const operand *x, const operand *y)
+{
+    const double t = x->half * y->half, ex = x->rounding, ey = y->rounding;
     a->sum += t, a->size += fabs(t), a->n++;
-    a->sum32 += (double)x * y;
-    a->rounding += ex * fabsf(y) + fabsf(x) * ey + ex * ey;
+    a->sum32 += (double)x->f * y->f;
+    a->rounding += ex * fabsf(y->f) + fabsf(x->f) * ey + ex * ey;
 }
 
 /* a bias gradient's term: the fp32 value itself */
@@ -58,7 +74,7 @@ static void add_value(term_sum *a, float v)
  * a[r * a_row + k * a_k] * b[k * b_k + c * b_col], r < rows, c < cols: a
  * dense product's terms, whichever operands it multiplies */
 static void ref_product(term_sum *ref, int rows, int cols, int n, const float *init,
-                        const float *a, size_t a_row, size_t a_k, const float *b, size_t b_k,
+                        const operand *a, size_t a_row, size_t a_k, const operand *b, size_t b_k,
                         size_t b_col)
 {
     for (int r = 0; r < rows; r++)
@@ -66,7 +82,7 @@ static void ref_product(term_sum *ref, int rows, int cols, int n, const float *i
             term_sum *t = &ref[(size_t)r * cols + c];
             start_at(t, init ? init[r] : 0);
             for (int k = 0; k < n; k++)
-                add_term(t, a[r * a_row + k * a_k], b[k * b_k + c * b_col]);
+                add_term(t, &a[r * a_row + k * a_k], &b[k * b_k + c * b_col]);
         }
 }
 
@@ -273,6 +289,8 @@ static void check_conv(conv_case cc, int data, int vector)
 
     const size_t most = n_out > n_in ? n_out : n_in;
     term_sum *ref = sums(most > n_wb ? most : n_wb);
+    operand *in_ops = operands_of(in, n_in), *wb_ops = operands_of(wb, n_wb);
+    operand *d_out_ops = operands_of(d_out, n_out);
     char what[160];
     snprintf(what, sizeof what, "conv forward B=%d C=%d %dx%d K=%d k=%d data %d", B, C, H, W, K,
              kernel, data);
@@ -285,8 +303,9 @@ static void check_conv(conv_case cc, int data, int vector)
                     for (int c = 0; c < C; c++)
                         for (int ki = 0; ki < kernel; ki++)
                             for (int kj = 0; kj < kernel; kj++)
-                                add_term(a, wb[(size_t)k * (R + 1) + (c * kernel + ki) * kernel + kj],
-                                         in[(((size_t)c * H + y + ki) * W + x + kj) * B + b]);
+                                add_term(a,
+                                         &wb_ops[(size_t)k * (R + 1) + (c * kernel + ki) * kernel + kj],
+                                         &in_ops[(((size_t)c * H + y + ki) * W + x + kj) * B + b]);
                 }
     hold(what, got.out, ref, n_out, ceil_div(R, DIRECT_FP16_CHAIN), data == EXACT);
 
@@ -304,8 +323,9 @@ static void check_conv(conv_case cc, int data, int vector)
                                 const int oy = iy - ki, ox = ix - kj;
                                 if (oy < 0 || oy >= OH || ox < 0 || ox >= OW)
                                     continue;
-                                add_term(a, wb[(size_t)k * (R + 1) + (c * kernel + ki) * kernel + kj],
-                                         d_out[(((size_t)k * OH + oy) * OW + ox) * B + b]);
+                                add_term(a,
+                                         &wb_ops[(size_t)k * (R + 1) + (c * kernel + ki) * kernel + kj],
+                                         &d_out_ops[(((size_t)k * OH + oy) * OW + ox) * B + b]);
                             }
                 }
     /* a kernel column's row of the tile: its steps' chains, each added */
@@ -322,11 +342,12 @@ static void check_conv(conv_case cc, int data, int vector)
             for (int y = 0; y < OH; y++)
                 for (int x = 0; x < OW; x++)
                     for (int b = 0; b < B; b++) {
-                        const float g = d_out[(((size_t)k * OH + y) * OW + x) * B + b];
+                        const operand *g = &d_out_ops[(((size_t)k * OH + y) * OW + x) * B + b];
                         if (t == R)
-                            add_value(a, g);
+                            add_value(a, g->f);
                         else
-                            add_term(a, g, in[(((size_t)c * H + y + ki) * W + x + kj) * B + b]);
+                            add_term(a, g,
+                                     &in_ops[(((size_t)c * H + y + ki) * W + x + kj) * B + b]);
                     }
         }
     /* a lane's chains: folded (each after one addition of two lanes), then
@@ -339,6 +360,7 @@ static void check_conv(conv_case cc, int data, int vector)
     }
     free_results(got);
     free(in), free(wb), free(d_out), free(ref), free(scratch), free(packed);
+    free(in_ops), free(wb_ops), free(d_out_ops);
 }
 
 /* LeNet's convolutions (workloads/workload.c: conv1 1 -> 20, 28x28; conv2
@@ -413,17 +435,19 @@ static void check_dense(dense_case dc, int data, int vector)
 
     const size_t most = n_w > n_in ? (n_w > n_out ? n_w : n_out) : (n_in > n_out ? n_in : n_out);
     term_sum *ref = sums(most);
+    operand *in_ops = operands_of(in, n_in), *w_ops = operands_of(w, n_w);
+    operand *d_out_ops = operands_of(d_out, n_out);
     char what[128];
     snprintf(what, sizeof what, "dense forward B=%d %d -> %d data %d", B, I, O, data);
-    ref_product(ref, O, B, I, bias, w, I, 1, in, B, 1);
+    ref_product(ref, O, B, I, bias, w_ops, I, 1, in_ops, B, 1);
     hold(what, got.out, ref, n_out, ceil_div(I, DIRECT_FP16_CHAIN), data == EXACT);
 
     snprintf(what, sizeof what, "dense input gradient B=%d %d -> %d data %d", B, I, O, data);
-    ref_product(ref, I, B, O, NULL, w, 1, I, d_out, B, 1);
+    ref_product(ref, I, B, O, NULL, w_ops, 1, I, d_out_ops, B, 1);
     hold(what, got.d_in, ref, n_in, ceil_div(O, DIRECT_FP16_CHAIN), data == EXACT);
 
     snprintf(what, sizeof what, "dense weight gradient B=%d %d -> %d data %d", B, I, O, data);
-    ref_product(ref, O, I, B, NULL, d_out, B, 1, in, 1, B);
+    ref_product(ref, O, I, B, NULL, d_out_ops, B, 1, in_ops, 1, B);
     hold(what, got.d_params, ref, n_w, ceil_div(B, DIRECT_FP16_CHAIN), data == EXACT);
 
     snprintf(what, sizeof what, "dense bias gradient B=%d %d -> %d data %d", B, I, O, data);
@@ -435,6 +459,7 @@ static void check_dense(dense_case dc, int data, int vector)
     }
     free_results(got);
     free(in), free(w), free(bias), free(d_out), free(ref), free(scratch);
+    free(in_ops), free(w_ops), free(d_out_ops);
 }
 
 /* LeNet's fc1 (800 -> 500) and fc2 (500 -> 10) at batch 128, the MLP's

@@ -127,6 +127,31 @@ static void forced_values(void **state)
     unsetenv("LENET_BENCH_DIRECT_ISA");
 }
 
+/* Each table of candidates is whole: names unique and of one word (an
+ * environment value), each row's products in words, a row the choice may
+ * take unasked, and in this module-less program no set linked (the rows
+ * name them weakly: the program reads the names only) */
+static void candidate_tables_are_whole(void **state)
+{
+    (void)state;
+    const direct_candidates *const tables[] = {&direct_bf16_candidates, &direct_fp16_candidates};
+    for (size_t t = 0; t < 2; t++) {
+        const direct_candidates *c = tables[t];
+        assert_non_null(strstr(c->variable, "LENET_BENCH_DIRECT_"));
+        int unasked = 0;
+        for (int r = 0; r < c->count; r++) {
+            const direct_candidate *row = &c->rows[r];
+            assert_true(row->name[0] && !strpbrk(row->name, " ,=:"));
+            assert_true(row->products && row->products[0]);
+            assert_null(row->set);
+            unasked += !row->named_only;
+            for (int q = 0; q < r; q++)
+                assert_string_not_equal(c->rows[q].name, row->name);
+        }
+        assert_true(unasked >= 1);
+    }
+}
+
 /* LENET_BENCH_DIRECT_BF16 and _FP16 take a candidate's name
  * (backends/direct/candidates.h), anything else is refused naming them */
 static void candidate_names(void **state)
@@ -422,6 +447,7 @@ int main(void)
         cmocka_unit_test(fma_ports_by_core),
         cmocka_unit_test(best_build_fits_the_core),
         cmocka_unit_test(forced_values),
+        cmocka_unit_test(candidate_tables_are_whole),
         cmocka_unit_test(candidate_names),
         cmocka_unit_test(every_build_matches_the_reference),
         cmocka_unit_test(avx512_builds_agree_exactly),

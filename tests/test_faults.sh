@@ -518,6 +518,32 @@ done
 stdout_full "--list" 1 "$BENCH" --list
 stdout_full "compare" 2 "$BENCH" compare "$tmp/control" "$tmp/control"
 
+# Standard output or error closed (>&-, 2>&-): no results file takes its
+# descriptor, so the table and the progress lines never land in
+# epochs.csv; a closed standard output is one line and exit 1.
+(cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --out "$tmp/closed1" >&- 2>"$tmp/err"); rc=$?
+if [ "$rc" -eq 1 ] && [ "$(wc -l <"$tmp/err" )" -ge 1 ] &&
+        [ "$(grep -c '^bench: cannot write to standard output' "$tmp/err")" -eq 1 ] &&
+        csv_fields_ok "$tmp/closed1/epochs.csv" && ! grep -q '|' "$tmp/closed1/epochs.csv" &&
+        [ "$(csv_cell "$tmp/closed1/summary.csv" status)" = ok ]; then
+    pass
+else
+    fail "stdout closed: exit status $rc (expected 1), $(tail -2 "$tmp/err"), epochs.csv: $(head -c 300 "$tmp/closed1/epochs.csv")"
+fi
+(cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --out "$tmp/closed2" >"$tmp/stdout" 2>&-); rc=$?
+if [ "$rc" -eq 0 ] && csv_fields_ok "$tmp/closed2/epochs.csv" &&
+        ! grep -q '^naive ' "$tmp/closed2/epochs.csv" && grep -q '^| naive ' "$tmp/stdout"; then
+    pass
+else
+    fail "stderr closed: exit status $rc (expected 0), epochs.csv: $(head -c 300 "$tmp/closed2/epochs.csv")"
+fi
+(cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --out "$tmp/closed3" >&- 2>&-); rc=$?
+if [ "$rc" -eq 1 ] && csv_fields_ok "$tmp/closed3/epochs.csv" && ! grep -q '|' "$tmp/closed3/epochs.csv"; then
+    pass
+else
+    fail "stdout and stderr closed: exit status $rc (expected 1), epochs.csv: $(head -c 300 "$tmp/closed3/epochs.csv")"
+fi
+
 # a run with its charts drawn, for the full-disk chart case
 (cd "$tmp/cwd" && "$BENCH" --backend naive "${M[@]}" --out "$tmp/plotted" >/dev/null 2>&1)
 
@@ -561,11 +587,15 @@ if mount -t tmpfs -o size=16k tmpfs "$tmp/small" 2>/dev/null; then
     else fail "disk full at start: exit status $rc (expected 1), message: $(cat "$tmp/err")"; fi
     [ ! -e "$tmp/small/run" ] && pass ||
         fail "disk full at start: left behind $(ls "$tmp/small/run" | tr '\n' ' ')"
+    # Room enough for a whole run whatever this CPU writes (system.json
+    # alone is two pages where the CPU has more peaks to list).
     rm -f "$tmp/small/filler" "$tmp/small/filler2"
+    mount -o remount,size=1m "$tmp/small"
     (cd "$tmp/cwd" && PATH=/nonexistent "$BENCH" --backend naive "${M[@]}" --out "$tmp/small/run" \
         >/dev/null 2>"$tmp/err"); rc=$?
     [ "$rc" -eq 0 ] && pass || fail "retry into the same --out after a full disk: exit $rc: $(cat "$tmp/err")"
     rm -rf "$tmp/small/run"
+    mount -o remount,size=16k "$tmp/small"
 
     # --save-params on a full disk: exit 1, one line, the earlier file kept.
     echo "earlier parameters" >"$tmp/small/p.params"

@@ -16,6 +16,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,8 @@
 #include "backends/common/openmp_setup.h"
 #include "backends/module.h"
 #include "backends/registry.h"
+#include "base/clock.h"
+#include "base/stop.h"
 
 enum { AVX2_FMA = KC_AVX2 | KC_FMA,
        AVX512 = AVX2_FMA | KC_AVX512F | KC_AVX512BW | KC_AVX512VL | KC_AVX512DQ };
@@ -436,6 +439,64 @@ static int wait_policy_child(const char *policy, const char *spin, const char *w
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* OMP_THREAD_LIMIT=1 or OMP_DYNAMIC=true (set here before any OpenMP
+ * runtime is loaded, so the children's start with it): OpenBLAS's
+ * threaded sgemm in the check waited for a thread it could not have and
+ * spun until the child's 60 s ran out, and the core was refused. The
+ * check runs on one thread instead, passes within seconds, and the reason
+ * says why. */
+static void limited_openmp_does_not_hold_the_check(void **state)
+{
+    (void)state;
+    kc_cpu cpu;
+    real_avx2_cpu_or_skip(&cpu);
+    static const char *const settings[][2] = {{"OMP_THREAD_LIMIT", "1"},
+                                              {"OMP_DYNAMIC", "true"}};
+    for (int i = 0; i < 2; i++) {
+        setenv(settings[i][0], settings[i][1], 1);
+        const kc_hooks hooks = {.pretend_user_value = avx2_core(&cpu)};
+        kc_decision d;
+        const double t0 = now_seconds();
+        blas_setup_decide(&hooks, &d);
+        const double took = now_seconds() - t0;
+        unsetenv(settings[i][0]);
+        if (took > 20 || d.refused)
+            fail_msg("%s=%s: %.1f s, %s", settings[i][0], settings[i][1], took, d.reason);
+        expect_decision(&d, KC_SOURCE_USER, avx2_core(&cpu), "passed the check",
+                        settings[i][0], "one thread", NULL);
+    }
+}
+
+/* A stop request (the run's SIGINT) ends the wait for a child at once:
+ * the wait retried on EINTR for the child's whole 60 s. */
+static volatile sig_atomic_t stop_flag;
+static void on_alarm(int sig) { stop_flag = sig; }
+
+static void a_stop_ends_the_wait_for_a_child(void **state)
+{
+    (void)state;
+    kc_cpu cpu;
+    real_avx2_cpu_or_skip(&cpu);
+    stop_flag = 0;
+    stop_request_watch(&stop_flag);
+    struct sigaction sa = {.sa_handler = on_alarm}, old;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, &old);
+    alarm(1);
+    const kc_hooks hooks = {.pretend_user_value = avx2_core(&cpu), .child_hangs = 1};
+    kc_decision d;
+    const double t0 = now_seconds();
+    blas_setup_decide(&hooks, &d);
+    const double took = now_seconds() - t0;
+    alarm(0);
+    sigaction(SIGALRM, &old, NULL);
+    stop_request_watch(NULL);
+    if (took > 5)
+        fail_msg("the stop was honoured after %.1f s", took);
+    expect_decision(&d, KC_SOURCE_USER, NULL, "the run was stopped", NULL);
+}
+
 static void passive_waiting_unless_set(void **state)
 {
     (void)state;
@@ -468,6 +529,8 @@ int main(void)
         cmocka_unit_test(a_failed_user_core_costs_blas_its_row),
         cmocka_unit_test(a_user_value_is_never_overridden),
         cmocka_unit_test(passive_waiting_unless_set),
+        cmocka_unit_test(limited_openmp_does_not_hold_the_check),
+        cmocka_unit_test(a_stop_ends_the_wait_for_a_child),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

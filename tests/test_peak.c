@@ -357,14 +357,32 @@ static void roofline_counts(void **state)
     assert_int_equal(workload_get("lenet", &w), 0);
     assert_string_equal(w.layers[0].name, "conv1");
     const double out = 20.0 * 24 * 24, in = 28.0 * 28, params = 20.0 * 25 + 20;
-    layer_traffic f = roofline_traffic(&w, 0, 0, 2, 4);
+    const element_sizes fp32 = roofline_element_sizes("fp32");
+    layer_traffic f = roofline_traffic(&w, 0, 0, 2, fp32);
     assert_true(f.ops == 2 * 2.0 * out * 25 && f.bytes == 4 * (2 * (in + out) + params));
-    layer_traffic b = roofline_traffic(&w, 0, 1, 2, 4);
+    layer_traffic b = roofline_traffic(&w, 0, 1, 2, fp32);
     assert_true(b.ops == f.ops && b.bytes == 4 * (2 * (in + out) + 2 * params));
     /* the second convolution makes its input gradient too */
-    assert_true(roofline_traffic(&w, 2, 1, 1, 4).ops == 2 * roofline_traffic(&w, 2, 0, 1, 4).ops);
-    /* bf16 moves half the bytes of fp32 */
-    assert_true(roofline_traffic(&w, 1, 0, 8, 2).bytes * 2 == roofline_traffic(&w, 1, 0, 8, 4).bytes);
+    assert_true(roofline_traffic(&w, 2, 1, 1, fp32).ops == 2 * roofline_traffic(&w, 2, 0, 1, fp32).ops);
+    /* bf16 and fp16 on the CPU: pools and ReLUs move fp32 activations,
+     * the same bytes as in fp32 (they were given half, so twice the
+     * intensity); a product reads its weights as 2-byte operands */
+    const char *halves[] = {"bf16", "fp16"};
+    for (int h = 0; h < 2; h++) {
+        const element_sizes half = roofline_element_sizes(halves[h]);
+        for (int i = 0; i < w.n_layers; i++)
+            for (int pass = 0; pass < 2; pass++) {
+                layer_traffic t16 = roofline_traffic(&w, i, pass, 8, half);
+                layer_traffic t32 = roofline_traffic(&w, i, pass, 8, fp32);
+                if (w.layers[i].kind == LAYER_MAXPOOL || w.layers[i].kind == LAYER_RELU)
+                    assert_true(t16.bytes == t32.bytes && t16.ops == t32.ops);
+            }
+        layer_traffic c16 = roofline_traffic(&w, 0, 0, 2, half);
+        assert_true(c16.bytes == 4 * 2 * (in + out) + 2 * params);
+    }
+    /* fp64 moves twice fp32's bytes everywhere */
+    assert_true(roofline_traffic(&w, 1, 0, 8, roofline_element_sizes("fp64")).bytes ==
+                2 * roofline_traffic(&w, 1, 0, 8, fp32).bytes);
 }
 
 int main(void)

@@ -226,4 +226,53 @@ for sig in HUP KILL; do
         pass
     fi
 done
+
+# A reader that left (`./bench ... 2>&1 | head -1`): standard output and
+# error are a pipe whose reading end is closed before the run starts. The
+# run is not ended by SIGPIPE: its skipped row (naive has no bf16) and its
+# trained row reach summary.csv, and the lost output is exit status 1.
+out="$tmp/pipe"
+rc=$(python3 - "$BENCH" --backend naive --precision fp32,bf16 --epochs 1 --limit 256 \
+    --data "$tmp/data" --no-peak --out "$out" <<'PY'
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+print(subprocess.run(sys.argv[1:], stdout=w, stderr=w).returncode)
+PY
+)
+statuses=$(paste -d' ' <(csv_cell "$out/summary.csv" precision 2>/dev/null) \
+    <(csv_cell "$out/summary.csv" status 2>/dev/null) | sort | tr '\n' ',')
+if [ "$rc" = 1 ] && [ "$statuses" = "bf16 skipped,fp32 ok," ] && csv_fields_ok "$out/summary.csv"; then
+    pass
+else
+    fail "output to a closed pipe: exit status $rc (expected 1), summary.csv rows '$statuses'"
+fi
+
+# SIGINT while the end-of-run peaks are probed (rounds of 3 s here): the
+# probe ends at its next trial, the run exits 130 within a second or two
+# with its row kept, and says it stopped (it took a whole report and
+# seconds of probing, without a word of the stop).
+out="$tmp/peak-stop"
+LB_PEAK_SECONDS=3 "$BENCH" --backend naive --workload mlp --epochs 1 --limit 256 \
+    --data "$tmp/data" --out "$out" >"$tmp/stdout" 2>"$tmp/err" &
+pid=$!
+waited=0
+until [ "$(csv_cell "$out/summary.csv" status 2>/dev/null)" = ok ]; do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+    waited=$((waited + 1))
+    [ "$waited" -gt 2400 ] && break
+done
+sleep 0.3 # into the probe
+start=$(date +%s%N)
+kill -INT "$pid" 2>/dev/null
+wait "$pid"; rc=$?
+pid=""
+ms=$((($(date +%s%N) - start) / 1000000))
+if [ "$rc" -eq 130 ] && [ "$ms" -lt 2500 ] && grep -q "stopped by signal 2" "$tmp/err" &&
+        [ "$(csv_cell "$out/summary.csv" status)" = ok ] && csv_fields_ok "$out/summary.csv"; then
+    pass
+else
+    fail "SIGINT during the peak probe: exit status $rc (expected 130) after $ms ms, row '$(csv_cell "$out/summary.csv" status)': $(tail -2 "$tmp/err")"
+fi
 finish

@@ -3,6 +3,7 @@
  * module, and so OpenBLAS, is loaded in this process. */
 #include "backends/blas/kernel_choice.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -20,6 +21,7 @@
 #include "backends/module.h"
 #include "base/clock.h"
 #include "base/cpu.h"
+#include "base/stop.h"
 
 /* ---------------------------------------------------------------------- */
 /* The CPU                                                                  */
@@ -312,8 +314,23 @@ static int sgemm_check(const blas_kernel_probe *lib, int corrupt, char *why, siz
 /* Child processes                                                          */
 
 /* Seconds a child may take: loading the library and the check take well
- * under one on an idle machine. */
-enum { CHILD_SECONDS = 60 };
+ * under one on an idle machine. A child still at work after NOTICE_SECONDS
+ * is said on stderr, once, so a slow start-up is not a silent one. */
+enum { CHILD_SECONDS = 60, NOTICE_SECONDS = 10 };
+
+/* OpenMP settings under which OpenBLAS's threaded sgemm waits, spinning,
+ * for threads OpenMP will not give it (OMP_THREAD_LIMIT below its thread
+ * count, OMP_DYNAMIC true: every kernel check spun until its 60 s ran out).
+ * NULL when neither is set; else the setting, for the reason. */
+static const char *openmp_limits_threads(void)
+{
+    const char *limit = getenv("OMP_THREAD_LIMIT"), *dynamic = getenv("OMP_DYNAMIC");
+    if (limit && *limit)
+        return "OMP_THREAD_LIMIT";
+    if (dynamic && (!strcasecmp(dynamic, "true") || !strcmp(dynamic, "1")))
+        return "OMP_DYNAMIC";
+    return NULL;
+}
 
 /* In the child: load the blas module with OPENBLAS_CORETYPE = core (unset
  * when NULL), name the core it runs and, for a candidate, check sgemm
@@ -324,9 +341,23 @@ static void child_probe(const char *core, int any_core, const kc_hooks *hooks, k
         setenv("OPENBLAS_CORETYPE", core, 1);
     else
         unsetenv("OPENBLAS_CORETYPE");
+    /* settings that cannot leave the check waiting for threads: one
+     * thread where OpenMP's are limited (an OpenMP OpenBLAS threads as
+     * omp_get_max_threads says, which OMP_THREAD_LIMIT does not lower);
+     * the kernels checked are the same */
+    const int one_thread = openmp_limits_threads() != NULL;
+    if (one_thread) {
+        setenv("OMP_NUM_THREADS", "1", 1);
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    }
     const blas_kernel_probe *lib = module_table("blas", "kernel_probe", p->why, sizeof p->why);
     if (!lib)
         return;
+    /* an OpenMP runtime loaded before the environment was set (a test
+     * program's) is told too */
+    void (*set_threads)(int) = one_thread ? (void (*)(int))dlsym(RTLD_DEFAULT, "omp_set_num_threads") : NULL;
+    if (set_threads)
+        set_threads(1);
     p->ran = 1;
     const char *name = lib->corename();
     snprintf(p->core, sizeof p->core, "%s", name ? name : "");
@@ -364,6 +395,8 @@ static void probe_in_child(const char *core, int any_core, const kc_hooks *hooks
         for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
             signal(defaults[i], SIG_DFL);
         close(fds[0]);
+        if (hooks && hooks->child_hangs)
+            sleep(10 * CHILD_SECONDS);
         kc_probe answer = {0};
         child_probe(core, any_core, hooks, &answer);
         const char *at = (const char *)&answer;
@@ -379,18 +412,28 @@ static void probe_in_child(const char *core, int any_core, const kc_hooks *hooks
     close(fds[1]);
     kc_probe answer;
     size_t got = 0;
-    const double deadline = now_seconds() + CHILD_SECONDS;
-    int timed_out = 0;
+    const double start = now_seconds(), deadline = start + CHILD_SECONDS;
+    int timed_out = 0, stopped = 0, noticed = 0;
     while (got < sizeof answer) {
         const double left = deadline - now_seconds();
         if (left <= 0) {
             timed_out = 1;
             break;
         }
+        /* a stop request ends the wait (a signal, EINTR, or the next tenth
+         * of a second): the child is not waited for */
+        if (stop_requested()) {
+            stopped = 1;
+            break;
+        }
+        if (!noticed && now_seconds() - start >= NOTICE_SECONDS) {
+            noticed = 1;
+            fprintf(stderr, "bench: blas: still checking OpenBLAS's %s kernels in a child "
+                            "process after %d s (at most %d s)\n",
+                    core ? core : "own choice of", NOTICE_SECONDS, CHILD_SECONDS);
+        }
         struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-        const int r = poll(&pfd, 1, (int)(left * 1000) + 1);
-        if (r < 0 && errno == EINTR)
-            continue;
+        const int r = poll(&pfd, 1, left < 0.1 ? (int)(left * 1000) + 1 : 100);
         if (r <= 0)
             continue;
         const ssize_t n = read(fds[0], (char *)&answer + got, sizeof answer - got);
@@ -401,7 +444,7 @@ static void probe_in_child(const char *core, int any_core, const kc_hooks *hooks
         got += (size_t)n;
     }
     close(fds[0]);
-    if (timed_out)
+    if (timed_out || stopped)
         kill(pid, SIGKILL);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -410,7 +453,9 @@ static void probe_in_child(const char *core, int any_core, const kc_hooks *hooks
         *p = answer;
         p->answered = 1;
         p->core[sizeof p->core - 1] = p->why[sizeof p->why - 1] = '\0';
-    } else if (timed_out)
+    } else if (stopped)
+        snprintf(p->why, sizeof p->why, "not finished: the run was stopped");
+    else if (timed_out)
         snprintf(p->why, sizeof p->why, "no answer within %d s", CHILD_SECONDS);
     else if (WIFSIGNALED(status))
         snprintf(p->why, sizeof p->why, "crashed with signal %d (%s)", WTERMSIG(status),
@@ -442,7 +487,7 @@ void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
             n = kc_candidates(&cpu, candidates, 3);
             kc_decision d;
             /* best first; stop at the first that passes */
-            for (int i = 0; i < n; i++) {
+            for (int i = 0; i < n && !stop_requested(); i++) {
                 if (core_rank(candidates[i]) <= core_rank(library.core))
                     continue;
                 probe_in_child(candidates[i], 0, hooks, &probes[i]);
@@ -460,6 +505,13 @@ void blas_setup_decide(const kc_hooks *hooks, kc_decision *out)
         probe_in_child(user, 1, hooks, &mine);
         kc_judge_user(user, &mine, out);
     }
+    const char *limit = openmp_limits_threads();
+    const size_t used = strlen(out->reason);
+    if (limit && used + 1 < sizeof out->reason)
+        snprintf(out->reason + used, sizeof out->reason - used,
+                 " (%s is set: the checks ran OpenBLAS on one thread, where its threaded "
+                 "sgemm would wait for threads OpenMP does not give)",
+                 limit);
 }
 
 /* ---------------------------------------------------------------------- */

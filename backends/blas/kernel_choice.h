@@ -110,6 +110,7 @@ typedef struct kc_hooks {
     const char *pretend_library_core; /* as if the library had chosen this */
     const kc_cpu *pretend_cpu;        /* as if the CPU were this one */
     int corrupt_candidate_sgemm;      /* spoil each candidate's sgemm result */
+    int child_hangs;                  /* each child sleeps instead of answering */
 } kc_hooks;
 
 /* Finds the decision (children and all) without changing this process's

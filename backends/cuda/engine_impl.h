@@ -195,6 +195,21 @@ struct cuda_engine {
 
 static inline cuda_engine *cuda_of(engine *e) { return (cuda_engine *)e; }
 
+/* cuDNN's reason for a failed call: the status's name and, from cuDNN 9 on,
+ * the library's own message of its last error (which parameter it refused
+ * and why), or the name alone. One buffer per thread, overwritten by the
+ * next failure. */
+static inline const char *cudnn_reason(cudnnStatus_t status)
+{
+    static _Thread_local char text[512];
+    char last[384] = "";
+#if CUDNN_MAJOR >= 9
+    cudnnGetLastErrorString(last, sizeof last);
+#endif
+    snprintf(text, sizeof text, "%s%s%s", cudnnGetErrorString(status), last[0] ? ": " : "", last);
+    return text;
+}
+
 /* A library call whose status is not `ok`: the engine's error names it
  * (`text`: the call as written) with the library's reason, and the caller
  * returns -1. */
@@ -205,8 +220,7 @@ static inline cuda_engine *cuda_of(engine *e) { return (cuda_engine *)e; }
             return cuda_call_failed(e, __FILE__, __LINE__, text, reason_of(ck_));                  \
     } while (0)
 #define CK_CUDA(call) CK_STATUS(cudaError_t, call, #call, cudaSuccess, cudaGetErrorString)
-#define CK_CUDNN(call)                                                                             \
-    CK_STATUS(cudnnStatus_t, call, #call, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
+#define CK_CUDNN(call) CK_STATUS(cudnnStatus_t, call, #call, CUDNN_STATUS_SUCCESS, cudnn_reason)
 #define CK_CUBLAS(call)                                                                            \
     CK_STATUS(cublasStatus_t, call, #call, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
 #define CK(expr)                                                                                   \

@@ -83,8 +83,10 @@ const direct_choice *direct_candidates_choose(const direct_candidates *t, char *
 const direct_candidate *direct_candidate_of_set(const direct_candidates *t,
                                                 const struct chwn_products_f32 *set);
 
-/* "dot (vdpbf16ps: 0.51x the FMA rate here), fma" : each row of t, its
- * measured rate where it runs and has one, or why it does not run. */
+/* Each row of t for library_info: "fma (chosen: bf16 products (vdpbf16ps)
+ * measured at 0.51x the FMA rate here), dot (0.51x the FMA rate here)",
+ * the chosen one with why, the others with their measured rate, or why
+ * they do not run here. */
 void direct_candidates_list(const direct_candidates *t, char *buf, size_t len);
 
 #endif

@@ -175,17 +175,21 @@ const direct_candidate *direct_candidate_of_set(const direct_candidates *t,
 
 void direct_candidates_list(const direct_candidates *t, char *buf, size_t len)
 {
-    char tiles_why[256] = "", brief[192], why[256], line[256];
+    char tiles_why[256] = "", brief[192], why[256], line[320];
+    char refusal[320];
+    const direct_choice *c = direct_candidates_choose(t, refusal, sizeof refusal);
     const int tiles = direct_choose(tiles_why, sizeof tiles_why) != NULL;
     buf[0] = '\0';
     for (int i = 0; i < t->count; i++) {
         const direct_candidate *r = &t->rows[i];
-        if (!row_runs(r, tiles, tiles_why, brief, sizeof brief, why, sizeof why))
+        if (c && c->row == r)
+            snprintf(line, sizeof line, "%s (chosen: %s)", r->name, c->why);
+        else if (!row_runs(r, tiles, tiles_why, brief, sizeof brief, why, sizeof why))
             snprintf(line, sizeof line, "%s (not here: %s)", r->name, brief);
-        else if (r->rate)
-            snprintf(line, sizeof line, "%s (%.2fx the FMA rate here)", r->name, rate_of(r));
         else if (r->named_only)
             snprintf(line, sizeof line, "%s (only when named)", r->name);
+        else if (r->rate)
+            snprintf(line, sizeof line, "%s (%.2fx the FMA rate here)", r->name, rate_of(r));
         else
             snprintf(line, sizeof line, "%s", r->name);
         append(buf, len, ", ", line);

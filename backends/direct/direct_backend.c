@@ -27,8 +27,9 @@ static const direct_candidates *candidates_of(precision p)
                             : NULL;
 }
 
-/* The set an engine of precision p is created with, and its row (NULL for
- * fp32's); NULL with the reason in why where p cannot run here */
+/* The set an engine of precision p is created with: fp32's tiles, or the
+ * set of the candidate chosen for p; NULL with the reason in why where p
+ * cannot run here */
 static const struct chwn_products_f32 *products_for(precision p, char *why, size_t why_len)
 {
     const direct_candidates *t = candidates_of(p);
@@ -56,7 +57,8 @@ static void describe(engine *e, char *buf, size_t len)
     if (!t) {
         snprintf(buf, len, "%s (direct register tiles: %s), %d thread%s, ISA %s (%s)",
                  precision_name(p), k->description, threads, ts, k->isa,
-                 direct_isa_forced() ? "forced by LENET_BENCH_DIRECT_ISA" : "the best this CPU runs");
+                 direct_isa_forced() ? "forced by LENET_BENCH_DIRECT_ISA"
+                                     : "the best this CPU runs");
         return;
     }
     const struct chwn_products_f32 *set = chwn_products_of_f32(e);
@@ -75,25 +77,18 @@ static void describe(engine *e, char *buf, size_t len)
              p == PREC_FP16 ? ", dynamic loss scaling" : "", threads, ts, isa);
 }
 
-/* The fp32 kernels, and each reduced precision's choice and candidates */
+/* The fp32 kernels, and each reduced precision's candidates, the chosen
+ * one with why */
 static void library_info(void *ctx, char *buf, size_t len)
 {
     (void)ctx;
-    char why[256];
     const direct_kernels *k = direct_active();
     int n = snprintf(buf, len, "direct kernels %s (%s)", k->isa, k->description);
     const direct_candidates *const tables[] = {&direct_bf16_candidates, &direct_fp16_candidates};
     for (size_t i = 0; i < sizeof tables / sizeof tables[0] && n >= 0 && (size_t)n < len; i++) {
-        const direct_candidates *t = tables[i];
-        const direct_choice *c = direct_candidates_choose(t, why, sizeof why);
-        char list[384];
-        direct_candidates_list(t, list, sizeof list);
-        if (c)
-            n += snprintf(buf + n, len - n, "; %s: %s, %s (%s) [candidates: %s]", t->precision,
-                          c->row->name, c->row->products, c->why, list);
-        else
-            n += snprintf(buf + n, len - n, "; %s: not here (%s) [candidates: %s]",
-                          t->precision, why, list);
+        char list[512];
+        direct_candidates_list(tables[i], list, sizeof list);
+        n += snprintf(buf + n, len - n, "; %s candidates: %s", tables[i]->precision, list);
     }
 }
 

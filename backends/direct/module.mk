@@ -42,8 +42,8 @@ DIRECT_ISA_OBJS := $(BUILD)/backends/direct/fp32/isa.o $(BUILD)/backends/direct/
 # x86-64 machine whose compiler knows the instructions; whether they run is
 # decided at run time (direct_bf16_supported). A compiler without
 # -mavx512bf16 leaves them out, and the backend's bf16 with them. Here,
-# before DIRECT_OBJS, since the module links them (bf16.mk, read later,
-# has their test and speed tool).
+# before DIRECT_OBJS, since the module links them (bf16/bf16.mk, read
+# later, has their tests, tools/tools.mk their speed tool).
 DIRECT_BF16_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512bf16
 HAVE_DIRECT_BF16 := $(call probe,$(H)include <immintrin.h>\n__m512 f(__m512 a,__m512bh b){return _mm512_dpbf16_ps(a,b,b);}\nint main(void){return 0;}\n,$(DIRECT_BF16_FLAGS))
 ifeq ($(HAVE_DIRECT_BF16),1)
@@ -54,8 +54,8 @@ $(DIRECT_BF16_OBJS): $(BUILD)/build-flags
 endif
 # The fp16 products (fp16.h) likewise, with AVX512_FP16 (gcc 12 and later);
 # the emulated tiles are built with -ffp-contract=off: their exact FMA
-# relies on additions that are not fused. fp16.mk has their tests and
-# speed tool.
+# relies on additions that are not fused. fp16/fp16.mk has their tests,
+# tools/tools.mk their speed tool.
 DIRECT_FP16_FLAGS := -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx512fp16
 HAVE_DIRECT_FP16 := $(call probe,$(H)include <immintrin.h>\n__m512h f(__m512h a,__m512h b){return _mm512_fmadd_ph(a,b,a);}\nint main(void){return 0;}\n,$(DIRECT_FP16_FLAGS))
 ifeq ($(HAVE_DIRECT_FP16),1)
@@ -102,11 +102,10 @@ DIRECT_OBJS := $(CHWN_OBJS_F32) \
 # entries they share
 ifeq ($(HAVE_DIRECT_BF16),1)
 DIRECT_OBJS += $(BUILD)/backends/direct/bf16/bf16_products.o $(DIRECT_BF16_OBJS)
-$(BUILD)/backends/direct/direct_backend.o $(foreach f,bf16_choice bf16_fma_round,$(BUILD)/backends/direct/bf16/$(f).o): CFLAGS += -DHAVE_DIRECT_BF16
+$(foreach f,bf16_choice bf16_fma_round,$(BUILD)/backends/direct/bf16/$(f).o): CFLAGS += -DHAVE_DIRECT_BF16
 endif
 ifeq ($(HAVE_DIRECT_FP16),1)
 DIRECT_OBJS += $(BUILD)/backends/direct/fp16/fp16_products.o $(DIRECT_FP16_OBJS)
-$(BUILD)/backends/direct/direct_backend.o: CFLAGS += -DHAVE_DIRECT_FP16
 endif
 ifneq ($(filter 1,$(HAVE_DIRECT_BF16) $(HAVE_DIRECT_FP16)),)
 DIRECT_OBJS += $(BUILD)/backends/direct/half/half_products.o
@@ -126,18 +125,6 @@ $(DIRECT_KERNEL_OBJS) $(DIRECT_OBJS): $(BUILD)/build-flags
 # (each build's flags are here: a change to them remakes the builds)
 $(DIRECT_KERNEL_OBJS): backends/direct/module.mk
 
-# Each build of the fp32 products this CPU runs, timed alone at LeNet's
-# shapes against the FMA peak it measures (not a test: make
-# direct-kernel-speed ARGS='--rounds 50 --isa avx512_2fma,avx512').
-.PHONY: direct-kernel-speed
-DIRECT_SPEED_OBJS := $(BUILD)/backends/direct/fp32/dispatch.o $(DIRECT_KERNEL_OBJS) $(BUILD)/base/cpu.o \
-    $(DIRECT_ISA_OBJS)
-$(BUILD)/direct-kernel-speed: backends/direct/tools/kernel_speed.c $(DIRECT_SPEED_OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SPEED_OBJS) -fopenmp -lm
-direct-kernel-speed: $(BUILD)/direct-kernel-speed
-	$(BUILD)/direct-kernel-speed $(ARGS)
-
 # The builds of the kernels against a reference, each forced in turn, and
 # LENET_BENCH_DIRECT_ISA's rules (tests/test_direct_kernels.c); its names,
 # a value that names none and bf16 beside a forced build, end to end
@@ -149,9 +136,8 @@ TEST_SCRIPTS += tests/test_direct_isa.sh
 
 # bf16 on fp32 FMAs against a reference in double and the vdpbf16ps
 # products, on every build of the tiles this CPU runs, and the choice
-# between the two (tests/test_direct_bf16_fma.c); and the three sets'
-# products timed side by side (not a test: make direct-bf16-fma-speed
-# ARGS='--rounds 50')
+# between the two (tests/test_direct_bf16_fma.c); tools/tools.mk times
+# the three sets' products side by side over the same objects
 DIRECT_SETS_OBJS := $(DIRECT_BF16_FMA_OBJS) $(DIRECT_KERNEL_OBJS) \
     $(foreach f,fp32_products dispatch,$(BUILD)/backends/direct/fp32/$(f).o) $(BUILD)/backends/direct/choice.o
 ifeq ($(HAVE_DIRECT_BF16),1)
@@ -165,14 +151,6 @@ TESTS += test_direct_bf16_fma
 TEST_OBJS_test_direct_bf16_fma := $(DIRECT_SETS_OBJS)
 TEST_LIBS_test_direct_bf16_fma := -fopenmp -lm
 $(BUILD)/tests/test_direct_bf16_fma: private CFLAGS += -fopenmp $(DIRECT_SETS_FLAGS)
-.PHONY: direct-bf16-fma-speed
-$(BUILD)/direct-bf16-fma-speed: backends/direct/tools/bf16_fma_speed.c $(DIRECT_SETS_OBJS) \
-    $(BUILD)/base/cpu.o $(DIRECT_ISA_OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DIRECT_SETS_FLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_SETS_OBJS) \
-	    $(BUILD)/base/cpu.o $(DIRECT_ISA_OBJS) -fopenmp -lm
-direct-bf16-fma-speed: $(BUILD)/direct-bf16-fma-speed
-	$(BUILD)/direct-bf16-fma-speed $(ARGS)
 
 # tests/test_blas*.c over the direct engine (tests/test_direct*.c), once per
 # build of the kernels this CPU runs (it forces each in turn)

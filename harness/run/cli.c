@@ -217,6 +217,23 @@ static int read_path(const char *flag, const char *value, const option_entry *e)
     return copy_path(flag, value, e->to);
 }
 
+/* --out: a path whose charts can be drawn. gnuplot reads the directory
+ * from a string in its own language, in which a control character (a
+ * newline, a tab) cannot be written as it is: such a name is refused
+ * before anything is trained, not found out when every chart fails. */
+static int read_out(const char *flag, const char *value, const option_entry *e)
+{
+    for (const char *c = value; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+            fprintf(stderr,
+                    "bench: %s: the directory's name holds a control character (0x%02x at byte "
+                    "%d), which the charts cannot be drawn into: choose another name\n",
+                    flag, (unsigned char)*c, (int)(c - value) + 1);
+            return 2;
+        }
+    return copy_path(flag, value, e->to);
+}
+
 /* --seed: a whole number a double holds exactly (the system record's). */
 static int read_seed(const char *flag, const char *value, const option_entry *e)
 {
@@ -431,7 +448,7 @@ int cli_parse(int argc, char **argv, run_config *cfg)
         {"no-shuffle", OPTION_CLEAR, .to = &cfg->shuffle},
         {"init-params", OPTION_READ, .to = cfg->init_params, .read = read_path},
         {"save-params", OPTION_READ, .to = cfg->save_params, .read = read_path},
-        {"out", OPTION_READ, .to = cfg->out_dir, .read = read_path},
+        {"out", OPTION_READ, .to = cfg->out_dir, .read = read_out},
         {"threads", OPTION_INT, .to = &cfg->engine.threads, .lo = 1, .hi = 1024},
         {"device", OPTION_INT, .to = &cfg->engine.device, .lo = 0, .hi = 1023},
         {"precision", OPTION_READ, .to = cfg, .read = read_precisions},
@@ -505,6 +522,8 @@ int cli_parse(int argc, char **argv, run_config *cfg)
                            "has one: add --replicas N (N > 1), multi-gpu, or mpirun -np N%s%s",
                            "", "");
     if ((rc = check_peer_timeout(cfg)))
+        return rc;
+    if (!cfg->no_peak && (rc = peak_check_round_seconds(NULL)))
         return rc;
     char isa_why[256]; /* a LENET_BENCH_DIRECT_ISA that names no build */
     if (direct_isa_check(isa_why, sizeof isa_why))

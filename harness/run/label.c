@@ -2,6 +2,9 @@
 
 #include <stdio.h>
 
+#include "harness/run/run_impl.h"
+#include "parallel/world.h"
+
 void config_label_of(const char *backend, int replicas, int ranks, const char *precision,
                      int batch_size, unsigned label_axes, char *buf, size_t len)
 {
@@ -20,4 +23,22 @@ void config_label(const row_key *k, char *buf, size_t len)
 {
     config_label_of(k->backend, k->replicas, k->ranks, k->precision, k->batch_size,
                     k->label_axes, buf, len);
+}
+
+row_key run_row_key(const run_state *s, const configuration *c, const attempt *a)
+{
+    const run_config *cfg = s->cfg;
+    row_key k = {
+        .backend = c->b->name,
+        .workload = cfg->work.name,
+        .precision = precision_name(c->prec),
+        .threads = a->threads,
+        .devices = a->devices,
+        .replicas = a->replicas,
+        .ranks = world_size(),
+        .batch_size = c->batch_size,
+        .optimizer = optimizer_name(cfg->engine.opt.kind),
+        .label_axes = s->label_axes,
+    };
+    return k;
 }

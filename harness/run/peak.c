@@ -10,6 +10,8 @@
 
 #include "backends/registry.h"
 #include "base/clock.h"
+#include "base/stop.h"
+#include "harness/run/options.h"
 #include "harness/run/peak_kernels.h"
 
 
@@ -154,12 +156,36 @@ typedef struct probe_entry {
 static probe_entry cache[CACHE];
 static int cached;
 
-static double round_seconds(void)
+/* LB_PEAK_SECONDS as last read: its text and the seconds it gave (the
+ * default when unset or refused); a value is parsed once, again only
+ * when the variable changes. */
+static char round_text[64];
+static int round_read, round_refused;
+static double round_value = DEFAULT_ROUND_SECONDS;
+
+int peak_check_round_seconds(const char *subcommand)
 {
     const char *env = getenv("LB_PEAK_SECONDS");
-    double s = env ? strtod(env, NULL) : DEFAULT_ROUND_SECONDS;
-    return s >= 0.05 && s <= 10 ? s : DEFAULT_ROUND_SECONDS;
+    if (round_read && !strcmp(round_text, env ? env : ""))
+        return round_refused ? 2 : 0;
+    round_read = 1;
+    snprintf(round_text, sizeof round_text, "%s", env ? env : "");
+    round_value = DEFAULT_ROUND_SECONDS;
+    round_refused = env && option_number(subcommand, "LB_PEAK_SECONDS (seconds per round of "
+                                                     "peak trials)",
+                                         env, 0.05, 10, &round_value) != 0;
+    if (round_refused)
+        round_value = DEFAULT_ROUND_SECONDS;
+    return round_refused ? 2 : 0;
 }
+
+double peak_round_seconds(void)
+{
+    peak_check_round_seconds(NULL);
+    return round_value;
+}
+
+static double round_seconds(void) { return peak_round_seconds(); }
 
 /* Threads pinned to distinct CPUs of the ones this process may use, so two
  * probe threads never share a core while another core idles. A single
@@ -202,7 +228,7 @@ static long size_trials(peak_loop run)
 
 static void run_round(probe_entry *e)
 {
-    if (e->failed || e->rounds >= MAX_ROUNDS)
+    if (e->failed || e->rounds >= MAX_ROUNDS || stop_requested())
         return;
     if (!e->trial_gflops) {
         e->trial_gflops = malloc(MAX_TRIALS * sizeof *e->trial_gflops);
@@ -234,7 +260,7 @@ static void run_round(probe_entry *e)
         }
         in_round++;
     } while ((now_seconds() < end || in_round < 5) && e->n_trials < MAX_TRIALS &&
-             in_round < MAX_TRIALS);
+             in_round < MAX_TRIALS && !stop_requested());
     e->seconds += now_seconds() - t0;
     e->rounds++;
 }

@@ -41,6 +41,17 @@ typedef struct peak_measure {
     peak_trials kernel; /* the C kernel's trials behind it */
 } peak_measure;
 
+/* LB_PEAK_SECONDS, the length of a round of trials in seconds (0.05..10,
+ * default 1), read through the options' grammar: 0, or 2 after a one-line
+ * error (bench SUBCOMMAND: ...) when it is not such a number. Each value
+ * is parsed once; the run and `bench peaks` check it before they start. */
+int peak_check_round_seconds(const char *subcommand);
+/* Its seconds (the default while it is unset or refused). */
+double peak_round_seconds(void);
+
+/* A stop requested (base/stop.h) ends a probe at its next trial and starts
+ * no round: its figure is then no peak, and the run does not use it. */
+
 /* Peak single-precision GFLOP/s of `threads` CPU threads: the higher of a
  * register-blocked multiply-add kernel in C run on every thread at once
  * (many short trials over about a second, best kept) and, when the blas

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/stop.h"
 #include "harness/run/peak.h"
 
 /* Each array: at least this, and four times the last-level cache, so that
@@ -88,10 +89,7 @@ static bandwidth_measure measure(int threads)
         goto done;
     for (size_t i = 0; i < n; i++) /* touched: the pages exist before the clock runs */
         a[i] = 0, b[i] = (double)(i & 7), c[i] = 0.5;
-    const char *env = getenv("LB_PEAK_SECONDS");
-    double scale = env ? strtod(env, NULL) : 1;
-    scale = scale >= 0.05 && scale <= 10 ? scale : 1;
-    const double end = now_seconds() + ROUND_SECONDS * scale;
+    const double end = now_seconds() + ROUND_SECONDS * peak_round_seconds();
     do {
         double s = one_trial(a, b, c, n, threads);
         if (s <= 0)
@@ -100,7 +98,7 @@ static bandwidth_measure measure(int threads)
         if (rate > m.gbytes_per_s)
             m.gbytes_per_s = rate;
         m.trials++;
-    } while (now_seconds() < end || m.trials < 3);
+    } while ((now_seconds() < end || m.trials < 3) && !stop_requested());
 done:
     free(a);
     free(b);

@@ -171,6 +171,8 @@ int peaks_main(int argc, char **argv)
                 help ? "" : "bench peaks: takes no arguments\n");
         return help ? 0 : 2;
     }
+    if (peak_check_round_seconds("peaks"))
+        return 2;
     cpu_peak_table_print(stdout);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "bench peaks: cannot write the table\n");

@@ -4,15 +4,8 @@
 #include "harness/run/run_impl.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <semaphore.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "base/alloc.h"
 #include "harness/formats/fileio.h"
@@ -20,66 +13,11 @@
 #include "harness/run/label.h"
 #include "parallel/world.h"
 
-volatile sig_atomic_t run_stop_signal;
-
-/* Under mpirun rank 0 waits in its steps' collectives for the other
- * ranks. When one of them dies, mpirun ends the job with SIGTERM and a
- * second later SIGKILL (odls_base_sigkill_timeout), and rank 0 may be
- * waiting for the dead rank then, never to reach its summary. So rank 0
- * keeps a thread that, when a SIGTERM finds the run waiting and not at a
- * stopping point within STUCK_GRACE_NS (a chunk of steps takes about a
- * quarter of that), takes the run over: the configuration being trained
- * becomes a failed row with the epochs it finished, the summary is
- * written and the process ends. The run is the main thread's while it
- * works and may be taken only while it waits (run_phase). A SIGINT is a
- * person's, with no SIGKILL behind it: the run stops by itself, or a
- * second one ends it. */
-#define STUCK_GRACE_NS 800000000L
-enum { RUN_WORKING, RUN_WAITING, RUN_TAKEN };
-static _Atomic int run_phase;
-static sem_t signalled, answered;
-static int watching; /* the thread runs: the semaphores are live */
-
-/* The first signal stops the run after the current row; a second one (the
- * run is stuck, or the user insists) ends the process at once. */
-static void on_signal(int sig)
-{
-    if (run_stop_signal) {
-        signal(sig, SIG_DFL);
-        raise(sig);
-        return;
-    }
-    run_stop_signal = sig;
-    if (watching && sig == SIGTERM)
-        sem_post(&signalled);
-}
-
-void run_wait_begin(void) { atomic_store(&run_phase, RUN_WAITING); }
-
-void run_wait_end(void)
-{
-    int waiting = RUN_WAITING;
-    if (!atomic_compare_exchange_strong(&run_phase, &waiting, RUN_WORKING))
-        for (;;)
-            pause(); /* taken over: the thread that has it ends the process */
-}
-
-int run_stopping(int *chunk)
-{
-    run_wait_begin();
-    int sig = agree_on_stop(run_stop_signal, chunk);
-    run_wait_end();
-    if (sig && !run_stop_signal)
-        run_stop_signal = sig; /* another rank's: this one stops alike */
-    if (sig && watching)
-        sem_post(&answered);
-    return sig;
-}
-
 /* The failed row of the configuration the stuck run was training, then
  * the report; the process's exit status. */
-static int finish_stuck_run(run_state *s)
+static int finish_stuck_run(void *arg)
 {
+    run_state *s = arg;
     const run_config *cfg = s->cfg;
     const int i = s->current_config, r = s->current_repeat;
     if (i >= 0) {
@@ -96,52 +34,6 @@ static int finish_stuck_run(run_state *s)
     fflush(stdout);
     fflush(stderr);
     return 1;
-}
-
-static void *watch_for_a_stuck_run(void *arg)
-{
-    while (sem_wait(&signalled) != 0)
-        ;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += STUCK_GRACE_NS;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
-    while (sem_timedwait(&answered, &until) != 0)
-        if (errno == ETIMEDOUT)
-            break;
-    for (;;) {
-        if (sem_trywait(&answered) == 0)
-            return NULL; /* the run reached a stopping point: it stops by itself */
-        int waiting = RUN_WAITING;
-        if (atomic_compare_exchange_strong(&run_phase, &waiting, RUN_TAKEN))
-            _exit(finish_stuck_run(arg));
-        nanosleep(&(struct timespec){.tv_nsec = 20000000L}, NULL);
-    }
-}
-
-/* Rank 0 of several: the thread above, for run s. */
-static void watch_ranks(run_state *s)
-{
-    if (!s->root || world_size() <= 1)
-        return;
-    pthread_t t;
-    if (sem_init(&signalled, 0, 0) != 0 || sem_init(&answered, 0, 0) != 0 ||
-        pthread_create(&t, NULL, watch_for_a_stuck_run, s) != 0)
-        return; /* a run that cannot be watched still runs */
-    pthread_detach(t);
-    watching = 1;
-}
-
-static void install_signal_handlers(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART; /* a signal must not fail a CSV write with EINTR */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
 }
 
 /* A stop signal during start-up: 130, said once (under mpirun by rank 0). */
@@ -215,6 +107,17 @@ static int run_backends(const run_config *cfg, run_chart_drawer *draw_charts)
         free(configs);
         return status;
     }
+    attempt *runs = xcalloc((size_t)n * cfg->repeat, sizeof *runs);
+    for (int k = 0; k < n * cfg->repeat; k++)
+        runs[k].epoch_seconds = xcalloc((size_t)cfg->epochs, sizeof(double));
+    s.configs = configs;
+    s.n_configs = n;
+    s.runs = runs;
+    s.current_config = -1;
+    /* the skipped rows, from the start: before anything is printed, so
+     * that a process ended by its output (a closed pipe, a full terminal
+     * log) still has them */
+    run_save_summary(&s);
     if (s.root)
         run_note_unread_data_files(cfg->data_dir);
     if (s.root) {
@@ -239,15 +142,8 @@ static int run_backends(const run_config *cfg, run_chart_drawer *draw_charts)
 
     /* --repeat interleaves: round r trains every backend once (A B A B, not
      * A A B B), so a change in the machine's load falls on all of them. */
-    attempt *runs = xcalloc((size_t)n * cfg->repeat, sizeof *runs);
-    for (int k = 0; k < n * cfg->repeat; k++)
-        runs[k].epoch_seconds = xcalloc((size_t)cfg->epochs, sizeof(double));
-    s.configs = configs;
-    s.n_configs = n;
-    s.runs = runs;
-    s.current_config = -1;
-    run_save_summary(&s); /* the skipped rows, from the start */
-    watch_ranks(&s);
+    if (s.root)
+        run_watch_ranks(finish_stuck_run, &s);
     int stopped[MAX_RUN_CONFIGS] = {0};
     for (int r = 0; r < cfg->repeat && rc == 0 && !run_stopping(NULL); r++)
         for (int i = 0; i < n && rc == 0 && !run_stopping(NULL); i++) {
@@ -282,7 +178,7 @@ int run_benchmark(const run_config *cfg, run_chart_drawer *draw_charts)
     /* from here a signal ends the run with 130: while MPI starts, the
      * backends are probed (modules, kernel-choice children, a peer's
      * interpreter) and the data loads too */
-    install_signal_handlers();
+    run_install_signal_handlers();
     char err[512];
     if (world_init(err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);

@@ -1,7 +1,8 @@
-/* The parts of the run loop (run.c: the run; run_start.c: its inputs,
- * destinations and configurations; run_train.c: training one
- * configuration; run_summary.c: its summary rows and the report at the
- * end) and what they share. Not for use outside them. */
+/* The parts of the run loop (run.c: the run; run_start.c: its inputs and
+ * destinations; run_train.c: training one configuration; run_summary.c:
+ * its summary rows and the report at the end; stop.c: the signals that
+ * stop it; label.c: its rows' keys) and what they share. Not for use
+ * outside them. */
 #ifndef LB_RUN_IMPL_H
 #define LB_RUN_IMPL_H
 
@@ -14,7 +15,7 @@
 #include "harness/run/results.h"
 #include "harness/run/run.h"
 
-/* The first stop signal received, 0 while none (run.c's handler sets it). */
+/* The first stop signal received, 0 while none (stop.c's handler sets it). */
 extern volatile sig_atomic_t run_stop_signal;
 
 /* A finished configuration's speed, for the speedup over naive and the
@@ -35,7 +36,7 @@ typedef struct attempt {
     double final_train_loss;
     eval_counts final_eval;
     double time_to_target; /* < 0: not reached */
-    char details[256];
+    char details[BACKEND_DETAILS_MAX];
     int threads, devices, replicas;
     size_t peak_memory;
     size_t host_memory; /* heap bytes the engine held (see heap_in_use) */
@@ -74,6 +75,7 @@ typedef struct run_state {
     int interim; /* summary.csv as a configuration ends: no peak probes */
 } run_state;
 
+/* label.c */
 /* The key of configuration c's rows, a its attempt (where it ran). */
 row_key run_row_key(const run_state *s, const configuration *c, const attempt *a);
 
@@ -100,13 +102,21 @@ int run_is_long(const run_state *s);
  * a results file could not be written (the run must stop). */
 int run_train_configuration(run_state *s, const configuration *c, int r, attempt *a);
 
-/* run.c */
+/* stop.c */
+/* SIGINT and SIGTERM stop the run (run_stop_signal), SIGPIPE fails the
+ * write instead of ending it; the stop request of base/stop.h is the
+ * run's stop signal. */
+void run_install_signal_handlers(void);
+/* Rank 0 of several: a thread that, when a SIGTERM finds the run stuck
+ * waiting for the others, takes it over and ends the process with
+ * finish(run)'s status (the report of what was done). */
+void run_watch_ranks(int (*finish)(void *), void *run);
 /* Whether the run stops now: the first stop signal this process or, under
  * mpirun, any rank received (0: none). Every rank asks at the same points
  * (agree_on_stop: chunk becomes rank 0's next number of steps). */
 int run_stopping(int *chunk);
 /* Around a call that may wait for the other ranks (training steps,
- * scoring): while it waits, a stuck run may be taken over (run.c). */
+ * scoring): while it waits, a stuck run may be taken over. */
 void run_wait_begin(void);
 void run_wait_end(void);
 

@@ -1,6 +1,6 @@
 /* What a run needs before it trains: its inputs (the data, the initial
- * parameters), its destinations checked and opened, and its list of
- * configurations. A part of the run (run_impl.h). */
+ * parameters) and its destinations checked and opened. A part of the run
+ * (run_impl.h). */
 #include "harness/run/run_impl.h"
 
 #include <errno.h>

@@ -85,7 +85,7 @@ static void settle_cpu_peaks(run_state *s, double *samples)
     const attempt *runs = s->runs;
     const int *done_runs = s->done_runs;
     const int n = s->n_configs;
-    if (cfg->no_peak || !s->root || s->ending)
+    if (cfg->no_peak || !s->root || s->ending || run_stop_signal)
         return;
     int again[MAX_RUN_CONFIGS], n_again = 0; /* thread count x ARITH_COUNT + arithmetic */
     for (int i = 0; i < n; i++) {
@@ -174,6 +174,8 @@ static void fill_summary(run_state *s, const configuration *c, const attempt *ru
             pk = (peak_measure){.source = "not measured (--no-peak)"};
         else if (s->ending) /* no time left for a probe */
             pk = (peak_measure){.source = "not measured (the run was ended)"};
+        else if (run_stop_signal) /* stopped: no probe holds the stop up */
+            pk = (peak_measure){.source = "not measured (the run was stopped)"};
         else if (s->interim) /* the row as its configuration ended: no probe between them */
             pk = (peak_measure){.source = "not measured (the run did not reach its end)"};
         else if (pk.gflops <= 0 && row->key.devices == 0) {
@@ -328,7 +330,7 @@ int run_report(run_state *s, int rc)
     char err[1024];
     summary_row *rows = xcalloc(MAX_RUN_CONFIGS, sizeof *rows);
     int *of_config = xcalloc(MAX_RUN_CONFIGS, sizeof *of_config);
-    int failed = 0, trained = 0, finished = 0;
+    int failed = 0, trained = 0, finished = 0, interrupted = 0;
     char first_failure[768] = ""; /* said again last, after the charts' lines */
     double *samples = xcalloc((size_t)cfg->epochs * cfg->repeat, sizeof(double));
     settle_cpu_peaks(s, samples);
@@ -342,6 +344,7 @@ int run_report(run_state *s, int rc)
             failed = 1;
         trained++;
         finished += row->status == STATUS_OK;
+        interrupted += row->status == STATUS_INTERRUPTED;
         if (!s->root)
             continue; /* rank 0 reports */
         char label[128];
@@ -364,8 +367,9 @@ int run_report(run_state *s, int rc)
         fprintf(stderr, "bench: cannot finish writing --step-losses %s\n", cfg->step_losses);
         rc = 1;
     }
-    if (s->root && !cfg->no_peak) {
-        /* the peaks the rows were held to, beside the rest of the system */
+    if (s->root && !cfg->no_peak && !run_stop_signal) {
+        /* the peaks the rows were held to, beside the rest of the system
+         * (a stop while they are measured cuts them short: peak.h) */
         cpu_peak_record(&s->res.sys);
         if (results_write_system(&s->res, cfg, err, sizeof err) != 0) {
             fprintf(stderr, "bench: %s\n", err);
@@ -386,8 +390,15 @@ int run_report(run_state *s, int rc)
     free(samples);
     free(of_config);
     free(rows);
-    if (run_stop_signal)
+    if (run_stop_signal) {
+        /* a stop outside training (while the peaks were probed, between
+         * configurations) is said here: no row says it */
+        if (!interrupted && s->root)
+            fprintf(stderr, "bench: stopped by signal %d outside training: every finished row "
+                            "kept, the peaks not measured, no charts drawn\n",
+                    (int)run_stop_signal);
         return 130;
+    }
     if (trained > 0 && finished == 0 && !failed && s->root)
         fprintf(stderr, "bench: no backend finished: every one diverged\n");
     if (first_failure[0] && s->root)

@@ -20,24 +20,6 @@
 #include "harness/run/report.h"
 #include "parallel/world.h"
 
-row_key run_row_key(const run_state *s, const configuration *c, const attempt *a)
-{
-    const run_config *cfg = s->cfg;
-    row_key k = {
-        .backend = c->b->name,
-        .workload = cfg->work.name,
-        .precision = precision_name(c->prec),
-        .threads = a->threads,
-        .devices = a->devices,
-        .replicas = a->replicas,
-        .ranks = world_size(),
-        .batch_size = c->batch_size,
-        .optimizer = optimizer_name(cfg->engine.opt.kind),
-        .label_axes = s->label_axes,
-    };
-    return k;
-}
-
 static int all_finite(const float *v, int n)
 {
     for (int i = 0; i < n; i++)

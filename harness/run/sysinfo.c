@@ -14,6 +14,7 @@
 #include "backends/peer/environment.h"
 #include "backends/registry.h"
 #include "base/alloc.h"
+#include "base/cpu.h"
 #include "harness/formats/csv.h"
 #include "parallel/world.h"
 
@@ -26,7 +27,7 @@
                                 (used) < sizeof(buf) ? sizeof(buf) - (used) : 1, __VA_ARGS__))
 
 /* First "key : value" line of a /proc file whose key is `key`; lines may be
- * long (the CPU flags line is). 0 when found. */
+ * long. 0 when found. */
 static int proc_field(const char *path, const char *key, char *out, size_t len)
 {
     FILE *f = fopen(path, "r");
@@ -118,30 +119,6 @@ static int count_physical_cores(void)
     free(line);
     fclose(f);
     return n;
-}
-
-/* The vector extensions that decide which kernels a library picks. */
-static void read_simd(char *out, size_t len)
-{
-    static const char *const wanted[] = {
-        "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
-        "avx512_fp16", "amx_tile", "amx_bf16", "asimd", "asimdhp", "sve", "sve2",
-    };
-    char flags[4096] = "";
-    out[0] = 0;
-    if (proc_field("/proc/cpuinfo", "flags", flags, sizeof flags) != 0 &&
-        proc_field("/proc/cpuinfo", "Features", flags, sizeof flags) != 0)
-        return;
-    size_t used = 0;
-    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
-        size_t n = strlen(wanted[i]);
-        for (const char *p = flags; (p = strstr(p, wanted[i])) != NULL; p += n)
-            if ((p == flags || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0)) {
-                used += (size_t)snprintf(out + used, used < len ? len - used : 0, "%s%s",
-                                         used ? " " : "", wanted[i]);
-                break;
-            }
-    }
 }
 
 /* GPUs through the NVIDIA driver: nvidia-smi for model, memory and driver,
@@ -304,8 +281,11 @@ void sysinfo_collect(sysinfo *s)
     struct utsname u;
     if (uname(&u) == 0)
         snprintf(s->os, sizeof s->os, "%s %s %s", u.sysname, u.release, u.machine);
-    if (proc_field("/proc/cpuinfo", "model name", s->cpu_model, sizeof s->cpu_model) != 0)
-        strcpy(s->cpu_model, "unknown");
+    /* the CPU's name and vector extensions from the one reader of them
+     * (base/cpu.h: cpuid, and only what the OS saves the registers of) */
+    const cpu_info *cpu = cpu_this();
+    snprintf(s->cpu_model, sizeof s->cpu_model, "%s", cpu->brand[0] ? cpu->brand : "unknown");
+    cpu_feature_names(cpu->features, s->simd, sizeof s->simd);
     char text[64];
     if (proc_field("/proc/cpuinfo", "cpu MHz", text, sizeof text) == 0)
         s->cpu_mhz = atof(text);
@@ -313,7 +293,6 @@ void sysinfo_collect(sysinfo *s)
         s->cpu_max_mhz = atof(text) / 1000.0; /* kHz */
     s->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     s->physical_cores = count_physical_cores();
-    read_simd(s->simd, sizeof s->simd);
     if (proc_field("/proc/meminfo", "MemTotal", text, sizeof text) == 0)
         s->memory_gib = atof(text) / (1024.0 * 1024.0);
     read_caches(s->caches, sizeof s->caches);

@@ -13,7 +13,8 @@ typedef struct sysinfo {
     int physical_cores; /* 0: unknown */
     double cpu_mhz;     /* current clock of cpu0 */
     double cpu_max_mhz; /* 0: not reported (virtual machines often do not) */
-    char simd[256];     /* vector extensions the CPU offers, e.g. "avx2 fma avx512f" */
+    char simd[256];     /* vector extensions the CPU offers and the OS saves (base/cpu.h's
+                         * names), e.g. "AVX, FMA, F16C, AVX2, AVX512F" */
     char caches[256];
     double memory_gib;
     double load_average[3]; /* 1, 5 and 15 minutes, at the start of the run */

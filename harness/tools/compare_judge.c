@@ -7,6 +7,8 @@
  *   test accuracy  dropped by more than --max-accuracy-drop points
  *   train loss     deterministic for the same seed and settings: a change
  *                  beyond rounding is "changed numerics"
+ * Rows trained differently (another training option, --epochs, --limit or
+ * optimiser) are shown and not compared on any metric.
  * Exit 0 nothing regressed, 1 regressed, 2 unusable input. */
 #include "harness/tools/compare_judge.h"
 
@@ -84,54 +86,71 @@ static const run_row *reference_row(const run_files *run, const char *ref, const
     return NULL;
 }
 
+/* Why two rows were not trained alike (another seed, learning rate,
+ * --epochs or --limit, optimiser), or NULL when, as far as the runs say,
+ * they were. Rows trained differently are not compared on any metric:
+ * their speed, accuracy and loss answer different questions. */
+static const char *trained_differently(const run_files *base, const run_files *next,
+                                       const run_row *b, const run_row *n, char *why, size_t len)
+{
+    if (base->have_settings && next->have_settings) {
+        int i = 0, j = 0;
+        while (i < base->n_settings || j < next->n_settings) {
+            int c = i == base->n_settings   ? 1
+                    : j == next->n_settings ? -1
+                                            : strcmp(base->settings[i], next->settings[j]);
+            if (c == 0) {
+                i++, j++;
+                continue;
+            }
+            if (i < base->n_settings && j < next->n_settings) {
+                /* one option with two values: sorted "name=value" puts them side by side */
+                const char *bs = base->settings[i], *ns = next->settings[j];
+                size_t bn = strcspn(bs, "="), nn = strcspn(ns, "=");
+                if (bn == nn && !strncmp(bs, ns, bn)) {
+                    snprintf(why, len,
+                             "training options differ: --%.*s is %.60s in %s and %.60s in %s",
+                             (int)(bn < 60 ? bn : 60), bs, bs[bn] ? bs + bn + 1 : "",
+                             base->label, ns[nn] ? ns + nn + 1 : "", next->label);
+                    return why;
+                }
+            }
+            const char *s = c < 0 ? base->settings[i] : next->settings[j];
+            snprintf(why, len, "training options differ: --%.160s only in %s", s,
+                     c < 0 ? base->label : next->label);
+            return why;
+        }
+    }
+    if (b->s.epochs >= 0 && n->s.epochs >= 0 && b->s.images_per_epoch >= 0 &&
+        n->s.images_per_epoch >= 0 &&
+        (b->s.epochs != n->s.epochs || b->s.images_per_epoch != n->s.images_per_epoch)) {
+        snprintf(why, len, "trained for different lengths: %d x %ld images vs %d x %ld",
+                 b->s.epochs, b->s.images_per_epoch, n->s.epochs, n->s.images_per_epoch);
+        return why;
+    }
+    if (strcmp(b->s.key.optimizer, n->s.key.optimizer)) {
+        snprintf(why, len, "different optimizer");
+        return why;
+    }
+    return NULL;
+}
+
 /* Why two ok rows' final train losses need not be equal, or NULL when they
  * must be (same seed, settings, epochs and CPU). */
 static const char *numerics_incomparable(const run_files *base, const run_files *next,
                                          const run_row *b, const run_row *n, char *why,
                                          size_t len)
 {
+    if (trained_differently(base, next, b, n, why, len))
+        return why;
     if (!base->have_settings || !next->have_settings) {
         snprintf(why, len, "training options unknown: %.160s",
                  base->have_settings ? next->settings_why : base->settings_why);
         return why;
     }
-    int i = 0, j = 0;
-    while (i < base->n_settings || j < next->n_settings) {
-        int c = i == base->n_settings   ? 1
-                : j == next->n_settings ? -1
-                                        : strcmp(base->settings[i], next->settings[j]);
-        if (c == 0) {
-            i++, j++;
-            continue;
-        }
-        if (i < base->n_settings && j < next->n_settings) {
-            /* one option with two values: sorted "name=value" puts them side by side */
-            const char *bs = base->settings[i], *ns = next->settings[j];
-            size_t bn = strcspn(bs, "="), nn = strcspn(ns, "=");
-            if (bn == nn && !strncmp(bs, ns, bn)) {
-                snprintf(why, len, "training options differ: --%.*s is %.60s in %s and %.60s in %s",
-                         (int)(bn < 60 ? bn : 60), bs, bs[bn] ? bs + bn + 1 : "", base->label,
-                         ns[nn] ? ns + nn + 1 : "", next->label);
-                return why;
-            }
-        }
-        const char *s = c < 0 ? base->settings[i] : next->settings[j];
-        snprintf(why, len, "training options differ: --%.160s only in %s", s,
-                 c < 0 ? base->label : next->label);
-        return why;
-    }
     if (b->s.epochs < 0 || n->s.epochs < 0 || b->s.images_per_epoch < 0 ||
         n->s.images_per_epoch < 0) {
         snprintf(why, len, "epochs or images_per_epoch not recorded");
-        return why;
-    }
-    if (b->s.epochs != n->s.epochs || b->s.images_per_epoch != n->s.images_per_epoch) {
-        snprintf(why, len, "different length: %d x %ld images vs %d x %ld", b->s.epochs,
-                 b->s.images_per_epoch, n->s.epochs, n->s.images_per_epoch);
-        return why;
-    }
-    if (strcmp(b->s.key.optimizer, n->s.key.optimizer)) {
-        snprintf(why, len, "different optimizer");
         return why;
     }
     if (!*b->cpu_model || strcmp(b->cpu_model, n->cpu_model)) {
@@ -307,6 +326,31 @@ static void judge_pair(const compare_options *o, const run_files *base, const ru
     }
 }
 
+/* Rows trained differently (trained_differently says why): shown, with
+ * their figures, and not judged on any metric. */
+static void judge_not_alike(const run_row *b, const run_row *n, const char *why, tally *t)
+{
+    char name[512], cell_b[64], cell_n[64], verdict[256];
+    describe_row(is_ok(b) ? b : n, name, sizeof name);
+    t->compared++;
+    snprintf(verdict, sizeof verdict, "not compared (%.200s)", why);
+    if (is_ok(b) && is_ok(n)) {
+        figure(cell_b, sizeof cell_b, "%.1f", b->s.images_per_second);
+        figure(cell_n, sizeof cell_n, "%.1f", n->s.images_per_second);
+        table_row(name, "images/s", cell_b, cell_n, "-", verdict);
+        snprintf(cell_b, sizeof cell_b, "%.4f", b->s.final_test_accuracy);
+        snprintf(cell_n, sizeof cell_n, "%.4f", n->s.final_test_accuracy);
+        table_row("", "test accuracy", cell_b, cell_n, "-", "not compared");
+        figure(cell_b, sizeof cell_b, "%.6f", b->s.final_train_loss);
+        figure(cell_n, sizeof cell_n, "%.6f", n->s.final_train_loss);
+        table_row("", "train loss", cell_b, cell_n, "-", "not compared");
+    } else {
+        table_row(name, "status", status_name(b->s.status), status_name(n->s.status), "-",
+                  verdict);
+    }
+    finding(t, "NOTE", name, "not compared: %s", why);
+}
+
 static void judge_status(const run_row *b, const run_row *n, tally *t)
 {
     char name[512];
@@ -419,7 +463,10 @@ int compare_runs(const compare_options *o, run_files *base, run_files *next)
         if (partner[i] < 0)
             continue;
         const run_row *b = &base->rows[i], *n = &next->rows[partner[i]];
-        if (is_ok(b) && is_ok(n))
+        char why[256];
+        if (trained_differently(base, next, b, n, why, sizeof why))
+            judge_not_alike(b, n, why, &t);
+        else if (is_ok(b) && is_ok(n))
             judge_pair(o, base, next, b, n, &t);
         else
             judge_status(b, n, &t);

@@ -14,16 +14,17 @@
 #include "harness/run/status.h"
 
 layer_traffic roofline_traffic(const workload *w, int i, int backward, int batch,
-                               int element_bytes)
+                               element_sizes sizes)
 {
     const layer *l = &w->layers[i];
     const double in = shape3_size(l->in), out = shape3_size(l->out), b = batch;
     const double params = (double)(l->weight_count + l->bias_count);
+    const double act = sizes.activation, op = sizes.operand;
     /* the first layer with parameters has no input gradient to make */
     int first = 1;
     for (int k = 0; k < i; k++)
         first &= w->layers[k].kind != LAYER_CONV && w->layers[k].kind != LAYER_DENSE;
-    double ops = 0, elements = 0;
+    double ops = 0, bytes = 0;
     switch (l->kind) {
     case LAYER_CONV:
     case LAYER_DENSE: {
@@ -32,32 +33,36 @@ layer_traffic roofline_traffic(const workload *w, int i, int backward, int batch
                                              ? (double)l->in.c * l->kernel * l->kernel
                                              : in);
         ops = backward ? fwd * (first ? 1 : 2) : fwd;
-        /* forward: x in, y out, weights once; backward: x and dy in,
-         * dx out (not for the first), weights in and their gradient out */
-        elements = backward ? b * (in + out + (first ? 0 : in)) + 2 * params
-                            : b * (in + out) + params;
+        /* forward: x in, y out (activations), the weights once (the
+         * product's operands); backward: x and dy in, dx out (not for the
+         * first), the weights in, their gradient out (summed as
+         * activations are) */
+        bytes = backward ? act * b * (in + out + (first ? 0 : in)) + (op + act) * params
+                         : act * b * (in + out) + op * params;
         break;
     }
     case LAYER_MAXPOOL:
         /* a comparison per window element; backward routes each dy */
         ops = backward ? out : out * l->kernel * l->kernel;
-        elements = backward ? b * (2 * in + out) : b * (in + out);
+        bytes = act * (backward ? b * (2 * in + out) : b * (in + out));
         break;
     case LAYER_RELU:
         ops = out;
-        elements = backward ? b * 3 * out : b * 2 * out;
+        bytes = act * (backward ? b * 3 * out : b * 2 * out);
         break;
     }
-    return (layer_traffic){ops * b, elements * element_bytes};
+    return (layer_traffic){ops * b, bytes};
 }
 
-static int element_bytes_of(const char *precision)
+element_sizes roofline_element_sizes(const char *precision)
 {
     if (!strcmp(precision, "fp64"))
-        return 8;
+        return (element_sizes){8, 8};
+    /* the CPU rows' bf16 and fp16 round the products' operands to 2 bytes;
+     * activations, gradients between layers and the sums stay fp32 */
     if (!strcmp(precision, "bf16") || !strcmp(precision, "fp16"))
-        return 2;
-    return 4;
+        return (element_sizes){4, 2};
+    return (element_sizes){4, 4};
 }
 
 /* ---- system.json: the ceilings ------------------------------------------- */
@@ -158,7 +163,8 @@ static int write_points(FILE *pts, const char *dir, const char *label, const sum
         for (int pass = 0; pass < 2; pass++) {
             const double ms = atof(t.rows[r][pass ? bwd : fwd]);
             layer_traffic lt =
-                roofline_traffic(&w, i, pass, s->key.batch_size, element_bytes_of(s->key.precision));
+                roofline_traffic(&w, i, pass, s->key.batch_size,
+                                 roofline_element_sizes(s->key.precision));
             if (!(ms > 0) || !(lt.ops > 0) || !(lt.bytes > 0))
                 continue;
             fprintf(pts, "%s,%s,%s,%.6g,%.6g\n", label, w.layers[i].name,

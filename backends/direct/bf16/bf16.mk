@@ -1,5 +1,5 @@
-# The direct backend's bf16 products (backends/direct/bf16/bf16.h): their test
-# and speed tool. The objects, and the probe that leaves them out
+# The direct backend's bf16 products (backends/direct/bf16/bf16.h): their
+# tests (their speed tool is tools/tools.mk's). The objects, and the probe that leaves them out
 # (HAVE_DIRECT_BF16), are in module.mk, which links them into the module.
 ifeq ($(HAVE_DIRECT_BF16),1)
 # Its test needs the naive layers and the seeded generator, none of the
@@ -16,17 +16,6 @@ $(DIRECT_BF16_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: tests/%.c $(DIRECT_BF
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_BF16_TEST_OBJS) -fopenmp -lm -lcmocka
 
-# The products alone against the fp32 direct kernels this CPU runs
-# (backends/direct/fp32/dispatch.c), GFLOP/s (not a test: make direct-bf16-speed
-# ARGS='--threads 2 --repeats 20').
-.PHONY: direct-bf16-speed
-DIRECT_FP32_OBJS := $(DIRECT_SPEED_OBJS)
-$(BUILD)/direct-bf16-speed: backends/direct/tools/bf16_speed.c $(DIRECT_BF16_OBJS) $(DIRECT_FP32_OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_FP32_OBJS) $(DIRECT_BF16_OBJS) \
-	    -fopenmp -lm
-direct-bf16-speed: $(BUILD)/direct-bf16-speed
-	$(BUILD)/direct-bf16-speed $(ARGS)
 else
 SKIPPED += direct_bf16_products:_this_compiler_has_no_-mavx512bf16
 endif

@@ -1,5 +1,5 @@
 # The direct backend's fp16 products (backends/direct/fp16/fp16.h): their tests
-# and speed tool. The objects, and the probe that leaves them out
+# (their speed tool is tools/tools.mk's). The objects, and the probe that leaves them out
 # (HAVE_DIRECT_FP16), are in module.mk, which links them into the module.
 ifeq ($(HAVE_DIRECT_FP16),1)
 
@@ -15,14 +15,6 @@ $(DIRECT_FP16_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: tests/%.c $(DIRECT_FP
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_FP16_TEST_OBJS) -fopenmp -lm -lcmocka
 
-# The products alone on LeNet's shapes and the row tile at several chain
-# lengths, GFLOP/s (not a test: make direct-fp16-speed ARGS='--threads 2').
-.PHONY: direct-fp16-speed
-$(BUILD)/direct-fp16-speed: backends/direct/tools/fp16_speed.c $(DIRECT_FP16_OBJS) $(BUILD)/base/cpu.o
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fopenmp $(LDFLAGS) -o $@ $< $(DIRECT_FP16_OBJS) $(BUILD)/base/cpu.o -fopenmp -lm
-direct-fp16-speed: $(BUILD)/direct-fp16-speed
-	$(BUILD)/direct-fp16-speed $(ARGS)
 else
 SKIPPED += direct_fp16_products:_this_compiler_has_no_-mavx512fp16
 endif
