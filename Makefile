@@ -89,7 +89,7 @@ $(LIB_OBJS) $(BUILD)/harness/main.o $(MODULE_OBJS): $(BUILD)/build-flags
 $(BUILD)/harness/run/sysinfo.o: CFLAGS += -DGIT_COMMIT='"$(GIT_COMMIT)"'
 
 .PHONY: all modules test run clean deps info
-all: $(BENCH) modules info
+all: $(BENCH) modules $(BUILD)/precisions.json info
 
 modules: $(MODULES)
 
@@ -98,6 +98,14 @@ info:
 
 $(BENCH): $(LIB_OBJS) $(BUILD)/harness/main.o
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The precision table of the engine contract (backends/engine.h) as JSON,
+# for scripts (gpu-judge's tolerances, charts' labels).
+$(BUILD)/precision-table: backends/precision_table.c backends/engine.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
+$(BUILD)/precisions.json: $(BUILD)/precision-table
+	$< > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

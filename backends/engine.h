@@ -42,19 +42,82 @@ typedef struct optimizer_config {
     float beta1, beta2, eps;
 } optimizer_config;
 
+/* The arithmetic keys (./bench peaks, system.json's cpu_peaks, the rows'
+ * peak_arithmetic) */
+#define ARITHMETIC_FP64 "fp64"         /* fp64 FMA */
+#define ARITHMETIC_FP32 "fp32"         /* fp32 FMA */
+#define ARITHMETIC_BF16_DOT "bf16-dot" /* bf16 pairs into fp32 (vdpbf16ps) */
+#define ARITHMETIC_FP16 "fp16"         /* fp16 FMA (vfmadd231ph) */
+#define ARITHMETIC_AMX_BF16 "amx-bf16" /* AMX tiles, bf16 into fp32 */
+
 /* What an engine computes in. Whatever it is, the contract's parameters
  * stay float (set_params, get_params, buffer, the parameter files): an fp64
  * engine widens them on set_params, keeps its parameters, gradients,
  * optimiser state and activations in double, and rounds them to float on
- * get_params. */
-typedef enum precision { PREC_FP32, PREC_TF32, PREC_BF16, PREC_FP16, PREC_FP64 } precision;
-#define PRECISION_COUNT 5
+ * get_params. The facts about each are one row of precision_of's table;
+ * PRECISION_COUNT, the last member, counts them. */
+typedef enum precision {
+    PREC_FP32,
+    PREC_TF32,
+    PREC_BF16,
+    PREC_FP16,
+    PREC_FP64,
+    PRECISION_COUNT
+} precision;
+
+/* One precision's facts, read by every engine, the tests and (through
+ * build/precisions.json, written by backends/precision_table.c) the
+ * scripts. */
+typedef struct precision_info {
+    precision precision; /* its own member: a row out of place is caught (test_model) */
+    const char *name;    /* what --precision takes and the CSV shows */
+    /* The CPU peak (an ARITHMETIC_* key) a row in it is held to unless its
+     * engine names another (engine_ops.arithmetic). */
+    const char *arithmetic;
+    int storage_bytes; /* bytes of an operand as the products read it */
+    /* Stored narrower than float: parameters, gradients and optimiser
+     * state stay fp32 (master weights), the products read a rounded copy. */
+    int mixed;
+    /* A range narrower than fp32's: the gradients are those of a scaled
+     * loss (dynamic loss scaling, backends/common/loss_scale.h). */
+    int loss_scaled;
+    /* How far a step's loss may be from naive fp32's (relative, with the
+     * floor below which it is compared absolutely), products summing in
+     * fp32 or wider; and where the products also sum in this precision
+     * (an engine whose arithmetic entry names the precision's own: fp16
+     * FMA chains), 0 where no arithmetic does. fp32 and fp64 are held
+     * tighter by the tests, which know where ties fall. */
+    double loss_rel, loss_floor;
+    double chain_loss_rel, chain_loss_floor;
+} precision_info;
+
+/* The row of p (that of no precision, named "unknown", when p is not
+ * one). Adding a precision is a member above and a row here; each backend
+ * that computes in it sets its bit in backend.precisions. */
+static inline const precision_info *precision_of(precision p)
+{
+    static const precision_info rows[PRECISION_COUNT + 1] = {
+        /* precision, name, arithmetic, storage bytes, mixed, loss-scaled,
+         * loss tolerance (relative, floor), summing in it (relative, floor) */
+        {PREC_FP32, "fp32", ARITHMETIC_FP32, 4, 0, 0, 1e-4, 1e-6, 0, 0},
+        {PREC_TF32, "tf32", ARITHMETIC_FP32, 4, 0, 0, 1e-2, 1e-2, 0, 0},
+        {PREC_BF16, "bf16", ARITHMETIC_BF16_DOT, 2, 1, 0, 6e-2, 5e-2, 0, 0},
+        {PREC_FP16, "fp16", ARITHMETIC_FP16, 2, 1, 1, 2e-2, 2e-2, 6e-2, 5e-2},
+        {PREC_FP64, "fp64", ARITHMETIC_FP64, 8, 0, 0, 1e-4, 1e-2, 0, 0},
+        {PRECISION_COUNT, "unknown", ARITHMETIC_FP32, 0, 0, 0, 0, 0, 0, 0},
+    };
+    const unsigned count = (unsigned)PRECISION_COUNT;
+    return &rows[(unsigned)p < count ? (unsigned)p : count];
+}
 
 /* The name --precision takes and the CSV shows. */
-static inline const char *precision_name(precision p)
+static inline const char *precision_name(precision p) { return precision_of(p)->name; }
+
+/* Wider than the contract's float (fp64): its engine's parameters,
+ * gradients and activations are double. */
+static inline int precision_wider_than_float(precision p)
 {
-    static const char *const names[PRECISION_COUNT] = {"fp32", "tf32", "bf16", "fp16", "fp64"};
-    return (unsigned)p < PRECISION_COUNT ? names[p] : "unknown";
+    return precision_of(p)->storage_bytes > (int)sizeof(float);
 }
 
 /* How engines hand numbers to each other: a data-parallel coordinator
@@ -70,11 +133,11 @@ typedef enum crossing { CROSS_REDUCE, CROSS_STAGE } crossing;
  * skipped step and a new scale). */
 static inline const char *crossing_refusal(crossing c, precision p)
 {
-    if (p == PREC_FP64)
+    if (precision_wider_than_float(p))
         return c == CROSS_REDUCE
                    ? "data parallelism runs fp32 engines only (an fp64 engine's buffers are double)"
                    : "model-parallel stages hand activations over as float, so fp64 is not offered";
-    if (p == PREC_FP16 && c == CROSS_STAGE)
+    if (precision_of(p)->loss_scaled && c == CROSS_STAGE)
         return "fp16's dynamic loss scale belongs to a whole network, so model-parallel stages "
                "are not offered in fp16";
     return NULL;
@@ -235,14 +298,6 @@ typedef struct engine_ops {
      * NULL entry: the precision's own (backend_arithmetic). */
     const char *(*arithmetic)(engine *e);
 } engine_ops;
-
-/* The arithmetic keys (./bench peaks, system.json's cpu_peaks, the rows'
- * peak_arithmetic) */
-#define ARITHMETIC_FP64 "fp64"         /* fp64 FMA */
-#define ARITHMETIC_FP32 "fp32"         /* fp32 FMA */
-#define ARITHMETIC_BF16_DOT "bf16-dot" /* bf16 pairs into fp32 (vdpbf16ps) */
-#define ARITHMETIC_FP16 "fp16"         /* fp16 FMA (vfmadd231ph) */
-#define ARITHMETIC_AMX_BF16 "amx-bf16" /* AMX tiles, bf16 into fp32 */
 
 /* Data parallelism: gradients of the mean loss over `batch` images into
  * BUF_GRADS without updating; then apply_update(scale) multiplies the

@@ -228,16 +228,7 @@ const char *backend_arithmetic(const backend *b, engine *e, precision p)
     const char *said = b->ops->arithmetic && e ? b->ops->arithmetic(e) : NULL;
     if (said)
         return said;
-    switch (p) {
-    case PREC_FP64:
-        return ARITHMETIC_FP64;
-    case PREC_BF16:
-        return ARITHMETIC_BF16_DOT;
-    case PREC_FP16:
-        return ARITHMETIC_FP16;
-    default:
-        return ARITHMETIC_FP32;
-    }
+    return precision_of(p)->arithmetic;
 }
 
 double backend_library_peak_gflops(const backend *b, int threads)

@@ -20,7 +20,10 @@ static void *checked(void *p)
 /* A request for 0 bytes still returns a pointer that can be freed. */
 void *xmalloc(size_t size) { return checked(malloc(size ? size : 1)); }
 
-void *xcalloc(size_t count, size_t size) { return checked(calloc(count ? count : 1, size ? size : 1)); }
+void *xcalloc(size_t count, size_t size)
+{
+    return checked(calloc(count ? count : 1, size ? size : 1));
+}
 
 void *xrealloc(void *p, size_t size) { return checked(realloc(p, size ? size : 1)); }
 

@@ -32,8 +32,8 @@ typedef struct nccl_member {
      -1)
 #define FAIL_NCCL(c, m, rc, what)                                                        \
     (snprintf((c)->err, sizeof (c)->err, "NCCL communicator, member %d: %s: %s %s (%s:%d)", \
-              (c)->rank, what, ncclGetErrorString(rc), (m)->comm ? ncclGetLastError((m)->comm) : "", \
-              __FILE__, __LINE__),                                                       \
+              (c)->rank, what, ncclGetErrorString(rc),                                   \
+              (m)->comm ? ncclGetLastError((m)->comm) : "", __FILE__, __LINE__),         \
      -1)
 
 /* Makes this member's device current and waits for the engine's work. */

@@ -207,7 +207,7 @@ static void placement(engine *handle, int *threads, int *devices, int *replicas)
     *devices = distinct * e->ranks;
 }
 
-static void describe(engine *handle, char *buf, size_t len)
+static void dp_describe(engine *handle, char *buf, size_t len)
 {
     dp_engine *e = dp_of(handle);
     e->describe_buf[0] = '\0';
@@ -261,21 +261,6 @@ static const char *arithmetic(engine *handle)
     return e->inner->ops->arithmetic(e->rep[0].e);
 }
 
-void dp_destroy(dp_engine *e)
-{
-    if (!e)
-        return;
-    if (e->team)
-        dp_run_all(e, JOB_DESTROY);
-    for (int l = 0; l < e->local; l++)
-        if (!e->group)
-            comm_destroy(e->rep[l].comm);
-    inproc_group_destroy(e->group);
-    comm_destroy(e->proc);
-    worker_team_destroy(e->team);
-    free(e);
-}
-
 /* The coordinator's entries, shared by every wrapped backend and
  * multi-gpu. It offers no data-parallel entries of its own (it is the
  * data parallelism) and no stages. */
@@ -284,7 +269,7 @@ static void destroy(engine *e) { dp_destroy(dp_of(e)); }
 static const engine_ops dp_ops = {
     .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params,
     .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,
-    .placement = placement, .describe = describe, .peak_memory = peak_memory,
+    .placement = placement, .describe = dp_describe, .peak_memory = peak_memory,
     .peak_gflops = peak_gflops, .memory_use = memory_use_entry, .arithmetic = arithmetic};
 
 /* Backends ------------------------------------------------------------- */

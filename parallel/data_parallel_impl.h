@@ -89,7 +89,6 @@ static inline dp_engine *dp_of(engine *e) { return (dp_engine *)e; }
 /* parallel/data_parallel.c */
 /* "reason" into the engine's error text; -1 */
 #define dp_fail(e, ...) errmsg_fail((e)->err, sizeof (e)->err, __VA_ARGS__)
-void dp_destroy(dp_engine *e);
 
 /* parallel/data_parallel_replicas.c */
 void dp_run_job(void *ctx, int l);
@@ -98,5 +97,6 @@ int dp_agree(dp_engine *e, float *v, int n, int failed, long step);
 int dp_end_job_if_ranks(dp_engine *e);
 dp_engine *dp_create(const backend *inner, const dp_options *o, const workload *w,
                      const engine_config *cfg, char *err, size_t err_len);
+void dp_destroy(dp_engine *e);
 
 #endif

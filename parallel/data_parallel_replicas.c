@@ -1,5 +1,6 @@
 /* The data-parallel replicas: the job each one's thread runs, and making
- * them (the devices they run on, the communicators between them). */
+ * them (the devices they run on, the communicators between them) and
+ * ending them. */
 #include "parallel/data_parallel_impl.h"
 
 /* The job each worker runs --------------------------------------------- */
@@ -303,4 +304,21 @@ dp_engine *dp_create(const backend *inner, const dp_options *o, const workload *
     snprintf(err, err_len, "%s", e->err);
     dp_destroy(e);
     return NULL;
+}
+
+/* Ends the replicas' engines and threads and the communicators between
+ * them: what dp_create made. */
+void dp_destroy(dp_engine *e)
+{
+    if (!e)
+        return;
+    if (e->team)
+        dp_run_all(e, JOB_DESTROY);
+    for (int l = 0; l < e->local; l++)
+        if (!e->group)
+            comm_destroy(e->rep[l].comm);
+    inproc_group_destroy(e->group);
+    comm_destroy(e->proc);
+    worker_team_destroy(e->team);
+    free(e);
 }

@@ -248,7 +248,7 @@ static const char *arithmetic(engine *handle)
     return e->inner->ops->arithmetic && mine[0] ? e->inner->ops->arithmetic(mine[0]->e) : NULL;
 }
 
-static void describe(engine *handle, char *buf, size_t len)
+static void mp_describe(engine *handle, char *buf, size_t len)
 {
     mp_engine *e = mp_of(handle);
     e->describe_buf[0] = '\0';
@@ -513,7 +513,7 @@ int mp_worker_memory(engine *e, int i, memory_use *out)
 static const engine_ops mp_ops = {
     .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params,
     .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,
-    .placement = placement, .describe = describe, .peak_memory = peak_memory,
+    .placement = placement, .describe = mp_describe, .peak_memory = peak_memory,
     .memory_use = memory_use_entry, .arithmetic = arithmetic};
 
 /* So that a data-parallel coordinator can replicate the whole pipeline

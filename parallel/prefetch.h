@@ -56,9 +56,10 @@ typedef struct prefetch_stats {
  * indices[t * batch .. (t + 1) * batch) of `d`, which must stay alive and
  * unchanged until prefetch_stop. depth 0: no threads; depth K in
  * 1..PREFETCH_MAX_DEPTH: a reader thread and a converter thread keep up to K
- * batches ready ahead (K above steps is taken as steps). An index outside the data set is not checked
- * here but by the reading stage, as it reaches it. NULL on bad arguments or
- * when out of memory or threads, with a one-line err. */
+ * batches ready ahead (K above steps is taken as steps). An index outside
+ * the data set is not checked here but by the reading stage, as it
+ * reaches it. NULL on bad arguments or when out of memory or threads, with
+ * a one-line err. */
 prefetch *prefetch_start(const dataset *d, const int32_t *indices, int batch, long steps,
                          int depth, char *err, size_t err_len);
 

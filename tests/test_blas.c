@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 
 #include "backends/blas/bf16.h"
+#include "backends/common/bf16_round.h"
 #include "backends/blas/sgemm_peak.h"
 #ifdef LB_LAYERS_DIRECT
 #include "backends/direct/bf16/bf16_fma.h"
@@ -400,20 +401,25 @@ static void expect_bf16_refused(const char *why)
     assert_non_null(strstr(err, why));
 }
 
-/* bf16 operands are rounded to nearest, ties to even; --precision bf16 runs
+/* bf16 operands are rounded to nearest, ties to even (the one rounding,
+ * backends/common/bf16_round.h); --precision bf16 runs
  * where the CPU and OpenBLAS can, and is refused with the reason
  * elsewhere (here, on a CPU without AVX512_BF16). */
 static void bf16_rounds_and_is_refused_with_its_reason(void **state)
 {
     (void)state;
-    assert_int_equal(blas_bf16_round(1.0f), 0x3f80);
-    assert_int_equal(blas_bf16_round(-2.0f), 0xc000);
-    assert_int_equal(blas_bf16_round(1.0f + 0x1p-8f), 0x3f80);        /* tie: to even */
-    assert_int_equal(blas_bf16_round(1.0f + 3 * 0x1p-8f), 0x3f82);    /* tie: to even */
-    assert_int_equal(blas_bf16_round(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81); /* above the tie */
-    assert_int_equal(blas_bf16_round(INFINITY), 0x7f80);
-    const unsigned short nan_bits = blas_bf16_round(NAN);
+    assert_int_equal(lb_bf16_bits(1.0f), 0x3f80);
+    assert_int_equal(lb_bf16_bits(-2.0f), 0xc000);
+    assert_int_equal(lb_bf16_bits(1.0f + 0x1p-8f), 0x3f80);        /* tie: to even */
+    assert_int_equal(lb_bf16_bits(1.0f + 3 * 0x1p-8f), 0x3f82);    /* tie: to even */
+    assert_int_equal(lb_bf16_bits(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81); /* above the tie */
+    assert_int_equal(lb_bf16_bits(INFINITY), 0x7f80);
+    const unsigned short nan_bits = lb_bf16_bits(NAN);
     assert_true((nan_bits & 0x7f80) == 0x7f80 && (nan_bits & 0x7f) != 0);
+    /* subnormals to a zero of their sign, as the bf16 instructions read them */
+    assert_int_equal(lb_bf16_bits(0x1p-130f), 0x0000);
+    assert_int_equal(lb_bf16_bits(-0x1p-130f), 0x8000);
+    assert_int_equal(lb_bf16_bits(0x1p-126f), 0x0080); /* the least normal stays */
 
     char why[512] = "";
     if (blas_bf16_available(why, sizeof why)) {

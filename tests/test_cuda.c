@@ -120,9 +120,9 @@ static void gemm_reference(const gemm_args *g, const float *A, const float *B, f
         }
 }
 
-/* The arguments engine.c hands cuBLAS for the dense layer give what the
+/* The arguments the engine hands cuBLAS (dense_gemm.h) for the dense layer give what the
  * naive dense layer computes, for each of the three products. */
-/* The reference GEMM over A and Bm with the arguments engine.c hands cuBLAS
+/* The reference GEMM over A and Bm with the arguments the engine hands cuBLAS
  * for product p gives want, the naive layer's n values (freed here):
  * errors relative to 1 (the values are about that size), a float sum
  * against a double one, against a wrong transpose's O(1). */

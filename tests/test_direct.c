@@ -1,6 +1,6 @@
 /* The direct backend from the inside: tests/test_blas.c's checks of the
- * CHWN engine's threads, contract and bf16, built over the direct engine
- * (the blas engine with the direct kernels, its layers reached by
+ * CHWN engine's threads, contract and bf16, run over the direct backend
+ * (the CHWN engine with the direct product sets, its layers reached by
  * LB_LAYERS_DIRECT) and run once per build of the kernels this CPU runs,
  * each forced with LENET_BENCH_DIRECT_ISA; and the forcing itself (a set
  * the CPU lacks or an unknown name refused with the reason). Its layers

@@ -39,14 +39,15 @@
  * and up to the first step that exceeds them; from that step on the losses
  * are held as a framework peer's (1e-2 relative, 1e-4 absolute below a
  * loss of 1e-2) and the parameter vector to 1e-3 L2; each parameter stays
- * within 1e-3. A wrong gradient shows from the first steps on. Adam divides by the root of the squared
- * gradients, so a gradient element that is rounding noise around zero
- * moves its weight by up to lr per step whatever its size: an element may
- * differ by up to steps x lr (the L2 bound still holds the vector to what
- * the others allow). The synthetic images carry noise everywhere; on
- * Fashion-MNIST, whose flat black backgrounds make many pool windows near
- * ties, two correct fp32 implementations agree for about 15 steps and then
- * drift apart at the 1e-2 level, which is why the images here are synthetic.
+ * within 1e-3. A wrong gradient shows from the first steps on. Adam
+ * divides by the root of the squared gradients, so a gradient element
+ * that is rounding noise around zero moves its weight by up to lr per
+ * step whatever its size: an element may differ by up to steps x lr (the
+ * L2 bound still holds the vector to what the others allow). The
+ * synthetic images carry noise everywhere; on Fashion-MNIST, whose flat
+ * black backgrounds make many pool windows near ties, two correct fp32
+ * implementations agree for about 15 steps and then drift apart at the
+ * 1e-2 level, which is why the images here are synthetic.
  *
  * Reduced precisions (tf32, fp16, bf16) use the bounds argued in
  * tests/test_cuda.c (check_low_precision) from each format's unit roundoff:
@@ -179,8 +180,9 @@ typedef struct tolerance {
 /* The argument at the top of this file: b in precision p against ref in
  * ref_prec. */
 static tolerance tolerance_for(const backend *b, precision p, precision ref_prec,
-                               const optimizer_config *opt)
+                               const optimizer_config *opt, int own_arithmetic)
 {
+    const precision_info *row = precision_of(p);
     if (p == PREC_FP32 && backend_is_peer(b))
         /* A framework peer (PyTorch) computes with its own kernels
          * (oneDNN, cuDNN) and its own log-softmax: it agrees with naive to
@@ -210,8 +212,8 @@ static tolerance tolerance_for(const backend *b, precision p, precision ref_prec
                            .eval_loss_rel = 1e-10,
                            .eval_loss_floor = 1e-6};
     if (p == PREC_FP32 || p == PREC_FP64)
-        return (tolerance){.loss_rel = 1e-4,
-                           .loss_floor = p == PREC_FP64 ? 1e-2 : 1e-6,
+        return (tolerance){.loss_rel = row->loss_rel,
+                           .loss_floor = row->loss_floor,
                            .tie_loss_rel = 1e-2,
                            .tie_loss_floor = 1e-2,
                            .tie_param_l2 = 1e-3,
@@ -221,10 +223,11 @@ static tolerance tolerance_for(const backend *b, precision p, precision ref_prec
                            .eval_moved = 2,
                            .eval_loss_rel = p == PREC_FP64 ? 1e-4 : 1e-5,
                            .eval_loss_floor = p == PREC_FP64 ? 1e-2 * TEST_IMAGES : 1e-6};
-    /* direct's fp16 sums in fp16 chains (see the top of the file) */
-    const int fp16_chains = p == PREC_FP16 && strcmp(b->name, "direct") == 0;
-    const double rel = p == PREC_TF32 ? 1e-2 : p == PREC_FP16 && !fp16_chains ? 2e-2 : 6e-2;
-    const double floor_ = p == PREC_BF16 || fp16_chains ? 5e-2 : rel;
+    /* products on the precision's own arithmetic, where it sums in the
+     * precision too (direct's fp16 chains, see the top of the file) */
+    const int fp16_chains = own_arithmetic && row->chain_loss_rel > 0;
+    const double rel = fp16_chains ? row->chain_loss_rel : row->loss_rel;
+    const double floor_ = fp16_chains ? row->chain_loss_floor : row->loss_floor;
     const int adam = opt->kind == OPT_ADAM;
     return (tolerance){.loss_rel = rel,
                        .loss_floor = floor_,
@@ -264,6 +267,8 @@ typedef struct run {
     float losses[STEPS + 1];
     double exact[STEPS + 1]; /* last_loss after each step: NAN when not offered */
     float *params;
+    /* the engine's own arithmetic entry names its precision's arithmetic */
+    int own_arithmetic;
 } run;
 
 static void fail_on(const backend *b, engine *e, const char *what)
@@ -297,6 +302,8 @@ static void train(run *r)
     assert_non_null(r->params);
     init_params(&w, SEED, r->params);
     engine *e = start(b, &w, r->kind, r->prec, r->params);
+    const char *own = b->ops->arithmetic ? b->ops->arithmetic(e) : NULL;
+    r->own_arithmetic = own && strcmp(own, precision_of(r->prec)->arithmetic) == 0;
     char details[512] = "";
     if (r->variant == VARIANT_BF16_FMA && b->ops->describe) /* the products forced */
         b->ops->describe(e, details, sizeof details);
@@ -495,7 +502,7 @@ static void train_against_reference(void **state)
                       t->name);
     const run *got = run_of(t->b, t->workload, t->kind, t->prec, t->variant);
     const optimizer_config opt = test_optimizer(t->kind);
-    const tolerance tol = tolerance_for(t->b, t->prec, t->ref_prec, &opt);
+    const tolerance tol = tolerance_for(t->b, t->prec, t->ref_prec, &opt, got->own_arithmetic);
     char what[192];
     snprintf(what, sizeof what, "%s against %s %s", t->name, t->ref->name,
              precision_name(t->ref_prec));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/check-layers: the tree's includes and calls run downwards, and the
 # check finds what goes up: an include of a higher room, a call into one
-# (from an object), two files calling each other, the registry naming
+# (from an object), two files calling each other (parts of one engine
+# over a shared *_impl.h too), the registry naming
 # a backend's internals, and two backends over one shared engine
 # including each other.
 set -u
@@ -23,7 +24,7 @@ refuses() {
         pass
     fi
 }
-compile() { cc -c -o "$2" "$1" || fail "cc $1 failed"; }
+compile() { cc -I"$tmp" -c -o "$2" "$1" || fail "cc $1 failed"; }
 
 if out=$(scripts/check-layers "$BUILD" 2>&1); then pass; else fail "the tree breaks its own layering: $out"; fi
 
@@ -85,6 +86,16 @@ compile "$tmp/harness/pong.c" "$tmp/build/harness/pong.o"
 compile "$tmp/harness/ping.c" "$tmp/build/harness/ping.o"
 refuses "a call cycle" 'harness/ping.o and harness/pong.o call each other'
 rm "$tmp/build/harness/pong.o" "$tmp/build/harness/ping.o"
+# ... also when both are parts of one engine over a shared *_impl.h
+echo 'int ping(void); int pong(void);' > "$tmp/backends/toy/toy_impl.h"
+printf '#include "backends/toy/toy_impl.h"\nint pong(void) { return ping(); }\n' > "$tmp/backends/toy/pong.c"
+printf '#include "backends/toy/toy_impl.h"\nint ping(void) { return pong(); }\n' > "$tmp/backends/toy/ping.c"
+mkdir -p "$tmp/build/backends/toy"
+compile "$tmp/backends/toy/pong.c" "$tmp/build/backends/toy/pong.o"
+compile "$tmp/backends/toy/ping.c" "$tmp/build/backends/toy/ping.o"
+refuses "a call cycle over a shared *_impl.h" 'backends/toy/ping.o and backends/toy/pong.o call each other'
+rm "$tmp/build/backends/toy/pong.o" "$tmp/build/backends/toy/ping.o" "$tmp/backends/toy/pong.c" \
+   "$tmp/backends/toy/ping.c" "$tmp/backends/toy/toy_impl.h"
 
 # the registry may name a backend's registration, not its internals
 mkdir -p "$tmp/build/backends/toy"

@@ -222,7 +222,8 @@ static void check_same_training(const backend *inner, const backend *many, const
         expect_close(what, got + tie, ref + tie, STEPS - tie, tie_loss_rel, 0.0);
     }
     assert_true(got[STEPS - 1] < got[0]); /* it learnt: not two idle runs */
-    float *p1 = params_of(inner, one, s.w.param_count), *pn = params_of(many, split, s.w.param_count);
+    float *p1 = params_of(inner, one, s.w.param_count);
+    float *pn = params_of(many, split, s.w.param_count);
     snprintf(what, sizeof what, "%s on %s: parameters after %d steps", many->name, wname, STEPS);
     if (tie < 0)
         expect_close(what, pn, p1, s.w.param_count, param_rel, 1e-2);
@@ -551,6 +552,33 @@ static void test_engines_name_their_arithmetic(void **state)
     free_setup(&s);
 }
 
+/* The precision table: each row in its member's place, names distinct,
+ * and the rules read from it (crossing_refusal, the arithmetic a row is
+ * held to) as they were written before the table. */
+static void test_precision_table(void **state)
+{
+    (void)state;
+    for (int p = 0; p < PRECISION_COUNT; p++) {
+        const precision_info *row = precision_of((precision)p);
+        assert_int_equal(row->precision, p);
+        assert_true(row->storage_bytes > 0);
+        assert_true(row->loss_rel > 0 && row->loss_floor > 0);
+        for (int q = 0; q < p; q++)
+            assert_string_not_equal(row->name, precision_name((precision)q));
+    }
+    assert_string_equal(precision_name(PRECISION_COUNT), "unknown");
+    assert_string_equal(precision_name((precision)-1), "unknown");
+    assert_non_null(crossing_refusal(CROSS_REDUCE, PREC_FP64));
+    assert_non_null(crossing_refusal(CROSS_STAGE, PREC_FP64));
+    assert_non_null(crossing_refusal(CROSS_STAGE, PREC_FP16));
+    assert_null(crossing_refusal(CROSS_REDUCE, PREC_FP16));
+    assert_null(crossing_refusal(CROSS_STAGE, PREC_BF16));
+    assert_null(crossing_refusal(CROSS_STAGE, PREC_FP32));
+    assert_string_equal(precision_of(PREC_BF16)->arithmetic, ARITHMETIC_BF16_DOT);
+    assert_string_equal(precision_of(PREC_FP64)->arithmetic, ARITHMETIC_FP64);
+    assert_true(precision_of(PREC_FP16)->loss_scaled && !precision_of(PREC_BF16)->loss_scaled);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -566,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_refusals_and_failures),
         cmocka_unit_test(test_wrappers_follow_their_inner_backend),
         cmocka_unit_test(test_engines_name_their_arithmetic),
+        cmocka_unit_test(test_precision_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

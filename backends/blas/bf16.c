@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/common/bf16_round.h"
 #include "base/cpu.h"
 
 typedef void (*sbgemm_fn)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint,
@@ -51,16 +52,6 @@ int blas_bf16_available(char *why, size_t why_len)
     return 1;
 }
 
-unsigned short blas_bf16_round(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a quiet NaN */
-        return (unsigned short)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1);
-    return (unsigned short)(u >> 16);
-}
-
 static atomic_int failed;
 
 int blas_bf16_take_failure(void) { return atomic_exchange(&failed, 0); }
@@ -73,7 +64,7 @@ static bfloat16 *rounded(const float *src, int rows, int cols, int ld)
         return NULL;
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++)
-            dst[(size_t)r * cols + c] = blas_bf16_round(src[(size_t)r * ld + c]);
+            dst[(size_t)r * cols + c] = lb_bf16_bits(src[(size_t)r * ld + c]);
     return dst;
 }
 

@@ -2,7 +2,8 @@
  * rounded to bfloat16 (round to nearest even) and OpenBLAS's cblas_sbgemm
  * multiplies them, summing in fp32 into an fp32 result. Master weights,
  * gradients, optimiser state, activations and every other loop stay fp32,
- * as in the GPU backend's mixed precision. It needs a CPU with
+ * as in the GPU backend's mixed precision. The rounding is the one of
+ * backends/common/bf16_round.h. It needs a CPU with
  * AVX512_BF16 (AMD Zen 4 and later, Intel Cooper Lake, Sapphire Rapids and
  * later), found at run time with cpuid, never from the build machine, and
  * an OpenBLAS built with BUILD_BFLOAT16, found at run time too (Debian's
@@ -25,8 +26,5 @@ void blas_bf16_gemm(int order, int trans_a, int trans_b, int M, int N, int K, fl
 
 /* 1 if a product since the last call could not run (and clears it). */
 int blas_bf16_take_failure(void);
-
-/* The bf16 value nearest x (ties to even), as its 16 bits. */
-unsigned short blas_bf16_round(float x);
 
 #endif

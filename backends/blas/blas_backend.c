@@ -48,7 +48,7 @@ static double library_peak_gflops(int threads)
     return blas_sgemm_peak_gflops_sized(threads, 1024, 3);
 }
 
-static void describe(engine *e, char *buf, size_t len)
+static void blas_describe(engine *e, char *buf, size_t len)
 {
     static const char *const gemms[PRECISION_COUNT] = {
         [PREC_FP32] = "sgemm",
@@ -62,8 +62,8 @@ static void describe(engine *e, char *buf, size_t len)
              team.split == CHWN_SPLIT_OWN ? "the engine" : "OpenBLAS");
 }
 
-static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
-                      size_t err_len)
+static engine *blas_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
+                           size_t err_len)
 {
     (void)ctx;
     const precision p = cfg ? cfg->precision : PREC_FP32;
@@ -86,13 +86,13 @@ static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
     return p != PREC_BF16 || blas_bf16_available(why, why_len);
 }
 
-static const engine_ops blas_ops = {CHWN_ENGINE_OPS, .describe = describe};
+static const engine_ops blas_ops = {CHWN_ENGINE_OPS, .describe = blas_describe};
 
 const backend blas_backend = {
     .name = "blas",
     .precisions = 1u << PREC_FP32 | 1u << PREC_FP64 | 1u << PREC_BF16,
     .probe_precision = probe_precision,
-    .create = create,
+    .create = blas_create,
     .library_info = library_info,
     .library_peak_gflops = library_peak_gflops,
     .ops = &blas_ops,

@@ -314,7 +314,8 @@ static void dense_backward(const chwn_products *set, real *d_weight, real *d_bia
     .group_images = 16, .enter = blas_team_enter, .conv_scratch_floats = conv_scratch_floats,  \
     .forward_conv = conv_forward, .backward_conv_params = conv_backward_params,                \
     .backward_conv_data = conv_backward_data, .dense_scratch_floats = dense_scratch_floats,    \
-    .forward_dense = dense_forward, .backward_dense = dense_backward
+    .forward_dense = dense_forward, .backward_dense = dense_backward,                          \
+    .loss_scaling = CHWN_NOT_LOSS_SCALED /* fp32 sums, fp32's range */
 
 #ifdef LB_REAL_DOUBLE
 static void dgemm(int trans_a, int trans_b, int M, int N, int K, double alpha, const double *A,
@@ -347,6 +348,9 @@ const chwn_products blas_sgemm_products = {
  * product's peak, which sbgemm runs on where OpenBLAS's kernels for this
  * core have it (blas_bf16_available asks for AVX512_BF16) */
 const chwn_products blas_sbgemm_products = {
-    .name = "sbgemm", .arithmetic = ARITHMETIC_BF16_DOT, .ctx = &(const gemm_ctx){sbgemm}, .take_failure = blas_bf16_take_failure,
+    .name = "sbgemm",
+    .arithmetic = ARITHMETIC_BF16_DOT,
+    .ctx = &(const gemm_ctx){sbgemm},
+    .take_failure = blas_bf16_take_failure,
     GEMM_PRODUCTS};
 #endif

@@ -93,21 +93,6 @@ static size_t conv_scratch_per_image(const chwn_products *set, const layer *l, i
     return (per_image + line - 1) / line * line;
 }
 
-/* A slot's buffers in slot_buf: act[0..L], rows, then argmax[0..L) (NULL
- * for a layer that records none). */
-static int slot_stride(int L) { return 2 * L + 2; }
-
-void chwn_use_slot(chwn_engine *e, int slot)
-{
-    const int L = e->h.w.n_layers;
-    real **buf = e->slot_buf + (size_t)slot * slot_stride(L);
-    for (int i = 0; i <= L; i++)
-        e->act[i] = buf[i];
-    e->rows = buf[L + 1];
-    for (int i = 0; i < L; i++)
-        e->argmax[i] = (unsigned char *)buf[L + 2 + i];
-}
-
 /* A pool that records its windows' winners (one byte an output) */
 static int records_argmax(const layer *l)
 {
@@ -121,7 +106,7 @@ static int allocate_slot(chwn_engine *e, int slot)
     const workload *w = &h->w;
     const int L = w->n_layers, C = e->conv_layers;
     const size_t B = (size_t)h->cfg.batch_size;
-    real **buf = e->slot_buf + (size_t)slot * slot_stride(L);
+    real **buf = e->slot_buf + (size_t)slot * chwn_slot_stride(L);
     for (int i = 0; i <= L; i++) {
         const shape3 s = i ? w->layers[i - 1].out : w->input;
         if (!(buf[i] = host_alloc_counted(h, B * shape3_size(s), &h->activation_bytes)))
@@ -141,8 +126,8 @@ static int allocate_slot(chwn_engine *e, int slot)
     return 0;
 }
 
-engine *R(chwn_create)(const backend *b, const chwn_products *set, const workload *w,
-                       const engine_config *cfg, char *err, size_t err_len)
+static engine *chwn_create_engine(const backend *b, const chwn_products *set, const workload *w,
+                                  const engine_config *cfg, char *err, size_t err_len)
 {
     chwn_engine *e = (chwn_engine *)host_engine_create(b, &chwn_layers, sizeof *e, w, cfg,
                                                        check_workload, err, err_len);
@@ -156,8 +141,11 @@ engine *R(chwn_create)(const backend *b, const chwn_products *set, const workloa
     }
     e->products = set;
     e->arithmetic = set->arithmetic;
-    /* fp16's range needs loss scaling, as the cuda row's fp16 */
-    e->scaling = cfg->precision == PREC_FP16 ? LB_FP16_LOSS_SCALING : LB_NO_LOSS_SCALING;
+    /* as the products say, or their precision's row (fp16's range needs
+     * loss scaling, as the cuda row's fp16) */
+    const int scaled = set->loss_scaling ? set->loss_scaling == CHWN_LOSS_SCALED
+                                         : precision_of(cfg->precision)->loss_scaled;
+    e->scaling = scaled ? LB_FP16_LOSS_SCALING : LB_NO_LOSS_SCALING;
     e->loss_scale = e->scaling.initial;
     const int group_images = e->group_images = set->group_images;
     host_engine *h = &e->h;
@@ -167,7 +155,7 @@ engine *R(chwn_create)(const backend *b, const chwn_products *set, const workloa
     const int C = e->conv_layers = conv_stage_layers(w);
     const int B = cfg->batch_size, G = (B + group_images - 1) / group_images, L = w->n_layers;
     e->slots = cfg->stage_slots > 0 ? cfg->stage_slots : 1;
-    e->slot_buf = calloc((size_t)e->slots * slot_stride(L), sizeof *e->slot_buf);
+    e->slot_buf = calloc((size_t)e->slots * chwn_slot_stride(L), sizeof *e->slot_buf);
     if (!e->slot_buf)
         return host_engine_out_of_memory((engine *)e, err, err_len);
     for (int s = 0; s < e->slots; s++)
@@ -252,16 +240,26 @@ engine *R(chwn_create)(const backend *b, const chwn_products *set, const workloa
     return (engine *)e;
 }
 
-const chwn_products *R(chwn_products_of)(engine *e) { return chwn_of(e)->products; }
+/* The entry points under this build's name (chwn.h). */
+#ifdef LB_REAL_DOUBLE
+const chwn_products *chwn_products_of_f64(engine *e) { return chwn_of(e)->products; }
 
-int chwn_pass_failed(chwn_engine *e)
+engine *chwn_create_f64(const backend *b, const chwn_products *set, const workload *w,
+                        const engine_config *cfg, char *err, size_t err_len)
 {
-    if (e->products->take_failure && e->products->take_failure())
-        return host_fail(&e->h, "out of memory for the rounded copies of a product's operands "
-                                "(%s)",
-                         e->products->name);
-    return 0;
+    return chwn_create_engine(b, set, w, cfg, err, err_len);
 }
+#else
+const chwn_products *chwn_products_of_f32(engine *e) { return chwn_of(e)->products; }
+
+engine *chwn_create_f32(const backend *b, const chwn_products *set, const workload *w,
+                        const engine_config *cfg, char *err, size_t err_len)
+{
+    return chwn_create_engine(b, set, w, cfg, err, err_len);
+}
+#endif
+
+
 
 /* Mean loss of the batch in act[L], the images' losses summed in order in
  * double as the naive backend does; dlogits, those of loss_scale times the

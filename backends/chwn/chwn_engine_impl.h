@@ -12,7 +12,8 @@
  * and activations). struct chwn_engine has the same layout in both builds
  * (pointers), so one destroy frees either. The functions below link into
  * one module from both builds, so each is the symbol with the build's
- * suffix (chwn_use_slot_f32, chwn_use_slot_f64), and only that suffix. */
+ * suffix (chwn_use_slot_f32, chwn_use_slot_f64, both spelled out below),
+ * and only that suffix. */
 #ifndef LB_CHWN_ENGINE_IMPL_H
 #define LB_CHWN_ENGINE_IMPL_H
 
@@ -66,7 +67,7 @@ struct chwn_engine {
 
     /* What the forward pass keeps for the backward pass (act, rows and
      * argmax), once per micro-batch slot of a stage (one for a whole network):
-     * slot_buf[slot * slot_stride(L) + ...], see use_slot. The host
+     * slot_buf[slot * chwn_slot_stride(L) + ...], see chwn_use_slot. The host
      * engine owns the buffers (host_alloc_counted); use_slot points act
      * and rows at one slot's, so that the layers' code sees one set. */
     real **slot_buf;
@@ -87,21 +88,29 @@ struct chwn_engine {
 
 static inline chwn_engine *chwn_of(engine *e) { return (chwn_engine *)e; }
 
-#define chwn_use_slot R(chwn_use_slot)
-#define chwn_plan_for R(chwn_plan_for)
-#define chwn_group_size R(chwn_group_size)
-#define chwn_group_grad R(chwn_group_grad)
-#define chwn_join_conv_weights R(chwn_join_conv_weights)
-#define chwn_conv_stage_forward R(chwn_conv_stage_forward)
-#define chwn_conv_stage_backward R(chwn_conv_stage_backward)
-#define chwn_conv_stage_sum_gradients R(chwn_conv_stage_sum_gradients)
-#define chwn_dense_forward_layer R(chwn_dense_forward_layer)
-#define chwn_dense_backward_layer R(chwn_dense_backward_layer)
-#define chwn_stage_forward R(chwn_stage_forward)
-#define chwn_stage_backward R(chwn_stage_backward)
-#define chwn_pass_failed R(chwn_pass_failed)
+#define chwn_use_slot REAL_NAME(chwn_use_slot_f32, chwn_use_slot_f64)
+#define chwn_plan_for REAL_NAME(chwn_plan_for_f32, chwn_plan_for_f64)
+#define chwn_group_size REAL_NAME(chwn_group_size_f32, chwn_group_size_f64)
+#define chwn_group_grad REAL_NAME(chwn_group_grad_f32, chwn_group_grad_f64)
+#define chwn_join_conv_weights REAL_NAME(chwn_join_conv_weights_f32, chwn_join_conv_weights_f64)
+#define chwn_conv_stage_forward REAL_NAME(chwn_conv_stage_forward_f32, chwn_conv_stage_forward_f64)
+#define chwn_conv_stage_backward                                                                   \
+    REAL_NAME(chwn_conv_stage_backward_f32, chwn_conv_stage_backward_f64)
+#define chwn_conv_stage_sum_gradients                                                              \
+    REAL_NAME(chwn_conv_stage_sum_gradients_f32, chwn_conv_stage_sum_gradients_f64)
+#define chwn_dense_forward_layer                                                                   \
+    REAL_NAME(chwn_dense_forward_layer_f32, chwn_dense_forward_layer_f64)
+#define chwn_dense_backward_layer                                                                  \
+    REAL_NAME(chwn_dense_backward_layer_f32, chwn_dense_backward_layer_f64)
+#define chwn_stage_forward REAL_NAME(chwn_stage_forward_f32, chwn_stage_forward_f64)
+#define chwn_stage_backward REAL_NAME(chwn_stage_backward_f32, chwn_stage_backward_f64)
+#define chwn_pass_failed REAL_NAME(chwn_pass_failed_f32, chwn_pass_failed_f64)
 
-/* chwn_engine.c: points act, rows and argmax at slot `slot`'s buffers. */
+/* A slot's buffers in slot_buf: act[0..L], rows, then argmax[0..L) (NULL
+ * for a layer that records none). */
+static inline int chwn_slot_stride(int L) { return 2 * L + 2; }
+
+/* chwn_passes.c: points act, rows and argmax at slot `slot`'s buffers. */
 void chwn_use_slot(chwn_engine *e, int slot);
 /* After a pass: -1 after host_fail when a product could not run (the
  * set's take_failure), else 0. */

@@ -46,7 +46,8 @@ void chwn_gather(real *x, int ld, const uint8_t *images, size_t pixels,
     do {                                                                                     \
         enum { ROWS = 32 };                                                                  \
         const int chunks = (int)(((F) + ROWS - 1) / ROWS);                                   \
-        _Pragma("omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)") \
+        const int shared_out = threads > 1 && chunks > 1;                                    \
+        _Pragma("omp parallel for schedule(static) num_threads(threads) if (shared_out)")    \
         for (int c = 0; c < chunks; c++) {                                                   \
             const size_t f0 = (size_t)c * ROWS, f1 = f0 + ROWS < (F) ? f0 + ROWS : (F);      \
             for (int b = 0; b < (B); b++)                                                    \

@@ -22,7 +22,7 @@
  * Written over `real` and built twice (chwn_layers.o, chwn_layers_f64.o):
  * both link into the blas module, so each name below is the symbol with
  * the build's suffix, chwn_relu_forward_f32 or chwn_relu_forward_f64
- * (real.h's R), and only that suffix. */
+ * (both spelled out below, real.h's REAL_NAME), and only that suffix. */
 #ifndef LB_CHWN_LAYERS_H
 #define LB_CHWN_LAYERS_H
 
@@ -31,17 +31,17 @@
 
 #include "backends/common/real.h"
 
-#define chwn_gather R(chwn_gather)
-#define chwn_from_nchw R(chwn_from_nchw)
-#define chwn_to_nchw R(chwn_to_nchw)
-#define chwn_rows_from_group R(chwn_rows_from_group)
-#define chwn_group_from_rows R(chwn_group_from_rows)
-#define chwn_join_weight_bias R(chwn_join_weight_bias)
-#define chwn_maxpool_forward R(chwn_maxpool_forward)
-#define chwn_maxpool_backward R(chwn_maxpool_backward)
-#define chwn_relu_forward R(chwn_relu_forward)
-#define chwn_relu_backward R(chwn_relu_backward)
-#define chwn_softmax_xent R(chwn_softmax_xent)
+#define chwn_gather REAL_NAME(chwn_gather_f32, chwn_gather_f64)
+#define chwn_from_nchw REAL_NAME(chwn_from_nchw_f32, chwn_from_nchw_f64)
+#define chwn_to_nchw REAL_NAME(chwn_to_nchw_f32, chwn_to_nchw_f64)
+#define chwn_rows_from_group REAL_NAME(chwn_rows_from_group_f32, chwn_rows_from_group_f64)
+#define chwn_group_from_rows REAL_NAME(chwn_group_from_rows_f32, chwn_group_from_rows_f64)
+#define chwn_join_weight_bias REAL_NAME(chwn_join_weight_bias_f32, chwn_join_weight_bias_f64)
+#define chwn_maxpool_forward REAL_NAME(chwn_maxpool_forward_f32, chwn_maxpool_forward_f64)
+#define chwn_maxpool_backward REAL_NAME(chwn_maxpool_backward_f32, chwn_maxpool_backward_f64)
+#define chwn_relu_forward REAL_NAME(chwn_relu_forward_f32, chwn_relu_forward_f64)
+#define chwn_relu_backward REAL_NAME(chwn_relu_backward_f32, chwn_relu_backward_f64)
+#define chwn_softmax_xent REAL_NAME(chwn_softmax_xent_f32, chwn_softmax_xent_f64)
 
 /* Output size of a valid convolution or pool. */
 static inline int chwn_out_size(int size, int kernel, int stride)

@@ -7,6 +7,29 @@
 #include "backends/chwn/chwn_engine_impl.h"
 
 /* ---------------------------------------------------------------------- */
+/* What every pass uses: a slot's buffers, a product's failure              */
+
+void chwn_use_slot(chwn_engine *e, int slot)
+{
+    const int L = e->h.w.n_layers;
+    real **buf = e->slot_buf + (size_t)slot * chwn_slot_stride(L);
+    for (int i = 0; i <= L; i++)
+        e->act[i] = buf[i];
+    e->rows = buf[L + 1];
+    for (int i = 0; i < L; i++)
+        e->argmax[i] = (unsigned char *)buf[L + 2 + i];
+}
+
+int chwn_pass_failed(chwn_engine *e)
+{
+    if (e->products->take_failure && e->products->take_failure())
+        return host_fail(&e->h, "out of memory for the rounded copies of a product's operands "
+                                "(%s)",
+                         e->products->name);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
 /* The conv stage, one group of images at a time                            */
 
 /* A group's block of a per-layer buffer whose images hold s each. */
@@ -111,7 +134,8 @@ static void group_backward_layer(chwn_engine *e, int i, int B, int g, int b0, in
     }
     case LAYER_MAXPOOL:
         if (d_in)
-            chwn_maxpool_backward(d_in, d, group_argmax(e, i, b0), group_block(e->act[i], l->in, b0),
+            chwn_maxpool_backward(d_in, d, group_argmax(e, i, b0),
+                                  group_block(e->act[i], l->in, b0),
                                   group_block(e->act[i + 1], l->out, b0), n, l->in.c, l->in.h,
                                   l->in.w, l->kernel, l->stride, threads);
         break;

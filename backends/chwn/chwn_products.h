@@ -54,9 +54,15 @@
 #include "backends/chwn/chwn.h"
 #include "backends/common/real.h"
 
-typedef struct R(chwn_products) chwn_products;
+/* chwn_products.loss_scaling */
+enum { CHWN_LOSS_SCALING_OF_PRECISION, CHWN_LOSS_SCALED, CHWN_NOT_LOSS_SCALED };
 
-struct R(chwn_products) {
+/* The struct's tag is the build's: struct chwn_products_f32 or
+ * struct chwn_products_f64 (chwn.h names both). */
+#define chwn_products REAL_NAME(chwn_products_f32, chwn_products_f64)
+typedef struct chwn_products chwn_products;
+
+struct chwn_products {
     /* What the set is, for messages and tests: "sgemm", "direct bf16". */
     const char *name;
     /* The arithmetic its products run on, as the CPU peaks name it
@@ -76,6 +82,11 @@ struct R(chwn_products) {
      * passes): the engine then gives the first layer of a whole network,
      * which passes back no input gradient, none. */
     int conv_scratch_for_input_gradient_only;
+    /* Whether the engine scales the loss for these products (dynamic loss
+     * scaling, backends/common/loss_scale.h): CHWN_LOSS_SCALED or
+     * CHWN_NOT_LOSS_SCALED; a set that leaves it 0 is scaled as its
+     * precision's row says (precision_of: fp16 is). */
+    int loss_scaling;
     /* The set's own data (the GEMM it calls), for its entries; NULL when
      * it has none. */
     const void *ctx;

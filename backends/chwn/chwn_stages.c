@@ -75,7 +75,8 @@ int chwn_stage_backward(engine *handle, int slot, int batch, const float *d_out,
         h->TYPED(grads) = grads;
         const real *add = e->stage_grads;
         const long n = (long)h->w.param_count;
-#pragma omp parallel for simd schedule(static) num_threads(e->team.threads) if (parallel : n >= 1 << 16)
+#pragma omp parallel for simd schedule(static) num_threads(e->team.threads)                     \
+    if (parallel : n >= 1 << 16)
         for (long j = 0; j < n; j++)
             grads[j] += add[j];
     }

@@ -110,7 +110,7 @@ engine *host_engine_create(const backend *b, const host_layers *layers, size_t s
     h->layers = layers;
     h->w = *w;
     h->cfg = *cfg;
-    h->real_size = cfg->precision == PREC_FP64 ? sizeof(double) : sizeof(float);
+    h->real_size = precision_wider_than_float(cfg->precision) ? sizeof(double) : sizeof(float);
     h->last_loss = NAN;
     const size_t B = (size_t)cfg->batch_size, n = w->param_count;
     h->state_count = (size_t)optimizer_state_per_param(cfg->opt.kind) * n;

@@ -53,9 +53,9 @@ static void update_tensor(const optimizer_config *opt, real *w, const real *g, r
     }
 }
 
-void R(optimizer_update_range)(const workload *w, const optimizer_config *opt, real *params,
-                               const real *grads, real grad_scale, real *state, long step,
-                               size_t lo, size_t hi)
+static void update_range(const workload *w, const optimizer_config *opt, real *params,
+                         const real *grads, real grad_scale, real *state, long step, size_t lo,
+                         size_t hi)
 {
     for (int li = 0; li < w->n_layers; li++) {
         const layer *l = &w->layers[li];
@@ -76,9 +76,19 @@ void R(optimizer_update_range)(const workload *w, const optimizer_config *opt, r
     }
 }
 
-void R(optimizer_update)(const workload *w, const optimizer_config *opt, real *params,
-                         const real *grads, real grad_scale, real *state, long step)
+/* The entry point under this build's name (optimizer.h). */
+#ifdef LB_REAL_DOUBLE
+void optimizer_update_range_f64(const workload *w, const optimizer_config *opt, double *params,
+                                const double *grads, double grad_scale, double *state, long step,
+                                size_t lo, size_t hi)
 {
-    R(optimizer_update_range)(w, opt, params, grads, grad_scale, state, step, 0,
-                              w->param_count);
+    update_range(w, opt, params, grads, grad_scale, state, step, lo, hi);
 }
+#else
+void optimizer_update_range_f32(const workload *w, const optimizer_config *opt, float *params,
+                                const float *grads, float grad_scale, float *state, long step,
+                                size_t lo, size_t hi)
+{
+    update_range(w, opt, params, grads, grad_scale, state, step, lo, hi);
+}
+#endif

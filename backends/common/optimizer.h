@@ -26,17 +26,11 @@ void optimizer_update_range_f64(const workload *w, const optimizer_config *opt, 
                                 const double *grads, double grad_scale, double *state, long step,
                                 size_t lo, size_t hi);
 
-/* The whole vector. */
-void optimizer_update_f32(const workload *w, const optimizer_config *opt, float *params,
-                          const float *grads, float grad_scale, float *state, long step);
-void optimizer_update_f64(const workload *w, const optimizer_config *opt, double *params,
-                          const double *grads, double grad_scale, double *state, long step);
-
 #define optimizer_update_range(w, opt, params, ...)                                            \
     _Generic((params)[0], double: optimizer_update_range_f64,                                  \
              default: optimizer_update_range_f32)(w, opt, params, __VA_ARGS__)
-#define optimizer_update(w, opt, params, ...)                                                  \
-    _Generic((params)[0], double: optimizer_update_f64, default: optimizer_update_f32)(       \
-        w, opt, params, __VA_ARGS__)
+/* The whole vector. */
+#define optimizer_update(w, opt, params, grads, grad_scale, state, step)                       \
+    optimizer_update_range(w, opt, params, grads, grad_scale, state, step, 0, (w)->param_count)
 
 #endif

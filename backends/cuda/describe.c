@@ -46,9 +46,6 @@ static const char *math_name(cudnnMathType_t m)
 void cuda_describe(engine *handle, char *buf, size_t len)
 {
     cuda_engine *e = cuda_of(handle);
-    static const char *math[PRECISION_COUNT] = {
-        "fp32 FMA (no TF32)", "tf32 tensor cores", "bf16 mixed, fp32 master weights",
-        "fp16 mixed, fp32 master weights, dynamic loss scale", "fp64 throughout"};
     size_t at = 0;
 #define ADD(...)                                                                                   \
     do {                                                                                           \
@@ -58,9 +55,9 @@ void cuda_describe(engine *handle, char *buf, size_t len)
     if (e->cfg.stage_slots)
         ADD("%s; model-parallel stage, %d micro-batch slot%s, activations through pinned host "
             "memory",
-            math[e->cfg.precision], e->cfg.stage_slots, e->cfg.stage_slots == 1 ? "" : "s");
+            e->math, e->cfg.stage_slots, e->cfg.stage_slots == 1 ? "" : "s");
     else
-        ADD("%s; %s; %s", math[e->cfg.precision],
+        ADD("%s; %s; %s", e->math,
             e->graph          ? "CUDA graph"
             : e->graph_failed ? e->graph_note
                               : "no CUDA graph",

@@ -50,8 +50,9 @@
  * "file:line: call: reason" in the engine's error buffer and the function
  * returns -1. Every kernel wrapper returns cudaGetLastError() after its
  * launch, which is checked the same way.  *
- * The engine's files: engine.c (errors, probe, memory, create, parameters,
- * data sets, the backend table), plans.c (cuDNN descriptors and algorithm
+ * The engine's files: cuda_backend.c (probe, create, parameters, data
+ * sets, the backend's tables), cuda_resources.c (errors, memory, the
+ * buffers that grow: what the others call, calling none), plans.c (cuDNN descriptors and algorithm
  * choice per batch size), step.c (the layers, one training step, graph
  * capture, staging, training, evaluation, the data-parallel entries),
  * stages.c (model-parallel stages), describe.c (placement, description,
@@ -111,7 +112,7 @@ typedef struct plan {
 } plan;
 
 /* The engine behind the opaque handle of backends/engine.h: the table
- * entries (engine.c's ops, dp and stage tables) take the handle and convert
+ * entries (cuda_backend.c's ops, dp and stage tables) take the handle and convert
  * it with cuda_of; everything inside takes a cuda_engine. */
 typedef struct cuda_engine cuda_engine;
 struct cuda_engine {
@@ -123,6 +124,7 @@ struct cuda_engine {
     lbk_dtype act_type; /* activations, gradients and the weight copy */
     lbk_dtype master;   /* parameters and optimiser state: LBK_F32, or LBK_F64 in fp64 */
     int mixed;          /* bf16, fp16: fp32 master weights + low-precision copy */
+    const char *math;   /* how it computes, for describe ("tf32 tensor cores") */
     cudnnDataType_t cudnn_type;
     cudaDataType_t blas_type;
     cublasComputeType_t blas_compute;
@@ -258,22 +260,30 @@ static inline const void *zero_of(const cuda_engine *e)
     return e->master == LBK_F64 ? (const void *)&zero_d : (const void *)&zero_f;
 }
 
-/* engine.c: errors, memory, probe */
+/* cuda_resources.c: errors, device and pinned memory, the buffers that
+ * grow, the graph they invalidate, a slot's activations */
 /* "reason" into the engine's error text; -1 */
 #define cuda_fail(e, ...) errmsg_fail((e)->err, sizeof (e)->err, __VA_ARGS__)
 int cuda_call_failed(cuda_engine *e, const char *file, int line, const char *call,
                      const char *reason);
-int cuda_probe(void *ctx, char *why, size_t why_len);
-void cuda_library_info(void *ctx, char *buf, size_t len);
 void cuda_sample_memory(cuda_engine *e);
 int cuda_device_alloc(cuda_engine *e, void **p, size_t bytes, const char *what);
 void cuda_device_free(cuda_engine *e, void **p, size_t bytes);
+int cuda_pinned_alloc(cuda_engine *e, void **p, size_t bytes, const char *what);
+void cuda_pinned_free(cuda_engine *e, void **p, size_t bytes);
+void cuda_drop_graph(cuda_engine *e);
 int cuda_ensure_workspace(cuda_engine *e, size_t bytes);
 int cuda_ensure_capacity(cuda_engine *e, int steps);
 void cuda_use_slot(cuda_engine *e, int slot);
+
+/* cuda_backend.c: probe, libraries, create, destroy, parameters, data
+ * sets, the backend's tables; and what each precision hands cuDNN and
+ * cuBLAS */
+int cuda_probe(void *ctx, char *why, size_t why_len);
+void cuda_library_info(void *ctx, char *buf, size_t len);
 void cuda_destroy(engine *handle);
 engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
-                           size_t err_len);
+                    size_t err_len);
 const char *cuda_error(engine *handle);
 int cuda_set_params(engine *handle, const float *params);
 int cuda_get_params(engine *handle, float *params);

@@ -15,7 +15,7 @@ LIB_SRCS += backends/cuda/registration.c
 
 ifeq ($(if $(CUDA_NVCC),$(HAVE_CUDA_LIBS)),1)
 CFLAGS += -DHAVE_CUDA
-CUDA_OBJS := $(foreach f,engine plans plan_sizes step stages describe devmem,$(BUILD)/backends/cuda/$(f).o) \
+CUDA_OBJS := $(foreach f,cuda_backend cuda_resources plans plan_sizes step stages describe devmem,$(BUILD)/backends/cuda/$(f).o) \
              $(BUILD)/backends/cuda/kernels.o
 $(CUDA_OBJS): CFLAGS += $(CUDA_INC_FLAGS)
 $(eval $(call module_rule,cuda,$(CUDA_OBJS) $(MODULE_SHARED_OBJS),$(CUDA_LINK_FLAGS) -lstdc++))

@@ -21,8 +21,9 @@
  * One source for both precisions: the layers are written over `real` and
  * built twice (backends/common/real.h), for the fp32 and the fp64 engine;
  * the names below stand for that build's version (conv_forward is
- * conv_forward_f32 or conv_forward_f64), so that this header and the layer
- * files read as plain C. Only files built twice include it. */
+ * conv_forward_f32 or conv_forward_f64, both spelled out below), so that
+ * this header and the layer files read as plain C. Only files built twice
+ * include it. */
 #ifndef LB_NAIVE_LAYERS_H
 #define LB_NAIVE_LAYERS_H
 
@@ -30,24 +31,24 @@
 
 #include "backends/common/real.h"
 
-#define matmul_nn R(matmul_nn)
-#define matmul_tn R(matmul_tn)
-#define transpose R(transpose)
-#define conv_forward R(conv_forward)
-#define conv_backward_data R(conv_backward_data)
-#define conv_backward_weights R(conv_backward_weights)
-#define conv_backward_bias R(conv_backward_bias)
-#define maxpool_forward R(maxpool_forward)
-#define maxpool_backward R(maxpool_backward)
-#define dense_forward R(dense_forward)
-#define dense_backward_data R(dense_backward_data)
-#define dense_backward_weights R(dense_backward_weights)
-#define dense_backward_bias R(dense_backward_bias)
-#define relu_forward R(relu_forward)
-#define relu_backward R(relu_backward)
-#define softmax_xent R(softmax_xent)
-#define conv_scratch_count R(conv_scratch_count)
-#define dense_scratch_count R(dense_scratch_count)
+#define matmul_nn REAL_NAME(matmul_nn_f32, matmul_nn_f64)
+#define matmul_tn REAL_NAME(matmul_tn_f32, matmul_tn_f64)
+#define transpose REAL_NAME(transpose_f32, transpose_f64)
+#define conv_forward REAL_NAME(conv_forward_f32, conv_forward_f64)
+#define conv_backward_data REAL_NAME(conv_backward_data_f32, conv_backward_data_f64)
+#define conv_backward_weights REAL_NAME(conv_backward_weights_f32, conv_backward_weights_f64)
+#define conv_backward_bias REAL_NAME(conv_backward_bias_f32, conv_backward_bias_f64)
+#define maxpool_forward REAL_NAME(maxpool_forward_f32, maxpool_forward_f64)
+#define maxpool_backward REAL_NAME(maxpool_backward_f32, maxpool_backward_f64)
+#define dense_forward REAL_NAME(dense_forward_f32, dense_forward_f64)
+#define dense_backward_data REAL_NAME(dense_backward_data_f32, dense_backward_data_f64)
+#define dense_backward_weights REAL_NAME(dense_backward_weights_f32, dense_backward_weights_f64)
+#define dense_backward_bias REAL_NAME(dense_backward_bias_f32, dense_backward_bias_f64)
+#define relu_forward REAL_NAME(relu_forward_f32, relu_forward_f64)
+#define relu_backward REAL_NAME(relu_backward_f32, relu_backward_f64)
+#define softmax_xent REAL_NAME(softmax_xent_f32, softmax_xent_f64)
+#define conv_scratch_count REAL_NAME(conv_scratch_count_f32, conv_scratch_count_f64)
+#define dense_scratch_count REAL_NAME(dense_scratch_count_f32, dense_scratch_count_f64)
 
 /* Matrix loops (matmul.c), all row-major, accumulating into C:
  *   matmul_nn: C[M][N] += A[M][K] * B[K][N]

@@ -20,13 +20,13 @@ static void destroy(engine *handle)
     host_engine_free(handle);
 }
 
-static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
-                      size_t err_len)
+static engine *naive_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
+                            size_t err_len)
 {
     (void)ctx;
     const int fp64 = cfg && cfg->precision == PREC_FP64;
     naive_engine *e = naive_of(host_engine_create(&naive_backend,
-                                                  fp64 ? &naive_layers_f64 : &naive_layers_f32,
+                                                  fp64 ? naive_layers_f64 : naive_layers_f32,
                                                   sizeof *e, w, cfg, NULL, err, err_len));
     if (!e)
         return NULL;
@@ -35,13 +35,14 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
     return (engine *)e;
 }
 
-static void describe(engine *handle, char *buf, size_t len)
+static void naive_describe(engine *handle, char *buf, size_t len)
 {
     naive_engine *e = naive_of(handle);
     snprintf(buf, len, "%s, 1 thread", precision_name(e->h.cfg.precision));
 }
 
-static const engine_ops naive_ops = {HOST_ENGINE_OPS, .destroy = destroy, .describe = describe};
+static const engine_ops naive_ops = {HOST_ENGINE_OPS, .destroy = destroy,
+                                     .describe = naive_describe};
 
 const backend naive_backend = {
     .name = "naive",
@@ -49,7 +50,7 @@ const backend naive_backend = {
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_FP64,
     .probe = host_probe,
-    .create = create,
+    .create = naive_create,
     .ops = &naive_ops,
     .dp = &host_data_parallel,
     .stage = &host_stages,

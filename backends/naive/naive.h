@@ -33,6 +33,6 @@ extern const backend naive_backend;
  * size (0, or -1 when out of memory), and the layers' entries. */
 int naive_allocate_f32(naive_engine *e);
 int naive_allocate_f64(naive_engine *e);
-extern const host_layers naive_layers_f32, naive_layers_f64;
+extern const host_layers *const naive_layers_f32, *const naive_layers_f64;
 
 #endif

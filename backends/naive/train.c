@@ -19,7 +19,7 @@ static void use_slot(naive_engine *e, int slot)
         e->act[i] = e->slot_act[slot * per_slot + i];
 }
 
-int R(naive_allocate)(naive_engine *e)
+static int allocate(naive_engine *e)
 {
     host_engine *h = &e->h;
     const workload *w = &h->w;
@@ -266,6 +266,15 @@ static int stage_backward(engine *handle, int slot, int batch, const float *d_ou
     return 0;
 }
 
-const host_layers R(naive_layers) = {
+static const host_layers layers = {
     .compute_gradients = compute_gradients, .apply_update = apply_update, .score = score,
     .time_steps = time_steps, .stage_forward = stage_forward, .stage_backward = stage_backward};
+
+/* The entry points under this build's names (naive.h). */
+#ifdef LB_REAL_DOUBLE
+int naive_allocate_f64(naive_engine *e) { return allocate(e); }
+const host_layers *const naive_layers_f64 = &layers;
+#else
+int naive_allocate_f32(naive_engine *e) { return allocate(e); }
+const host_layers *const naive_layers_f32 = &layers;
+#endif

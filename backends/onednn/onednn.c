@@ -168,8 +168,8 @@ static int build(onednn_engine *e)
     return 0;
 }
 
-static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
-                      size_t err_len)
+static engine *onednn_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
+                             size_t err_len)
 {
     (void)ctx;
     char why[256];
@@ -405,7 +405,7 @@ static void placement(engine *handle, int *threads, int *devices, int *replicas)
     *replicas = 1;
 }
 
-static void describe(engine *handle, char *buf, size_t len)
+static void onednn_describe(engine *handle, char *buf, size_t len)
 {
     onednn_engine *e = onednn_of(handle);
     char lib[128];
@@ -420,8 +420,8 @@ static const char *arithmetic(engine *handle)
     return onednn_of(handle)->dt == dnnl_bf16 ? library_bf16_arithmetic() : ARITHMETIC_FP32;
 }
 
-static const engine_ops onednn_ops = {HOST_ENGINE_OPS,       .destroy = destroy,
-                                      .placement = placement, .describe = describe,
+static const engine_ops onednn_ops = {HOST_ENGINE_OPS, .destroy = destroy,
+                                      .placement = placement, .describe = onednn_describe,
                                       .arithmetic = arithmetic};
 
 /* No model-parallel stages: this engine does not offer them. */
@@ -429,7 +429,7 @@ const backend onednn_backend = {
     .name = "onednn",
     .built = 1,
     .precisions = 1u << PREC_FP32 | 1u << PREC_BF16 | 1u << PREC_FP16,
-    .probe = host_probe, .probe_precision = probe_precision, .create = create,
+    .probe = host_probe, .probe_precision = probe_precision, .create = onednn_create,
     .library_info = library_info, .ops = &onednn_ops, .dp = &host_data_parallel,
 };
 

@@ -1,21 +1,7 @@
-/* The cuda engine (engine_impl.h says how it works): errors, the probe,
- * device and host memory, create and destroy, parameters, data sets and the
- * backend table. */
+/* The cuda backend (engine_impl.h says how the engine works): the probe,
+ * the libraries, create and destroy, parameters, data sets and the
+ * backend's tables. Its resources (memory, errors) are cuda_resources.c. */
 #include "backends/cuda/engine_impl.h"
-
-/* ------------------------------------------------------------------ errors */
-
-/* "file:line: function: reason"; only the function's name of the call. */
-int cuda_call_failed(cuda_engine *e, const char *file, int line, const char *call,
-                     const char *reason)
-{
-    int name_len = (int)strcspn(call, "(");
-    cuda_fail(e, "cuda: %s:%d: %.*s: %s", file, line, name_len, call, reason);
-    cudaGetLastError(); /* clear a non-sticky error so later calls start clean */
-    return -1;
-}
-
-
 
 /* ------------------------------------------------------------------ probe */
 
@@ -85,132 +71,7 @@ void cuda_library_info(void *ctx, char *buf, size_t len)
     cudaGetLastError();
 }
 
-/* ------------------------------------------------------------------ memory */
-
-void cuda_sample_memory(cuda_engine *e)
-{
-    size_t free_bytes = 0, total = 0;
-    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
-        cudaGetLastError();
-        return;
-    }
-    if (e->mem_free_at_start > free_bytes && e->mem_free_at_start - free_bytes > e->mem_peak)
-        e->mem_peak = e->mem_free_at_start - free_bytes;
-}
-
-/* Zeroed device memory; *p stays NULL on failure. */
-int cuda_device_alloc(cuda_engine *e, void **p, size_t bytes, const char *what)
-{
-    *p = NULL;
-    if (bytes == 0)
-        bytes = 16;
-    cudaError_t rc = cudaMalloc(p, bytes);
-    if (rc != cudaSuccess) {
-        *p = NULL;
-        cudaGetLastError();
-        size_t free_bytes = 0, total = 0;
-        cudaMemGetInfo(&free_bytes, &total);
-        cudaGetLastError();
-        return cuda_fail(e, "cuda: %s:%d: cudaMalloc: %s: %zu bytes for %s (%zu MiB free of %zu)",
-                         __FILE__, __LINE__, cudaGetErrorString(rc), bytes, what, free_bytes >> 20,
-                         total >> 20);
-    }
-    e->tracked_bytes += bytes;
-    if (e->tracked_bytes > e->tracked_peak)
-        e->tracked_peak = e->tracked_bytes;
-    CK_CUDA(cudaMemsetAsync(*p, 0, bytes, e->stream));
-    return 0;
-}
-
-void cuda_device_free(cuda_engine *e, void **p, size_t bytes)
-{
-    if (*p) {
-        cudaFree(*p);
-        e->tracked_bytes -= bytes < e->tracked_bytes ? bytes : e->tracked_bytes;
-    }
-    *p = NULL;
-}
-
-static int pinned_alloc(cuda_engine *e, void **p, size_t bytes, const char *what)
-{
-    *p = NULL;
-    cudaError_t rc = cudaHostAlloc(p, bytes ? bytes : 16, cudaHostAllocDefault);
-    if (rc != cudaSuccess) {
-        *p = NULL;
-        cudaGetLastError();
-        return cuda_fail(e, "cuda: %s:%d: cudaHostAlloc: %s: %zu pinned bytes for %s", __FILE__,
-                         __LINE__, cudaGetErrorString(rc), bytes, what);
-    }
-    memset(*p, 0, bytes ? bytes : 16);
-    e->pinned_bytes += bytes ? bytes : 16;
-    return 0;
-}
-
-static void pinned_free(cuda_engine *e, void **p, size_t bytes)
-{
-    if (*p) {
-        cudaFreeHost(*p);
-        bytes = bytes ? bytes : 16;
-        e->pinned_bytes -= bytes < e->pinned_bytes ? bytes : e->pinned_bytes;
-    }
-    *p = NULL;
-}
-
-/* A replayed graph holds raw pointers: drop it when a buffer it uses moves. */
-static void drop_graph(cuda_engine *e)
-{
-    if (e->graph) {
-        cudaStreamSynchronize(e->stream);
-        cudaGraphExecDestroy(e->graph);
-        cudaGetLastError();
-        e->graph = NULL;
-    }
-}
-
-int cuda_ensure_workspace(cuda_engine *e, size_t bytes)
-{
-    if (bytes <= e->workspace_bytes && e->workspace)
-        return 0;
-    drop_graph(e);
-    CK_CUDA(cudaStreamSynchronize(e->stream));
-    cuda_device_free(e, &e->workspace, e->workspace_bytes);
-    e->workspace_bytes = 0;
-    CK(cuda_device_alloc(e, &e->workspace, bytes, "the cuDNN workspace"));
-    e->workspace_bytes = bytes;
-    return 0;
-}
-
-/* Index and loss buffers for `steps` steps of a full batch. */
-int cuda_ensure_capacity(cuda_engine *e, int steps)
-{
-    if (steps <= e->capacity_steps)
-        return 0;
-    drop_graph(e);
-    CK_CUDA(cudaStreamSynchronize(e->stream));
-    const size_t old_steps = (size_t)e->capacity_steps, B = (size_t)e->cfg.batch_size;
-    cuda_device_free(e, (void **)&e->indices_dev, old_steps * B * sizeof(int32_t));
-    cuda_device_free(e, (void **)&e->losses_dev, old_steps * sizeof(double));
-    pinned_free(e, (void **)&e->indices_host, old_steps * B * sizeof(int32_t));
-    pinned_free(e, (void **)&e->losses_host, old_steps * sizeof(double));
-    e->capacity_steps = 0;
-    const size_t n = (size_t)steps;
-    CK(cuda_device_alloc(e, (void **)&e->indices_dev, n * B * sizeof(int32_t), "batch indices"));
-    CK(cuda_device_alloc(e, (void **)&e->losses_dev, n * sizeof(double), "losses"));
-    CK(pinned_alloc(e, (void **)&e->indices_host, n * B * sizeof(int32_t), "batch indices"));
-    CK(pinned_alloc(e, (void **)&e->losses_host, n * sizeof(double), "losses"));
-    e->capacity_steps = steps;
-    return 0;
-}
-
 /* ------------------------------------------------------------------ create */
-
-/* The slot's activations into act[]. */
-void cuda_use_slot(cuda_engine *e, int slot)
-{
-    const int per_slot = e->w.n_layers + 1;
-    for (int i = 0; i < per_slot; i++)
-        e->act[i] = e->slot_act[slot * per_slot + i];
-}
 
 static int init_engine(cuda_engine *e)
 {
@@ -337,7 +198,7 @@ static int init_engine(cuda_engine *e)
     if (e->cfg.stage_slots) {
         const int in = shape3_size(w->input), out = shape3_size(w->layers[L - 1].out);
         e->io_floats = B * (size_t)(in > out ? in : out);
-        CK(pinned_alloc(e, (void **)&e->io_host, e->io_floats * sizeof(float),
+        CK(cuda_pinned_alloc(e, (void **)&e->io_host, e->io_floats * sizeof(float),
                       "activations crossing to and from the host"));
         if (e->act_type != LBK_F32)
             CK(cuda_device_alloc(e, (void **)&e->io_dev, e->io_floats * sizeof(float),
@@ -347,7 +208,7 @@ static int init_engine(cuda_engine *e)
     e->pixels = (size_t)shape3_size(w->input);
     if (!e->cfg.data_on_device && !e->cfg.stage_slots) {
         const size_t bytes = 2 * B * e->pixels + 2 * B;
-        CK(pinned_alloc(e, (void **)&e->stage_host, bytes, "staging buffers"));
+        CK(cuda_pinned_alloc(e, (void **)&e->stage_host, bytes, "staging buffers"));
         CK(cuda_device_alloc(e, (void **)&e->stage_dev, bytes, "staging buffers"));
     }
     CK_CUDA(cudaStreamSynchronize(e->stream));
@@ -410,19 +271,29 @@ void cuda_destroy(engine *handle)
     free(e);
 }
 
-/* What each precision stores its activations and gradients in, and the
- * data types and compute type it hands cuDNN and cuBLAS. */
-static const struct precision_types {
+/* What each precision stores its activations and gradients in, the data
+ * types and compute type it hands cuDNN and cuBLAS, and how describe
+ * words it; the rest of its facts are the contract's (precision_of). A
+ * precision cuda_backend.precisions does not list has no row. */
+extern const backend cuda_backend;
+
+static const struct cuda_precision {
     lbk_dtype act;
     cudnnDataType_t cudnn;
     cudaDataType_t blas;
     cublasComputeType_t compute;
-} precision_types[PRECISION_COUNT] = {
-    [PREC_FP32] = {LBK_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUBLAS_COMPUTE_32F},
-    [PREC_TF32] = {LBK_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32},
-    [PREC_BF16] = {LBK_BF16, CUDNN_DATA_BFLOAT16, CUDA_R_16BF, CUBLAS_COMPUTE_32F},
-    [PREC_FP16] = {LBK_F16, CUDNN_DATA_HALF, CUDA_R_16F, CUBLAS_COMPUTE_32F},
-    [PREC_FP64] = {LBK_F64, CUDNN_DATA_DOUBLE, CUDA_R_64F, CUBLAS_COMPUTE_64F},
+    const char *math;
+} cuda_precisions[PRECISION_COUNT] = {
+    [PREC_FP32] = {LBK_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUBLAS_COMPUTE_32F,
+                   "fp32 FMA (no TF32)"},
+    [PREC_TF32] = {LBK_F32, CUDNN_DATA_FLOAT, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32,
+                   "tf32 tensor cores"},
+    [PREC_BF16] = {LBK_BF16, CUDNN_DATA_BFLOAT16, CUDA_R_16BF, CUBLAS_COMPUTE_32F,
+                   "bf16 mixed, fp32 master weights"},
+    [PREC_FP16] = {LBK_F16, CUDNN_DATA_HALF, CUDA_R_16F, CUBLAS_COMPUTE_32F,
+                   "fp16 mixed, fp32 master weights, dynamic loss scale"},
+    [PREC_FP64] = {LBK_F64, CUDNN_DATA_DOUBLE, CUDA_R_64F, CUBLAS_COMPUTE_64F,
+                   "fp64 throughout"},
 };
 
 engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
@@ -434,7 +305,8 @@ engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char
         why = "no workload or configuration";
     else if (cfg->batch_size < 1)
         why = "batch size must be at least 1";
-    else if ((int)cfg->precision < (int)PREC_FP32 || (int)cfg->precision > (int)PREC_FP64)
+    else if ((unsigned)cfg->precision >= PRECISION_COUNT ||
+             !(cuda_backend.precisions & 1u << cfg->precision))
         why = "unknown precision";
     else if ((int)cfg->opt.kind < (int)OPT_SGD || (int)cfg->opt.kind > (int)OPT_ADAM)
         why = "unknown optimiser";
@@ -469,14 +341,16 @@ engine *cuda_create(void *ctx, const workload *w, const engine_config *cfg, char
                              cfg->opt.eps};
     e->scaling = LB_NO_LOSS_SCALING;
     e->last_loss = NAN;
-    const struct precision_types *t = &precision_types[cfg->precision];
+    const struct cuda_precision *t = &cuda_precisions[cfg->precision];
+    const precision_info *info = precision_of(cfg->precision);
     e->act_type = t->act;
     e->cudnn_type = t->cudnn;
     e->blas_type = t->blas;
     e->blas_compute = t->compute;
-    e->master = cfg->precision == PREC_FP64 ? LBK_F64 : LBK_F32;
-    e->mixed = cfg->precision == PREC_BF16 || cfg->precision == PREC_FP16;
-    if (cfg->precision == PREC_FP16) /* fp16's range needs loss scaling; bf16 has fp32's range */
+    e->master = info->storage_bytes == (int)sizeof(double) ? LBK_F64 : LBK_F32;
+    e->mixed = info->mixed;
+    e->math = t->math;
+    if (info->loss_scaled) /* fp16's range needs loss scaling; bf16 has fp32's range */
         e->scaling = LB_FP16_LOSS_SCALING;
     if (init_engine(e) != 0) {
         if (err && err_len)
@@ -491,7 +365,6 @@ const char *cuda_error(engine *handle)
 {
     return handle ? cuda_of(handle)->err : "cuda: no engine";
 }
-
 
 /* ------------------------------------------------------------------ params */
 
@@ -563,7 +436,7 @@ int cuda_bind_dataset(engine *handle, const dataset *train, const dataset *test)
         return -1;
     if (e->cfg.stage_slots)
         return 0; /* a stage is handed its input by stage_forward: nothing to keep */
-    drop_graph(e); /* the resident images may move */
+    cuda_drop_graph(e); /* the resident images may move */
     if (train) {
         e->train = *train;
         if (e->cfg.data_on_device)
