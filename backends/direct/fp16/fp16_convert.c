@@ -197,7 +197,8 @@ void direct_fp16_round_sums(uint16_t *dst, const float *src, size_t plane, int K
 #endif
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && K > 1)
     for (int k = 0; k < K; k++)
-        sums[(size_t)k * sums_stride] = run(dst + (size_t)k * plane, src + (size_t)k * plane, plane);
+        sums[(size_t)k * sums_stride] =
+            run(dst + (size_t)k * plane, src + (size_t)k * plane, plane);
 }
 
 void direct_fp16_round_run(uint16_t *dst, const float *src, size_t n, float scale)
