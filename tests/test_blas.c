@@ -449,6 +449,54 @@ static void bf16_is_described_or_refused_with_its_reason(void **state)
         expect_bf16_described("bf16 (fp32 FMAs on bf16-rounded operands: ");
 }
 
+#ifdef LB_LAYERS_DIRECT
+/* fp16's loss scaling skips a step whose gradients hold an Inf or NaN
+ * (backends/chwn/chwn_engine.c, update_unless_overflow): mlp with its
+ * first layer's weights at 1e4, whose fp16 chains pass 65504, leaves the
+ * parameters as they were, bit for bit; the same engine from the seed's
+ * parameters moves them. Emulated where the CPU has no AVX512_FP16. */
+static void fp16_overflow_skips_the_step(void **state)
+{
+    (void)state;
+    char why[512] = "", saved[64] = "";
+    const char *was = getenv("LENET_BENCH_DIRECT_FP16");
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    if (!backend_runnable(bb, PREC_FP16, why, sizeof why)) {
+        setenv("LENET_BENCH_DIRECT_FP16", "emulated", 1);
+        if (!backend_runnable(bb, PREC_FP16, why, sizeof why)) {
+            print_message("skipped: fp16 does not run here: %s\n", why);
+            skip();
+        }
+    }
+    workload w = workload_named("mlp");
+    engine_config c = config(OPT_SGD, 2);
+    c.precision = PREC_FP16;
+    engine *e = start(bb, &w, &c);
+    int32_t *order = batch_order(2, BATCH);
+    float *before = floats(w.param_count), *after = floats(w.param_count);
+    for (int overflow = 1; overflow >= 0; overflow--) {
+        init_params(&w, 123, before);
+        if (overflow)
+            for (size_t i = 0; i < (size_t)w.layers[0].weight_count; i++)
+                before[i] = 1e4f;
+        assert_int_equal(bb->ops->set_params(e, before), 0);
+        assert_int_equal(bb->ops->train_steps(e, order, BATCH, 1, NULL), 0);
+        bb->ops->get_params(e, after);
+        const int same = memcmp(before, after, sizeof(float) * w.param_count) == 0;
+        if (same != overflow)
+            fail_msg("%s step: the parameters %s", overflow ? "an overflowing" : "a clean",
+                     same ? "did not move" : "moved");
+    }
+    free(before), free(after), free(order);
+    bb->ops->destroy(e);
+    if (saved[0])
+        setenv("LENET_BENCH_DIRECT_FP16", saved, 1);
+    else
+        unsetenv("LENET_BENCH_DIRECT_FP16");
+}
+#endif
+
 /* bf16 runs against the naive reference's fp32 */
 static const backend *const bf16_reference = &naive_backend;
 #endif
@@ -584,6 +632,9 @@ int main(void)
         cmocka_unit_test(bf16_is_described_or_refused_with_its_reason),
 #endif
         cmocka_unit_test(bf16_tracks_fp32),
+#ifdef LB_LAYERS_DIRECT
+        cmocka_unit_test(fp16_overflow_skips_the_step),
+#endif
 #ifndef LB_LAYERS_DIRECT
         cmocka_unit_test(sgemm_peak_probe_measures),
 #endif

@@ -8,6 +8,8 @@
  * tests/test_direct_fp16_products.c. */
 #include "tests/direct_fp16_testing.h"
 
+#include "backends/direct/half/half_common.h"
+
 /* ---------------------------------------------------------------------- */
 /* A nearest fp16 found another way                                         */
 
@@ -183,6 +185,46 @@ static void avx512_runs_match_plain(void **state)
     runs_match_plain(direct_fp16_round_run, direct_fp16_value_run);
 }
 
+/* The fused passes of the products: planes rounded with their bias sums
+ * (direct_fp16_round_sums: the halves of the plain run, the sums
+ * sum_floats's bit for bit), and weights rounded and doubled in one pass
+ * (direct_fp16_round_doubled_run), at lengths that leave every tail, over
+ * 1 and 2 threads */
+static void fused_passes_match_separate(void **state)
+{
+    (void)state;
+    enum { N = 1 << 16 };
+    float *x = conversion_inputs(N), *finite = floats(N);
+    for (size_t i = 0; i < N; i++) /* fp16's range, no NaN for the sums */
+        finite[i] = i % 3 == 0 ? x[i - i % 3 + 1] * 0.5f : x[i - i % 3 + i % 3];
+    uint16_t *got = malloc(sizeof(uint16_t) * N), *want = malloc(sizeof(uint16_t) * N);
+    uint32_t *words = malloc(sizeof(uint32_t) * N);
+    float sums[8 * 2];
+    assert_true(got && want && words);
+    for (size_t plane = 1; plane < 3000; plane = plane * 3 + 1)
+        for (int threads = 1; threads <= 2; threads++) {
+            const int K = 5;
+            direct_fp16_round_sums(got, finite, plane, K, sums, 2, threads);
+            direct_fp16_round_run_plain(want, finite, plane * K, 1.0f);
+            assert_memory_equal(got, want, sizeof(uint16_t) * plane * K);
+            for (int k = 0; k < K; k++) {
+                const float sum = sum_floats(finite + k * plane, plane);
+                if (memcmp(&sums[2 * k], &sum, sizeof sum))
+                    fail_msg("plane %zu, channel %d: sum %a, sum_floats %a", plane, k,
+                             (double)sums[2 * k], (double)sum);
+            }
+        }
+    for (size_t tail = 0; tail < 17; tail += 3) {
+        direct_fp16_round_doubled_run(words, x, N - tail);
+        direct_fp16_round_run_plain(want, x, N - tail, 1.0f);
+        for (size_t i = 0; i < N - tail; i++)
+            if (words[i] != direct_fp16_double(want[i]))
+                fail_msg("round_doubled(%a) = 0x%08x, want 0x%08x", (double)x[i], words[i],
+                         direct_fp16_double(want[i]));
+    }
+    free(x), free(finite), free(got), free(want), free(words);
+}
+
 /* ---------------------------------------------------------------------- */
 /* The emulated FMA                                                         */
 
@@ -336,6 +378,7 @@ int main(void)
         cmocka_unit_test(rounding_is_nearest_even),
         cmocka_unit_test(f16c_runs_match_plain),
         cmocka_unit_test(avx512_runs_match_plain),
+        cmocka_unit_test(fused_passes_match_separate),
         cmocka_unit_test(emulated_fma_rounds_once),
         cmocka_unit_test(longer_chains_break_the_bound),
         cmocka_unit_test(refused_with_the_missing_feature),

@@ -32,6 +32,14 @@ struct chwn_products_f32;
  * (direct_active()). dst and src do not overlap. */
 void direct_bf16_fma_round(float *dst, const float *src, size_t n, int threads);
 
+/* K planes of `plane` floats rounded so, dst[k * dst_stride + e] =
+ * rounded src[k * plane + e], and each plane's fp32 sum of the unrounded
+ * values in sums[k * sums_stride], in one read of src: a bias gradient
+ * beside its rounded output gradient. The sums are half_common.h's
+ * sum_floats, float for float. */
+void direct_bf16_fma_round_sums(float *dst, size_t dst_stride, const float *src, size_t plane,
+                                int K, float *sums, size_t sums_stride, int threads);
+
 /* 1 when the vdpbf16ps products run here (LENET_BENCH_DIRECT_ISA allows
  * AVX-512 code, the CPU has AVX512_BF16); else 0, a short reason for the
  * details of the row chosen instead ("no AVX512_BF16 here") and the whole

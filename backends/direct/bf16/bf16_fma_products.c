@@ -10,9 +10,10 @@
  *     after it (conv_pack_weights), the biases copied unrounded;
  *   - a dense layer's weights, the activations and the output gradients
  *     into scratch at each call, over the call's threads;
- * and each bias gradient is summed again from the unrounded output
- * gradient (as bf16.c sums it, half_common.h's sum_floats), over what the
- * tiles summed from the rounded one. */
+ * and each bias gradient is summed from the unrounded output gradient in
+ * the pass that rounds it (direct_bf16_fma_round_sums: as bf16.c sums it,
+ * half_common.h's sum_floats), over what the tiles summed from the
+ * rounded one. */
 #include "backends/chwn/chwn_products.h"
 #include "backends/direct/bf16/bf16_fma.h"
 #include "backends/direct/fp32/direct.h"
@@ -48,22 +49,24 @@ static const float *rounded_weights(const float *weight_bias, int C, int K, int 
     return weight_bias + packed_at(C, K, kernel);
 }
 
-/* A convolution's scratch: the rounded output gradient first, then the
- * rounded input (forward, weight gradient) or the tiles' own scratch
- * (input gradient), which never meet in one pass. */
+/* A convolution's scratch: the bias gradients (K) and the rounded output
+ * gradient first, then the rounded input (forward, weight gradient) or the
+ * tiles' own scratch (input gradient), which never meet in one pass. */
 typedef struct conv_parts {
-    float *grad, *input, *tiles;
+    float *sums, *grad, *input, *tiles;
 } conv_parts;
 
 static conv_parts conv_parts_of(float *scratch, size_t *floats, int B, int C, int H, int W,
                                 int K, int kernel)
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1;
-    const size_t grad = lines((size_t)K * OH * OW * B), input = lines((size_t)C * H * W * B),
+    const size_t sums = lines((size_t)K), grad = lines((size_t)K * OH * OW * B),
+                 input = lines((size_t)C * H * W * B),
                  tiles = lines(direct_conv_scratch_floats(B, C, H, W, K, kernel));
     if (floats)
-        *floats = grad + (input > tiles ? input : tiles);
-    return (conv_parts){scratch, scratch + grad, scratch + grad};
+        *floats = sums + grad + (input > tiles ? input : tiles);
+    float *after = scratch ? scratch + sums + grad : NULL;
+    return (conv_parts){scratch, scratch ? scratch + sums : NULL, after, after};
 }
 
 static size_t conv_scratch_floats(const chwn_products *set, int B, int C, int H, int W, int K,
@@ -86,14 +89,6 @@ static void conv_forward(const chwn_products *set, float *out, const float *in,
                                   H, W, K, kernel, threads);
 }
 
-/* grad[k] = the fp32 sum of the unrounded d_out's channel k, for the K
- * biases `stride` floats apart */
-static void bias_gradients(float *grad, size_t stride, const float *d_out, size_t plane, int K)
-{
-    for (int k = 0; k < K; k++)
-        grad[(size_t)k * stride] = sum_floats(d_out + (size_t)k * plane, plane);
-}
-
 static void conv_backward_params(const chwn_products *set, float *d_weight_bias,
                                  const float *d_out, const float *in, float *scratch, int B,
                                  int C, int H, int W, int K, int kernel, int stride, int threads)
@@ -102,11 +97,14 @@ static void conv_backward_params(const chwn_products *set, float *d_weight_bias,
     const int R = C * kernel * kernel, OH = H - kernel + 1, OW = W - kernel + 1;
     const size_t plane = (size_t)OH * OW * B;
     const conv_parts p = conv_parts_of(scratch, NULL, B, C, H, W, K, kernel);
-    direct_bf16_fma_round(p.grad, d_out, (size_t)K * plane, threads);
+    /* d_out rounded and the bias gradients summed in one read of it */
+    direct_bf16_fma_round_sums(p.grad, plane, d_out, plane, K, p.sums, 1, threads);
     direct_bf16_fma_round(p.input, in, (size_t)C * H * W * B, threads);
     direct_active()->conv_backward_params(d_weight_bias, p.grad, p.input, B, C, H, W, K, kernel,
                                           threads);
-    bias_gradients(d_weight_bias + R, (size_t)R + 1, d_out, plane, K);
+    /* over the tiles' sums of the rounded d_out */
+    for (int k = 0; k < K; k++)
+        d_weight_bias[(size_t)k * (R + 1) + R] = p.sums[k];
 }
 
 static void conv_backward_data(const chwn_products *set, float *d_in, const float *d_out,
@@ -124,13 +122,14 @@ static void conv_backward_data(const chwn_products *set, float *d_in, const floa
 /* A dense layer's scratch: the rounded weights, input and output gradient,
  * and the tiles' own scratch */
 typedef struct dense_parts {
-    float *weight, *input, *grad, *tiles;
+    float *sums, *weight, *input, *grad, *tiles;
 } dense_parts;
 
 static dense_parts dense_parts_of(float *scratch, size_t *floats, int B, int n_in, int n_out)
 {
     dense_parts p;
-    p.weight = scratch;
+    p.sums = scratch;
+    p.weight = p.sums + lines((size_t)n_out);
     p.input = p.weight + lines((size_t)n_out * n_in);
     p.grad = p.input + lines((size_t)n_in * B);
     p.tiles = p.grad + lines((size_t)n_out * B);
@@ -167,10 +166,12 @@ static void dense_backward(const chwn_products *set, float *d_weight, float *d_b
     if (d_in) /* the weights only for the input gradient */
         direct_bf16_fma_round(p.weight, weight, (size_t)n_out * n_in, team->threads);
     direct_bf16_fma_round(p.input, in, (size_t)n_in * B, team->threads);
-    direct_bf16_fma_round(p.grad, d_out, (size_t)n_out * B, team->threads);
-    direct_active()->dense_backward(d_weight, d_bias, d_in, p.grad, p.input, p.weight, p.tiles, B,
+    /* d_out rounded and the bias gradients summed in one read of it; the
+     * tiles' sums of the rounded d_out go to scratch */
+    direct_bf16_fma_round_sums(p.grad, (size_t)B, d_out, (size_t)B, n_out, d_bias, 1,
+                               team->threads);
+    direct_active()->dense_backward(d_weight, p.sums, d_in, p.grad, p.input, p.weight, p.tiles, B,
                                     n_in, n_out, team->threads);
-    bias_gradients(d_bias, 1, d_out, (size_t)B, n_out);
 }
 
 const chwn_products direct_bf16_fma_products = {

@@ -18,6 +18,35 @@
         for (size_t i = 0; i < n; i++)                                                         \
             dst[i] = direct_bf16_rounded(src[i]);                                              \
     }
+/* The same rounding with the plane's fp32 sum (direct_bf16_fma_round_sums)
+ * in sum_floats's order (half_common.h): 16 running sums, lane l taking
+ * elements l, l + 16, ..., then the 16 added in lane order */
+#define ROUND_SUM_RUN(NAME, TARGET)                                                            \
+    TARGET static float NAME(float *restrict dst, const float *restrict src, size_t n)        \
+    {                                                                                          \
+        float part[16] = {0};                                                                  \
+        size_t i = 0;                                                                          \
+        for (; i + 16 <= n; i += 16)                                                           \
+            for (int l = 0; l < 16; l++) {                                                     \
+                part[l] += src[i + l];                                                         \
+                dst[i + l] = direct_bf16_rounded(src[i + l]);                                  \
+            }                                                                                  \
+        for (; i < n; i++) {                                                                   \
+            part[i % 16] += src[i];                                                            \
+            dst[i] = direct_bf16_rounded(src[i]);                                              \
+        }                                                                                      \
+        float total = 0.0f;                                                                    \
+        for (int l = 0; l < 16; l++)                                                           \
+            total += part[l];                                                                  \
+        return total;                                                                          \
+    }
+
+#if defined(__x86_64__)
+ROUND_SUM_RUN(round_sum_avx512, __attribute__((target("avx512f"))))
+ROUND_SUM_RUN(round_sum_avx2, __attribute__((target("avx2"))))
+#endif
+ROUND_SUM_RUN(round_sum_plain, )
+
 #if defined(__x86_64__)
 ROUND_RUN(round_run_avx512, __attribute__((target("avx512f"))))
 ROUND_RUN(round_run_avx2, __attribute__((target("avx2"))))
@@ -42,9 +71,37 @@ round_run_avx512_bf16(float *restrict dst, const float *restrict src, size_t n)
     for (; i < n; i++)
         dst[i] = direct_bf16_rounded(src[i]);
 }
+
+/* vcvtneps2bf16's rounding with the plane's sum, the sum's lanes those of
+ * sum_floats (the last short vector's elements added to their own lanes
+ * under a mask) */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static float
+round_sum_avx512_bf16(float *restrict dst, const float *restrict src, size_t n)
+{
+    __m512 part = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(src + i);
+        const __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
+        _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        part = _mm512_add_ps(part, x);
+    }
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        part = _mm512_mask_add_ps(part, k, part, _mm512_maskz_loadu_ps(k, src + i));
+        for (; i < n; i++)
+            dst[i] = direct_bf16_rounded(src[i]);
+    }
+    float lanes[16], total = 0.0f;
+    _mm512_storeu_ps(lanes, part);
+    for (int l = 0; l < 16; l++)
+        total += lanes[l];
+    return total;
+}
 #endif
 
 typedef void round_run_fn(float *restrict dst, const float *restrict src, size_t n);
+typedef float round_sum_fn(float *restrict dst, const float *restrict src, size_t n);
 
 static round_run_fn *round_run_here(void)
 {
@@ -60,6 +117,32 @@ static round_run_fn *round_run_here(void)
         return round_run_avx2;
 #endif
     return round_run_plain;
+}
+
+static round_sum_fn *round_sum_here(void)
+{
+#if defined(__x86_64__)
+    const char *isa = direct_active()->isa;
+#ifdef HAVE_DIRECT_BF16
+    if (strncmp(isa, "avx512", 6) == 0 && cpu_has(CPU_AVX512F | CPU_AVX512BW | CPU_AVX512_BF16))
+        return round_sum_avx512_bf16;
+#endif
+    if (strncmp(isa, "avx512", 6) == 0)
+        return round_sum_avx512;
+    if (strcmp(isa, "avx2") == 0)
+        return round_sum_avx2;
+#endif
+    return round_sum_plain;
+}
+
+void direct_bf16_fma_round_sums(float *dst, size_t dst_stride, const float *src, size_t plane,
+                                int K, float *sums, size_t sums_stride, int threads)
+{
+    round_sum_fn *run = round_sum_here();
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && K > 1)
+    for (int k = 0; k < K; k++)
+        sums[(size_t)k * sums_stride] =
+            run(dst + (size_t)k * dst_stride, src + (size_t)k * plane, plane);
 }
 
 void direct_bf16_fma_round(float *dst, const float *src, size_t n, int threads)

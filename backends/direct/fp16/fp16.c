@@ -82,15 +82,7 @@ static void pack_run(void *dst, int doubled, const float *src, size_t n)
         direct_fp16_round_run(dst, src, n, 1.0f);
         return;
     }
-    enum { PIECE = 256 };
-    uint16_t h[PIECE];
-    uint32_t *words = dst;
-    for (size_t e0 = 0; e0 < n; e0 += PIECE) {
-        const size_t len = n - e0 < PIECE ? n - e0 : PIECE;
-        direct_fp16_round_run(h, src + e0, len, 1.0f);
-        for (size_t e = 0; e < len; e++)
-            words[e0 + e] = direct_fp16_double(h[e]);
-    }
+    direct_fp16_round_doubled_run(dst, src, n);
 }
 
 /* pack_run over n values, in pieces shared between threads */
@@ -184,11 +176,12 @@ void direct_fp16_conv_backward_params(float *d_weight_bias, const float *d_out,
                                       int W, int K, int kernel, int threads)
 {
     const half_conv_params_parts p = half_conv_params_layout(scratch, B, C, H, W, K, kernel);
+    const int R = C * kernel * kernel;
     pack_all(p.input, 0, in, p.n_input, threads);
-    pack_all(p.grad, 0, d_out, K * p.plane, threads);
+    /* d_out rounded and the bias gradients summed in one read of it */
+    direct_fp16_round_sums(p.grad, d_out, p.plane, K, d_weight_bias + R, (size_t)R + 1, threads);
     half_conv_params_walk(chained_dot, NULL, FP16_DOT_ROWS, FP16_DOT_COLS, d_weight_bias,
                           p.grad, p.input, B, C, H, W, K, kernel, threads);
-    half_bias_sums(d_weight_bias, d_out, K, C * kernel * kernel, p.plane, threads);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -74,6 +74,13 @@ float direct_fp16_value(uint16_t h);
 void direct_fp16_round_run(uint16_t *dst, const float *src, size_t n, float scale);
 void direct_fp16_value_run(float *dst, const uint16_t *src, size_t n, float scale);
 
+/* K planes of `plane` floats rounded, dst[k][e] = round(src[k][e]), and
+ * each plane's fp32 sum in sums[k * sums_stride], in one read of src: a
+ * bias gradient beside its rounded output gradient. The sums are
+ * half_common.h's sum_floats, float for float. */
+void direct_fp16_round_sums(uint16_t *dst, const float *src, size_t plane, int K, float *sums,
+                            size_t sums_stride, int threads);
+
 /* Convolutions: B images in[C][H][W][B], kernel k x k, stride 1, no
  * padding; OH = H - k + 1, OW = W - k + 1. One scratch size serves the
  * three passes. */

@@ -112,6 +112,95 @@ CONVERSION_RUNS(direct_fp16_round_run_avx512, direct_fp16_value_run_avx512, "avx
                 _mm256_storeu_si256, _mm512_set1_ps, _mm512_mul_ps, _mm512_cvtps_ph,
                 _mm512_cvtph_ps, round_rest_avx512)
 
+/* One plane rounded and summed (direct_fp16_round_sums): the plain
+ * functions, and AVX-512's, 16 a step. The sum keeps sum_floats's order
+ * (half_common.h): 16 running sums, lane l taking elements l, l + 16, ...,
+ * the last short vector's elements their own lanes, then the 16 added in
+ * lane order; the vector's lane l is that running sum, the same floats. */
+static float round_sum_plain(uint16_t *dst, const float *src, size_t n)
+{
+    float part[16] = {0};
+    for (size_t e = 0; e < n; e++) {
+        part[e % 16] += src[e];
+        dst[e] = direct_fp16_round(src[e]);
+    }
+    float total = 0.0f;
+    for (int l = 0; l < 16; l++)
+        total += part[l];
+    return total;
+}
+
+#ifdef FP16_X86
+__attribute__((target("avx512f"))) static float round_sum_avx512(uint16_t *dst,
+                                                                 const float *src, size_t n)
+{
+    __m512 part = _mm512_setzero_ps();
+    size_t e = 0;
+    for (; e + 16 <= n; e += 16) {
+        const __m512 x = _mm512_loadu_ps(src + e);
+        _mm256_storeu_si256((__m256i *)(dst + e), _mm512_cvtps_ph(x, NEAREST));
+        part = _mm512_add_ps(part, x);
+    }
+    if (e < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - e)) - 1);
+        part = _mm512_mask_add_ps(part, k, part, _mm512_maskz_loadu_ps(k, src + e));
+        round_rest_avx512(dst + e, src + e, n - e, 1.0f);
+    }
+    float lanes[16], total = 0.0f;
+    _mm512_storeu_ps(lanes, part);
+    for (int l = 0; l < 16; l++)
+        total += lanes[l];
+    return total;
+}
+#endif
+
+/* dst[e] = round(src[e]) twice in a word (direct_fp16_double), the row
+ * tile's broadcast operand: AVX-512 widens the 16 halves of a conversion
+ * to words and copies each into its high half, in the one pass */
+static void round_doubled_plain(uint32_t *dst, const float *src, size_t n)
+{
+    for (size_t e = 0; e < n; e++)
+        dst[e] = direct_fp16_double(direct_fp16_round(src[e]));
+}
+
+#ifdef FP16_X86
+__attribute__((target("avx512f"))) static void round_doubled_avx512(uint32_t *dst,
+                                                                    const float *src, size_t n)
+{
+    size_t e = 0;
+    for (; e + 16 <= n; e += 16) {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(_mm512_loadu_ps(src + e), NEAREST));
+        _mm512_storeu_si512(dst + e, _mm512_or_si512(w, _mm512_slli_epi32(w, 16)));
+    }
+    round_doubled_plain(dst + e, src + e, n - e);
+}
+#endif
+
+void direct_fp16_round_doubled_run(uint32_t *dst, const float *src, size_t n)
+{
+#ifdef FP16_X86
+    if (cpu_has(CPU_AVX512F)) {
+        round_doubled_avx512(dst, src, n);
+        return;
+    }
+#endif
+    round_doubled_plain(dst, src, n);
+}
+
+void direct_fp16_round_sums(uint16_t *dst, const float *src, size_t plane, int K, float *sums,
+                            size_t sums_stride, int threads)
+{
+    float (*run)(uint16_t *, const float *, size_t) = round_sum_plain;
+#ifdef FP16_X86
+    if (cpu_has(CPU_AVX512F))
+        run = round_sum_avx512;
+#endif
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && K > 1)
+    for (int k = 0; k < K; k++)
+        sums[(size_t)k * sums_stride] =
+            run(dst + (size_t)k * plane, src + (size_t)k * plane, plane);
+}
+
 void direct_fp16_round_run(uint16_t *dst, const float *src, size_t n, float scale)
 {
     fp16_round_run_fn *run = cpu_has(CPU_AVX512F) ? direct_fp16_round_run_avx512

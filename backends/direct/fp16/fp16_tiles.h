@@ -23,7 +23,9 @@
  *   r = add ? rows[i][col] : (init ? init[i] : 0), stored first unless add;
  *   then for each chain of steps [s0, s0 + chain) in turn, for each row i
  *   in turn: rows[i][col] += the chain's fp16 sum (fp32 addition).
- * Rows may overlap (each fold reads what the previous one stored). b is
+ * With add, rows may overlap (each fold reads what the previous one
+ * stored); without, they do not (the AVX-512 tile stores the first
+ * chain's start + value, the same float, without storing the start). b is
  * read up to 32 halves past the last column (a vector), whatever cols is. */
 enum { FP16_ROWS = 6, FP16_VECS = 4, FP16_LANES = 32, FP16_COLS = FP16_VECS * FP16_LANES };
 typedef void fp16_row_tile_fn(int m, int cols, float *const *rows, int add, const float *init,
@@ -91,5 +93,10 @@ fp16_round_run_fn direct_fp16_round_run_plain, direct_fp16_round_run_f16c,
     direct_fp16_round_run_avx512;
 fp16_value_run_fn direct_fp16_value_run_plain, direct_fp16_value_run_f16c,
     direct_fp16_value_run_avx512;
+
+/* dst[e] = direct_fp16_double(direct_fp16_round(src[e])): the row tile's
+ * broadcast operand rounded and doubled in one pass (AVX-512 where the CPU
+ * has it) */
+void direct_fp16_round_doubled_run(uint32_t *dst, const float *src, size_t n);
 
 #endif
