@@ -47,7 +47,7 @@ static const struct chwn_products_f32 *products_for(precision p, char *why, size
 /* What an engine computes with, read from the set it was created with: the
  * fp32 kernels chosen at create (direct_choose), or the candidate row of
  * its set and why the choice took it. */
-static void describe(engine *e, char *buf, size_t len)
+static void direct_describe(engine *e, char *buf, size_t len)
 {
     const int threads = chwn_team_of(e).threads;
     const char *ts = threads == 1 ? "" : "s";
@@ -100,8 +100,8 @@ static int probe_precision(void *ctx, precision p, char *why, size_t why_len)
     return products_for(p, why, why_len) != NULL;
 }
 
-static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
-                      size_t err_len)
+static engine *direct_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
+                             size_t err_len)
 {
     (void)ctx;
     char why[320];
@@ -114,13 +114,13 @@ static engine *create(void *ctx, const workload *w, const engine_config *cfg, ch
     return chwn_create_f32(&direct_backend, set, w, cfg, err, err_len);
 }
 
-static const engine_ops direct_ops = {CHWN_ENGINE_OPS, .describe = describe};
+static const engine_ops direct_ops = {CHWN_ENGINE_OPS, .describe = direct_describe};
 
 const backend direct_backend = {
     .name = "direct",
     .precisions = 1u << PREC_FP32 | 1u << PREC_BF16 | 1u << PREC_FP16,
     .probe_precision = probe_precision,
-    .create = create,
+    .create = direct_create,
     .library_info = library_info,
     .ops = &direct_ops,
     CHWN_BACKEND_ENTRIES,

@@ -79,7 +79,7 @@ typedef struct peer_engine {
     int threads;
     int device; /* GPU index (pytorch-cuda) */
     int train_count, test_count;
-    char describe[256];
+    char describe[1024]; /* train.py's own words: version, libraries, mode */
     char err[MSG_LEN];
     char line[LINE_MAX_LEN + 1]; /* the last answer */
     precision prec;
@@ -289,8 +289,8 @@ __attribute__((format(printf, 3, 4))) static engine *refuse(char *err, size_t er
     return NULL;
 }
 
-static engine *create(void *ctx, const workload *w, const engine_config *cfg, char *err,
-                      size_t err_len)
+static engine *peer_create(void *ctx, const workload *w, const engine_config *cfg, char *err,
+                           size_t err_len)
 {
     const peer_kind *k = ctx;
     const peer_probe *p = probe_once();
@@ -531,7 +531,7 @@ static void placement(engine *handle, int *threads, int *devices, int *replicas)
 
 /* The child's own description (the rows' details then end with
  * setup_note's). */
-static void describe(engine *handle, char *buf, size_t len)
+static void peer_describe(engine *handle, char *buf, size_t len)
 {
     snprintf(buf, len, "%s", peer_of(handle)->describe);
 }
@@ -590,7 +590,7 @@ static void library_info(void *ctx, char *buf, size_t len)
 #define PEER_OPS                                                                               \
     .destroy = destroy, .error = error, .set_params = set_params, .get_params = get_params,   \
     .bind_dataset = bind_dataset, .train_steps = train_steps, .evaluate = evaluate,           \
-    .placement = placement, .describe = describe
+    .placement = placement, .describe = peer_describe
 /* PyTorch's CPU bf16 convolutions and matrix products are oneDNN's */
 static const char *cpu_arithmetic(engine *handle)
 {
@@ -603,7 +603,7 @@ static const engine_ops cuda_ops = {PEER_OPS};
 
 /* No data-parallel entries and no stages: the child trains whole steps. */
 #define PEER_ENTRIES                                                                           \
-    .built = 1, .probe = peer_probe_fn, .create = create, .library_info = library_info,      \
+    .built = 1, .probe = peer_probe_fn, .create = peer_create, .library_info = library_info,    \
     .setup_note = setup_note
 
 /* bf16 on the CPU is torch.autocast("cpu", dtype=torch.bfloat16), which

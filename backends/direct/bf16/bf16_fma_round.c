@@ -1,5 +1,5 @@
 /* The FMA products' rounding pass (bf16_fma.h): the one rounding of
- * bf16_round.h over a run, compiled three times, for 512-bit, 256-bit and
+ * backends/common/bf16_round.h over a run, compiled three times, for 512-bit, 256-bit and
  * the build's own vectors, the one matching the fp32 kernels chosen
  * picked when it runs (a run forced off AVX-512 stays off it here too).
  * gcc 12 at -O3 turns each into a loop of 16 (8, 4) floats a step: an
@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "backends/direct/bf16/bf16_round.h"
+#include "backends/common/bf16_round.h"
 #include "backends/direct/fp32/direct.h"
 #include "base/cpu.h"
 
@@ -16,7 +16,7 @@
     TARGET static void NAME(float *restrict dst, const float *restrict src, size_t n)         \
     {                                                                                          \
         for (size_t i = 0; i < n; i++)                                                         \
-            dst[i] = direct_bf16_rounded(src[i]);                                              \
+            dst[i] = lb_bf16_rounded(src[i]);                                              \
     }
 /* The same rounding with the plane's fp32 sum (direct_bf16_fma_round_sums)
  * in sum_floats's order (half_common.h): 16 running sums, lane l taking
@@ -29,11 +29,11 @@
         for (; i + 16 <= n; i += 16)                                                           \
             for (int l = 0; l < 16; l++) {                                                     \
                 part[l] += src[i + l];                                                         \
-                dst[i + l] = direct_bf16_rounded(src[i + l]);                                  \
+                dst[i + l] = lb_bf16_rounded(src[i + l]);                                  \
             }                                                                                  \
         for (; i < n; i++) {                                                                   \
             part[i % 16] += src[i];                                                            \
-            dst[i] = direct_bf16_rounded(src[i]);                                              \
+            dst[i] = lb_bf16_rounded(src[i]);                                              \
         }                                                                                      \
         float total = 0.0f;                                                                    \
         for (int l = 0; l < 16; l++)                                                           \
@@ -69,7 +69,7 @@ round_run_avx512_bf16(float *restrict dst, const float *restrict src, size_t n)
         _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
     for (; i < n; i++)
-        dst[i] = direct_bf16_rounded(src[i]);
+        dst[i] = lb_bf16_rounded(src[i]);
 }
 
 /* vcvtneps2bf16's rounding with the plane's sum, the sum's lanes those of
@@ -90,7 +90,7 @@ round_sum_avx512_bf16(float *restrict dst, const float *restrict src, size_t n)
         const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
         part = _mm512_mask_add_ps(part, k, part, _mm512_maskz_loadu_ps(k, src + i));
         for (; i < n; i++)
-            dst[i] = direct_bf16_rounded(src[i]);
+            dst[i] = lb_bf16_rounded(src[i]);
     }
     float lanes[16], total = 0.0f;
     _mm512_storeu_ps(lanes, part);

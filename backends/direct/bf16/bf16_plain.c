@@ -7,12 +7,12 @@
 #include <string.h>
 
 #include "backends/direct/bf16/bf16.h"
-#include "backends/direct/bf16/bf16_round.h"
+#include "backends/common/bf16_round.h"
 #include "backends/direct/bf16/bf16_tiles.h"
 
 /* The one definition (bf16_round.h); the packing of activations uses the
  * instruction, which rounds the same way (as the test checks). */
-uint16_t direct_bf16_round(float x) { return (uint16_t)(direct_bf16_round_high(x) >> 16); }
+uint16_t direct_bf16_round(float x) { return (uint16_t)(lb_bf16_round_high(x) >> 16); }
 
 float direct_bf16_value(uint16_t h)
 {

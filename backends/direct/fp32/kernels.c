@@ -42,7 +42,7 @@
 #include <string.h>
 
 #ifndef LB_DIRECT_ISA
-#error "kernels.c is built once per instruction set, with -DLB_DIRECT_ISA=avx512|avx2|generic"
+#error "kernels.c is built once per instruction set, with -DLB_DIRECT_ISA set to one of DIRECT_ISAS (module.mk)"
 #endif
 #define ISA_PASTE(a, b) a##b
 #define ISA_NAME(a, b) ISA_PASTE(a, b)
