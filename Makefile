@@ -128,7 +128,7 @@ test:
 	@scripts/install-deps test
 	@$(MAKE) --no-print-directory test TEST_DEPS_CHECKED=1
 else ifeq ($(HAVE_CMOCKA),1)
-test: $(BENCH) $(MODULES) $(TEST_BINS)
+test: $(BENCH) $(MODULES) $(BUILD)/precisions.json $(TEST_BINS)
 	@BENCH=./$(BENCH) BUILD=$(BUILD) scripts/run-tests $(TEST_BINS) $(TEST_SCRIPTS)
 else
 test:

@@ -52,7 +52,11 @@ source tests/craft.sh
 bench=${BENCH:-./bench}
 [ -x "$bench" ] || { echo "test_gpu_check.sh: no $bench: skipped"; exit 77; }
 command -v python3 >/dev/null || { echo "test_gpu_check.sh: no python3: skipped"; exit 77; }
+# the data: DATA, else data/ (scripts/fetch-data), else the Debian package
+# `make test` installs, so that a fresh clone runs this test too
 data=${DATA:-data}
+[ -n "${DATA:-}" ] || [ -e "$data/train-images-idx3-ubyte" ] ||
+    [ -e "$data/train-images-idx3-ubyte.gz" ] || data=/usr/share/datasets/fashion-mnist
 [ -e "$data/train-images-idx3-ubyte" ] || [ -e "$data/train-images-idx3-ubyte.gz" ] ||
     { echo "test_gpu_check.sh: no data in $data (scripts/fetch-data): skipped"; exit 77; }
 if command -v compute-sanitizer >/dev/null || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" ]; then
