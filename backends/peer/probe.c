@@ -24,12 +24,24 @@
 static peer_probe probed;
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int find_script(char *out, size_t len)
+static int readable(const char *path) { return access(path, R_OK) == 0; }
+
+static int is_directory(const char *path)
 {
-    const char *env = getenv("LENET_BENCH_PYTORCH_SCRIPT");
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Where the peer's files are found, into out: where the environment
+ * variable env_name says, when set (0 when usable() takes it, else -1);
+ * else `rel` beside the program, else in the source tree. */
+static int find_peer_file(const char *env_name, const char *rel, int (*usable)(const char *),
+                          char *out, size_t len)
+{
+    const char *env = getenv(env_name);
     if (env && *env) {
         snprintf(out, len, "%s", env);
-        return access(out, R_OK) == 0 ? 0 : -1;
+        return usable(out) ? 0 : -1;
     }
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -38,13 +50,17 @@ static int find_script(char *out, size_t len)
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = 0;
-            if (snprintf(out, len, "%s/" SCRIPT_IN_TREE, exe) < (int)len &&
-                access(out, R_OK) == 0)
+            if (snprintf(out, len, "%s/%s", exe, rel) < (int)len && usable(out))
                 return 0;
         }
     }
-    snprintf(out, len, "%s/" SCRIPT_IN_TREE, LB_SOURCE_DIR_ABS);
-    return access(out, R_OK) == 0 ? 0 : -1;
+    snprintf(out, len, "%s/%s", LB_SOURCE_DIR_ABS, rel);
+    return usable(out) ? 0 : -1;
+}
+
+static int find_script(char *out, size_t len)
+{
+    return find_peer_file("LENET_BENCH_PYTORCH_SCRIPT", SCRIPT_IN_TREE, readable, out, len);
 }
 
 /* How long the probe may take: the user's LENET_BENCH_PEER_TIMEOUT, else
@@ -126,26 +142,7 @@ static int probe_python(const char *python, const char *script, peer_probe *p, c
  * there (a directory), -1 when not. */
 static int find_environment(char *dir, size_t len)
 {
-    struct stat st;
-    const char *env = getenv("LENET_BENCH_PEER_ENV");
-    if (env && *env) {
-        snprintf(dir, len, "%s", env);
-        return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            if (snprintf(dir, len, "%s/" PEER_ENV_DIR, exe) < (int)len && stat(dir, &st) == 0 &&
-                S_ISDIR(st.st_mode))
-                return 0;
-        }
-    }
-    snprintf(dir, len, "%s/" PEER_ENV_DIR, LB_SOURCE_DIR_ABS);
-    return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+    return find_peer_file("LENET_BENCH_PEER_ENV", PEER_ENV_DIR, is_directory, dir, len);
 }
 
 /* Probes one interpreter named by `name` (a path or a name on PATH): 1
