@@ -68,13 +68,8 @@ static void measure(void)
 {
     if (!cpu_has(CPU_AVX512F | CPU_AVX512_BF16))
         return;
-    dot_trial(), fma_trial(); /* the clock and the 512-bit units warmed up */
-    double dot = 1e9, fma = 1e9;
-    for (int t = 0; t < TRIALS; t++) {
-        const double d = dot_trial(), f = fma_trial();
-        dot = d > 0 && d < dot ? d : dot;
-        fma = f > 0 && f < fma ? f : fma;
-    }
+    double dot, fma;
+    best_of_alternating(dot_trial, fma_trial, TRIALS, &dot, &fma);
     /* 64 flops a vdpbf16ps (16 lanes, two products), 32 a vfmadd231ps */
     dot_over_fma = 64.0 / dot / (32.0 / fma);
 }

@@ -138,13 +138,8 @@ PORT_TRIAL(ymm_trial, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, YMM_C
  * loses to one that ran alone. */
 static double measure_zmm_over_ymm(void)
 {
-    zmm_trial(), ymm_trial(); /* the clock and the 512-bit units warmed up */
-    double zmm = 1e9, ymm = 1e9;
-    for (int t = 0; t < TRIALS; t++) {
-        const double z = zmm_trial(), y = ymm_trial();
-        zmm = z > 0 && z < zmm ? z : zmm;
-        ymm = y > 0 && y < ymm ? y : ymm;
-    }
+    double zmm, ymm;
+    best_of_alternating(zmm_trial, ymm_trial, TRIALS, &zmm, &ymm);
     const double zmm_flops = 32.0 * ZMM_CHAINS * ROUNDS / zmm,
                  ymm_flops = 16.0 * YMM_CHAINS * ROUNDS * 2 / ymm;
     return zmm_flops / ymm_flops;
