@@ -42,11 +42,11 @@
                 acc[c] = SET1((float)c);                                                           \
             VEC a = SET1(0.999f), b = SET1(1e-3f);                                                 \
             __asm__("" : "+x"(a), "+x"(b));                                                        \
-            const double t0 = thread_run_seconds();                                                     \
+            const double t0 = thread_run_seconds();                                                \
             for (int r = 0; r < ROUNDS; r++)                                                       \
                 _Pragma("GCC unroll 32") for (int c = 0; c < CHAINS; c++) acc[c] =                 \
                     FMA(a, acc[c], b);                                                             \
-            const double t = thread_run_seconds() - t0;                                                 \
+            const double t = thread_run_seconds() - t0;                                            \
             for (int c = 0; c < CHAINS; c++)                                                       \
                 __asm__ volatile("" : : "x"(acc[c]));                                              \
             const double rate = (double)(FLOPS)*CHAINS * ROUNDS / t * 1e-9;                        \
