@@ -9,6 +9,10 @@ TESTS += test_fuzz_replay
 TEST_SCRIPTS += tests/test_modules.sh tests/test_cli.sh tests/test_axes.sh tests/test_model_cli.sh tests/test_faults.sh tests/test_signals.sh \
                 tests/sanitizers.sh tests/valgrind.sh
 
+# The test runner itself: totals, order and failures, one at a time and
+# with --jobs.
+TEST_SCRIPTS += tests/test_run_tests.sh
+
 # For tests/sanitizers.sh: the test programs this configuration builds.
 .PHONY: print-test-programs
 print-test-programs:

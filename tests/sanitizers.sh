@@ -49,14 +49,23 @@ vars=(BUILD="$asan" BENCH="$asan/bench" NVCC=/nonexistent CUDA_HOME=/nonexistent
 # -Wformat-truncation and -Wstringop-overflow false positives); the normal
 # build keeps -Werror.
 skip_programs="test_naive test_blas test_direct test_equivalence test_direct_stages"
-programs=()
+# The slowest under ASan start first (test_model about 200 s, the half
+# products about 55 s each), so that the other lane takes the rest.
+slow_first="test_model test_direct_fp16_products test_direct_bf16_products test_blas_stages"
+# test_peak measures the FMA peak with and without a busy core of its own:
+# it runs alone, after the others.
+alone="test_peak"
+programs=() rest=() alone_programs=()
 for p in $(make -s "${vars[@]}" print-test-programs); do
     case " $skip_programs " in *" $(basename "$p") "*) continue ;; esac
-    programs+=("$p")
+    case " $slow_first " in *" $(basename "$p") "*) programs+=("$p"); continue ;; esac
+    case " $alone " in *" $(basename "$p") "*) alone_programs+=("$p"); continue ;; esac
+    rest+=("$p")
 done
-echo "building ${#programs[@]} test programs and ./bench with -fsanitize=address,undefined in $asan/"
+programs+=("${rest[@]}")
+echo "building $((${#programs[@]} + ${#alone_programs[@]})) test programs and ./bench with -fsanitize=address,undefined in $asan/"
 mkdir -p "$asan"
-if ! make -s -j2 "${vars[@]}" "$asan/bench" "${programs[@]}" >"$asan/sanitizers-build.log" 2>&1; then
+if ! make -s -j2 "${vars[@]}" "$asan/bench" "${programs[@]}" "${alone_programs[@]}" >"$asan/sanitizers-build.log" 2>&1; then
     tail -30 "$asan/sanitizers-build.log"
     echo "sanitizers: the sanitiser build failed (log: $asan/sanitizers-build.log)"
     exit 1
@@ -65,8 +74,13 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:check_initialization_order=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 echo "not sanitised here: $skip_programs (too slow under ASan; see the header of this script)"
 # BENCH points nowhere: the programs' whole-data-set runs of ./bench (minutes
-# under ASan) skip; the short runs below cover ./bench.
-BENCH=/nonexistent BUILD=$asan scripts/run-tests "${programs[@]}" || exit 1
+# under ASan) skip; the short runs below cover ./bench. Two at a time: each
+# keeps one core busy under ASan, and none of them but test_peak (alone,
+# after them) holds a figure to a quiet machine's.
+BENCH=/nonexistent BUILD=$asan scripts/run-tests --jobs 2 "${programs[@]}" || exit 1
+if [ "${#alone_programs[@]}" -gt 0 ]; then
+    BENCH=/nonexistent BUILD=$asan scripts/run-tests "${alone_programs[@]}" || exit 1
+fi
 
 # Short runs of the sanitised ./bench.
 status=0
