@@ -1,9 +1,9 @@
 /* A core's peak rate of one vector instruction, measured the one way the
  * direct backend's choices (fp32/isa.c: 512-bit against 256-bit FMAs;
- * bf16/bf16_choice.c: vdpbf16ps against vfmadd231ps) and its speed tools
- * (kernel_speed.c, bf16_speed.c) measure it: independent chains of the
- * instruction on registers, enough of them to cover its latency, timed by
- * the thread's processor time (which other processes do not lengthen).
+ * bf16/bf16_choice.c: vdpbf16ps against vfmadd231ps) and its speed tool
+ * (tools/kernel_speed.c) measure it: independent chains of the instruction
+ * on registers, enough of them to cover its latency, timed by the
+ * thread's processor time (which other processes do not lengthen).
  * The caller brings the vector types and intrinsics (x86-64 only). */
 #ifndef LB_BASE_FMA_CHAINS_H
 #define LB_BASE_FMA_CHAINS_H
