@@ -55,16 +55,8 @@ double direct_bf16_dot_over_fma(void)
 
 int direct_bf16_dot_runs(char *brief, size_t brief_len, char *why, size_t why_len)
 {
-    if (!direct_isa_allows_avx512("vdpbf16ps products", why, why_len)) {
-        snprintf(brief, brief_len, "LENET_BENCH_DIRECT_ISA=%s keeps it off AVX-512",
-                 direct_isa_forced());
-        return 0;
-    }
-    if (!direct_bf16_supported(why, why_len)) {
-        snprintf(brief, brief_len, "no AVX512_BF16 here");
-        return 0;
-    }
-    return 1;
+    return direct_isa_avx512_set_runs("vdpbf16ps products", direct_bf16_supported, "AVX512_BF16",
+                                      brief, brief_len, why, why_len);
 }
 #else
 double direct_bf16_dot_over_fma(void) { return 0; }

@@ -6,8 +6,6 @@
  * CPU lacks the instructions). They are the "avx512_fp16" and "emulated"
  * rows of the fp16 candidates (backends/direct/candidates.h). The engine
  * scales the loss for fp16 (backends/common/loss_scale.h). */
-#include <stdio.h>
-
 #include "backends/direct/direct_backend.h"
 #include "backends/direct/fp16/fp16.h"
 #include "backends/direct/fp16/fp16_tiles.h"
@@ -66,14 +64,6 @@ const chwn_products direct_fp16_emulated_products = DIRECT_HALF_PRODUCT_SET(
  * code (isa.h), and the CPU has AVX512_FP16 (fp16.h). */
 int direct_fp16_vector_runs(char *brief, size_t brief_len, char *why, size_t why_len)
 {
-    if (!direct_isa_allows_avx512("vfmadd231ph products", why, why_len)) {
-        snprintf(brief, brief_len, "LENET_BENCH_DIRECT_ISA=%s keeps it off AVX-512",
-                 direct_isa_forced());
-        return 0;
-    }
-    if (!direct_fp16_supported(why, why_len)) {
-        snprintf(brief, brief_len, "no AVX512_FP16 here");
-        return 0;
-    }
-    return 1;
+    return direct_isa_avx512_set_runs("vfmadd231ph products", direct_fp16_supported, "AVX512_FP16",
+                                      brief, brief_len, why, why_len);
 }

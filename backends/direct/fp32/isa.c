@@ -62,6 +62,22 @@ int direct_isa_allows_avx512(const char *what, char *why, size_t why_len)
     return 0;
 }
 
+int direct_isa_avx512_set_runs(const char *what, int (*supported)(char *why, size_t why_len),
+                               const char *feature, char *brief, size_t brief_len, char *why,
+                               size_t why_len)
+{
+    if (!direct_isa_allows_avx512(what, why, why_len)) {
+        snprintf(brief, brief_len, "LENET_BENCH_DIRECT_ISA=%s keeps it off AVX-512",
+                 direct_isa_forced());
+        return 0;
+    }
+    if (!supported(why, why_len)) {
+        snprintf(brief, brief_len, "no %s here", feature);
+        return 0;
+    }
+    return 1;
+}
+
 /* Intel's family 6 models with two 512-bit FMA ports: Skylake-SP to
  * Cascade/Cooper Lake, Ice Lake-SP and -D, Sapphire, Emerald and Granite
  * Rapids (Skylake-SP's smallest parts have one port: cpuid cannot tell
