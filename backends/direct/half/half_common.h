@@ -14,7 +14,7 @@
 
 #include "base/cpu.h"
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
 
@@ -54,7 +54,10 @@ static inline int split_at(int n, int blocks, int b) { return (int)((long)n * b 
 
 static inline size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-/* sum_floats's last step: its 16 running sums added in lane order */
+/* The last step of sum_floats's order, for the rounding passes that keep
+ * its 16 running sums themselves (bf16_fma_round.c, fp16_convert.c): the
+ * sums added in lane order. (sum_floats spells the same loop out, which
+ * keeps gcc's code for the bias sums as it was.) */
 static inline float sum_lanes(const float part[16])
 {
     float total = 0.0f;
@@ -73,10 +76,13 @@ static inline float sum_floats(const float *x, size_t n)
             part[l] += x[i + l];
     for (; i < n; i++)
         part[i % 16] += x[i];
-    return sum_lanes(part);
+    float total = 0.0f;
+    for (int l = 0; l < 16; l++)
+        total += part[l];
+    return total;
 }
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__i386__)
 /* sum_floats's end for AVX-512 runs that keep running sum l in lane l of
  * part (bf16_fma_round.c, fp16_convert.c): the n < 16 elements of rest,
  * past the last whole vector, added to their own lanes under a mask, then
