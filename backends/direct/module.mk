@@ -51,7 +51,8 @@ DIRECT_ISA_OBJS := $(BUILD)/backends/direct/fp32/isa.o $(BUILD)/backends/direct/
 # rule waits for every module).
 define direct_half_tests
 TESTS += test_direct_$(1) test_direct_$(1)_products
-$(BUILD)/tests/test_direct_$(1) $(BUILD)/tests/test_direct_$(1)_products: $(BUILD)/tests/%: tests/%.c $(2)
+$(BUILD)/tests/test_direct_$(1) $(BUILD)/tests/test_direct_$(1)_products: \
+    $(BUILD)/tests/%: tests/%.c $(2)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) -fopenmp $$(LDFLAGS) -o $$@ $$< $(2) -fopenmp -lm -lcmocka
 endef
