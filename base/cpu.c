@@ -93,8 +93,7 @@ static int l1d_from_cpuid(unsigned max_leaf)
 }
 #endif
 
-/* The level-1 data cache as Linux lists it for the first processor */
-static int l1d_from_sysfs(void)
+int cpu_l1d_listed(void)
 {
     for (int i = 0; i < 8; i++) {
         char path[96], text[32];
@@ -130,7 +129,7 @@ static int l1d_from_sysfs(void)
 static int l1d_bytes_here(unsigned max_leaf)
 {
     const int from_cpuid = l1d_from_cpuid(max_leaf);
-    return from_cpuid > 0 ? from_cpuid : l1d_from_sysfs();
+    return from_cpuid > 0 ? from_cpuid : cpu_l1d_listed();
 }
 #endif
 
@@ -138,7 +137,7 @@ void cpu_read(cpu_info *cpu)
 {
     memset(cpu, 0, sizeof *cpu);
 #ifndef CPU_X86
-    cpu->l1d_bytes = l1d_from_sysfs();
+    cpu->l1d_bytes = cpu_l1d_listed();
 #endif
 #ifdef CPU_X86
     unsigned a, b, c, d;

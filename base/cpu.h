@@ -50,6 +50,12 @@ void cpu_read(cpu_info *out);
  * Linux's /sys/devices/system/cpu/cpu0/cache; fallback when none says. */
 int cpu_l1d_bytes(int fallback);
 
+/* The level-1 data (or unified) cache as Linux lists it for the first
+ * processor (/sys/devices/system/cpu/cpu0/cache), in bytes; 0 where it
+ * lists none. cpu_l1d_bytes falls back on it; the tests hold cpuid's
+ * answer to it. */
+int cpu_l1d_listed(void);
+
 /* 1 when this CPU has every feature in mask, else 0. */
 int cpu_has(unsigned mask);
 

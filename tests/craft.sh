@@ -66,6 +66,17 @@ make_dataset() {
     labels_file "$1/t10k-labels-idx1-ubyte" "$3"
 }
 
+# peer_scratch: scratch (above) with what the peer tests run on: a dataset
+# in $tmp/data (512 training images, 128 test), the stand-in peer copied to
+# $tmp/standin.py (a unique path, so that a process left behind can be
+# told) and D, a short run's options over them.
+peer_scratch() {
+    scratch
+    make_dataset "$tmp/data" 512 128
+    cp tests/peer-standin.py "$tmp/standin.py"
+    D=(--data "$tmp/data" --epochs 1 --limit 256 --test-limit 100 --batch-size 64)
+}
+
 # put_bytes FILE OFFSET PRINTF_BYTES: overwrite bytes in place.
 put_bytes() {
     printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none

@@ -21,6 +21,7 @@
  * walks are checked everywhere. Data: uniform in [-1, 1), and uniform in
  * [0, 1) too, where every term is positive and so a lost term or a biased
  * rounding moves the sum by its whole size. */
+#include "tests/direct_half_cases.h"
 #include "tests/direct_bf16_testing.h"
 #include "tests/layouts.h"
 
@@ -162,28 +163,18 @@ static void hold_to_fp32(const char *what, const float *got, const float *fp32,
 /* ---------------------------------------------------------------------- */
 /* Convolutions                                                             */
 
-typedef struct conv_case {
-    int B, C, H, W, K, kernel, threads;
-} conv_case;
 
 static void check_conv(conv_case cc, int positive)
 {
+    /* weights packed once, read by both passes of both runs */
+    const conv_fixture f = conv_fixture_of(
+        cc, positive, fill, spoil, direct_bf16_conv_scratch_bytes, direct_bf16_conv_weight_bytes,
+        direct_bf16_pack_conv_weights);
     const int B = cc.B, C = cc.C, H = cc.H, W = cc.W, K = cc.K, kernel = cc.kernel;
-    const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
-    const size_t n_in = (size_t)C * H * W * B, n_out = (size_t)K * OH * OW * B;
-    const size_t n_wb = (size_t)K * (R + 1);
-    float *in = floats(n_in), *wb = floats(n_wb), *d_out = floats(n_out);
-    rng r = {(uint64_t)(B * 7919 + C * 131 + K * 17 + kernel + positive)};
-    fill(in, n_in, &r, positive);
-    fill(wb, n_wb, &r, positive);
-    fill(d_out, n_out, &r, positive);
-    const size_t scratch_bytes = direct_bf16_conv_scratch_bytes(B, C, H, W, K, kernel);
-    void *scratch = scratch_of(scratch_bytes);
-    /* packed once, read by both passes of both runs, as an engine does */
-    const size_t weight_bytes = direct_bf16_conv_weight_bytes(C, K, kernel);
-    void *packed = scratch_of(weight_bytes);
-    spoil(packed, weight_bytes);
-    direct_bf16_pack_conv_weights(packed, wb, C, K, kernel);
+    const int OH = f.OH, OW = f.OW, R = f.R;
+    const size_t n_in = f.n_in, n_out = f.n_out, n_wb = f.n_wb, scratch_bytes = f.scratch_bytes;
+    float *in = f.in, *wb = f.wb, *d_out = f.d_out;
+    void *scratch = f.scratch, *packed = f.packed;
     float *out[2], *d_in[2], *dwb[2];
     for (int run = 0; run < 2; run++) { /* at cc.threads, then at 1: the same floats */
         const int threads = run ? 1 : cc.threads;
@@ -290,22 +281,13 @@ static const conv_case odd_convs[] = {
 /* ---------------------------------------------------------------------- */
 /* Dense layers                                                             */
 
-typedef struct dense_case {
-    int B, n_in, n_out, threads;
-} dense_case;
-
 static void check_dense(dense_case dc, int positive)
 {
+    const dense_fixture f = dense_fixture_of(dc, positive, fill, direct_bf16_dense_scratch_bytes);
     const int B = dc.B, I = dc.n_in, O = dc.n_out;
-    const size_t n_in = (size_t)I * B, n_out = (size_t)O * B, n_w = (size_t)O * I;
-    float *in = floats(n_in), *w = floats(n_w), *bias = floats(O), *d_out = floats(n_out);
-    rng r = {(uint64_t)(B * 31 + I * 7 + O + positive)};
-    fill(in, n_in, &r, positive);
-    fill(w, n_w, &r, positive);
-    fill(bias, O, &r, positive);
-    fill(d_out, n_out, &r, positive);
-    const size_t scratch_bytes = direct_bf16_dense_scratch_bytes(B, I, O);
-    void *scratch = scratch_of(scratch_bytes);
+    const size_t n_in = f.n_in, n_out = f.n_out, n_w = f.n_w, scratch_bytes = f.scratch_bytes;
+    float *in = f.in, *w = f.w, *bias = f.bias, *d_out = f.d_out;
+    void *scratch = f.scratch;
     float *out[2], *d_in[2], *dw[2], *db[2];
     for (int run = 0; run < 2; run++) {
         const int threads = run ? 1 : dc.threads;

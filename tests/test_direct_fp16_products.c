@@ -21,6 +21,7 @@
  * Every product runs at the case's threads and at 1 (the same floats),
  * emulated (any CPU) and with AVX512_FP16, which must give the emulation's
  * bits (a visible skip on a CPU without it). */
+#include "tests/direct_half_cases.h"
 #include "tests/direct_fp16_testing.h"
 
 /* ---------------------------------------------------------------------- */
@@ -230,21 +231,10 @@ static results agreed_results(run_fn *run, const void *operands, int threads, in
 /* ---------------------------------------------------------------------- */
 /* Convolutions                                                             */
 
-typedef struct conv_case {
-    int B, C, H, W, K, kernel, threads;
-} conv_case;
-
-typedef struct conv_operands {
-    conv_case cc;
-    const float *in, *wb, *d_out;
-    const void *packed;
-    void *scratch;
-    size_t scratch_bytes;
-} conv_operands;
 
 static results run_conv(const void *operands, int threads, int emulate)
 {
-    const conv_operands *op = operands;
+    const conv_fixture *op = operands;
     const float *in = op->in, *wb = op->wb, *d_out = op->d_out;
     const void *packed = op->packed;
     void *scratch = op->scratch;
@@ -269,23 +259,14 @@ static results run_conv(const void *operands, int threads, int emulate)
 
 static void check_conv(conv_case cc, int data, int vector)
 {
-    const int B = cc.B, C = cc.C, H = cc.H, W = cc.W, K = cc.K, kernel = cc.kernel;
-    const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
-    const size_t n_in = (size_t)C * H * W * B, n_out = (size_t)K * OH * OW * B;
-    const size_t n_wb = (size_t)K * (R + 1);
-    float *in = floats(n_in), *wb = floats(n_wb), *d_out = floats(n_out);
-    rng r = {(uint64_t)(B * 7919 + C * 131 + K * 17 + kernel + data)};
-    fill_data(in, n_in, &r, data);
-    fill_data(wb, n_wb, &r, data);
-    fill_data(d_out, n_out, &r, data);
-    const size_t scratch_bytes = direct_fp16_conv_scratch_bytes(B, C, H, W, K, kernel);
-    void *scratch = scratch_of(scratch_bytes);
-    const size_t weight_bytes = direct_fp16_conv_weight_bytes(C, K, kernel);
-    void *packed = scratch_of(weight_bytes);
-    spoil(packed, weight_bytes);
-    direct_fp16_pack_conv_weights(packed, wb, C, K, kernel);
-    const conv_operands op = {cc, in, wb, d_out, packed, scratch, scratch_bytes};
+    const conv_fixture op = conv_fixture_of(
+        cc, data, fill_data, spoil, direct_fp16_conv_scratch_bytes, direct_fp16_conv_weight_bytes,
+        direct_fp16_pack_conv_weights);
     const results got = agreed_results(run_conv, &op, cc.threads, data, vector);
+    const int B = cc.B, C = cc.C, H = cc.H, W = cc.W, K = cc.K, kernel = cc.kernel;
+    const int OH = op.OH, OW = op.OW, R = op.R;
+    const size_t n_in = op.n_in, n_out = op.n_out, n_wb = op.n_wb;
+    float *in = op.in, *wb = op.wb, *d_out = op.d_out;
 
     const size_t most = n_out > n_in ? n_out : n_in;
     term_sum *ref = sums(most > n_wb ? most : n_wb);
@@ -359,7 +340,7 @@ static void check_conv(conv_case cc, int data, int vector)
         hold_fp32_sum(what, got.d_params[at + R], &ref[at + R], data == EXACT);
     }
     free_results(got);
-    free(in), free(wb), free(d_out), free(ref), free(scratch), free(packed);
+    free(in), free(wb), free(d_out), free(ref), free(op.scratch), free(op.packed);
     free(in_ops), free(wb_ops), free(d_out_ops);
 }
 
@@ -382,20 +363,9 @@ static const conv_case odd_convs[] = {
 /* ---------------------------------------------------------------------- */
 /* Dense layers                                                             */
 
-typedef struct dense_case {
-    int B, n_in, n_out, threads;
-} dense_case;
-
-typedef struct dense_operands {
-    dense_case dc;
-    const float *in, *w, *bias, *d_out;
-    void *scratch;
-    size_t scratch_bytes;
-} dense_operands;
-
 static results run_dense(const void *operands, int threads, int emulate)
 {
-    const dense_operands *op = operands;
+    const dense_fixture *op = operands;
     const float *in = op->in, *w = op->w, *bias = op->bias, *d_out = op->d_out;
     void *scratch = op->scratch;
     const size_t scratch_bytes = op->scratch_bytes;
@@ -420,18 +390,11 @@ static results run_dense(const void *operands, int threads, int emulate)
 
 static void check_dense(dense_case dc, int data, int vector)
 {
-    const int B = dc.B, I = dc.n_in, O = dc.n_out;
-    const size_t n_in = (size_t)I * B, n_out = (size_t)O * B, n_w = (size_t)O * I;
-    float *in = floats(n_in), *w = floats(n_w), *bias = floats(O), *d_out = floats(n_out);
-    rng r = {(uint64_t)(B * 31 + I * 7 + O + data)};
-    fill_data(in, n_in, &r, data);
-    fill_data(w, n_w, &r, data);
-    fill_data(bias, O, &r, data);
-    fill_data(d_out, n_out, &r, data);
-    const size_t scratch_bytes = direct_fp16_dense_scratch_bytes(B, I, O);
-    void *scratch = scratch_of(scratch_bytes);
-    const dense_operands op = {dc, in, w, bias, d_out, scratch, scratch_bytes};
+    const dense_fixture op = dense_fixture_of(dc, data, fill_data, direct_fp16_dense_scratch_bytes);
     const results got = agreed_results(run_dense, &op, dc.threads, data, vector);
+    const int B = dc.B, I = dc.n_in, O = dc.n_out;
+    const size_t n_in = op.n_in, n_out = op.n_out, n_w = op.n_w;
+    float *in = op.in, *w = op.w, *bias = op.bias, *d_out = op.d_out;
 
     const size_t most = n_w > n_in ? (n_w > n_out ? n_w : n_out) : (n_in > n_out ? n_in : n_out);
     term_sum *ref = sums(most);
@@ -458,7 +421,7 @@ static void check_dense(dense_case dc, int data, int vector)
         hold_fp32_sum(what, got.d_bias[o], &ref[o], data == EXACT);
     }
     free_results(got);
-    free(in), free(w), free(bias), free(d_out), free(ref), free(scratch);
+    free(in), free(w), free(bias), free(d_out), free(ref), free(op.scratch);
     free(in_ops), free(w_ops), free(d_out_ops);
 }
 

@@ -55,6 +55,18 @@ details_say() {
     fi
 }
 
+# direct_runnable ISA: --list's line for direct under
+# LENET_BENCH_DIRECT_ISA=ISA, in $line; 0 where that build runs, else 1
+# with the check skipped (this CPU lacks what the build needs)
+direct_runnable() {
+    LENET_BENCH_DIRECT_ISA=$1 "$BENCH" --list >"$tmp/list" 2>&1
+    line=$(grep '^direct ' "$tmp/list")
+    if [[ "$line" != *"built, runnable"* ]]; then
+        skip_check "direct not runnable with LENET_BENCH_DIRECT_ISA='$1' here: $line"
+        return 1
+    fi
+}
+
 # A build whose compiler had no -mavx512bf16 has only the FMAs: it says so
 # where the others name the reason
 no_dot_built=0
@@ -68,12 +80,7 @@ fi
 for isa in "" avx512 avx512_2fma avx2 generic; do
     for way in "" dot fma; do
         what="LENET_BENCH_DIRECT_ISA='$isa' LENET_BENCH_DIRECT_BF16='$way'"
-        LENET_BENCH_DIRECT_ISA=$isa "$BENCH" --list >"$tmp/list" 2>&1
-        line=$(grep '^direct ' "$tmp/list")
-        if [[ "$line" != *"built, runnable"* ]]; then
-            skip_check "direct not runnable with LENET_BENCH_DIRECT_ISA='$isa' here: $line"
-            continue
-        fi
+        direct_runnable "$isa" || continue
         LENET_BENCH_DIRECT_ISA=$isa LENET_BENCH_DIRECT_BF16=$way "$BENCH" --list >"$tmp/list" 2>&1
         line=$(grep '^direct ' "$tmp/list")
         out="$tmp/run-$isa-$way"
@@ -139,12 +146,7 @@ fp16_row() { # fp16_row OUT WHAT: the fp16 row's details of run OUT
 }
 for isa in "" avx512 avx2 generic; do
     what="LENET_BENCH_DIRECT_ISA='$isa'"
-    LENET_BENCH_DIRECT_ISA=$isa "$BENCH" --list >"$tmp/list" 2>&1
-    line=$(grep '^direct ' "$tmp/list")
-    if [[ "$line" != *"built, runnable"* ]]; then
-        skip_check "direct not runnable with $what here: $line"
-        continue
-    fi
+    direct_runnable "$isa" || continue
     out="$tmp/fp16-$isa"
     LENET_BENCH_DIRECT_ISA=$isa "$BENCH" "${D[@]}" --precision fp16 --out "$out" >"$tmp/out" 2>"$tmp/err"
     rc=$?

@@ -18,10 +18,8 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
 
-scratch
-make_dataset "$tmp/data" 512 128
-cp tests/peer-standin.py "$tmp/standin.py"
-D=(--data "$tmp/data" --epochs 1 --limit 256 --test-limit 100 --batch-size 64 --no-peak)
+peer_scratch
+D+=(--no-peak)
 py=$(command -v python3)
 # a unique sleep, so that what is left behind can be told
 nap=$((1000000 + $$))

@@ -12,11 +12,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 source tests/craft.sh
 
-scratch
-make_dataset "$tmp/data" 512 128
-# a copy under a unique path, so that a process left behind can be told
-cp tests/peer-standin.py "$tmp/standin.py"
-D=(--data "$tmp/data" --epochs 1 --limit 256 --test-limit 100 --batch-size 64)
+peer_scratch
 
 # left_behind PATTERN: processes whose command line holds PATTERN
 left_behind() { pgrep -f -- "$1" | tr '\n' ' '; }

@@ -44,6 +44,18 @@ DIRECT_ISA_OBJS := $(BUILD)/backends/direct/fp32/isa.o $(BUILD)/backends/direct/
 # -mavx512bf16 leaves them out, and the backend's bf16 with them. Here,
 # before DIRECT_OBJS, since the module links them (bf16/bf16.mk, read
 # later, has their tests, tools/tools.mk their speed tool).
+# direct_half_tests P,OBJECTS: the test programs of a half precision's
+# products (bf16/bf16.mk, fp16/fp16.mk), tests/test_direct_P.c and
+# tests/test_direct_P_products.c, over OBJECTS. A rule of their own: they
+# need the products and a few objects, none of the modules (the pattern
+# rule waits for every module).
+define direct_half_tests
+TESTS += test_direct_$(1) test_direct_$(1)_products
+$(BUILD)/tests/test_direct_$(1) $(BUILD)/tests/test_direct_$(1)_products: \
+    $(BUILD)/tests/%: tests/%.c $(2)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) -fopenmp $$(LDFLAGS) -o $$@ $$< $(2) -fopenmp -lm -lcmocka
+endef
 DIRECT_BF16_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512bf16
 HAVE_DIRECT_BF16 := $(call probe,$(H)include <immintrin.h>\n__m512 f(__m512 a,__m512bh b){return _mm512_dpbf16_ps(a,b,b);}\nint main(void){return 0;}\n,$(DIRECT_BF16_FLAGS))
 ifeq ($(HAVE_DIRECT_BF16),1)

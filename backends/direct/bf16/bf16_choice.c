@@ -17,50 +17,22 @@
 #include "backends/direct/fp32/isa.h"
 #include "base/clock.h"
 #include "base/cpu.h"
+#include "base/fma_chains.h"
 
 #ifdef HAVE_DIRECT_BF16
 #include <immintrin.h>
 
 enum { CHAINS = 24, ROUNDS = 4000, TRIALS = 16 };
 
-/* Seconds of one trial of each: the chains start from values whose sums
- * stay far from overflow, and their results are kept (asm) so that the
- * loop is not dropped. */
-__attribute__((target("avx512f,avx512bf16"), noinline)) static double dot_trial(void)
-{
-    __m512 acc[CHAINS];
-    for (int c = 0; c < CHAINS; c++)
-        acc[c] = _mm512_set1_ps((float)c);
-    __m512i a = _mm512_set1_epi32(0x3a833a83), b = a; /* bf16 pairs of 1e-3 */
-    __asm__("" : "+v"(a), "+v"(b));
-    const double t0 = thread_run_seconds();
-    for (int r = 0; r < ROUNDS; r++)
-#pragma GCC unroll 24
-        for (int c = 0; c < CHAINS; c++)
-            acc[c] = _mm512_dpbf16_ps(acc[c], (__m512bh)a, (__m512bh)b);
-    const double t = thread_run_seconds() - t0;
-    for (int c = 0; c < CHAINS; c++)
-        __asm__ volatile("" : : "v"(acc[c]));
-    return t;
-}
-
-__attribute__((target("avx512f"), noinline)) static double fma_trial(void)
-{
-    __m512 acc[CHAINS];
-    for (int c = 0; c < CHAINS; c++)
-        acc[c] = _mm512_set1_ps((float)c);
-    __m512 a = _mm512_set1_ps(1e-3f), b = a;
-    __asm__("" : "+v"(a), "+v"(b));
-    const double t0 = thread_run_seconds();
-    for (int r = 0; r < ROUNDS; r++)
-#pragma GCC unroll 24
-        for (int c = 0; c < CHAINS; c++)
-            acc[c] = _mm512_fmadd_ps(a, b, acc[c]);
-    const double t = thread_run_seconds() - t0;
-    for (int c = 0; c < CHAINS; c++)
-        __asm__ volatile("" : : "v"(acc[c]));
-    return t;
-}
+/* Seconds of one trial of each (base/fma_chains.h): the chains start
+ * from values whose sums stay far from overflow. */
+#define DOT_STEP(acc, a, b) _mm512_dpbf16_ps(acc, (__m512bh)(a), (__m512bh)(b))
+#define FMA_STEP(acc, a, b) _mm512_fmadd_ps(a, b, acc)
+FMA_CHAIN_TRIAL(dot_trial, "avx512f,avx512bf16", __m512, _mm512_set1_ps, __m512i,
+                _mm512_set1_epi32(0x3a833a83), /* bf16 pairs of 1e-3 */
+                _mm512_set1_epi32(0x3a833a83), DOT_STEP, CHAINS, ROUNDS)
+FMA_CHAIN_TRIAL(fma_trial, "avx512f", __m512, _mm512_set1_ps, __m512, _mm512_set1_ps(1e-3f),
+                _mm512_set1_ps(1e-3f), FMA_STEP, CHAINS, ROUNDS)
 
 static double dot_over_fma;
 
@@ -83,16 +55,8 @@ double direct_bf16_dot_over_fma(void)
 
 int direct_bf16_dot_runs(char *brief, size_t brief_len, char *why, size_t why_len)
 {
-    if (!direct_isa_allows_avx512("vdpbf16ps products", why, why_len)) {
-        snprintf(brief, brief_len, "LENET_BENCH_DIRECT_ISA=%s keeps it off AVX-512",
-                 direct_isa_forced());
-        return 0;
-    }
-    if (!direct_bf16_supported(why, why_len)) {
-        snprintf(brief, brief_len, "no AVX512_BF16 here");
-        return 0;
-    }
-    return 1;
+    return direct_isa_avx512_set_runs("vdpbf16ps products", direct_bf16_supported, "AVX512_BF16",
+                                      brief, brief_len, why, why_len);
 }
 #else
 double direct_bf16_dot_over_fma(void) { return 0; }

@@ -10,6 +10,7 @@
 
 #include "backends/common/bf16_round.h"
 #include "backends/direct/fp32/direct.h"
+#include "backends/direct/half/half_common.h"
 #include "base/cpu.h"
 
 #define ROUND_RUN(NAME, TARGET)                                                                \
@@ -35,10 +36,7 @@
             part[i % 16] += src[i];                                                            \
             dst[i] = lb_bf16_rounded(src[i]);                                              \
         }                                                                                      \
-        float total = 0.0f;                                                                    \
-        for (int l = 0; l < 16; l++)                                                           \
-            total += part[l];                                                                  \
-        return total;                                                                          \
+        return sum_lanes(part);                                                                \
     }
 
 #if defined(__x86_64__)
@@ -86,16 +84,9 @@ round_sum_avx512_bf16(float *restrict dst, const float *restrict src, size_t n)
         _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
         part = _mm512_add_ps(part, x);
     }
-    if (i < n) {
-        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        part = _mm512_mask_add_ps(part, k, part, _mm512_maskz_loadu_ps(k, src + i));
-        for (; i < n; i++)
-            dst[i] = lb_bf16_rounded(src[i]);
-    }
-    float lanes[16], total = 0.0f;
-    _mm512_storeu_ps(lanes, part);
-    for (int l = 0; l < 16; l++)
-        total += lanes[l];
+    const float total = sum_lanes_avx512(part, src + i, n - i);
+    for (; i < n; i++)
+        dst[i] = lb_bf16_rounded(src[i]);
     return total;
 }
 #endif
@@ -103,42 +94,33 @@ round_sum_avx512_bf16(float *restrict dst, const float *restrict src, size_t n)
 typedef void round_run_fn(float *restrict dst, const float *restrict src, size_t n);
 typedef float round_sum_fn(float *restrict dst, const float *restrict src, size_t n);
 
-static round_run_fn *round_run_here(void)
-{
-#if defined(__x86_64__)
-    const char *isa = direct_active()->isa;
-#ifdef HAVE_DIRECT_BF16
-    if (strncmp(isa, "avx512", 6) == 0 && cpu_has(CPU_AVX512F | CPU_AVX512BW | CPU_AVX512_BF16))
-        return round_run_avx512_bf16;
-#endif
-    if (strncmp(isa, "avx512", 6) == 0)
-        return round_run_avx512;
-    if (strcmp(isa, "avx2") == 0)
-        return round_run_avx2;
-#endif
-    return round_run_plain;
-}
+/* The runs of the vectors the fp32 kernels run on (a run forced off
+ * AVX-512 stays off it here too) */
+typedef struct round_runs {
+    round_run_fn *run;
+    round_sum_fn *sum;
+} round_runs;
 
-static round_sum_fn *round_sum_here(void)
+static round_runs round_runs_here(void)
 {
 #if defined(__x86_64__)
     const char *isa = direct_active()->isa;
 #ifdef HAVE_DIRECT_BF16
     if (strncmp(isa, "avx512", 6) == 0 && cpu_has(CPU_AVX512F | CPU_AVX512BW | CPU_AVX512_BF16))
-        return round_sum_avx512_bf16;
+        return (round_runs){round_run_avx512_bf16, round_sum_avx512_bf16};
 #endif
     if (strncmp(isa, "avx512", 6) == 0)
-        return round_sum_avx512;
+        return (round_runs){round_run_avx512, round_sum_avx512};
     if (strcmp(isa, "avx2") == 0)
-        return round_sum_avx2;
+        return (round_runs){round_run_avx2, round_sum_avx2};
 #endif
-    return round_sum_plain;
+    return (round_runs){round_run_plain, round_sum_plain};
 }
 
 void direct_bf16_fma_round_sums(float *dst, size_t dst_stride, const float *src, size_t plane,
                                 int K, float *sums, size_t sums_stride, int threads)
 {
-    round_sum_fn *run = round_sum_here();
+    round_sum_fn *run = round_runs_here().sum;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && K > 1)
     for (int k = 0; k < K; k++)
         sums[(size_t)k * sums_stride] =
@@ -149,7 +131,7 @@ void direct_bf16_fma_round(float *dst, const float *src, size_t n, int threads)
 {
     /* pieces of 16 KiB, on cache lines where the buffers are */
     enum { PIECE = 4096 };
-    round_run_fn *run = round_run_here();
+    round_run_fn *run = round_runs_here().run;
     const size_t pieces = (n + PIECE - 1) / PIECE;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && pieces > 1)
     for (size_t p = 0; p < pieces; p++)

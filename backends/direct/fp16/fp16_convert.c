@@ -8,6 +8,7 @@
 
 #include "backends/direct/fp16/fp16.h"
 #include "backends/direct/fp16/fp16_tiles.h"
+#include "backends/direct/half/half_common.h"
 #include "base/cpu.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -124,10 +125,7 @@ static float round_sum_plain(uint16_t *dst, const float *src, size_t n)
         part[e % 16] += src[e];
         dst[e] = direct_fp16_round(src[e]);
     }
-    float total = 0.0f;
-    for (int l = 0; l < 16; l++)
-        total += part[l];
-    return total;
+    return sum_lanes(part);
 }
 
 #ifdef FP16_X86
@@ -141,15 +139,8 @@ __attribute__((target("avx512f"))) static float round_sum_avx512(uint16_t *dst,
         _mm256_storeu_si256((__m256i *)(dst + e), _mm512_cvtps_ph(x, NEAREST));
         part = _mm512_add_ps(part, x);
     }
-    if (e < n) {
-        const __mmask16 k = (__mmask16)((1u << (n - e)) - 1);
-        part = _mm512_mask_add_ps(part, k, part, _mm512_maskz_loadu_ps(k, src + e));
-        round_rest_avx512(dst + e, src + e, n - e, 1.0f);
-    }
-    float lanes[16], total = 0.0f;
-    _mm512_storeu_ps(lanes, part);
-    for (int l = 0; l < 16; l++)
-        total += lanes[l];
+    const float total = sum_lanes_avx512(part, src + e, n - e);
+    round_rest_avx512(dst + e, src + e, n - e, 1.0f);
     return total;
 }
 #endif

@@ -6,40 +6,15 @@
  * CPU lacks the instructions). They are the "avx512_fp16" and "emulated"
  * rows of the fp16 candidates (backends/direct/candidates.h). The engine
  * scales the loss for fp16 (backends/common/loss_scale.h). */
-#include <stdio.h>
-
 #include "backends/direct/direct_backend.h"
 #include "backends/direct/fp16/fp16.h"
 #include "backends/direct/fp16/fp16_tiles.h"
 #include "backends/direct/fp32/isa.h"
 #include "backends/direct/half/half_products.h"
 
-static const direct_half_ops fp16_ops = {
-    .conv_scratch_bytes = direct_fp16_conv_scratch_bytes,
-    .conv_weight_bytes = direct_fp16_conv_weight_bytes,
-    .pack_conv_weights = direct_fp16_pack_conv_weights,
-    .conv_forward = direct_fp16_conv_forward,
-    .conv_backward_data = direct_fp16_conv_backward_data,
-    .conv_backward_params = direct_fp16_conv_backward_params,
-    .dense_scratch_bytes = direct_fp16_dense_scratch_bytes,
-    .dense_forward = direct_fp16_dense_forward,
-    .dense_backward = direct_fp16_dense_backward,
-};
-
-static size_t conv_packed_floats(int C, int K, int kernel)
-{
-    return direct_half_packed_floats(&fp16_ops, C, K, kernel);
-}
-
-static void conv_pack_weights(float *weight_bias, int C, int K, int kernel)
-{
-    direct_half_pack_weights(&fp16_ops, weight_bias, C, K, kernel);
-}
-
-static size_t dense_scratch_floats(int B, int n_in, int n_out)
-{
-    return direct_half_dense_scratch_floats(&fp16_ops, B, n_in, n_out);
-}
+/* fp16.h's direct_fp16_conv_forward and the rest */
+static const direct_half_ops fp16_ops = DIRECT_HALF_OPS(direct_fp16);
+DIRECT_HALF_SET_ENTRIES(&fp16_ops)
 
 /* Each set tells fp16.c's walks which tiles to run (direct_fp16_emulate)
  * as it enters a pass, so that engines of both sets may take turns in one
@@ -66,14 +41,6 @@ const chwn_products direct_fp16_emulated_products = DIRECT_HALF_PRODUCT_SET(
  * code (isa.h), and the CPU has AVX512_FP16 (fp16.h). */
 int direct_fp16_vector_runs(char *brief, size_t brief_len, char *why, size_t why_len)
 {
-    if (!direct_isa_allows_avx512("vfmadd231ph products", why, why_len)) {
-        snprintf(brief, brief_len, "LENET_BENCH_DIRECT_ISA=%s keeps it off AVX-512",
-                 direct_isa_forced());
-        return 0;
-    }
-    if (!direct_fp16_supported(why, why_len)) {
-        snprintf(brief, brief_len, "no AVX512_FP16 here");
-        return 0;
-    }
-    return 1;
+    return direct_isa_avx512_set_runs("vfmadd231ph products", direct_fp16_supported, "AVX512_FP16",
+                                      brief, brief_len, why, why_len);
 }

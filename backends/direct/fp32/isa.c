@@ -9,6 +9,7 @@
 
 #include "backends/direct/candidates.h"
 #include "base/clock.h"
+#include "base/fma_chains.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -61,6 +62,22 @@ int direct_isa_allows_avx512(const char *what, char *why, size_t why_len)
     return 0;
 }
 
+int direct_isa_avx512_set_runs(const char *what, int (*supported)(char *why, size_t why_len),
+                               const char *feature, char *brief, size_t brief_len, char *why,
+                               size_t why_len)
+{
+    if (!direct_isa_allows_avx512(what, why, why_len)) {
+        snprintf(brief, brief_len, "LENET_BENCH_DIRECT_ISA=%s keeps it off AVX-512",
+                 direct_isa_forced());
+        return 0;
+    }
+    if (!supported(why, why_len)) {
+        snprintf(brief, brief_len, "no %s here", feature);
+        return 0;
+    }
+    return 1;
+}
+
 /* Intel's family 6 models with two 512-bit FMA ports: Skylake-SP to
  * Cascade/Cooper Lake, Ice Lake-SP and -D, Sapphire, Emerald and Granite
  * Rapids (Skylake-SP's smallest parts have one port: cpuid cannot tell
@@ -105,29 +122,15 @@ int direct_fma_ports_512(const cpu_info *cpu)
 }
 
 #if defined(__x86_64__)
-/* One trial of CHAINS independent FMA chains on registers, seconds of the
- * thread's processor time; the results kept (asm) so that the loop stays */
-#define PORT_TRIAL(NAME, TARGET, VEC, SET1, FMA, CHAINS, ROUNDS)                               \
-    __attribute__((target(TARGET), noinline)) static double NAME(void)                         \
-    {                                                                                          \
-        VEC acc[CHAINS];                                                                       \
-        for (int c = 0; c < CHAINS; c++)                                                       \
-            acc[c] = SET1((float)c);                                                           \
-        VEC a = SET1(0.999f), b = SET1(1e-3f);                                                 \
-        __asm__("" : "+x"(a), "+x"(b));                                                        \
-        const double t0 = thread_run_seconds();                                                \
-        for (int r = 0; r < ROUNDS; r++)                                                       \
-            _Pragma("GCC unroll 24") for (int c = 0; c < CHAINS; c++) acc[c] =                 \
-                FMA(a, acc[c], b);                                                             \
-        const double t = thread_run_seconds() - t0;                                            \
-        for (int c = 0; c < CHAINS; c++)                                                       \
-            __asm__ volatile("" : : "x"(acc[c]));                                              \
-        return t;                                                                              \
-    }
+/* One trial of independent FMA chains on registers (base/fma_chains.h),
+ * each step acc = a acc + b, in seconds of the thread's processor time */
+#define FMA_ACC_FIRST_512(acc, a, b) _mm512_fmadd_ps(a, acc, b)
+#define FMA_ACC_FIRST_256(acc, a, b) _mm256_fmadd_ps(a, acc, b)
 enum { ZMM_CHAINS = 24, YMM_CHAINS = 12, ROUNDS = 2000, TRIALS = 16 };
-PORT_TRIAL(zmm_trial, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, ZMM_CHAINS, ROUNDS)
-PORT_TRIAL(ymm_trial, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, YMM_CHAINS,
-           ROUNDS * 2)
+FMA_CHAIN_TRIAL(zmm_trial, "avx512f", __m512, _mm512_set1_ps, __m512, _mm512_set1_ps(0.999f),
+                _mm512_set1_ps(1e-3f), FMA_ACC_FIRST_512, ZMM_CHAINS, ROUNDS)
+FMA_CHAIN_TRIAL(ymm_trial, "avx2,fma", __m256, _mm256_set1_ps, __m256, _mm256_set1_ps(0.999f),
+                _mm256_set1_ps(1e-3f), FMA_ACC_FIRST_256, YMM_CHAINS, ROUNDS * 2)
 
 /* 512-bit FMA flops over 256-bit FMA flops on this core: about 2 where a
  * core has two 512-bit FMA ports (each 256-bit FMA then takes the same

@@ -45,6 +45,14 @@ int direct_isa_check(char *err, size_t err_len);
  * AVX-512). Says nothing of the CPU: the set's own check asks it. */
 int direct_isa_allows_avx512(const char *what, char *why, size_t why_len);
 
+/* The `runs` check (candidates.h) of such a set: 1 where
+ * direct_isa_allows_avx512 lets it run and `supported` finds the CPU
+ * feature it needs (`feature`: "AVX512_BF16"); else 0 with a short reason
+ * in brief ("no AVX512_BF16 here") and the whole one in why. */
+int direct_isa_avx512_set_runs(const char *what, int (*supported)(char *why, size_t why_len),
+                               const char *feature, char *brief, size_t brief_len, char *why,
+                               size_t why_len);
+
 /* 512-bit FMAs a core of this CPU retires per cycle, from what cpuid
  * says: 2 on Intel's server cores from Skylake-SP on (by model, a hint a
  * hypervisor may hide; or by the features only Sapphire Rapids and later

@@ -1,7 +1,8 @@
 /* What the half-precision products (bf16.c, fp16.c) share beside their
  * packing, tiles and walks (half_walks.h): the question to the CPU,
  * carving their scratch, splitting rows into blocks, the fp32 sums of the
- * bias gradients, when a dense product is too small to share between
+ * bias gradients (and their end for the AVX-512 rounding passes that sum
+ * on the way), when a dense product is too small to share between
  * threads, and the switch that gives the AVX-512 dot tiles their shape as
  * constants. */
 #ifndef LB_DIRECT_HALF_COMMON_H
@@ -12,6 +13,10 @@
 #include <stdio.h>
 
 #include "base/cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 /* 1 when this CPU has every feature of `features` (cpu_has counts AVX-512
  * only where the operating system saves the registers, XCR0); else 0 with
@@ -49,6 +54,18 @@ static inline int split_at(int n, int blocks, int b) { return (int)((long)n * b 
 
 static inline size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+/* The last step of sum_floats's order, for the rounding passes that keep
+ * its 16 running sums themselves (bf16_fma_round.c, fp16_convert.c): the
+ * sums added in lane order. (sum_floats spells the same loop out, which
+ * keeps gcc's code for the bias sums as it was.) */
+static inline float sum_lanes(const float part[16])
+{
+    float total = 0.0f;
+    for (int l = 0; l < 16; l++)
+        total += part[l];
+    return total;
+}
+
 /* fp32 sum of x[0..n), 16 running sums (an order fixed by n alone) */
 static inline float sum_floats(const float *x, size_t n)
 {
@@ -64,6 +81,24 @@ static inline float sum_floats(const float *x, size_t n)
         total += part[l];
     return total;
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+/* sum_floats's end for AVX-512 runs that keep running sum l in lane l of
+ * part (bf16_fma_round.c, fp16_convert.c): the n < 16 elements of rest,
+ * past the last whole vector, added to their own lanes under a mask, then
+ * the 16 lanes added in lane order, the same floats as sum_floats */
+__attribute__((target("avx512f"))) static inline float
+sum_lanes_avx512(__m512 part, const float *rest, size_t n)
+{
+    if (n) {
+        const __mmask16 k = (__mmask16)((1u << n) - 1);
+        part = _mm512_mask_add_ps(part, k, part, _mm512_maskz_loadu_ps(k, rest));
+    }
+    float lanes[16];
+    _mm512_storeu_ps(lanes, part);
+    return sum_lanes(lanes);
+}
+#endif
 
 /* A product too small to share between threads (fc2's) */
 static inline int dense_threads(int threads, int B, int n_in, int n_out)

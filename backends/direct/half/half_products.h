@@ -64,12 +64,44 @@ void direct_half_dense_backward(const chwn_products *set, float *d_weight, float
                                 const float *weight, float *scratch, int B, int n_in, int n_out,
                                 const chwn_team *team);
 
+/* A format's ops from the prefix its header's functions share:
+ * DIRECT_HALF_OPS(direct_bf16) is direct_bf16_conv_scratch_bytes,
+ * direct_bf16_conv_weight_bytes, ... (bf16.h) */
+#define DIRECT_HALF_OPS(PREFIX)                                                            \
+    {                                                                                      \
+        .conv_scratch_bytes = PREFIX##_conv_scratch_bytes,                                 \
+        .conv_weight_bytes = PREFIX##_conv_weight_bytes,                                   \
+        .pack_conv_weights = PREFIX##_pack_conv_weights,                                   \
+        .conv_forward = PREFIX##_conv_forward,                                             \
+        .conv_backward_data = PREFIX##_conv_backward_data,                                 \
+        .conv_backward_params = PREFIX##_conv_backward_params,                             \
+        .dense_scratch_bytes = PREFIX##_dense_scratch_bytes,                               \
+        .dense_forward = PREFIX##_dense_forward,                                           \
+        .dense_backward = PREFIX##_dense_backward,                                         \
+    }
+
+/* The three entries a set's file defines over its ops (OPS, a pointer),
+ * for DIRECT_HALF_PRODUCT_SET: static functions, since the table calls
+ * them without the set */
+#define DIRECT_HALF_SET_ENTRIES(OPS)                                                           \
+    static size_t conv_packed_floats(int C, int K, int kernel)                                 \
+    {                                                                                          \
+        return direct_half_packed_floats(OPS, C, K, kernel);                                   \
+    }                                                                                          \
+    static void conv_pack_weights(float *weight_bias, int C, int K, int kernel)                \
+    {                                                                                          \
+        direct_half_pack_weights(OPS, weight_bias, C, K, kernel);                              \
+    }                                                                                          \
+    static size_t dense_scratch_floats(int B, int n_in, int n_out)                             \
+    {                                                                                          \
+        return direct_half_dense_scratch_floats(OPS, B, n_in, n_out);                          \
+    }
+
 /* A half set's table: its name, arithmetic (engine.h's key), ops, the
  * function that enters a pass (direct_team_enter, or one of its own that
- * calls it) and three entries of its file (conv_packed_floats,
- * conv_pack_weights, dense_scratch_floats: static functions over
- * direct_half_packed_floats, ...); 32 images a group, as the fp32 set
- * (direct_backend.h). Each set's file spells its definition out:
+ * calls it) and the three entries of its file (DIRECT_HALF_SET_ENTRIES);
+ * 32 images a group, as the fp32 set (direct_backend.h). Each set's file
+ * spells its definition out:
  *     const chwn_products direct_bf16_products =
  *         DIRECT_HALF_PRODUCT_SET("direct bf16", ARITHMETIC_BF16_DOT, &bf16_ops,
  *                                 direct_team_enter);

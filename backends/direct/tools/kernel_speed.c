@@ -28,34 +28,25 @@
 #include "backends/direct/fp32/direct.h"
 #include "backends/direct/tools/speed_tools.h"
 #include "base/cpu.h"
+#include "base/fma_chains.h"
 
-/* CHAINS independent FMA chains on registers, GFLOP/s, best of 300 short
- * runs by processor time */
-#define FMA_PEAK(NAME, TARGET, VEC, SET1, FMA, FLOPS, CHAINS)                                      \
-    __attribute__((target(TARGET), noinline)) static double NAME(void)                             \
-    {                                                                                              \
-        enum { ROUNDS = 20000 };                                                                   \
-        double best = 0;                                                                           \
-        for (int rep = 0; rep < 300; rep++) {                                                      \
-            VEC acc[CHAINS];                                                                       \
-            for (int c = 0; c < CHAINS; c++)                                                       \
-                acc[c] = SET1((float)c);                                                           \
-            VEC a = SET1(0.999f), b = SET1(1e-3f);                                                 \
-            __asm__("" : "+x"(a), "+x"(b));                                                        \
-            const double t0 = thread_run_seconds();                                                \
-            for (int r = 0; r < ROUNDS; r++)                                                       \
-                _Pragma("GCC unroll 32") for (int c = 0; c < CHAINS; c++) acc[c] =                 \
-                    FMA(a, acc[c], b);                                                             \
-            const double t = thread_run_seconds() - t0;                                            \
-            for (int c = 0; c < CHAINS; c++)                                                       \
-                __asm__ volatile("" : : "x"(acc[c]));                                              \
-            const double rate = (double)(FLOPS)*CHAINS * ROUNDS / t * 1e-9;                        \
-            best = rate > best ? rate : best;                                                      \
-        }                                                                                          \
-        return best;                                                                               \
-    }
-FMA_PEAK(zmm_peak, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, 32, 24)
-FMA_PEAK(ymm_peak, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, 16, 12)
+/* The fastest of 300 short trials of CHAINS independent FMA chains on
+ * registers (base/fma_chains.h), as GFLOP/s */
+enum { PEAK_ROUNDS = 20000, PEAK_TRIALS = 300 };
+#define FMA_ACC_FIRST_512(acc, a, b) _mm512_fmadd_ps(a, acc, b)
+#define FMA_ACC_FIRST_256(acc, a, b) _mm256_fmadd_ps(a, acc, b)
+FMA_CHAIN_TRIAL(zmm_trial, "avx512f", __m512, _mm512_set1_ps, __m512, _mm512_set1_ps(0.999f),
+                _mm512_set1_ps(1e-3f), FMA_ACC_FIRST_512, 24, PEAK_ROUNDS)
+FMA_CHAIN_TRIAL(ymm_trial, "avx2,fma", __m256, _mm256_set1_ps, __m256, _mm256_set1_ps(0.999f),
+                _mm256_set1_ps(1e-3f), FMA_ACC_FIRST_256, 12, PEAK_ROUNDS)
+static double zmm_peak(void)
+{
+    return fma_chain_best_gflops(zmm_trial, PEAK_TRIALS, 32.0 * 24 * PEAK_ROUNDS);
+}
+static double ymm_peak(void)
+{
+    return fma_chain_best_gflops(ymm_trial, PEAK_TRIALS, 16.0 * 12 * PEAK_ROUNDS);
+}
 
 /* The fp32 FMA peak of one thread and the vectors it was measured on */
 static double fma_peak(const char **what)
