@@ -91,41 +91,44 @@ enum { ROW_PAD = DIRECT_ROW_PAD };
 
 /* The input gradient row by row: d_in[c][iy][kj * B + n] gets, for each
  * kj, the sum over the output channels k and the kernel rows ki that reach
- * row iy of w[k][c][ki][kj] * d_out[k][iy - ki][n]. A tile is the kj of a
- * channel (rows) by a column tile, summing over (ki, k): up to kernel x K
- * taps, so that each element of d_in takes a few additions (one per kj),
- * not one per tap. The tile's output-gradient rows are the same for every
- * channel, so the channels are the innermost loop but one. */
+ * row iy of w[k][c][ki][kj] * d_out[k][iy - ki][n]. A tile's rows are
+ * (channel, kj) pairs, MR at a time across the channels (conv2's 5 x 4
+ * tiles of one channel left 4 of the 2fma build's 24 accumulators idle),
+ * by a column tile, summing over (ki, k): up to kernel x K taps, so that
+ * each element of d_in takes a few additions (one per kj), not one per
+ * tap. Each element gets the same taps in the same order, and its
+ * additions in the same order (column tile by column tile), whatever the
+ * blocks. The tile's output-gradient rows are the same for every block,
+ * so the blocks are the innermost loop but one. */
 static void input_gradient_row(float *d_in, const float *out_rows, const float *w_t, int B,
-                               int H, int W, int K, int kernel, int iy, int c0, int c1)
+                               int C, int H, int W, int K, int kernel, int iy, int c0, int c1)
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1;
     const size_t row = (size_t)OW * B, ld = row + ROW_PAD, plane_in = (size_t)H * W * B;
     const int ki_lo = iy - (OH - 1) > 0 ? iy - (OH - 1) : 0;
     const int ki_hi = iy < kernel - 1 ? iy : kernel - 1;
     /* taps (ki, k): the output rows iy - ki, going up; the weights
-     * w_t[((c * kernel + ki) * kernel + kj) * K + k] */
+     * w_t[((ki * C + c) * kernel + kj) * K + k] */
     const walk wk = {{1, ki_hi - ki_lo + 1, K},
                      {0, -(ptrdiff_t)(K * ld), (ptrdiff_t)ld},
-                     {0, (ptrdiff_t)kernel * K, 1}};
+                     {0, (ptrdiff_t)C * kernel * K, 1}};
     const float *b = out_rows + (size_t)(iy - ki_lo) * K * ld;
     for (int c = c0; c < c1; c++)
         memset(d_in + c * plane_in + (size_t)iy * W * B, 0, sizeof(float) * W * B);
-    const int blocks = (kernel + MR - 1) / MR;
+    /* the rows (c, kj), c0 * kernel on */
+    const int pairs = (c1 - c0) * kernel, blocks = (pairs + MR - 1) / MR;
     int cols;
     for (size_t j = 0; j < row; j += cols) {
         const int nv = tile_at(j, row, &cols);
-        for (int c = c0; c < c1; c++) {
-            float *dst = d_in + c * plane_in + (size_t)iy * W * B + j;
-            for (int kb = 0; kb < blocks; kb++) {
-                const int kj0 = block_start(kernel, blocks, kb);
-                const int m = block_start(kernel, blocks, kb + 1) - kj0;
-                float *rows[MR];
-                for (int i = 0; i < m; i++)
-                    rows[i] = dst + (size_t)(kj0 + i) * B;
-                const float *a = w_t + ((size_t)(c * kernel + ki_lo) * kernel + kj0) * K;
-                tile(m, nv, rows, 1, NULL, a, K, b + j, &wk);
+        for (int pb = 0; pb < blocks; pb++) {
+            const int p0 = block_start(pairs, blocks, pb), m = block_start(pairs, blocks, pb + 1) - p0;
+            float *rows[MR];
+            for (int i = 0; i < m; i++) {
+                const int c = c0 + (p0 + i) / kernel, kj = (p0 + i) % kernel;
+                rows[i] = d_in + c * plane_in + (size_t)iy * W * B + j + (size_t)kj * B;
             }
+            const float *a = w_t + ((size_t)ki_lo * C * kernel + (size_t)c0 * kernel + p0) * K;
+            tile(m, nv, rows, 1, NULL, a, K, b + j, &wk);
         }
     }
 }
@@ -136,10 +139,15 @@ static void conv_backward_data(float *d_in, const float *d_out, const float *wei
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
     const size_t row = (size_t)OW * B, ld = row + ROW_PAD, plane_out = (size_t)OH * row;
-    /* the weights transposed, [R][K], and the output gradient's rows
-     * reordered [OH][K][ld], so that a tap is a step through each */
+    /* the weights transposed, [ki][c][kj][K], so that the (c, kj) rows of
+     * a kernel row are K floats apart across the channels, and the output
+     * gradient's rows reordered [OH][K][ld], so that a tap is a step
+     * through each */
     float *w_t = scratch, *out_rows = scratch + (size_t)K * R;
-    chwn_transpose(w_t, K, weight_bias, R + 1, K, R);
+    for (int c = 0; c < C; c++)
+        for (int ki = 0; ki < kernel; ki++)
+            chwn_transpose(w_t + ((size_t)ki * C + c) * kernel * K, K,
+                           weight_bias + (size_t)(c * kernel + ki) * kernel, R + 1, K, kernel);
     for (int oy = 0; oy < OH; oy++)
         for (int k = 0; k < K; k++)
             memcpy(out_rows + ((size_t)oy * K + k) * ld, d_out + k * plane_out + oy * row,
@@ -151,7 +159,7 @@ static void conv_backward_data(float *d_in, const float *d_out, const float *wei
     for (int p = 0; p < parts; p++) {
         const int c0 = (int)((long)C * p / parts), c1 = (int)((long)C * (p + 1) / parts);
         for (int iy = 0; iy < H; iy++)
-            input_gradient_row(d_in, out_rows, w_t, B, H, W, K, kernel, iy, c0, c1);
+            input_gradient_row(d_in, out_rows, w_t, B, C, H, W, K, kernel, iy, c0, c1);
     }
 }
 
