@@ -113,12 +113,22 @@ ALWAYS_INLINE void store(float *p, vec v)
 #endif
 }
 
+/* x in every lane: one broadcast (GCC built the loop below lane by lane,
+ * 16 masked broadcasts for each of a tile's rows before its first tap) */
 ALWAYS_INLINE vec splat(float x)
 {
+#if defined(VEC_IS_ZMM)
+    return (vec)_mm512_set1_ps(x);
+#elif defined(VEC_IS_YMM)
+    return (vec)_mm256_set1_ps(x);
+#elif defined(VEC_IS_XMM)
+    return (vec)_mm_set1_ps(x);
+#else
     vec v;
     for (int i = 0; i < VL; i++)
         v[i] = x;
     return v;
+#endif
 }
 
 /* *p in every lane, loaded as one broadcast (GCC otherwise builds some
@@ -208,9 +218,15 @@ typedef struct walk {
     ptrdiff_t b_step[3], a_step[3];
 } walk;
 
+/* What a tile does with rows[]: stores its sums, adds them to what is
+ * there, or resumes sums it stored there (each lane's chain of FMAs goes
+ * on where it stopped: the same floats as one chain over all the taps). */
+enum { TILE_STORE = 0, TILE_ADD = 1, TILE_RESUME = 2 };
+
 /* rows[i] (i < m, at most MR) gets, for columns [0, width), the sum over
  * the walk's taps of a_tap[i * a_row] * b_tap[column], plus init[i] (or
- * 0), stored (add == 0) or added to what is there. width is nv vectors, or
+ * 0), stored (add == TILE_STORE) or added to what is there (TILE_ADD); or
+ * the sums go on from what is there (TILE_RESUME). width is nv vectors, or
  * one column for nv == 0. m and nv are constants where this is inlined,
  * so the accumulators live in registers. */
 ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int add,
@@ -222,10 +238,10 @@ ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int a
     float one[MR];
 UNROLL(8)
     for (int i = 0; i < m; i++) {
-        one[i] = init ? init[i] : 0.0f;
+        one[i] = add == TILE_RESUME ? rows[i][0] : init ? init[i] : 0.0f;
 UNROLL(4)
         for (int v = 0; v < lanes; v++)
-            acc[i][v] = splat(one[i]);
+            acc[i][v] = add == TILE_RESUME && nv ? load(rows[i] + v * VL) : splat(one[i]);
     }
     const walk w = *wk; /* a copy the stores below cannot change */
     for (int u0 = 0; u0 < w.count[0]; u0++)
@@ -261,12 +277,13 @@ UNROLL(4)
 UNROLL(8)
     for (int i = 0; i < m; i++) {
         if (!nv) {
-            rows[i][0] = add ? rows[i][0] + one[i] : one[i];
+            rows[i][0] = add == TILE_ADD ? rows[i][0] + one[i] : one[i];
             continue;
         }
 UNROLL(4)
         for (int v = 0; v < nv; v++)
-            store(rows[i] + v * VL, add ? load(rows[i] + v * VL) + acc[i][v] : acc[i][v]);
+            store(rows[i] + v * VL,
+                  add == TILE_ADD ? load(rows[i] + v * VL) + acc[i][v] : acc[i][v]);
     }
 }
 

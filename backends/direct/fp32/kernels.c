@@ -96,23 +96,21 @@ enum { ROW_PAD = DIRECT_ROW_PAD };
  * tiles of one channel left 4 of the 2fma build's 24 accumulators idle),
  * by a column tile, summing over (ki, k): up to kernel x K taps, so that
  * each element of d_in takes a few additions (one per kj), not one per
- * tap. Each element gets the same taps in the same order, and its
- * additions in the same order (column tile by column tile), whatever the
- * blocks. The tile's output-gradient rows are the same for every block,
- * so the blocks are the innermost loop but one. */
-static void input_gradient_row(float *d_in, const float *out_rows, const float *w_t, int B,
-                               int C, int H, int W, int K, int kernel, int iy, int c0, int c1)
+ * tap. The taps come in chunks of `taps_in_l1` output channels, every
+ * block of pairs resuming its sums (in `sums`, NR floats a pair) chunk by
+ * chunk: a chunk's output-gradient rows stay in L1 while every block
+ * passes (all of a column tile's, 64 KiB on conv2, did not). Each element
+ * gets the same taps in the same order, and its additions in the same
+ * order (column tile by column tile), whatever the blocks and chunks. */
+static void input_gradient_row(float *d_in, float *sums, const float *out_rows,
+                               const float *w_t, int B, int C, int H, int W, int K, int kernel,
+                               int iy, int c0, int c1, int taps_in_l1)
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1;
     const size_t row = (size_t)OW * B, ld = row + ROW_PAD, plane_in = (size_t)H * W * B;
     const int ki_lo = iy - (OH - 1) > 0 ? iy - (OH - 1) : 0;
     const int ki_hi = iy < kernel - 1 ? iy : kernel - 1;
-    /* taps (ki, k): the output rows iy - ki, going up; the weights
-     * w_t[((ki * C + c) * kernel + kj) * K + k] */
-    const walk wk = {{1, ki_hi - ki_lo + 1, K},
-                     {0, -(ptrdiff_t)(K * ld), (ptrdiff_t)ld},
-                     {0, (ptrdiff_t)C * kernel * K, 1}};
-    const float *b = out_rows + (size_t)(iy - ki_lo) * K * ld;
+    const int chunks = (K + taps_in_l1 - 1) / taps_in_l1;
     for (int c = c0; c < c1; c++)
         memset(d_in + c * plane_in + (size_t)iy * W * B, 0, sizeof(float) * W * B);
     /* the rows (c, kj), c0 * kernel on */
@@ -120,18 +118,38 @@ static void input_gradient_row(float *d_in, const float *out_rows, const float *
     int cols;
     for (size_t j = 0; j < row; j += cols) {
         const int nv = tile_at(j, row, &cols);
-        for (int pb = 0; pb < blocks; pb++) {
-            const int p0 = block_start(pairs, blocks, pb), m = block_start(pairs, blocks, pb + 1) - p0;
-            float *rows[MR];
-            for (int i = 0; i < m; i++) {
-                const int c = c0 + (p0 + i) / kernel, kj = (p0 + i) % kernel;
-                rows[i] = d_in + c * plane_in + (size_t)iy * W * B + j + (size_t)kj * B;
+        /* taps (ki, k): the output rows iy - ki, going up; the weights
+         * w_t[((ki * C + c) * kernel + kj) * K + k] */
+        for (int ki = ki_lo; ki <= ki_hi; ki++)
+            for (int q = 0; q < chunks; q++) {
+                const int k0 = block_start(K, chunks, q), n = block_start(K, chunks, q + 1) - k0;
+                const walk wk = {{1, 1, n}, {0, 0, (ptrdiff_t)ld}, {0, 0, 1}};
+                const float *b = out_rows + ((size_t)(iy - ki) * K + k0) * ld + j;
+                const int how = ki == ki_lo && q == 0 ? TILE_STORE : TILE_RESUME;
+                for (int pb = 0; pb < blocks; pb++) {
+                    const int p0 = block_start(pairs, blocks, pb);
+                    const int m = block_start(pairs, blocks, pb + 1) - p0;
+                    float *rows[MR];
+                    for (int i = 0; i < m; i++)
+                        rows[i] = sums + (size_t)(p0 + i) * NR;
+                    const float *a = w_t + (((size_t)ki * C + c0) * kernel + p0) * K + k0;
+                    tile(m, nv, rows, how, NULL, a, K, b, &wk);
+                }
             }
-            const float *a = w_t + ((size_t)ki_lo * C * kernel + (size_t)c0 * kernel + p0) * K;
-            tile(m, nv, rows, 1, NULL, a, K, b + j, &wk);
+        /* each pair's sums added where they belong */
+        for (int p = 0; p < pairs; p++) {
+            const int c = c0 + p / kernel, kj = p % kernel;
+            float *dst = d_in + c * plane_in + (size_t)iy * W * B + j + (size_t)kj * B;
+            const float *sum = sums + (size_t)p * NR;
+            if (!nv)
+                dst[0] += sum[0];
+            for (int v = 0; v < nv; v++)
+                store(dst + v * VL, load(dst + v * VL) + load(sum + v * VL));
         }
     }
 }
+
+_Static_assert(NR <= 64, "direct_conv_scratch_floats (dispatch.c) keeps 64 floats of sums a pair");
 
 static void conv_backward_data(float *d_in, const float *d_out, const float *weight_bias,
                                     float *scratch, int B, int C, int H, int W, int K,
@@ -140,10 +158,11 @@ static void conv_backward_data(float *d_in, const float *d_out, const float *wei
     const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
     const size_t row = (size_t)OW * B, ld = row + ROW_PAD, plane_out = (size_t)OH * row;
     /* the weights transposed, [ki][c][kj][K], so that the (c, kj) rows of
-     * a kernel row are K floats apart across the channels, and the output
+     * a kernel row are K floats apart across the channels; the output
      * gradient's rows reordered [OH][K][ld], so that a tap is a step
-     * through each */
-    float *w_t = scratch, *out_rows = scratch + (size_t)K * R;
+     * through each; and the pairs' sums, NR floats each */
+    float *w_t = scratch, *out_rows = w_t + (size_t)K * R;
+    float *sums = out_rows + (size_t)OH * K * ld;
     for (int c = 0; c < C; c++)
         for (int ki = 0; ki < kernel; ki++)
             chwn_transpose(w_t + ((size_t)ki * C + c) * kernel * K, K,
@@ -152,6 +171,10 @@ static void conv_backward_data(float *d_in, const float *d_out, const float *wei
         for (int k = 0; k < K; k++)
             memcpy(out_rows + ((size_t)oy * K + k) * ld, d_out + k * plane_out + oy * row,
                    sizeof(float) * row);
+    /* a chunk's output-gradient rows (NR floats of each) in a quarter of
+     * the L1 data cache, the rest for the weights and the sums */
+    const int chunk_taps = cpu_l1d_bytes(32 * 1024) / 2 / (NR * (int)sizeof(float));
+    const int taps_in_l1 = chunk_taps > 0 ? chunk_taps : 1;
     /* threads take whole input channels; each element's additions come
      * in the same order for any split */
     const int parts = threads < C ? threads : C;
@@ -159,7 +182,8 @@ static void conv_backward_data(float *d_in, const float *d_out, const float *wei
     for (int p = 0; p < parts; p++) {
         const int c0 = (int)((long)C * p / parts), c1 = (int)((long)C * (p + 1) / parts);
         for (int iy = 0; iy < H; iy++)
-            input_gradient_row(d_in, out_rows, w_t, B, C, H, W, K, kernel, iy, c0, c1);
+            input_gradient_row(d_in, sums + (size_t)c0 * kernel * NR, out_rows, w_t, B, C, H,
+                               W, K, kernel, iy, c0, c1, taps_in_l1);
     }
 }
 
