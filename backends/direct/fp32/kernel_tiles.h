@@ -59,8 +59,8 @@ enum { WK = LB_DIRECT_WK, WT = LB_DIRECT_WT };
       LB_DIRECT_MR == 12) ||                                                                   \
     !(LB_DIRECT_NV >= 2 && LB_DIRECT_NV <= 4) || !(LB_DIRECT_WK == 2 || LB_DIRECT_WK == 4 ||     \
                                                   LB_DIRECT_WK == 5) ||                        \
-    !(LB_DIRECT_WT == 5 || LB_DIRECT_WT == 8)
-#error "tile shape: MR 5, 6, 8, 10 or 12; NV 2 to 4; WK 2, 4 or 5; WT 5 or 8"
+    !(LB_DIRECT_WT == 5 || LB_DIRECT_WT == 6 || LB_DIRECT_WT == 8)
+#error "tile shape: MR 5, 6, 8, 10 or 12; NV 2 to 4; WK 2, 4 or 5; WT 5, 6 or 8"
 #endif
 /* 1: a row's vectors split into column tiles of nearly equal widths (16
  * vectors as 3+3+3+3+2+2, not 5 x 3 + 1), and a convolution's output

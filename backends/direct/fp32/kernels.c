@@ -171,8 +171,10 @@ static void conv_backward_data(float *d_in, const float *d_out, const float *wei
         for (int k = 0; k < K; k++)
             memcpy(out_rows + ((size_t)oy * K + k) * ld, d_out + k * plane_out + oy * row,
                    sizeof(float) * row);
-    /* a chunk's output-gradient rows (NR floats of each) in a quarter of
-     * the L1 data cache, the rest for the weights and the sums */
+    /* a chunk's output-gradient rows (NR floats of each) in half the L1
+     * data cache, the rest for the weights and the sums (a quarter, two
+     * chunks of 25 channels a kernel row on conv2, was slower: more
+     * resumed sums, 114 against 119 GFLOP/s) */
     const int chunk_taps = cpu_l1d_bytes(32 * 1024) / 2 / (NR * (int)sizeof(float));
     const int taps_in_l1 = chunk_taps > 0 ? chunk_taps : 1;
     /* threads take whole input channels; each element's additions come
@@ -281,6 +283,13 @@ typedef void weight_fn(float *d_weight_bias, const float *d_out, const float *in
 #define WEIGHT_ROW(MK)                                                                       \
     {weight_##MK##x1, weight_##MK##x2, weight_##MK##x3, weight_##MK##x4,                     \
      weight_##MK##x5, weight_##MK##x6, weight_##MK##x7, weight_##MK##x8}
+#elif LB_DIRECT_WT >= 6
+#define WEIGHT_SHAPES(MK)                                                                    \
+    WEIGHT_SHAPE(MK, 1) WEIGHT_SHAPE(MK, 2) WEIGHT_SHAPE(MK, 3) WEIGHT_SHAPE(MK, 4)          \
+    WEIGHT_SHAPE(MK, 5) WEIGHT_SHAPE(MK, 6)
+#define WEIGHT_ROW(MK)                                                                       \
+    {weight_##MK##x1, weight_##MK##x2, weight_##MK##x3, weight_##MK##x4,                     \
+     weight_##MK##x5, weight_##MK##x6}
 #else
 #define WEIGHT_SHAPES(MK)                                                                    \
     WEIGHT_SHAPE(MK, 1) WEIGHT_SHAPE(MK, 2) WEIGHT_SHAPE(MK, 3) WEIGHT_SHAPE(MK, 4)          \
@@ -328,13 +337,15 @@ static void conv_backward_params(float *d_weight_bias, const float *d_out,
     /* blocks of nearly equal channel counts, the outer loop: a block's
      * output gradient (conv2: 4 channels, 32 KiB at 32 images) stays in L1
      * while the runs of every tap block pass, so the larger operand is
-     * read once, not once per tap block */
+     * read once, not once per tap block; the taps in blocks of nearly
+     * equal counts too (conv2's 500 by 6: 5 or 6, not a last block of 2) */
     const int k_blocks = (K + WK - 1) / WK;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads) if (threads > 1)
     for (int kb = 0; kb < k_blocks; kb++)
         for (int rb = 0; rb < tap_blocks; rb++) {
             const int k0 = block_start(K, k_blocks, kb), mk = block_start(K, k_blocks, kb + 1) - k0;
-            const int r0 = rb * WT, nt = R - r0 < WT ? R - r0 : WT;
+            const int r0 = block_start(R, tap_blocks, rb);
+            const int nt = block_start(R, tap_blocks, rb + 1) - r0;
             weight_block(mk, nt, d_weight_bias, d_out, in, B, C, H, W, kernel, k0, r0);
         }
 #else
@@ -413,6 +424,21 @@ static void dense_forward(float *out, const float *in, const float *weight,
  * long as a column strip of the weight gradient. */
 enum { BAND = 4 };
 
+/* Columns k0..k1 of the weights fetched towards L2 ahead of the tiles
+ * that read them down the columns (fc1: 3.2 KB apart, no hardware
+ * prefetcher follows), so that their misses overlap (fc1's backward pass
+ * 4% faster on a Sapphire Rapids-class Xeon, notes/intel-kernels.md) */
+static void prefetch_columns(const float *weight, int n_in, int n_out, int k0, int k1)
+{
+    for (int t = 0; t < n_out; t++) {
+        const char *first = (const char *)(weight + (size_t)t * n_in + k0);
+        const char *last = (const char *)(weight + (size_t)t * n_in + k1 - 1);
+        for (const char *p = first; p <= last; p += 64)
+            __builtin_prefetch(p, 0, 2);
+        __builtin_prefetch(last, 0, 2);
+    }
+}
+
 static void dense_backward(float *d_weight, float *d_bias, float *d_in,
                                 const float *d_out, const float *in, const float *weight,
                                 float *scratch, int B, int n_in, int n_out, int threads)
@@ -454,6 +480,8 @@ static void dense_backward(float *d_weight, float *d_bias, float *d_in,
             continue;
         }
         const int band = piece - strips, last = (band + 1) * BAND;
+        prefetch_columns(weight, n_in, n_out, block_start(n_in, in_blocks, band * BAND),
+                         block_start(n_in, in_blocks, last < in_blocks ? last : in_blocks));
         for (int kb = band * BAND; kb < last && kb < in_blocks; kb++) {
             const int k0 = block_start(n_in, in_blocks, kb), m = block_start(n_in, in_blocks, kb + 1) - k0;
             /* taps: the output channels, a row of weights and a row of
