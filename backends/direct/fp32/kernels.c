@@ -149,6 +149,12 @@ static void input_gradient_row(float *d_in, float *sums, const float *out_rows,
     }
 }
 
+/* n rounded up to whole cache lines of floats: an operand that starts
+ * on a line boundary where the scratch does (conv2's weights, 25,000
+ * floats, left the output gradient's rows half a line off: every vector
+ * of them a load split over two lines) */
+static size_t aligned_floats(size_t n) { return (n + 15) / 16 * 16; }
+
 _Static_assert(NR <= 64, "direct_conv_scratch_floats (dispatch.c) keeps 64 floats of sums a pair");
 
 static void conv_backward_data(float *d_in, const float *d_out, const float *weight_bias,
@@ -161,7 +167,7 @@ static void conv_backward_data(float *d_in, const float *d_out, const float *wei
      * a kernel row are K floats apart across the channels; the output
      * gradient's rows reordered [OH][K][ld], so that a tap is a step
      * through each; and the pairs' sums, NR floats each */
-    float *w_t = scratch, *out_rows = w_t + (size_t)K * R;
+    float *w_t = scratch, *out_rows = w_t + aligned_floats((size_t)K * R);
     float *sums = out_rows + (size_t)OH * K * ld;
     for (int c = 0; c < C; c++)
         for (int ki = 0; ki < kernel; ki++)
