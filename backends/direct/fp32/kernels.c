@@ -261,12 +261,33 @@ UNROLL(4)
     float tail[WK * WT] = {0};
     if (whole < row)
         weight_tail(tail, mk, nt, g, runs, B, H, W, kernel, whole);
+#if defined(VEC_IS_ZMM)
+    /* the lanes summed 16 accumulators at a time (the same floats) */
+    enum { GROUPS = (WK * WT + 15) / 16 };
+    vec all[GROUPS * 16];
+    float sums[GROUPS * 16];
+UNROLL(4)
+    for (int i = 0; i < mk; i++)
+UNROLL(8)
+        for (int t = 0; t < nt; t++)
+            all[i * nt + t] = acc[i][t];
+    for (int k = mk * nt; k < (mk * nt + 15) / 16 * 16; k++)
+        all[k] = splat(0.0f);
+    for (int k = 0; k < mk * nt; k += 16)
+        sum_lanes_16(all + k, sums + k);
+UNROLL(4)
+    for (int i = 0; i < mk; i++)
+UNROLL(8)
+        for (int t = 0; t < nt; t++)
+            d_weight_bias[(size_t)(k0 + i) * (R + 1) + r0 + t] = sums[i * nt + t] + tail[i * WT + t];
+#else
 UNROLL(4)
     for (int i = 0; i < mk; i++)
 UNROLL(8)
         for (int t = 0; t < nt; t++)
             d_weight_bias[(size_t)(k0 + i) * (R + 1) + r0 + t] =
                 sum_lanes(acc[i][t]) + tail[i * WT + t];
+#endif
 }
 
 /* weight_tile with mk and nt constants: one function for each shape, out
