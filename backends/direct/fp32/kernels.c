@@ -96,10 +96,10 @@ enum { ROW_PAD = DIRECT_ROW_PAD };
  * tiles of one channel left 4 of the 2fma build's 24 accumulators idle),
  * by a column tile, summing over (ki, k): up to kernel x K taps, so that
  * each element of d_in takes a few additions (one per kj), not one per
- * tap. The taps come in chunks of `taps_in_l1` output channels, every
- * block of pairs resuming its sums (in `sums`, NR floats a pair) chunk by
- * chunk: a chunk's output-gradient rows stay in L1 while every block
- * passes (all of a column tile's, 64 KiB on conv2, did not). Each element
+ * tap. The taps come in chunks of at most `taps_in_l1` (whole kernel rows
+ * of output channels where one fits), every block of pairs resuming its
+ * sums (in `sums`, NR floats a pair) chunk by chunk: a chunk's
+ * output-gradient rows stay in L1 while every block passes. Each element
  * gets the same taps in the same order, and its additions in the same
  * order (column tile by column tile), whatever the blocks and chunks. */
 static void input_gradient_row(float *d_in, float *sums, const float *out_rows,
@@ -110,7 +110,10 @@ static void input_gradient_row(float *d_in, float *sums, const float *out_rows,
     const size_t row = (size_t)OW * B, ld = row + ROW_PAD, plane_in = (size_t)H * W * B;
     const int ki_lo = iy - (OH - 1) > 0 ? iy - (OH - 1) : 0;
     const int ki_hi = iy < kernel - 1 ? iy : kernel - 1;
-    const int chunks = (K + taps_in_l1 - 1) / taps_in_l1;
+    /* a chunk: as many whole kernel rows of taps as taps_in_l1 holds, or
+     * a part of one where it holds less */
+    const int rows_per_chunk = taps_in_l1 / K > 1 ? taps_in_l1 / K : 1;
+    const int chunks = taps_in_l1 >= K ? 1 : (K + taps_in_l1 - 1) / taps_in_l1;
     for (int c = c0; c < c1; c++)
         memset(d_in + c * plane_in + (size_t)iy * W * B, 0, sizeof(float) * W * B);
     /* the rows (c, kj), c0 * kernel on */
@@ -120,10 +123,13 @@ static void input_gradient_row(float *d_in, float *sums, const float *out_rows,
         const int nv = tile_at(j, row, &cols);
         /* taps (ki, k): the output rows iy - ki, going up; the weights
          * w_t[((ki * C + c) * kernel + kj) * K + k] */
-        for (int ki = ki_lo; ki <= ki_hi; ki++)
+        for (int ki = ki_lo; ki <= ki_hi; ki += rows_per_chunk)
             for (int q = 0; q < chunks; q++) {
                 const int k0 = block_start(K, chunks, q), n = block_start(K, chunks, q + 1) - k0;
-                const walk wk = {{1, 1, n}, {0, 0, (ptrdiff_t)ld}, {0, 0, 1}};
+                const int rows_here = ki_hi - ki + 1 < rows_per_chunk ? ki_hi - ki + 1 : rows_per_chunk;
+                const walk wk = {{1, rows_here, n},
+                                 {0, -(ptrdiff_t)(K * ld), (ptrdiff_t)ld},
+                                 {0, (ptrdiff_t)C * kernel * K, 1}};
                 const float *b = out_rows + ((size_t)(iy - ki) * K + k0) * ld + j;
                 const int how = ki == ki_lo && q == 0 ? TILE_STORE : TILE_RESUME;
                 for (int pb = 0; pb < blocks; pb++) {
@@ -177,11 +183,11 @@ static void conv_backward_data(float *d_in, const float *d_out, const float *wei
         for (int k = 0; k < K; k++)
             memcpy(out_rows + ((size_t)oy * K + k) * ld, d_out + k * plane_out + oy * row,
                    sizeof(float) * row);
-    /* a chunk's output-gradient rows (NR floats of each) in half the L1
-     * data cache, the rest for the weights and the sums (a quarter, two
-     * chunks of 25 channels a kernel row on conv2, was slower: more
-     * resumed sums, 114 against 119 GFLOP/s) */
-    const int chunk_taps = cpu_l1d_bytes(32 * 1024) / 2 / (NR * (int)sizeof(float));
+    /* a chunk's output-gradient rows (NR floats of each) in the L1 data
+     * cache: conv2 at 48 KiB, 3 of its 5 kernel rows (38 KiB). On a
+     * Sapphire Rapids-class Xeon one row a chunk was 4-5% slower, half a
+     * row 9% slower (more sums resumed), all five rows (64 KiB) 1% */
+    const int chunk_taps = cpu_l1d_bytes(32 * 1024) / (NR * (int)sizeof(float));
     const int taps_in_l1 = chunk_taps > 0 ? chunk_taps : 1;
     /* threads take whole input channels; each element's additions come
      * in the same order for any split */
