@@ -93,12 +93,14 @@ DIRECT_FLAGS_avx512 := $(DIRECT_AVX512_FLAGS) -DLB_DIRECT_MR=8 -DLB_DIRECT_NV=3
 # Fitted to cores with two 512-bit FMA ports (Intel's server cores, Zen 5):
 # 6x4-vector tiles (24 accumulators, 10 loads per 24 FMAs where 8x3 takes
 # 11) over column tiles of nearly equal widths (no 1-vector tile with few
-# accumulators), and 4x5 weight-gradient tiles (20 accumulators where 2x5
+# accumulators), and 4x6 weight-gradient tiles (24 accumulators where 2x5
 # has 10) with the output channels outer, so that a block's output
-# gradient stays in L1 (5x5 was 15-25% slower on conv2: 40 KiB a block).
-# Measured on one Zen 5 thread: notes/direct-two-port.md.
+# gradient stays in L1 (5x5 was 15-25% slower on conv2: 40 KiB a block;
+# 4x6 took conv2's weight gradient 4% past 4x5 on a Sapphire Rapids-class
+# Xeon, notes/intel-kernels.md). Measured on one Zen 5 thread:
+# notes/direct-two-port.md.
 DIRECT_FLAGS_avx512_2fma := $(DIRECT_AVX512_FLAGS) -DLB_DIRECT_MR=6 -DLB_DIRECT_NV=4 \
-    -DLB_DIRECT_WK=4 -DLB_DIRECT_WT=5 -DLB_DIRECT_EVEN=1 -DLB_DIRECT_FMA_PORTS=2
+    -DLB_DIRECT_WK=4 -DLB_DIRECT_WT=6 -DLB_DIRECT_EVEN=1 -DLB_DIRECT_FMA_PORTS=2
 DIRECT_FLAGS_avx2 := -march=x86-64 -mtune=haswell -mavx -mavx2 -mfma -mf16c
 # SSE2 (x86-64's baseline) has 16 registers and no FMA: a multiply-add
 # takes a register for the product, so 5x2 tiles (10 accumulators, 2

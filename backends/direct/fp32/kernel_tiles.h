@@ -59,8 +59,8 @@ enum { WK = LB_DIRECT_WK, WT = LB_DIRECT_WT };
       LB_DIRECT_MR == 12) ||                                                                   \
     !(LB_DIRECT_NV >= 2 && LB_DIRECT_NV <= 4) || !(LB_DIRECT_WK == 2 || LB_DIRECT_WK == 4 ||     \
                                                   LB_DIRECT_WK == 5) ||                        \
-    !(LB_DIRECT_WT == 5 || LB_DIRECT_WT == 8)
-#error "tile shape: MR 5, 6, 8, 10 or 12; NV 2 to 4; WK 2, 4 or 5; WT 5 or 8"
+    !(LB_DIRECT_WT == 5 || LB_DIRECT_WT == 6 || LB_DIRECT_WT == 8)
+#error "tile shape: MR 5, 6, 8, 10 or 12; NV 2 to 4; WK 2, 4 or 5; WT 5, 6 or 8"
 #endif
 /* 1: a row's vectors split into column tiles of nearly equal widths (16
  * vectors as 3+3+3+3+2+2, not 5 x 3 + 1), and a convolution's output
@@ -113,12 +113,22 @@ ALWAYS_INLINE void store(float *p, vec v)
 #endif
 }
 
+/* x in every lane: one broadcast (GCC built the loop below lane by lane,
+ * 16 masked broadcasts for each of a tile's rows before its first tap) */
 ALWAYS_INLINE vec splat(float x)
 {
+#if defined(VEC_IS_ZMM)
+    return (vec)_mm512_set1_ps(x);
+#elif defined(VEC_IS_YMM)
+    return (vec)_mm256_set1_ps(x);
+#elif defined(VEC_IS_XMM)
+    return (vec)_mm_set1_ps(x);
+#else
     vec v;
     for (int i = 0; i < VL; i++)
         v[i] = x;
     return v;
+#endif
 }
 
 /* *p in every lane, loaded as one broadcast (GCC otherwise builds some
@@ -173,6 +183,40 @@ UNROLL(16)
 #endif
 }
 
+#if defined(VEC_IS_ZMM)
+/* The lanes of 16 vectors summed together, each in sum_lanes's tree (the
+ * same pairs added, the same floats): 30 shuffles and 15 additions where
+ * 16 sum_lanes take 64 of each on the shuffle port. out[i] gets v[i]'s. */
+ALWAYS_INLINE void sum_lanes_16(const vec v[16], float out[16])
+{
+    __m512 h8[8], h4[4], h2[2];
+    /* each pair's halves added: 8 lanes of each of the two */
+UNROLL(8)
+    for (int k = 0; k < 8; k++) {
+        const __m512 a = (__m512)v[2 * k], b = (__m512)v[2 * k + 1];
+        h8[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+    }
+    /* then their quarters: 4 lanes of each of four */
+UNROLL(4)
+    for (int k = 0; k < 4; k++)
+        h4[k] = _mm512_add_ps(_mm512_shuffle_f32x4(h8[2 * k], h8[2 * k + 1], 0x88),
+                              _mm512_shuffle_f32x4(h8[2 * k], h8[2 * k + 1], 0xdd));
+    /* then within each quarter: 2 lanes of each of eight, 1 of each */
+UNROLL(2)
+    for (int k = 0; k < 2; k++)
+        h2[k] = _mm512_add_ps(_mm512_shuffle_ps(h4[2 * k], h4[2 * k + 1], 0x44),
+                              _mm512_shuffle_ps(h4[2 * k], h4[2 * k + 1], 0xee));
+    const __m512 h1 = _mm512_add_ps(_mm512_shuffle_ps(h2[0], h2[1], 0x88),
+                                    _mm512_shuffle_ps(h2[0], h2[1], 0xdd));
+    float lanes[16];
+    _mm512_storeu_ps(lanes, h1);
+    /* v[i]'s sum is in lane (i % 4) * 4 + i / 4 */
+UNROLL(16)
+    for (int i = 0; i < 16; i++)
+        out[i] = lanes[i % 4 * 4 + i / 4];
+}
+#endif
+
 /* x[0..n) summed a vector at a time (a bias's gradient) */
 static float sum_run(const float *x, size_t n)
 {
@@ -208,9 +252,15 @@ typedef struct walk {
     ptrdiff_t b_step[3], a_step[3];
 } walk;
 
+/* What a tile does with rows[]: stores its sums, adds them to what is
+ * there, or resumes sums it stored there (each lane's chain of FMAs goes
+ * on where it stopped: the same floats as one chain over all the taps). */
+enum { TILE_STORE = 0, TILE_ADD = 1, TILE_RESUME = 2 };
+
 /* rows[i] (i < m, at most MR) gets, for columns [0, width), the sum over
  * the walk's taps of a_tap[i * a_row] * b_tap[column], plus init[i] (or
- * 0), stored (add == 0) or added to what is there. width is nv vectors, or
+ * 0), stored (add == TILE_STORE) or added to what is there (TILE_ADD); or
+ * the sums go on from what is there (TILE_RESUME). width is nv vectors, or
  * one column for nv == 0. m and nv are constants where this is inlined,
  * so the accumulators live in registers. */
 ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int add,
@@ -222,10 +272,10 @@ ALWAYS_INLINE void row_tile(const int m, const int nv, float *const *rows, int a
     float one[MR];
 UNROLL(8)
     for (int i = 0; i < m; i++) {
-        one[i] = init ? init[i] : 0.0f;
+        one[i] = add == TILE_RESUME ? rows[i][0] : init ? init[i] : 0.0f;
 UNROLL(4)
         for (int v = 0; v < lanes; v++)
-            acc[i][v] = splat(one[i]);
+            acc[i][v] = add == TILE_RESUME && nv ? load(rows[i] + v * VL) : splat(one[i]);
     }
     const walk w = *wk; /* a copy the stores below cannot change */
     for (int u0 = 0; u0 < w.count[0]; u0++)
@@ -261,12 +311,13 @@ UNROLL(4)
 UNROLL(8)
     for (int i = 0; i < m; i++) {
         if (!nv) {
-            rows[i][0] = add ? rows[i][0] + one[i] : one[i];
+            rows[i][0] = add == TILE_ADD ? rows[i][0] + one[i] : one[i];
             continue;
         }
 UNROLL(4)
         for (int v = 0; v < nv; v++)
-            store(rows[i] + v * VL, add ? load(rows[i] + v * VL) + acc[i][v] : acc[i][v]);
+            store(rows[i] + v * VL,
+                  add == TILE_ADD ? load(rows[i] + v * VL) + acc[i][v] : acc[i][v]);
     }
 }
 

@@ -91,44 +91,77 @@ enum { ROW_PAD = DIRECT_ROW_PAD };
 
 /* The input gradient row by row: d_in[c][iy][kj * B + n] gets, for each
  * kj, the sum over the output channels k and the kernel rows ki that reach
- * row iy of w[k][c][ki][kj] * d_out[k][iy - ki][n]. A tile is the kj of a
- * channel (rows) by a column tile, summing over (ki, k): up to kernel x K
- * taps, so that each element of d_in takes a few additions (one per kj),
- * not one per tap. The tile's output-gradient rows are the same for every
- * channel, so the channels are the innermost loop but one. */
-static void input_gradient_row(float *d_in, const float *out_rows, const float *w_t, int B,
-                               int H, int W, int K, int kernel, int iy, int c0, int c1)
+ * row iy of w[k][c][ki][kj] * d_out[k][iy - ki][n]. A tile's rows are
+ * (channel, kj) pairs, MR at a time across the channels (conv2's 5 x 4
+ * tiles of one channel left 4 of the 2fma build's 24 accumulators idle),
+ * by a column tile, summing over (ki, k): up to kernel x K taps, so that
+ * each element of d_in takes a few additions (one per kj), not one per
+ * tap. The taps come in chunks of at most `taps_in_l1` (whole kernel rows
+ * of output channels where one fits), every block of pairs resuming its
+ * sums (in `sums`, NR floats a pair) chunk by chunk: a chunk's
+ * output-gradient rows stay in L1 while every block passes. Each element
+ * gets the same taps in the same order, and its additions in the same
+ * order (column tile by column tile), whatever the blocks and chunks. */
+static void input_gradient_row(float *d_in, float *sums, const float *out_rows,
+                               const float *w_t, int B, int C, int H, int W, int K, int kernel,
+                               int iy, int c0, int c1, int taps_in_l1)
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1;
     const size_t row = (size_t)OW * B, ld = row + ROW_PAD, plane_in = (size_t)H * W * B;
     const int ki_lo = iy - (OH - 1) > 0 ? iy - (OH - 1) : 0;
     const int ki_hi = iy < kernel - 1 ? iy : kernel - 1;
-    /* taps (ki, k): the output rows iy - ki, going up; the weights
-     * w_t[((c * kernel + ki) * kernel + kj) * K + k] */
-    const walk wk = {{1, ki_hi - ki_lo + 1, K},
-                     {0, -(ptrdiff_t)(K * ld), (ptrdiff_t)ld},
-                     {0, (ptrdiff_t)kernel * K, 1}};
-    const float *b = out_rows + (size_t)(iy - ki_lo) * K * ld;
+    /* a chunk: as many whole kernel rows of taps as taps_in_l1 holds, or
+     * a part of one where it holds less */
+    const int rows_per_chunk = taps_in_l1 / K > 1 ? taps_in_l1 / K : 1;
+    const int chunks = taps_in_l1 >= K ? 1 : (K + taps_in_l1 - 1) / taps_in_l1;
     for (int c = c0; c < c1; c++)
         memset(d_in + c * plane_in + (size_t)iy * W * B, 0, sizeof(float) * W * B);
-    const int blocks = (kernel + MR - 1) / MR;
+    /* the rows (c, kj), c0 * kernel on */
+    const int pairs = (c1 - c0) * kernel, blocks = (pairs + MR - 1) / MR;
     int cols;
     for (size_t j = 0; j < row; j += cols) {
         const int nv = tile_at(j, row, &cols);
-        for (int c = c0; c < c1; c++) {
-            float *dst = d_in + c * plane_in + (size_t)iy * W * B + j;
-            for (int kb = 0; kb < blocks; kb++) {
-                const int kj0 = block_start(kernel, blocks, kb);
-                const int m = block_start(kernel, blocks, kb + 1) - kj0;
-                float *rows[MR];
-                for (int i = 0; i < m; i++)
-                    rows[i] = dst + (size_t)(kj0 + i) * B;
-                const float *a = w_t + ((size_t)(c * kernel + ki_lo) * kernel + kj0) * K;
-                tile(m, nv, rows, 1, NULL, a, K, b + j, &wk);
+        /* taps (ki, k): the output rows iy - ki, going up; the weights
+         * w_t[((ki * C + c) * kernel + kj) * K + k] */
+        for (int ki = ki_lo; ki <= ki_hi; ki += rows_per_chunk)
+            for (int q = 0; q < chunks; q++) {
+                const int k0 = block_start(K, chunks, q), n = block_start(K, chunks, q + 1) - k0;
+                const int rows_here = ki_hi - ki + 1 < rows_per_chunk ? ki_hi - ki + 1 : rows_per_chunk;
+                const walk wk = {{1, rows_here, n},
+                                 {0, -(ptrdiff_t)(K * ld), (ptrdiff_t)ld},
+                                 {0, (ptrdiff_t)C * kernel * K, 1}};
+                const float *b = out_rows + ((size_t)(iy - ki) * K + k0) * ld + j;
+                const int how = ki == ki_lo && q == 0 ? TILE_STORE : TILE_RESUME;
+                for (int pb = 0; pb < blocks; pb++) {
+                    const int p0 = block_start(pairs, blocks, pb);
+                    const int m = block_start(pairs, blocks, pb + 1) - p0;
+                    float *rows[MR];
+                    for (int i = 0; i < m; i++)
+                        rows[i] = sums + (size_t)(p0 + i) * NR;
+                    const float *a = w_t + (((size_t)ki * C + c0) * kernel + p0) * K + k0;
+                    tile(m, nv, rows, how, NULL, a, K, b, &wk);
+                }
             }
+        /* each pair's sums added where they belong */
+        for (int p = 0; p < pairs; p++) {
+            const int c = c0 + p / kernel, kj = p % kernel;
+            float *dst = d_in + c * plane_in + (size_t)iy * W * B + j + (size_t)kj * B;
+            const float *sum = sums + (size_t)p * NR;
+            if (!nv)
+                dst[0] += sum[0];
+            for (int v = 0; v < nv; v++)
+                store(dst + v * VL, load(dst + v * VL) + load(sum + v * VL));
         }
     }
 }
+
+/* n rounded up to whole cache lines of floats: an operand that starts
+ * on a line boundary where the scratch does (conv2's weights, 25,000
+ * floats, left the output gradient's rows half a line off: every vector
+ * of them a load split over two lines) */
+static size_t aligned_floats(size_t n) { return (n + 15) / 16 * 16; }
+
+_Static_assert(NR <= 64, "direct_conv_scratch_floats (dispatch.c) keeps 64 floats of sums a pair");
 
 static void conv_backward_data(float *d_in, const float *d_out, const float *weight_bias,
                                     float *scratch, int B, int C, int H, int W, int K,
@@ -136,14 +169,26 @@ static void conv_backward_data(float *d_in, const float *d_out, const float *wei
 {
     const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
     const size_t row = (size_t)OW * B, ld = row + ROW_PAD, plane_out = (size_t)OH * row;
-    /* the weights transposed, [R][K], and the output gradient's rows
-     * reordered [OH][K][ld], so that a tap is a step through each */
-    float *w_t = scratch, *out_rows = scratch + (size_t)K * R;
-    chwn_transpose(w_t, K, weight_bias, R + 1, K, R);
+    /* the weights transposed, [ki][c][kj][K], so that the (c, kj) rows of
+     * a kernel row are K floats apart across the channels; the output
+     * gradient's rows reordered [OH][K][ld], so that a tap is a step
+     * through each; and the pairs' sums, NR floats each */
+    float *w_t = scratch, *out_rows = w_t + aligned_floats((size_t)K * R);
+    float *sums = out_rows + (size_t)OH * K * ld;
+    for (int c = 0; c < C; c++)
+        for (int ki = 0; ki < kernel; ki++)
+            chwn_transpose(w_t + ((size_t)ki * C + c) * kernel * K, K,
+                           weight_bias + (size_t)(c * kernel + ki) * kernel, R + 1, K, kernel);
     for (int oy = 0; oy < OH; oy++)
         for (int k = 0; k < K; k++)
             memcpy(out_rows + ((size_t)oy * K + k) * ld, d_out + k * plane_out + oy * row,
                    sizeof(float) * row);
+    /* a chunk's output-gradient rows (NR floats of each) in the L1 data
+     * cache: conv2 at 48 KiB, 3 of its 5 kernel rows (38 KiB). On a
+     * Sapphire Rapids-class Xeon one row a chunk was 4-5% slower, half a
+     * row 9% slower (more sums resumed), all five rows (64 KiB) 1% */
+    const int chunk_taps = cpu_l1d_bytes(32 * 1024) / (NR * (int)sizeof(float));
+    const int taps_in_l1 = chunk_taps > 0 ? chunk_taps : 1;
     /* threads take whole input channels; each element's additions come
      * in the same order for any split */
     const int parts = threads < C ? threads : C;
@@ -151,7 +196,8 @@ static void conv_backward_data(float *d_in, const float *d_out, const float *wei
     for (int p = 0; p < parts; p++) {
         const int c0 = (int)((long)C * p / parts), c1 = (int)((long)C * (p + 1) / parts);
         for (int iy = 0; iy < H; iy++)
-            input_gradient_row(d_in, out_rows, w_t, B, H, W, K, kernel, iy, c0, c1);
+            input_gradient_row(d_in, sums + (size_t)c0 * kernel * NR, out_rows, w_t, B, C, H,
+                               W, K, kernel, iy, c0, c1, taps_in_l1);
     }
 }
 
@@ -221,12 +267,33 @@ UNROLL(4)
     float tail[WK * WT] = {0};
     if (whole < row)
         weight_tail(tail, mk, nt, g, runs, B, H, W, kernel, whole);
+#if defined(VEC_IS_ZMM)
+    /* the lanes summed 16 accumulators at a time (the same floats) */
+    enum { GROUPS = (WK * WT + 15) / 16 };
+    vec all[GROUPS * 16];
+    float sums[GROUPS * 16];
+UNROLL(4)
+    for (int i = 0; i < mk; i++)
+UNROLL(8)
+        for (int t = 0; t < nt; t++)
+            all[i * nt + t] = acc[i][t];
+    for (int k = mk * nt; k < (mk * nt + 15) / 16 * 16; k++)
+        all[k] = splat(0.0f);
+    for (int k = 0; k < mk * nt; k += 16)
+        sum_lanes_16(all + k, sums + k);
+UNROLL(4)
+    for (int i = 0; i < mk; i++)
+UNROLL(8)
+        for (int t = 0; t < nt; t++)
+            d_weight_bias[(size_t)(k0 + i) * (R + 1) + r0 + t] = sums[i * nt + t] + tail[i * WT + t];
+#else
 UNROLL(4)
     for (int i = 0; i < mk; i++)
 UNROLL(8)
         for (int t = 0; t < nt; t++)
             d_weight_bias[(size_t)(k0 + i) * (R + 1) + r0 + t] =
                 sum_lanes(acc[i][t]) + tail[i * WT + t];
+#endif
 }
 
 /* weight_tile with mk and nt constants: one function for each shape, out
@@ -249,6 +316,13 @@ typedef void weight_fn(float *d_weight_bias, const float *d_out, const float *in
 #define WEIGHT_ROW(MK)                                                                       \
     {weight_##MK##x1, weight_##MK##x2, weight_##MK##x3, weight_##MK##x4,                     \
      weight_##MK##x5, weight_##MK##x6, weight_##MK##x7, weight_##MK##x8}
+#elif LB_DIRECT_WT >= 6
+#define WEIGHT_SHAPES(MK)                                                                    \
+    WEIGHT_SHAPE(MK, 1) WEIGHT_SHAPE(MK, 2) WEIGHT_SHAPE(MK, 3) WEIGHT_SHAPE(MK, 4)          \
+    WEIGHT_SHAPE(MK, 5) WEIGHT_SHAPE(MK, 6)
+#define WEIGHT_ROW(MK)                                                                       \
+    {weight_##MK##x1, weight_##MK##x2, weight_##MK##x3, weight_##MK##x4,                     \
+     weight_##MK##x5, weight_##MK##x6}
 #else
 #define WEIGHT_SHAPES(MK)                                                                    \
     WEIGHT_SHAPE(MK, 1) WEIGHT_SHAPE(MK, 2) WEIGHT_SHAPE(MK, 3) WEIGHT_SHAPE(MK, 4)          \
@@ -296,13 +370,15 @@ static void conv_backward_params(float *d_weight_bias, const float *d_out,
     /* blocks of nearly equal channel counts, the outer loop: a block's
      * output gradient (conv2: 4 channels, 32 KiB at 32 images) stays in L1
      * while the runs of every tap block pass, so the larger operand is
-     * read once, not once per tap block */
+     * read once, not once per tap block; the taps in blocks of nearly
+     * equal counts too (conv2's 500 by 6: 5 or 6, not a last block of 2) */
     const int k_blocks = (K + WK - 1) / WK;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads) if (threads > 1)
     for (int kb = 0; kb < k_blocks; kb++)
         for (int rb = 0; rb < tap_blocks; rb++) {
             const int k0 = block_start(K, k_blocks, kb), mk = block_start(K, k_blocks, kb + 1) - k0;
-            const int r0 = rb * WT, nt = R - r0 < WT ? R - r0 : WT;
+            const int r0 = block_start(R, tap_blocks, rb);
+            const int nt = block_start(R, tap_blocks, rb + 1) - r0;
             weight_block(mk, nt, d_weight_bias, d_out, in, B, C, H, W, kernel, k0, r0);
         }
 #else
@@ -381,6 +457,21 @@ static void dense_forward(float *out, const float *in, const float *weight,
  * long as a column strip of the weight gradient. */
 enum { BAND = 4 };
 
+/* Columns k0..k1 of the weights fetched towards L2 ahead of the tiles
+ * that read them down the columns (fc1: 3.2 KB apart, no hardware
+ * prefetcher follows), so that their misses overlap (fc1's backward pass
+ * 4% faster on a Sapphire Rapids-class Xeon, notes/intel-kernels.md) */
+static void prefetch_columns(const float *weight, int n_in, int n_out, int k0, int k1)
+{
+    for (int t = 0; t < n_out; t++) {
+        const char *first = (const char *)(weight + (size_t)t * n_in + k0);
+        const char *last = (const char *)(weight + (size_t)t * n_in + k1 - 1);
+        for (const char *p = first; p <= last; p += 64)
+            __builtin_prefetch(p, 0, 2);
+        __builtin_prefetch(last, 0, 2);
+    }
+}
+
 static void dense_backward(float *d_weight, float *d_bias, float *d_in,
                                 const float *d_out, const float *in, const float *weight,
                                 float *scratch, int B, int n_in, int n_out, int threads)
@@ -422,6 +513,8 @@ static void dense_backward(float *d_weight, float *d_bias, float *d_in,
             continue;
         }
         const int band = piece - strips, last = (band + 1) * BAND;
+        prefetch_columns(weight, n_in, n_out, block_start(n_in, in_blocks, band * BAND),
+                         block_start(n_in, in_blocks, last < in_blocks ? last : in_blocks));
         for (int kb = band * BAND; kb < last && kb < in_blocks; kb++) {
             const int k0 = block_start(n_in, in_blocks, kb), m = block_start(n_in, in_blocks, kb + 1) - k0;
             /* taps: the output channels, a row of weights and a row of
