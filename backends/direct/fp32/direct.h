@@ -81,6 +81,15 @@ const direct_kernels *direct_active(void);
  * long). */
 enum { DIRECT_ROW_PAD = 16 };
 
+/* The input gradient's scratch, laid out by kernels.c and sized by
+ * direct_conv_scratch_floats from these two: each part starts on a cache
+ * line (conv2's 25,000 weights left the output gradient's rows half a line
+ * off, every vector load of them split over two lines), and a column
+ * tile's sums for each (channel, kj) pair take DIRECT_PAIR_SUM_FLOATS, the
+ * widest column tile of any build (4 vectors of 16). */
+enum { DIRECT_PAIR_SUM_FLOATS = 64 };
+static inline size_t direct_line_floats(size_t n) { return (n + 15) / 16 * 16; }
+
 /* 1 when a convolution of this kernel and stride is computed here: every
  * stride-1 convolution. */
 int direct_conv_suits(int kernel, int stride);

@@ -95,10 +95,10 @@ size_t direct_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel)
     const int OH = H - kernel + 1, OW = W - kernel + 1;
     /* the weights transposed (to a whole cache line), the output
      * gradient's rows padded, and a column tile's sums for each (channel,
-     * kj) pair: 64 floats each, the widest column tile of any build (4
-     * vectors of 16) */
-    return ((size_t)K * C * kernel * kernel + 15) / 16 * 16 +
-           (size_t)OH * K * ((size_t)OW * B + DIRECT_ROW_PAD) + (size_t)C * kernel * 64;
+     * kj) pair (direct.h) */
+    return direct_line_floats((size_t)K * C * kernel * kernel) +
+           (size_t)OH * K * ((size_t)OW * B + DIRECT_ROW_PAD) +
+           (size_t)C * kernel * DIRECT_PAIR_SUM_FLOATS;
 }
 
 size_t direct_dense_scratch_floats(int B, int n_in) { return (size_t)B * n_in; }

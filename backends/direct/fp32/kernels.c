@@ -155,13 +155,8 @@ static void input_gradient_row(float *d_in, float *sums, const float *out_rows,
     }
 }
 
-/* n rounded up to whole cache lines of floats: an operand that starts
- * on a line boundary where the scratch does (conv2's weights, 25,000
- * floats, left the output gradient's rows half a line off: every vector
- * of them a load split over two lines) */
-static size_t aligned_floats(size_t n) { return (n + 15) / 16 * 16; }
-
-_Static_assert(NR <= 64, "direct_conv_scratch_floats (dispatch.c) keeps 64 floats of sums a pair");
+_Static_assert((int)NR <= (int)DIRECT_PAIR_SUM_FLOATS,
+               "direct_conv_scratch_floats (dispatch.c) keeps DIRECT_PAIR_SUM_FLOATS a pair");
 
 static void conv_backward_data(float *d_in, const float *d_out, const float *weight_bias,
                                     float *scratch, int B, int C, int H, int W, int K,
@@ -173,7 +168,7 @@ static void conv_backward_data(float *d_in, const float *d_out, const float *wei
      * a kernel row are K floats apart across the channels; the output
      * gradient's rows reordered [OH][K][ld], so that a tap is a step
      * through each; and the pairs' sums, NR floats each */
-    float *w_t = scratch, *out_rows = w_t + aligned_floats((size_t)K * R);
+    float *w_t = scratch, *out_rows = w_t + direct_line_floats((size_t)K * R);
     float *sums = out_rows + (size_t)OH * K * ld;
     for (int c = 0; c < C; c++)
         for (int ki = 0; ki < kernel; ki++)
