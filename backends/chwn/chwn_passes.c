@@ -124,9 +124,14 @@ static void group_backward_layer(chwn_engine *e, int i, int B, int g, int b0, in
     case LAYER_CONV: {
         real *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
         const chwn_products *set = e->products;
-        set->backward_conv_params(set, part, d, group_block(e->act[i], l->in, b0), d_col, n,
-                                  l->in.c, l->in.h, l->in.w, l->units, l->kernel, l->stride,
-                                  threads);
+        const real *in = group_block(e->act[i], l->in, b0);
+        if (d_in && set->backward_conv) {
+            set->backward_conv(set, part, d_in, d, in, e->weight_bias[i], d_col, n, l->in.c,
+                               l->in.h, l->in.w, l->units, l->kernel, l->stride, threads);
+            break;
+        }
+        set->backward_conv_params(set, part, d, in, d_col, n, l->in.c, l->in.h, l->in.w,
+                                  l->units, l->kernel, l->stride, threads);
         if (d_in)
             set->backward_conv_data(set, d_in, d, e->weight_bias[i], d_col, n, l->in.c, l->in.h,
                                     l->in.w, l->units, l->kernel, l->stride, threads);

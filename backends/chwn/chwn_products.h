@@ -39,7 +39,7 @@
  *
  * Optional entries are NULL: refuses_conv, take_failure, and
  * conv_packed_floats with conv_pack_weights (both or neither), and
- * dense_packed_floats with dense_pack_weights. The
+ * dense_packed_floats with dense_pack_weights, and backward_conv. The
  * products are named forward_conv, backward_conv_params, ...: the naive
  * layers' header renames conv_forward and its kin by macro, and a test
  * includes both.
@@ -129,6 +129,14 @@ struct chwn_products {
     void (*backward_conv_data)(const chwn_products *set, real *d_in, const real *d_out,
                                const real *weight_bias, real *scratch, int B, int C, int H,
                                int W, int K, int kernel, int stride, int threads);
+
+    /* Optional (NULL: the two above, one after the other): both gradients
+     * of a convolution in one call, for a set that shares work between
+     * them (rounding d_out once). */
+    void (*backward_conv)(const chwn_products *set, real *d_weight_bias, real *d_in,
+                          const real *d_out, const real *in, const real *weight_bias,
+                          real *scratch, int B, int C, int H, int W, int K, int kernel,
+                          int stride, int threads);
 
     /* Dense layers over the whole batch, shared out as the team says
      * (chwn.h): out[n_out][B] = weight x in[n_in][B] + bias; backward:

@@ -95,14 +95,14 @@ static void conv_forward(const chwn_products *set, float *out, const float *in,
  * 320 KiB, in L2 beside the input with room to spare */
 enum { CHUNK_FLOATS = 80 * 1024 };
 
-static void conv_backward_params(const chwn_products *set, float *d_weight_bias,
-                                 const float *d_out, const float *in, float *scratch, int B,
-                                 int C, int H, int W, int K, int kernel, int stride, int threads)
+/* The weight and bias gradients, leaving the whole rounded d_out in the
+ * scratch's grad for an input gradient after them */
+static void weight_gradient(float *d_weight_bias, const float *d_out, const float *in,
+                            const conv_parts p, int B, int C, int H, int W, int K, int kernel,
+                            int threads)
 {
-    (void)set, (void)stride;
     const int R = C * kernel * kernel, OH = H - kernel + 1, OW = W - kernel + 1;
     const size_t plane = (size_t)OH * OW * B;
-    const conv_parts p = conv_parts_of(scratch, NULL, B, C, H, W, K, kernel);
     direct_bf16_fma_round(p.input, in, (size_t)C * H * W * B, threads);
     /* A few channels at a time: d_out rounded (the bias gradients summed
      * in the same read of it) and the channels' weight gradients taken
@@ -121,6 +121,31 @@ static void conv_backward_params(const chwn_products *set, float *d_weight_bias,
     /* over the tiles' sums of the rounded d_out */
     for (int k = 0; k < K; k++)
         d_weight_bias[(size_t)k * (R + 1) + R] = p.sums[k];
+}
+
+static void conv_backward_params(const chwn_products *set, float *d_weight_bias,
+                                 const float *d_out, const float *in, float *scratch, int B,
+                                 int C, int H, int W, int K, int kernel, int stride, int threads)
+{
+    (void)set, (void)stride;
+    weight_gradient(d_weight_bias, d_out, in, conv_parts_of(scratch, NULL, B, C, H, W, K, kernel),
+                    B, C, H, W, K, kernel, threads);
+}
+
+/* Both gradients with one rounding of d_out (conv2's 410,000 floats a
+ * step had been rounded for each): the input gradient's tiles read the
+ * copy the weight gradient left, their scratch over the rounded input,
+ * which the weight gradient no longer needs. */
+static void conv_backward(const chwn_products *set, float *d_weight_bias, float *d_in,
+                          const float *d_out, const float *in, const float *weight_bias,
+                          float *scratch, int B, int C, int H, int W, int K, int kernel,
+                          int stride, int threads)
+{
+    (void)set, (void)stride;
+    const conv_parts p = conv_parts_of(scratch, NULL, B, C, H, W, K, kernel);
+    weight_gradient(d_weight_bias, d_out, in, p, B, C, H, W, K, kernel, threads);
+    direct_active()->conv_backward_data(d_in, p.grad, rounded_weights(weight_bias, C, K, kernel),
+                                        p.tiles, B, C, H, W, K, kernel, threads);
 }
 
 static void conv_backward_data(const chwn_products *set, float *d_in, const float *d_out,
@@ -204,6 +229,7 @@ const chwn_products direct_bf16_fma_products = {
     .arithmetic = ARITHMETIC_FP32,
     .conv_packed_floats = conv_packed_floats,
     .conv_pack_weights = conv_pack_weights,
+    .backward_conv = conv_backward,
     .dense_packed_floats = dense_packed_floats,
     .dense_pack_weights = dense_pack_weights,
     DIRECT_PRODUCT_ENTRIES,
