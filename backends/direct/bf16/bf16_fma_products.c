@@ -91,10 +91,6 @@ static void conv_forward(const chwn_products *set, float *out, const float *in,
                                   H, W, K, kernel, threads);
 }
 
-/* Floats of rounded output gradient the weight gradient takes at a time:
- * 320 KiB, in L2 beside the input with room to spare */
-enum { CHUNK_FLOATS = 80 * 1024 };
-
 /* The weight and bias gradients, leaving the whole rounded d_out in the
  * scratch's grad for an input gradient after them */
 static void weight_gradient(float *d_weight_bias, const float *d_out, const float *in,
@@ -103,21 +99,11 @@ static void weight_gradient(float *d_weight_bias, const float *d_out, const floa
 {
     const int R = C * kernel * kernel, OH = H - kernel + 1, OW = W - kernel + 1;
     const size_t plane = (size_t)OH * OW * B;
+    /* d_out rounded and the bias gradients summed in one read of it */
+    direct_bf16_fma_round_sums(p.grad, plane, d_out, plane, K, p.sums, 1, threads);
     direct_bf16_fma_round(p.input, in, (size_t)C * H * W * B, threads);
-    /* A few channels at a time: d_out rounded (the bias gradients summed
-     * in the same read of it) and the channels' weight gradients taken
-     * while the rounded copy is still in L2 (conv1's whole d_out, 1.47 MB
-     * a group of 32, rounded first, had left it). Each channel's gradient
-     * is its own sums in the tiles, so the split changes no float. */
-    const int chunk = plane >= CHUNK_FLOATS ? 1 : (int)(CHUNK_FLOATS / plane);
-    for (int k0 = 0; k0 < K; k0 += chunk) {
-        const int n = K - k0 < chunk ? K - k0 : chunk;
-        float *grad = p.grad + (size_t)k0 * plane;
-        direct_bf16_fma_round_sums(grad, plane, d_out + (size_t)k0 * plane, plane, n,
-                                   p.sums + k0, 1, threads);
-        direct_active()->conv_backward_params(d_weight_bias + (size_t)k0 * (R + 1), grad,
-                                              p.input, B, C, H, W, n, kernel, threads);
-    }
+    direct_active()->conv_backward_params(d_weight_bias, p.grad, p.input, B, C, H, W, K, kernel,
+                                          threads);
     /* over the tiles' sums of the rounded d_out */
     for (int k = 0; k < K; k++)
         d_weight_bias[(size_t)k * (R + 1) + R] = p.sums[k];
