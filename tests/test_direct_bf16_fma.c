@@ -326,10 +326,19 @@ static dense_results run_dense(const chwn_products *set, dense_case dc, const fl
     poison(got.out, (size_t)n_out * B), poison(got.d_in, (size_t)n_in * B);
     poison(got.d_w, (size_t)n_out * n_in), poison(got.d_bias, n_out);
     poison(scratch, n_scratch);
-    set->forward_dense(set, got.out, in, w, bias, scratch, B, n_in, n_out, &team);
+    /* the weights as the engine hands them: the set's packed copy, if any */
+    const size_t n_packed = set->dense_pack_weights ? set->dense_packed_floats(n_in, n_out) : 0;
+    float *packed = n_packed ? scratch_of(sizeof(float) * n_packed) : NULL;
+    if (packed) {
+        poison(packed, n_packed);
+        set->dense_pack_weights(packed, w, n_in, n_out, &team);
+    }
+    const float *weight = packed ? packed : w;
+    set->forward_dense(set, got.out, in, weight, bias, scratch, B, n_in, n_out, &team);
     poison(scratch, n_scratch);
-    set->backward_dense(set, got.d_w, got.d_bias, got.d_in, d_out, in, w, scratch, B, n_in,
+    set->backward_dense(set, got.d_w, got.d_bias, got.d_in, d_out, in, weight, scratch, B, n_in,
                         n_out, &team);
+    free(packed);
     free(scratch);
     return got;
 }

@@ -229,6 +229,12 @@ static engine *chwn_create_engine(const backend *b, const chwn_products *set, co
     if (dense_scratch &&
         !(e->dense_scratch = host_alloc_counted(h, dense_scratch, scratch_bytes)))
         return host_engine_out_of_memory((engine *)e, err, err_len);
+    for (int i = C; i < L; i++)
+        if (w->layers[i].kind == LAYER_DENSE && set->dense_pack_weights &&
+            !(e->dense_packed[i] = host_alloc_counted(
+                  h, set->dense_packed_floats(shape3_size(w->layers[i].in), w->layers[i].units),
+                  scratch_bytes)))
+            return host_engine_out_of_memory((engine *)e, err, err_len);
     if (cfg->stage_slots) /* no loss; gradients that may be added */
         e->stage_grads = host_alloc_counted(h, w->param_count, scratch_bytes);
     else {

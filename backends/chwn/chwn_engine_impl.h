@@ -64,6 +64,9 @@ struct chwn_engine {
     size_t handoff_per_image;
     real *losses, *softmax_rows;
     real *dense_scratch; /* for the dense layers' products */
+    /* The set's packed copy of each dense layer's weights (its
+     * dense_pack_weights), else NULL */
+    real *dense_packed[WORKLOAD_MAX_LAYERS];
 
     /* What the forward pass keeps for the backward pass (act, rows and
      * argmax), once per micro-batch slot of a stage (one for a whole network):
@@ -143,8 +146,8 @@ plan chwn_plan_for(const chwn_engine *e, int B);
 int chwn_group_size(const plan *p, int B, int g);
 /* A group's block of d_a or d_b (base), from image b0. */
 real *chwn_group_grad(const chwn_engine *e, real *base, int b0);
-/* Each conv layer's weights and biases as the products want them, from
- * the current parameters. */
+/* Each conv layer's weights and biases as the products want them, and the
+ * set's packed copies of the dense weights, from the current parameters. */
 void chwn_join_conv_weights(chwn_engine *e);
 /* Conv-stage layers [lo, hi) forward for the batch, the input gathered
  * from src first unless src is NULL. */

@@ -124,9 +124,14 @@ static void group_backward_layer(chwn_engine *e, int i, int B, int g, int b0, in
     case LAYER_CONV: {
         real *part = e->partial[i] + (size_t)g * (l->weight_count + l->bias_count);
         const chwn_products *set = e->products;
-        set->backward_conv_params(set, part, d, group_block(e->act[i], l->in, b0), d_col, n,
-                                  l->in.c, l->in.h, l->in.w, l->units, l->kernel, l->stride,
-                                  threads);
+        const real *in = group_block(e->act[i], l->in, b0);
+        if (d_in && set->backward_conv) {
+            set->backward_conv(set, part, d_in, d, in, e->weight_bias[i], d_col, n, l->in.c,
+                               l->in.h, l->in.w, l->units, l->kernel, l->stride, threads);
+            break;
+        }
+        set->backward_conv_params(set, part, d, in, d_col, n, l->in.c, l->in.h, l->in.w,
+                                  l->units, l->kernel, l->stride, threads);
         if (d_in)
             set->backward_conv_data(set, d_in, d, e->weight_bias[i], d_col, n, l->in.c, l->in.h,
                                     l->in.w, l->units, l->kernel, l->stride, threads);
@@ -175,10 +180,17 @@ static real *d_col_slot(const chwn_engine *e, const plan *p)
     return e->d_col + (size_t)slot * e->group_images * e->d_col_per_image;
 }
 
-/* Each conv layer's weights and biases as the products want them, from
- * the current parameters. */
+/* Each conv layer's weights and biases as the products want them, and the
+ * set's packed copies of the dense weights, from the current parameters. */
 void chwn_join_conv_weights(chwn_engine *e)
 {
+    for (int i = e->conv_layers; i < e->h.w.n_layers; i++)
+        if (e->dense_packed[i]) {
+            const layer *l = &e->h.w.layers[i];
+            e->products->dense_pack_weights(e->dense_packed[i],
+                                            e->h.TYPED(params) + l->weight_offset,
+                                            shape3_size(l->in), l->units, &e->team);
+        }
     for (int i = 0; i < e->conv_layers; i++) {
         const layer *l = &e->h.w.layers[i];
         if (l->kind == LAYER_CONV) {
@@ -198,13 +210,13 @@ void chwn_join_conv_weights(chwn_engine *e)
  * it. */
 void chwn_conv_stage_forward(chwn_engine *e, const source *src, int B, int lo, int hi)
 {
+    if (src) /* a new pass: the parameters may have changed */
+        chwn_join_conv_weights(e);
     if (e->conv_layers == 0) {
         if (src)
             gather(e, src, 0, B, B, e->team.threads);
         return;
     }
-    if (src) /* a new pass: the parameters may have changed */
-        chwn_join_conv_weights(e);
     const plan p = chwn_plan_for(e, B);
 #pragma omp parallel for schedule(dynamic, 1)                                                 \
     num_threads(p.group_threads) if (p.group_threads > 1)
@@ -289,6 +301,14 @@ void chwn_conv_stage_sum_gradients(chwn_engine *e, int B)
 /* ---------------------------------------------------------------------- */
 /* The dense stage, over the whole batch                                    */
 
+/* Dense layer i's weights as the products read them: the set's packed
+ * copy (made by chwn_join_conv_weights this pass), or the parameters */
+static const real *dense_weights(const chwn_engine *e, int i)
+{
+    return e->dense_packed[i] ? e->dense_packed[i]
+                              : e->h.TYPED(params) + e->h.w.layers[i].weight_offset;
+}
+
 /* The [features][B] input of layer i >= conv_layers. */
 static const real *dense_input(const chwn_engine *e, int i)
 {
@@ -300,8 +320,7 @@ void chwn_dense_forward_layer(chwn_engine *e, int i, int B)
     const layer *l = &e->h.w.layers[i];
     const real *in = dense_input(e, i);
     if (l->kind == LAYER_DENSE)
-        e->products->forward_dense(e->products, e->act[i + 1], in,
-                                   e->h.TYPED(params) + l->weight_offset,
+        e->products->forward_dense(e->products, e->act[i + 1], in, dense_weights(e, i),
                                    e->h.TYPED(params) + l->bias_offset, e->dense_scratch, B,
                                    shape3_size(l->in), l->units, &e->team);
     else /* a ReLU */
@@ -324,7 +343,7 @@ void chwn_dense_backward_layer(chwn_engine *e, int i, int B)
     if (l->kind == LAYER_DENSE)
         e->products->backward_dense(e->products, e->h.TYPED(grads) + l->weight_offset,
                                     e->h.TYPED(grads) + l->bias_offset, d_in, d,
-                                    dense_input(e, i), e->h.TYPED(params) + l->weight_offset,
+                                    dense_input(e, i), dense_weights(e, i),
                                     e->dense_scratch, B, shape3_size(l->in), l->units,
                                     &e->team);
     else if (d_in)

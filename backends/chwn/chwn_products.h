@@ -38,7 +38,8 @@
  * scratch or in the packed copy of the weights (conv_packed_floats).
  *
  * Optional entries are NULL: refuses_conv, take_failure, and
- * conv_packed_floats with conv_pack_weights (both or neither). The
+ * conv_packed_floats with conv_pack_weights (both or neither), and
+ * dense_packed_floats with dense_pack_weights, and backward_conv. The
  * products are named forward_conv, backward_conv_params, ...: the naive
  * layers' header renames conv_forward and its kin by macro, and a test
  * includes both.
@@ -129,11 +130,28 @@ struct chwn_products {
                                const real *weight_bias, real *scratch, int B, int C, int H,
                                int W, int K, int kernel, int stride, int threads);
 
+    /* Optional (NULL: the two above, one after the other): both gradients
+     * of a convolution in one call, for a set that shares work between
+     * them (rounding d_out once). */
+    void (*backward_conv)(const chwn_products *set, real *d_weight_bias, real *d_in,
+                          const real *d_out, const real *in, const real *weight_bias,
+                          real *scratch, int B, int C, int H, int W, int K, int kernel,
+                          int stride, int threads);
+
     /* Dense layers over the whole batch, shared out as the team says
      * (chwn.h): out[n_out][B] = weight x in[n_in][B] + bias; backward:
      * d_weight = d_out x in^T, d_bias = row sums of d_out, and d_in =
      * weight^T x d_out unless d_in is NULL. */
     size_t (*dense_scratch_floats)(int B, int n_in, int n_out);
+    /* Optional (NULL: none), both or neither: reals the set keeps of a
+     * dense layer's weights packed as its products read them, written by
+     * dense_pack_weights from weight[n_out][n_in] when the engine joins
+     * the conv weights (once a pass, before any product reads them, as
+     * conv_pack_weights). Both dense products are then handed the packed
+     * copy as `weight`: a forward and a backward pass read one packing. */
+    size_t (*dense_packed_floats)(int n_in, int n_out);
+    void (*dense_pack_weights)(real *packed, const real *weight, int n_in, int n_out,
+                               const chwn_team *team);
     void (*forward_dense)(const chwn_products *set, real *out, const real *in,
                           const real *weight, const real *bias, real *scratch, int B, int n_in,
                           int n_out, const chwn_team *team);

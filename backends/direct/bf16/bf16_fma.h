@@ -9,9 +9,11 @@
  * fewer flops a cycle than the FMAs (Intel Sapphire Rapids: half), or the
  * CPU has no AVX512_BF16 at all, that is the faster way, or the only one.
  * The set (direct_bf16_fma_products, bf16_fma_products.c): the weights
- * rounded once a pass into a copy after weight_bias, the activations and
- * output gradients rounded into scratch per call, biases and their
- * gradients fp32 from the unrounded values.
+ * rounded once a pass (a convolution's into a copy after weight_bias, a
+ * dense layer's into the engine's packed copy), the activations and
+ * output gradients rounded into scratch per call (a convolution's output
+ * gradient once for both of its gradients), biases and their gradients
+ * fp32 from the unrounded values.
  *
  * The choice between the two is the bf16 table's (backends/direct/
  * candidates.h: rows "fma" and "dot"): LENET_BENCH_DIRECT_BF16=dot or fma

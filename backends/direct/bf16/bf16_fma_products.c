@@ -8,8 +8,10 @@
  * Where each operand is rounded:
  *   - a convolution's weights once a pass, into a copy of weight_bias
  *     after it (conv_pack_weights), the biases copied unrounded;
- *   - a dense layer's weights, the activations and the output gradients
- *     into scratch at each call, over the call's threads;
+ *   - a dense layer's weights once a pass, into the engine's packed copy
+ *     (dense_pack_weights), which both dense products are handed;
+ *   - the activations and the output gradients into scratch at each
+ *     call, over the call's threads;
  * and each bias gradient is summed from the unrounded output gradient in
  * the pass that rounds it (direct_bf16_fma_round_sums: as bf16.c sums it,
  * half_common.h's sum_floats), over what the tiles summed from the
@@ -89,14 +91,14 @@ static void conv_forward(const chwn_products *set, float *out, const float *in,
                                   H, W, K, kernel, threads);
 }
 
-static void conv_backward_params(const chwn_products *set, float *d_weight_bias,
-                                 const float *d_out, const float *in, float *scratch, int B,
-                                 int C, int H, int W, int K, int kernel, int stride, int threads)
+/* The weight and bias gradients, leaving the whole rounded d_out in the
+ * scratch's grad for an input gradient after them */
+static void weight_gradient(float *d_weight_bias, const float *d_out, const float *in,
+                            const conv_parts p, int B, int C, int H, int W, int K, int kernel,
+                            int threads)
 {
-    (void)set, (void)stride;
     const int R = C * kernel * kernel, OH = H - kernel + 1, OW = W - kernel + 1;
     const size_t plane = (size_t)OH * OW * B;
-    const conv_parts p = conv_parts_of(scratch, NULL, B, C, H, W, K, kernel);
     /* d_out rounded and the bias gradients summed in one read of it */
     direct_bf16_fma_round_sums(p.grad, plane, d_out, plane, K, p.sums, 1, threads);
     direct_bf16_fma_round(p.input, in, (size_t)C * H * W * B, threads);
@@ -105,6 +107,31 @@ static void conv_backward_params(const chwn_products *set, float *d_weight_bias,
     /* over the tiles' sums of the rounded d_out */
     for (int k = 0; k < K; k++)
         d_weight_bias[(size_t)k * (R + 1) + R] = p.sums[k];
+}
+
+static void conv_backward_params(const chwn_products *set, float *d_weight_bias,
+                                 const float *d_out, const float *in, float *scratch, int B,
+                                 int C, int H, int W, int K, int kernel, int stride, int threads)
+{
+    (void)set, (void)stride;
+    weight_gradient(d_weight_bias, d_out, in, conv_parts_of(scratch, NULL, B, C, H, W, K, kernel),
+                    B, C, H, W, K, kernel, threads);
+}
+
+/* Both gradients with one rounding of d_out (conv2's 410,000 floats a
+ * step had been rounded for each): the input gradient's tiles read the
+ * copy the weight gradient left, their scratch over the rounded input,
+ * which the weight gradient no longer needs. */
+static void conv_backward(const chwn_products *set, float *d_weight_bias, float *d_in,
+                          const float *d_out, const float *in, const float *weight_bias,
+                          float *scratch, int B, int C, int H, int W, int K, int kernel,
+                          int stride, int threads)
+{
+    (void)set, (void)stride;
+    const conv_parts p = conv_parts_of(scratch, NULL, B, C, H, W, K, kernel);
+    weight_gradient(d_weight_bias, d_out, in, p, B, C, H, W, K, kernel, threads);
+    direct_active()->conv_backward_data(d_in, p.grad, rounded_weights(weight_bias, C, K, kernel),
+                                        p.tiles, B, C, H, W, K, kernel, threads);
 }
 
 static void conv_backward_data(const chwn_products *set, float *d_in, const float *d_out,
@@ -119,18 +146,29 @@ static void conv_backward_data(const chwn_products *set, float *d_in, const floa
                                         p.tiles, B, C, H, W, K, kernel, threads);
 }
 
-/* A dense layer's scratch: the rounded weights, input and output gradient,
- * and the tiles' own scratch */
+/* A dense layer's weights rounded once a pass (the engine's packed copy,
+ * chwn_products.h): fc1's 400,000 had been rounded in the forward pass and
+ * again in the backward pass. The weights do not change between the two:
+ * the engine packs them again whenever they may have. */
+static size_t dense_packed_floats(int n_in, int n_out) { return (size_t)n_out * n_in; }
+
+static void dense_pack_weights(float *packed, const float *weight, int n_in, int n_out,
+                               const chwn_team *team)
+{
+    direct_bf16_fma_round(packed, weight, (size_t)n_out * n_in, team->threads);
+}
+
+/* A dense layer's scratch: the rounded input and output gradient, and the
+ * tiles' own scratch */
 typedef struct dense_parts {
-    float *sums, *weight, *input, *grad, *tiles;
+    float *sums, *input, *grad, *tiles;
 } dense_parts;
 
 static dense_parts dense_parts_of(float *scratch, size_t *floats, int B, int n_in, int n_out)
 {
     dense_parts p;
     p.sums = scratch;
-    p.weight = p.sums + lines((size_t)n_out);
-    p.input = p.weight + lines((size_t)n_out * n_in);
+    p.input = p.sums + lines((size_t)n_out);
     p.grad = p.input + lines((size_t)n_in * B);
     p.tiles = p.grad + lines((size_t)n_out * B);
     if (floats)
@@ -145,15 +183,15 @@ static size_t dense_scratch_floats(int B, int n_in, int n_out)
     return floats;
 }
 
+/* weight: the packed copy (dense_pack_weights), already rounded */
 static void dense_forward(const chwn_products *set, float *out, const float *in,
                           const float *weight, const float *bias, float *scratch, int B,
                           int n_in, int n_out, const chwn_team *team)
 {
     (void)set;
     const dense_parts p = dense_parts_of(scratch, NULL, B, n_in, n_out);
-    direct_bf16_fma_round(p.weight, weight, (size_t)n_out * n_in, team->threads);
     direct_bf16_fma_round(p.input, in, (size_t)n_in * B, team->threads);
-    direct_active()->dense_forward(out, p.input, p.weight, bias, B, n_in, n_out, team->threads);
+    direct_active()->dense_forward(out, p.input, weight, bias, B, n_in, n_out, team->threads);
 }
 
 static void dense_backward(const chwn_products *set, float *d_weight, float *d_bias,
@@ -163,14 +201,12 @@ static void dense_backward(const chwn_products *set, float *d_weight, float *d_b
 {
     (void)set;
     const dense_parts p = dense_parts_of(scratch, NULL, B, n_in, n_out);
-    if (d_in) /* the weights only for the input gradient */
-        direct_bf16_fma_round(p.weight, weight, (size_t)n_out * n_in, team->threads);
     direct_bf16_fma_round(p.input, in, (size_t)n_in * B, team->threads);
     /* d_out rounded and the bias gradients summed in one read of it; the
      * tiles' sums of the rounded d_out go to scratch */
     direct_bf16_fma_round_sums(p.grad, (size_t)B, d_out, (size_t)B, n_out, d_bias, 1,
                                team->threads);
-    direct_active()->dense_backward(d_weight, p.sums, d_in, p.grad, p.input, p.weight, p.tiles, B,
+    direct_active()->dense_backward(d_weight, p.sums, d_in, p.grad, p.input, weight, p.tiles, B,
                                     n_in, n_out, team->threads);
 }
 
@@ -179,5 +215,8 @@ const chwn_products direct_bf16_fma_products = {
     .arithmetic = ARITHMETIC_FP32,
     .conv_packed_floats = conv_packed_floats,
     .conv_pack_weights = conv_pack_weights,
+    .backward_conv = conv_backward,
+    .dense_packed_floats = dense_packed_floats,
+    .dense_pack_weights = dense_pack_weights,
     DIRECT_PRODUCT_ENTRIES,
 };

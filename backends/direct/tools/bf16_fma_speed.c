@@ -75,6 +75,15 @@ static operands operands_for(const chwn_products *set, const product *p)
                   speed_filled(p->K, 7),       speed_filled(p->K, 8),  speed_filled(scratch + 1, 9)};
     if (packed && set->conv_pack_weights)
         set->conv_pack_weights(o.weights, p->C, p->K, p->kernel);
+    if (p->dense && set->dense_pack_weights) {
+        /* the dense products read the set's packed copy, made once a pass
+         * as the conv weights' (untimed, as theirs) */
+        const chwn_team team = {.threads = 1};
+        float *dense_packed = speed_filled(set->dense_packed_floats(p->C, p->K), 3);
+        set->dense_pack_weights(dense_packed, o.weights, p->C, p->K, &team);
+        free(o.weights);
+        o.weights = dense_packed;
+    }
     return o;
 }
 
