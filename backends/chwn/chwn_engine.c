@@ -383,7 +383,7 @@ static void time_steps(engine *handle, const int32_t *indices, int batch, int re
     const int saved_good_steps = e->good_steps;
     chwn_conv_stage_forward(e, &(source){&e->h.train, indices, 0, NULL, 0}, batch, 0, 0);
     for (int r = 0; r < reps; r++) {
-        chwn_join_conv_weights(e);
+        chwn_join_weights(e);
         for (int i = 0; i < L; i++) {
             double t0 = now_ms();
             if (i < C)

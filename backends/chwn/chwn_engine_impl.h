@@ -95,7 +95,7 @@ static inline chwn_engine *chwn_of(engine *e) { return (chwn_engine *)e; }
 #define chwn_plan_for REAL_NAME(chwn_plan_for_f32, chwn_plan_for_f64)
 #define chwn_group_size REAL_NAME(chwn_group_size_f32, chwn_group_size_f64)
 #define chwn_group_grad REAL_NAME(chwn_group_grad_f32, chwn_group_grad_f64)
-#define chwn_join_conv_weights REAL_NAME(chwn_join_conv_weights_f32, chwn_join_conv_weights_f64)
+#define chwn_join_weights REAL_NAME(chwn_join_weights_f32, chwn_join_weights_f64)
 #define chwn_conv_stage_forward REAL_NAME(chwn_conv_stage_forward_f32, chwn_conv_stage_forward_f64)
 #define chwn_conv_stage_backward                                                                   \
     REAL_NAME(chwn_conv_stage_backward_f32, chwn_conv_stage_backward_f64)
@@ -148,7 +148,7 @@ int chwn_group_size(const plan *p, int B, int g);
 real *chwn_group_grad(const chwn_engine *e, real *base, int b0);
 /* Each conv layer's weights and biases as the products want them, and the
  * set's packed copies of the dense weights, from the current parameters. */
-void chwn_join_conv_weights(chwn_engine *e);
+void chwn_join_weights(chwn_engine *e);
 /* Conv-stage layers [lo, hi) forward for the batch, the input gathered
  * from src first unless src is NULL. */
 void chwn_conv_stage_forward(chwn_engine *e, const source *src, int B, int lo, int hi);

@@ -182,7 +182,7 @@ static real *d_col_slot(const chwn_engine *e, const plan *p)
 
 /* Each conv layer's weights and biases as the products want them, and the
  * set's packed copies of the dense weights, from the current parameters. */
-void chwn_join_conv_weights(chwn_engine *e)
+void chwn_join_weights(chwn_engine *e)
 {
     for (int i = e->conv_layers; i < e->h.w.n_layers; i++)
         if (e->dense_packed[i]) {
@@ -211,7 +211,7 @@ void chwn_join_conv_weights(chwn_engine *e)
 void chwn_conv_stage_forward(chwn_engine *e, const source *src, int B, int lo, int hi)
 {
     if (src) /* a new pass: the parameters may have changed */
-        chwn_join_conv_weights(e);
+        chwn_join_weights(e);
     if (e->conv_layers == 0) {
         if (src)
             gather(e, src, 0, B, B, e->team.threads);
@@ -302,7 +302,7 @@ void chwn_conv_stage_sum_gradients(chwn_engine *e, int B)
 /* The dense stage, over the whole batch                                    */
 
 /* Dense layer i's weights as the products read them: the set's packed
- * copy (made by chwn_join_conv_weights this pass), or the parameters */
+ * copy (made by chwn_join_weights this pass), or the parameters */
 static const real *dense_weights(const chwn_engine *e, int i)
 {
     return e->dense_packed[i] ? e->dense_packed[i]

@@ -146,7 +146,7 @@ struct chwn_products {
     /* Optional (NULL: none), both or neither: reals the set keeps of a
      * dense layer's weights packed as its products read them, written by
      * dense_pack_weights from weight[n_out][n_in] when the engine joins
-     * the conv weights (once a pass, before any product reads them, as
+     * the weights (once a pass, before any product reads them, as
      * conv_pack_weights). Both dense products are then handed the packed
      * copy as `weight`: a forward and a backward pass read one packing. */
     size_t (*dense_packed_floats)(int n_in, int n_out);

@@ -57,7 +57,7 @@ int chwn_stage_backward(engine *handle, int slot, int batch, const float *d_out,
     host_engine *h = &e->h;
     const int C = e->conv_layers, L = h->w.n_layers;
     chwn_use_slot(e, slot);
-    chwn_join_conv_weights(e); /* the parameters may have changed since the forward pass */
+    chwn_join_weights(e); /* the parameters may have changed since the forward pass */
     real *grads = h->TYPED(grads);
     if (accumulate)
         h->TYPED(grads) = e->stage_grads;
