@@ -281,6 +281,14 @@ static const conv_case odd_convs[] = {
 /* ---------------------------------------------------------------------- */
 /* Dense layers                                                             */
 
+/* weight[n_out][n_in] packed as both dense products read it */
+static void *packed_dense(const float *w, int n_in, int n_out)
+{
+    void *packed = scratch_of(direct_bf16_dense_weight_bytes(n_in, n_out));
+    direct_bf16_pack_dense_weights(packed, w, n_in, n_out, 1);
+    return packed;
+}
+
 static void check_dense(dense_case dc, int positive)
 {
     const dense_fixture f = dense_fixture_of(dc, positive, fill, direct_bf16_dense_scratch_bytes);
@@ -289,6 +297,7 @@ static void check_dense(dense_case dc, int positive)
     float *in = f.in, *w = f.w, *bias = f.bias, *d_out = f.d_out;
     void *scratch = f.scratch;
     float *out[2], *d_in[2], *dw[2], *db[2];
+    void *packed = packed_dense(w, I, O);
     for (int run = 0; run < 2; run++) {
         const int threads = run ? 1 : dc.threads;
         out[run] = floats(n_out), d_in[run] = floats(n_in), dw[run] = floats(n_w);
@@ -296,10 +305,10 @@ static void check_dense(dense_case dc, int positive)
         poison(out[run], n_out), poison(d_in[run], n_in), poison(dw[run], n_w);
         poison(db[run], O);
         spoil(scratch, scratch_bytes);
-        direct_bf16_dense_forward(out[run], in, w, bias, scratch, B, I, O, threads);
+        direct_bf16_dense_forward(out[run], in, packed, bias, scratch, B, I, O, threads);
         spoil(scratch, scratch_bytes);
-        direct_bf16_dense_backward(dw[run], db[run], d_in[run], d_out, in, w, scratch, B, I, O,
-                                   threads);
+        direct_bf16_dense_backward(dw[run], db[run], d_in[run], d_out, in, packed, scratch, B, I,
+                                   O, threads);
     }
     assert_memory_equal(out[0], out[1], sizeof(float) * n_out);
     assert_memory_equal(d_in[0], d_in[1], sizeof(float) * n_in);
@@ -307,8 +316,9 @@ static void check_dense(dense_case dc, int positive)
     assert_memory_equal(db[0], db[1], sizeof(float) * O);
     /* without d_in, the same parameter gradients */
     float *dw_alone = floats(n_w), *db_alone = floats(O);
-    direct_bf16_dense_backward(dw_alone, db_alone, NULL, d_out, in, w, scratch, B, I, O,
+    direct_bf16_dense_backward(dw_alone, db_alone, NULL, d_out, in, packed, scratch, B, I, O,
                                dc.threads);
+    free(packed);
     assert_memory_equal(dw_alone, dw[0], sizeof(float) * n_w);
     assert_memory_equal(db_alone, db[0], sizeof(float) * O);
 

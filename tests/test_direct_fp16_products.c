@@ -363,6 +363,14 @@ static const conv_case odd_convs[] = {
 /* ---------------------------------------------------------------------- */
 /* Dense layers                                                             */
 
+/* weight[n_out][n_in] packed as both dense products read it */
+static void *packed_dense(const float *w, int n_in, int n_out)
+{
+    void *packed = scratch_of(direct_fp16_dense_weight_bytes(n_in, n_out));
+    direct_fp16_pack_dense_weights(packed, w, n_in, n_out, 1);
+    return packed;
+}
+
 static results run_dense(const void *operands, int threads, int emulate)
 {
     const dense_fixture *op = operands;
@@ -372,19 +380,21 @@ static results run_dense(const void *operands, int threads, int emulate)
     const int B = op->dc.B, I = op->dc.n_in, O = op->dc.n_out;
     results r = results_of((size_t)O * B, (size_t)I * B, (size_t)O * I, (size_t)O);
     direct_fp16_emulate = emulate;
+    void *packed = packed_dense(w, I, O);
     spoil(scratch, scratch_bytes);
-    direct_fp16_dense_forward(r.out, in, w, bias, scratch, B, I, O, threads);
+    direct_fp16_dense_forward(r.out, in, packed, bias, scratch, B, I, O, threads);
     spoil(scratch, scratch_bytes);
-    direct_fp16_dense_backward(r.d_params, r.d_bias, r.d_in, d_out, in, w, scratch, B, I, O,
-                               threads);
+    direct_fp16_dense_backward(r.d_params, r.d_bias, r.d_in, d_out, in, packed, scratch, B, I,
+                               O, threads);
     /* without d_in, the same parameter gradients */
     float *dw_alone = floats((size_t)O * I), *db_alone = floats(O);
     spoil(scratch, scratch_bytes);
-    direct_fp16_dense_backward(dw_alone, db_alone, NULL, d_out, in, w, scratch, B, I, O, threads);
+    direct_fp16_dense_backward(dw_alone, db_alone, NULL, d_out, in, packed, scratch, B, I, O,
+                               threads);
     direct_fp16_emulate = 0;
     assert_memory_equal(dw_alone, r.d_params, sizeof(float) * O * I);
     assert_memory_equal(db_alone, r.d_bias, sizeof(float) * O);
-    free(dw_alone), free(db_alone);
+    free(dw_alone), free(db_alone), free(packed);
     return r;
 }
 
@@ -485,9 +495,11 @@ static void loss_scaling_keeps_small_gradients(void **state)
     const double g16 = gamma_of(DIRECT_FP16_CHAIN, U16), g32 = gamma_of(ceil_div(B, DIRECT_FP16_CHAIN), U32);
     const double relative = (2 * U16 + U16 * U16) * (1 + g16) * (1 + g32) + g16 + g32 * (1 + g16);
     double worst[2] = {0, 0};
+    void *packed = packed_dense(w, I, O);
     direct_fp16_emulate = 1;
     for (int run = 0; run < 2; run++) {
-        direct_fp16_dense_backward(dw, db, NULL, run ? scaled : d_out, in, w, scratch, B, I, O, 1);
+        direct_fp16_dense_backward(dw, db, NULL, run ? scaled : d_out, in, packed, scratch, B, I,
+                                   O, 1);
         for (int o = 0; o < O; o++)
             for (int i = 0; i < I; i++) {
                 double sum = 0, size = 0;
@@ -505,7 +517,8 @@ static void loss_scaling_keeps_small_gradients(void **state)
                   worst[0], worst[1], relative);
     assert_true(worst[0] > relative);
     assert_true(worst[1] <= relative);
-    free(in), free(w), free(d_out), free(scaled), free(dw), free(db), free(scratch);
+    free(in), free(w), free(d_out), free(scaled), free(dw), free(db), free(scratch),
+        free(packed);
 }
 
 /* Where the chains end, seen in the results: a sum whose first product
@@ -534,7 +547,9 @@ static void chains_are_as_designed(int vector)
         for (int b = 0; b < FP16_LANES; b++)
             in[i * FP16_LANES + b] = probe_value(i == 0);
     }
-    direct_fp16_dense_forward(out, in, w, &bias, scratch, FP16_LANES, N, 1, 1);
+    void *packed = packed_dense(w, N, 1);
+    direct_fp16_dense_forward(out, in, packed, &bias, scratch, FP16_LANES, N, 1, 1);
+    free(packed);
     for (int b = 0; b < FP16_LANES; b++)
         assert_float_equal(out[b], want, 0);
     /* weight gradient, a step an image: in[32][N], d_out[1][N] */
@@ -543,7 +558,9 @@ static void chains_are_as_designed(int vector)
         for (int i = 0; i < FP16_LANES; i++)
             in[i * N + b] = probe_value(b == 0);
     }
-    direct_fp16_dense_backward(dw, &db, NULL, d_out, in, w, scratch, N, FP16_LANES, 1, 1);
+    packed = packed_dense(w, FP16_LANES, 1); /* not read: no input gradient */
+    direct_fp16_dense_backward(dw, &db, NULL, d_out, in, packed, scratch, N, FP16_LANES, 1, 1);
+    free(packed);
     for (int i = 0; i < FP16_LANES; i++)
         assert_float_equal(dw[i], want, 0);
     /* a 1x1 convolution's weight gradient over 2048 images */

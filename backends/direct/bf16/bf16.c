@@ -319,10 +319,10 @@ void direct_bf16_conv_backward_params(float *d_weight_bias, const float *d_out,
 /* Dense layers                                                             */
 
 /* The operands (half_dense_layout): forward in[n_in][B] row-paired (a
- * column of images a word, rows padded to whole vectors) and the weights
- * column-paired; backward d_out row-paired with the weights row-paired
- * (read down their columns), and d_out image-paired with in image-paired
- * and transposed. */
+ * column of images a word, rows padded to whole vectors) times the
+ * weights column-paired (half_dense_weight_layout's w); backward d_out
+ * row-paired times the weights row-paired (wt, read down their columns),
+ * and d_out image-paired with in image-paired and transposed. */
 static half_dense_parts dense_parts(void *scratch, int B, int n_in, int n_out)
 {
     return half_dense_layout(scratch, B, n_in, n_out, 2, sizeof(uint32_t), 16);
@@ -333,20 +333,34 @@ size_t direct_bf16_dense_scratch_bytes(int B, int n_in, int n_out)
     return dense_parts(NULL, B, n_in, n_out).bytes;
 }
 
-void direct_bf16_dense_forward(float *out, const float *in, const float *weight,
+size_t direct_bf16_dense_weight_bytes(int n_in, int n_out)
+{
+    return half_dense_weight_layout(NULL, n_in, n_out, 2).bytes;
+}
+
+void direct_bf16_pack_dense_weights(void *packed, const float *weight, int n_in, int n_out,
+                                    int threads)
+{
+    const half_dense_weights p = half_dense_weight_layout(packed, n_in, n_out, 2);
+    pack_col_pairs_strided(p.w, weight, n_in, n_out, n_in, threads);
+    /* the weights' rows paired, wt[q][i]: d_in's row i takes its pairs
+     * down column i, so nothing is transposed */
+    pack_row_pairs_strided(p.wt, n_in, weight, n_in, n_out, n_in, threads);
+}
+
+void direct_bf16_dense_forward(float *out, const float *in, const void *packed_weights,
                                const float *bias, void *scratch, int B, int n_in, int n_out,
                                int threads)
 {
     threads = dense_threads(threads, B, n_in, n_out);
     const half_dense_parts p = dense_parts(scratch, B, n_in, n_out);
     pack_row_pairs_strided(p.x, (ptrdiff_t)p.ld_b, in, B, n_in, B, threads);
-    pack_col_pairs_strided(p.w, weight, n_in, n_out, n_in, threads);
-    half_product(PAIRS, out, B, bias, p.w, p.steps_in, 1, p.x, p.ld_b, p.offsets, p.steps_in,
-                 n_out, B, threads);
+    half_product(PAIRS, out, B, bias, half_dense_weight_layout(packed_weights, n_in, n_out, 2).w,
+                 p.steps_in, 1, p.x, p.ld_b, p.offsets, p.steps_in, n_out, B, threads);
 }
 
 void direct_bf16_dense_backward(float *d_weight, float *d_bias, float *d_in,
-                                const float *d_out, const float *in, const float *weight,
+                                const float *d_out, const float *in, const void *packed_weights,
                                 void *scratch, int B, int n_in, int n_out, int threads)
 {
     threads = dense_threads(threads, B, n_in, n_out);
@@ -363,11 +377,9 @@ void direct_bf16_dense_backward(float *d_weight, float *d_bias, float *d_in,
     /* d_in = weight^T x d_out, pairs of outputs */
     if (d_in) {
         pack_row_pairs_strided(p.g, (ptrdiff_t)p.ld_b, d_out, B, n_out, B, threads);
-        /* the weights' rows paired, wt[q][i]: d_in's row i takes its
-         * pairs down column i, so nothing is transposed */
-        pack_row_pairs_strided(p.wt, n_in, weight, n_in, n_out, n_in, threads);
-        half_product(PAIRS, d_in, B, NULL, p.wt, 1, n_in, p.g, p.ld_b, p.offsets, p.steps_out,
-                     n_in, B, threads);
+        half_product(PAIRS, d_in, B, NULL,
+                     half_dense_weight_layout(packed_weights, n_in, n_out, 2).wt, 1, n_in, p.g,
+                     p.ld_b, p.offsets, p.steps_out, n_in, B, threads);
     }
     for (int k = 0; k < n_out; k++)
         d_bias[k] = sum_floats(d_out + (size_t)k * B, (size_t)B);

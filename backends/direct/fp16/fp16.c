@@ -187,10 +187,11 @@ void direct_fp16_conv_backward_params(float *d_weight_bias, const float *d_out,
 /* ---------------------------------------------------------------------- */
 /* Dense layers                                                             */
 
-/* The operands (half_dense_layout): in[n_in][ld_b] and the weights
- * [n_out][n_in] doubled (forward; the weights read down their columns for
- * the input gradient); d_out[n_out][ld_b], and doubled [n_out][B] for the
- * weight gradient, where it is broadcast; in transposed, [B][ld_in]. */
+/* The operands (half_dense_layout): in[n_in][ld_b], times the weights
+ * doubled, [n_out][n_in] (half_dense_weight_layout: forward along the
+ * rows, the input gradient down the columns); d_out[n_out][ld_b], and
+ * doubled [n_out][B] for the weight gradient, where it is broadcast; in
+ * transposed, [B][ld_in]. */
 static half_dense_parts dense_parts(void *scratch, int B, int n_in, int n_out)
 {
     return half_dense_layout(scratch, B, n_in, n_out, 1, sizeof(uint16_t), FP16_LANES);
@@ -201,20 +202,31 @@ size_t direct_fp16_dense_scratch_bytes(int B, int n_in, int n_out)
     return dense_parts(NULL, B, n_in, n_out).bytes;
 }
 
-void direct_fp16_dense_forward(float *out, const float *in, const float *weight,
+size_t direct_fp16_dense_weight_bytes(int n_in, int n_out)
+{
+    return half_dense_weight_layout(NULL, n_in, n_out, 1).bytes;
+}
+
+void direct_fp16_pack_dense_weights(void *packed, const float *weight, int n_in, int n_out,
+                                    int threads)
+{
+    pack_all(half_dense_weight_layout(packed, n_in, n_out, 1).w, 1, weight,
+             (size_t)n_out * n_in, threads);
+}
+
+void direct_fp16_dense_forward(float *out, const float *in, const void *packed_weights,
                                const float *bias, void *scratch, int B, int n_in, int n_out,
                                int threads)
 {
     threads = dense_threads(threads, B, n_in, n_out);
     const half_dense_parts p = dense_parts(scratch, B, n_in, n_out);
     round_rows(p.x, p.ld_b, in, B, n_in, B, threads);
-    pack_all(p.w, 1, weight, (size_t)n_out * n_in, threads);
-    half_product(ROWS, out, B, bias, p.w, n_in, 1, p.x, p.ld_b, p.offsets, n_in, n_out, B,
-                 threads);
+    half_product(ROWS, out, B, bias, half_dense_weight_layout(packed_weights, n_in, n_out, 1).w,
+                 n_in, 1, p.x, p.ld_b, p.offsets, n_in, n_out, B, threads);
 }
 
 void direct_fp16_dense_backward(float *d_weight, float *d_bias, float *d_in,
-                                const float *d_out, const float *in, const float *weight,
+                                const float *d_out, const float *in, const void *packed_weights,
                                 void *scratch, int B, int n_in, int n_out, int threads)
 {
     threads = dense_threads(threads, B, n_in, n_out);
@@ -231,9 +243,9 @@ void direct_fp16_dense_backward(float *d_weight, float *d_bias, float *d_in,
      * weights down column i, so nothing is transposed */
     if (d_in) {
         round_rows(p.g, p.ld_b, d_out, B, n_out, B, threads);
-        pack_all(p.w, 1, weight, (size_t)n_out * n_in, threads);
-        half_product(ROWS, d_in, B, NULL, p.w, 1, n_in, p.g, p.ld_b, p.offsets, n_out, n_in, B,
-                     threads);
+        half_product(ROWS, d_in, B, NULL,
+                     half_dense_weight_layout(packed_weights, n_in, n_out, 1).wt, 1, n_in, p.g,
+                     p.ld_b, p.offsets, n_out, n_in, B, threads);
     }
     for (int k = 0; k < n_out; k++)
         d_bias[k] = sum_floats(d_out + (size_t)k * B, (size_t)B);

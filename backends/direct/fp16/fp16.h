@@ -113,13 +113,19 @@ void direct_fp16_conv_backward_params(float *d_weight_bias, const float *d_out,
 
 /* Dense layers: out[n_out][B] = weight x in[n_in][B] + bias; backward:
  * d_weight[n_out][n_in] = d_out x in^T, d_bias[n_out] = fp32 row sums of
- * d_out, and d_in[n_in][B] = weight^T x d_out unless d_in is NULL. */
+ * d_out, and d_in[n_in][B] = weight^T x d_out unless d_in is NULL. Both
+ * read the weights packed (direct_fp16_pack_dense_weights, into
+ * direct_fp16_dense_weight_bytes) from weight[n_out][n_in]: once a pass
+ * serves the forward and the backward products. */
 size_t direct_fp16_dense_scratch_bytes(int B, int n_in, int n_out);
-void direct_fp16_dense_forward(float *out, const float *in, const float *weight,
+size_t direct_fp16_dense_weight_bytes(int n_in, int n_out);
+void direct_fp16_pack_dense_weights(void *packed, const float *weight, int n_in, int n_out,
+                                    int threads);
+void direct_fp16_dense_forward(float *out, const float *in, const void *packed_weights,
                                const float *bias, void *scratch, int B, int n_in, int n_out,
                                int threads);
 void direct_fp16_dense_backward(float *d_weight, float *d_bias, float *d_in,
-                                const float *d_out, const float *in, const float *weight,
+                                const float *d_out, const float *in, const void *packed_weights,
                                 void *scratch, int B, int n_in, int n_out, int threads);
 
 #endif

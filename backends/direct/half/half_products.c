@@ -29,6 +29,11 @@ size_t direct_half_dense_scratch_floats(const direct_half_ops *ops, int B, int n
     return floats_for(ops->dense_scratch_bytes(B, n_in, n_out));
 }
 
+size_t direct_half_dense_packed_floats(const direct_half_ops *ops, int n_in, int n_out)
+{
+    return floats_for(ops->dense_weight_bytes(n_in, n_out));
+}
+
 size_t direct_half_conv_scratch_floats(const chwn_products *set, int B, int C, int H, int W,
                                        int K, int kernel, int stride)
 {
@@ -64,6 +69,7 @@ void direct_half_conv_backward_data(const chwn_products *set, float *d_in, const
                                     B, C, H, W, K, kernel, threads);
 }
 
+/* weight: the engine's packed copy (dense_pack_weights) */
 void direct_half_dense_forward(const chwn_products *set, float *out, const float *in,
                                const float *weight, const float *bias, float *scratch, int B,
                                int n_in, int n_out, const chwn_team *team)

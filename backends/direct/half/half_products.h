@@ -4,8 +4,9 @@
  * format's functions from the set's ctx; each set's file keeps only the
  * entries the table calls without the set (the packed weights' size and
  * packing, the dense scratch). Each product rounds and packs its operands
- * in the engine's scratch; the convolutions' weights are packed once a
- * pass, after weight_bias. */
+ * in the engine's scratch; the weights are packed once a pass: the
+ * convolutions' after weight_bias, the dense layers' into the engine's
+ * copy (dense_pack_weights), which both dense products read. */
 #ifndef LB_DIRECT_HALF_PRODUCTS_H
 #define LB_DIRECT_HALF_PRODUCTS_H
 
@@ -28,20 +29,26 @@ typedef struct direct_half_ops {
                                  void *scratch, int B, int C, int H, int W, int K, int kernel,
                                  int threads);
     size_t (*dense_scratch_bytes)(int B, int n_in, int n_out);
-    void (*dense_forward)(float *out, const float *in, const float *weight, const float *bias,
-                          void *scratch, int B, int n_in, int n_out, int threads);
+    size_t (*dense_weight_bytes)(int n_in, int n_out);
+    void (*pack_dense_weights)(void *packed, const float *weight, int n_in, int n_out,
+                               int threads);
+    void (*dense_forward)(float *out, const float *in, const void *packed_weights,
+                          const float *bias, void *scratch, int B, int n_in, int n_out,
+                          int threads);
     void (*dense_backward)(float *d_weight, float *d_bias, float *d_in, const float *d_out,
-                           const float *in, const float *weight, void *scratch, int B, int n_in,
-                           int n_out, int threads);
+                           const float *in, const void *packed_weights, void *scratch, int B,
+                           int n_in, int n_out, int threads);
 } direct_half_ops;
 
 /* The entries a set's file writes over its ops (NULL-free): the floats
  * after weight_bias[K][R + 1] that the packed copy takes, the packing,
- * and the dense scratch in floats. */
+ * the dense scratch in floats, and the floats of the dense weights'
+ * packed copy. */
 size_t direct_half_packed_floats(const direct_half_ops *ops, int C, int K, int kernel);
 void direct_half_pack_weights(const direct_half_ops *ops, float *weight_bias, int C, int K,
                               int kernel);
 size_t direct_half_dense_scratch_floats(const direct_half_ops *ops, int B, int n_in, int n_out);
+size_t direct_half_dense_packed_floats(const direct_half_ops *ops, int n_in, int n_out);
 
 /* The shared entries, reading set->ctx as a direct_half_ops */
 size_t direct_half_conv_scratch_floats(const chwn_products *set, int B, int C, int H, int W,
@@ -76,11 +83,13 @@ void direct_half_dense_backward(const chwn_products *set, float *d_weight, float
         .conv_backward_data = PREFIX##_conv_backward_data,                                 \
         .conv_backward_params = PREFIX##_conv_backward_params,                             \
         .dense_scratch_bytes = PREFIX##_dense_scratch_bytes,                               \
+        .dense_weight_bytes = PREFIX##_dense_weight_bytes,                                 \
+        .pack_dense_weights = PREFIX##_pack_dense_weights,                                 \
         .dense_forward = PREFIX##_dense_forward,                                           \
         .dense_backward = PREFIX##_dense_backward,                                         \
     }
 
-/* The three entries a set's file defines over its ops (OPS, a pointer),
+/* The five entries a set's file defines over its ops (OPS, a pointer),
  * for DIRECT_HALF_PRODUCT_SET: static functions, since the table calls
  * them without the set */
 #define DIRECT_HALF_SET_ENTRIES(OPS)                                                           \
@@ -95,11 +104,20 @@ void direct_half_dense_backward(const chwn_products *set, float *d_weight, float
     static size_t dense_scratch_floats(int B, int n_in, int n_out)                             \
     {                                                                                          \
         return direct_half_dense_scratch_floats(OPS, B, n_in, n_out);                          \
+    }                                                                                          \
+    static size_t dense_packed_floats(int n_in, int n_out)                                     \
+    {                                                                                          \
+        return direct_half_dense_packed_floats(OPS, n_in, n_out);                              \
+    }                                                                                          \
+    static void dense_pack_weights(float *packed, const float *weight, int n_in, int n_out,    \
+                                   const chwn_team *team)                                      \
+    {                                                                                          \
+        (OPS)->pack_dense_weights(packed, weight, n_in, n_out, team->threads);                 \
     }
 
 /* A half set's table: its name, arithmetic (engine.h's key), ops, the
  * function that enters a pass (direct_team_enter, or one of its own that
- * calls it) and the three entries of its file (DIRECT_HALF_SET_ENTRIES);
+ * calls it) and the five entries of its file (DIRECT_HALF_SET_ENTRIES);
  * 32 images a group, as the fp32 set (direct_backend.h). Each set's file
  * spells its definition out:
  *     const chwn_products direct_bf16_products =
@@ -116,6 +134,7 @@ void direct_half_dense_backward(const chwn_products *set, float *d_weight, float
         .backward_conv_params = direct_half_conv_backward_params,                              \
         .backward_conv_data = direct_half_conv_backward_data,                                  \
         .dense_scratch_floats = dense_scratch_floats,                                          \
+        .dense_packed_floats = dense_packed_floats, .dense_pack_weights = dense_pack_weights,  \
         .forward_dense = direct_half_dense_forward,                                            \
         .backward_dense = direct_half_dense_backward,                                          \
     }

@@ -352,17 +352,15 @@ static inline void half_bias_sums(float *d_weight_bias, const float *d_out, int 
  * element (`element` bytes) holds `terms` terms of a sum (a bf16 pair two,
  * an fp16 half one), a vector `lanes` elements, a word (uint32_t) the
  * broadcast operand's terms. Forward: in[n_in][B] in rows of elements
- * along the inputs (x, ld_b apart), the weights in words along the inputs
- * (w, [n_out][steps_in]). Input gradient: d_out in rows along the outputs
- * (g, ld_b apart) times the weights in words along the outputs (wt,
- * [steps_out][n_in]; where a word holds one term, w read down its columns
- * serves, and wt is w). Weight gradient: d_out in words along the images
+ * along the inputs (x, ld_b apart) times the weights (half_dense_weights'
+ * w). Input gradient: d_out in rows along the outputs (g, ld_b apart)
+ * times the weights' wt. Weight gradient: d_out in words along the images
  * (gi, [n_out][steps_b]) times in along the images (untransposed,
  * [n_in][steps_b]) transposed (xt, [steps_b][ld_in]). One set of offsets
  * (s * ld) serves each product. */
 typedef struct half_dense_parts {
     void *x, *g, *xt, *untransposed;
-    uint32_t *w, *wt, *gi;
+    uint32_t *gi;
     ptrdiff_t *offsets;
     size_t ld_b, ld_in;
     int steps_in, steps_out, steps_b; /* n_in, n_out, B: ceil(n / terms) */
@@ -379,15 +377,35 @@ static inline half_dense_parts half_dense_layout(void *scratch, int B, int n_in,
     p.steps_in = (n_in + terms - 1) / terms, p.steps_out = (n_out + terms - 1) / terms;
     p.steps_b = (B + terms - 1) / terms;
     p.x = carve(&c, element * p.steps_in * p.ld_b);
-    p.w = carve(&c, sizeof(uint32_t) * n_out * p.steps_in);
     p.g = carve(&c, element * p.steps_out * p.ld_b);
-    p.wt = terms > 1 ? carve(&c, sizeof(uint32_t) * n_in * p.steps_out) : p.w;
     p.gi = carve(&c, sizeof(uint32_t) * n_out * p.steps_b);
     p.xt = carve(&c, element * p.steps_b * p.ld_in);
     p.untransposed = carve(&c, element * n_in * p.steps_b);
     int most = p.steps_in > p.steps_out ? p.steps_in : p.steps_out;
     most = most > p.steps_b ? most : p.steps_b;
     p.offsets = carve(&c, sizeof(ptrdiff_t) * most);
+    p.bytes = c.used;
+    return p;
+}
+
+/* A dense layer's weights as both products read them, packed once a pass
+ * (the engine keeps the copy, chwn_products.h's dense_pack_weights): in
+ * words along the inputs for the forward pass (w, [n_out][steps_in]), and
+ * along the outputs for the input gradient (wt, [steps_out][n_in]); where
+ * a word holds one term, w read down its columns serves, and wt is w. */
+typedef struct half_dense_weights {
+    uint32_t *w, *wt;
+    size_t bytes; /* the packed copy's size */
+} half_dense_weights;
+
+static inline half_dense_weights half_dense_weight_layout(const void *packed, int n_in, int n_out,
+                                                          int terms)
+{
+    carver c = {(char *)packed, 0};
+    half_dense_weights p;
+    p.w = carve(&c, sizeof(uint32_t) * n_out * (size_t)((n_in + terms - 1) / terms));
+    p.wt = terms > 1 ? carve(&c, sizeof(uint32_t) * n_in * (size_t)((n_out + terms - 1) / terms))
+                     : p.w;
     p.bytes = c.used;
     return p;
 }

@@ -35,7 +35,7 @@ enum pass { FORWARD, BACKWARD_DATA, BACKWARD_PARAMS, DENSE_BACKWARD };
 
 typedef struct buffers {
     float *in, *out, *wb, *d_out, *d_in, *d_wb, *bias, *d_bias, *fp32_scratch;
-    void *bf16_scratch, *bf16_weights; /* a convolution's weights packed once, as an engine does */
+    void *bf16_scratch, *bf16_weights; /* the weights packed once, as an engine does */
 } buffers;
 
 static void run(int bf16, enum pass pass, const shapes *s, buffers *b, int threads)
@@ -43,14 +43,15 @@ static void run(int bf16, enum pass pass, const shapes *s, buffers *b, int threa
     if (s->dense) {
         if (pass == FORWARD) {
             if (bf16)
-                direct_bf16_dense_forward(b->out, b->in, b->wb, b->bias, b->bf16_scratch, s->B,
-                                          s->C, s->K, threads);
+                direct_bf16_dense_forward(b->out, b->in, b->bf16_weights, b->bias,
+                                          b->bf16_scratch, s->B, s->C, s->K, threads);
             else
                 direct_active()->dense_forward(b->out, b->in, b->wb, b->bias, s->B, s->C, s->K,
                                           threads);
         } else if (bf16) {
-            direct_bf16_dense_backward(b->d_wb, b->d_bias, b->d_in, b->d_out, b->in, b->wb,
-                                       b->bf16_scratch, s->B, s->C, s->K, threads);
+            direct_bf16_dense_backward(b->d_wb, b->d_bias, b->d_in, b->d_out, b->in,
+                                       b->bf16_weights, b->bf16_scratch, s->B, s->C, s->K,
+                                       threads);
         } else {
             direct_active()->dense_backward(b->d_wb, b->d_bias, b->d_in, b->d_out, b->in, b->wb,
                                        b->fp32_scratch, s->B, s->C, s->K, threads);
@@ -196,12 +197,14 @@ int main(int argc, char **argv)
                          : direct_bf16_conv_scratch_bytes(s->B, s->C, s->H, s->W, s->K, s->kernel);
             b.fp32_scratch = speed_filled(fp32_floats, 9);
             b.bf16_scratch = aligned_alloc(64, (bf16_bytes + 63) / 64 * 64);
-            b.bf16_weights = NULL;
-            if (!s->dense) {
-                const size_t bytes = direct_bf16_conv_weight_bytes(s->C, s->K, s->kernel);
-                b.bf16_weights = aligned_alloc(64, (bytes + 63) / 64 * 64);
+            const size_t weight_bytes = s->dense
+                                            ? direct_bf16_dense_weight_bytes(s->C, s->K)
+                                            : direct_bf16_conv_weight_bytes(s->C, s->K, s->kernel);
+            b.bf16_weights = aligned_alloc(64, (weight_bytes + 63) / 64 * 64);
+            if (s->dense)
+                direct_bf16_pack_dense_weights(b.bf16_weights, b.wb, s->C, s->K, threads);
+            else
                 direct_bf16_pack_conv_weights(b.bf16_weights, b.wb, s->C, s->K, s->kernel);
-            }
             /* multiply-adds of the product (both of a dense backward pass) */
             double flops = 2.0 * (double)n_out * R;
             if (s->dense)

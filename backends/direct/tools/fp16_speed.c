@@ -69,9 +69,13 @@ static void time_product(const product *p, int B, int threads, int repeats, doub
     const size_t scratch_bytes = p->C ? direct_fp16_conv_scratch_bytes(B, C, H, W, K, k)
                                       : direct_fp16_dense_scratch_bytes(B, p->n_in, p->n_out);
     void *scratch = buffer(scratch_bytes);
-    void *packed = p->C ? buffer(direct_fp16_conv_weight_bytes(C, K, k)) : NULL;
-    if (packed)
+    /* the weights packed once, as an engine does */
+    void *packed = buffer(p->C ? direct_fp16_conv_weight_bytes(C, K, k)
+                               : direct_fp16_dense_weight_bytes(p->n_in, p->n_out));
+    if (p->C)
         direct_fp16_pack_conv_weights(packed, w, C, K, k);
+    else
+        direct_fp16_pack_dense_weights(packed, w, p->n_in, p->n_out, threads);
     for (int r = -1; r < repeats; r++) { /* one call to warm up */
         const double start = now();
         if (p->C && p->pass == 0)
@@ -81,10 +85,11 @@ static void time_product(const product *p, int B, int threads, int repeats, doub
         else if (p->C)
             direct_fp16_conv_backward_params(dw, out, in, scratch, B, C, H, W, K, k, threads);
         else if (p->pass == 0)
-            direct_fp16_dense_forward(out, in, w, bias, scratch, B, p->n_in, p->n_out, threads);
+            direct_fp16_dense_forward(out, in, packed, bias, scratch, B, p->n_in, p->n_out,
+                                      threads);
         else
-            direct_fp16_dense_backward(dw, bias, d_in, out, in, w, scratch, B, p->n_in, p->n_out,
-                                       threads);
+            direct_fp16_dense_backward(dw, bias, d_in, out, in, packed, scratch, B, p->n_in,
+                                       p->n_out, threads);
         if (r >= 0)
             seconds[r] = now() - start;
     }
