@@ -374,6 +374,21 @@ static void run_build(const direct_kernels *k, const case_data *d, float *out, f
     k->conv_forward(out, d->in, d->wb, s->B, s->C, s->H, s->W, s->K, s->kernel, threads);
     k->conv_backward_params(d_param, d->d_out, d->in, s->B, s->C, s->H, s->W, s->K, s->kernel,
                             threads);
+    /* the weights alone: the same floats, every bias's place untouched */
+    const int R = s->C * s->kernel * s->kernel;
+    const size_t n_param = (size_t)s->K * (R + 1);
+    float *weights_only = malloc(sizeof(float) * n_param);
+    assert_non_null(weights_only);
+    for (size_t i = 0; i < n_param; i++)
+        weights_only[i] = -12345.0f;
+    k->conv_backward_weights(weights_only, d->d_out, d->in, s->B, s->C, s->H, s->W, s->K,
+                             s->kernel, threads);
+    for (int o = 0; o < s->K; o++) {
+        assert_memory_equal(weights_only + (size_t)o * (R + 1), d_param + (size_t)o * (R + 1),
+                            sizeof(float) * R);
+        assert_float_equal(weights_only[(size_t)o * (R + 1) + R], -12345.0f, 0);
+    }
+    free(weights_only);
     k->conv_backward_data(d_in, d->d_out, d->wb, scratch, s->B, s->C, s->H, s->W, s->K, s->kernel,
                           threads);
     free(scratch);

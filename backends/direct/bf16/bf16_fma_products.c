@@ -102,9 +102,8 @@ static void weight_gradient(float *d_weight_bias, const float *d_out, const floa
     /* d_out rounded and the bias gradients summed in one read of it */
     direct_bf16_fma_round_sums(p.grad, plane, d_out, plane, K, p.sums, 1, threads);
     direct_bf16_fma_round(p.input, in, (size_t)C * H * W * B, threads);
-    direct_active()->conv_backward_params(d_weight_bias, p.grad, p.input, B, C, H, W, K, kernel,
-                                          threads);
-    /* over the tiles' sums of the rounded d_out */
+    direct_active()->conv_backward_weights(d_weight_bias, p.grad, p.input, B, C, H, W, K, kernel,
+                                           threads);
     for (int k = 0; k < K; k++)
         d_weight_bias[(size_t)k * (R + 1) + R] = p.sums[k];
 }

@@ -46,6 +46,11 @@ typedef struct direct_kernels {
     /* d_weight_bias[K][R + 1] from d_out[K][OH][OW][B] and in[C][H][W][B]. */
     void (*conv_backward_params)(float *d_weight_bias, const float *d_out, const float *in,
                                  int B, int C, int H, int W, int K, int kernel, int threads);
+    /* The same weight gradients, the biases' places d_weight_bias[k][R]
+     * left as they are: for a caller that sums the biases itself (bf16 on
+     * FMAs sums the unrounded d_out as it rounds it). */
+    void (*conv_backward_weights)(float *d_weight_bias, const float *d_out, const float *in,
+                                  int B, int C, int H, int W, int K, int kernel, int threads);
     /* d_in[C][H][W][B] from d_out[K][OH][OW][B]; scratch holds
      * direct_conv_scratch_floats() floats. */
     void (*conv_backward_data)(float *d_in, const float *d_out, const float *weight_bias,

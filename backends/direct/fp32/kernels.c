@@ -355,11 +355,10 @@ static void weight_block(int mk, int nt, float *d_weight_bias, const float *d_ou
     weights[mk - 1][nt - 1](d_weight_bias, d_out, in, B, C, H, W, kernel, k0, r0);
 }
 
-static void conv_backward_params(float *d_weight_bias, const float *d_out,
-                                      const float *in, int B, int C, int H, int W, int K,
-                                      int kernel, int threads)
+static void conv_backward_weights(float *d_weight_bias, const float *d_out, const float *in,
+                                  int B, int C, int H, int W, int K, int kernel, int threads)
 {
-    const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
+    const int R = C * kernel * kernel;
     const int tap_blocks = (R + WT - 1) / WT;
 #if LB_DIRECT_EVEN
     /* blocks of nearly equal channel counts, the outer loop: a block's
@@ -387,6 +386,13 @@ static void conv_backward_params(float *d_weight_bias, const float *d_out,
                          kernel, k0, r0);
     }
 #endif
+}
+
+static void conv_backward_params(float *d_weight_bias, const float *d_out, const float *in,
+                                 int B, int C, int H, int W, int K, int kernel, int threads)
+{
+    const int OH = H - kernel + 1, OW = W - kernel + 1, R = C * kernel * kernel;
+    conv_backward_weights(d_weight_bias, d_out, in, B, C, H, W, K, kernel, threads);
     /* the biases: each channel's gradients summed */
     const size_t plane_out = (size_t)OH * OW * B;
     for (int k = 0; k < K; k++)
@@ -566,6 +572,7 @@ const direct_kernels ISA_NAME(direct_kernels_, LB_DIRECT_ISA) = {
     .fma_ports = LB_DIRECT_FMA_PORTS,
     .conv_forward = conv_forward,
     .conv_backward_params = conv_backward_params,
+    .conv_backward_weights = conv_backward_weights,
     .conv_backward_data = conv_backward_data,
     .dense_forward = dense_forward,
     .dense_backward = dense_backward,
