@@ -129,7 +129,7 @@ scripts/peak-median "$tmp/bc" x >/dev/null 2>&1
 
 # bench-cpu's own flags: bad values are one line and exit 2, before any
 # directory is made
-for args in "--out" "--out --no-readme" "--limit 1"; do
+for args in "--out" "--out --no-readme" "--limit 1" "--turns" "--turns two"; do
     # shellcheck disable=SC2086
     BENCH=$BENCH scripts/bench-cpu $args --no-pytorch >/dev/null 2>"$tmp/err"
     rc=$?
