@@ -227,6 +227,36 @@ static void fused_passes_match_separate(void **state)
     free(x), free(finite), free(got), free(want), free(words);
 }
 
+/* The rounding with a transposition (the dense weight gradient's input):
+ * every element rounded as the plain function rounds it, in its
+ * transposed place, and zeros past the rows; shapes with and without
+ * whole 16 x 16 blocks, on one thread and two. */
+static void round_transposed_matches_plain(void **state)
+{
+    (void)state;
+    enum { MOST = 200 };
+    float *x = conversion_inputs(MOST * MOST);
+    uint16_t *got = malloc(sizeof(uint16_t) * MOST * (MOST + 40));
+    assert_non_null(got);
+    const int shapes[][2] = {{1, 1}, {16, 16}, {37, 50}, {128, 10}, {500, 128}, {33, 200}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int threads = 1; threads <= 2; threads++) {
+            const int rows = shapes[s][0] < MOST ? shapes[s][0] : MOST, cols = shapes[s][1];
+            const size_t ld_src = (size_t)cols + 3, ld_dst = (size_t)rows + 21;
+            memset(got, 0xff, sizeof(uint16_t) * MOST * (MOST + 40));
+            direct_fp16_round_transposed(got, ld_dst, x, ld_src, rows, cols, threads);
+            for (int c = 0; c < cols; c++)
+                for (size_t r = 0; r < ld_dst; r++) {
+                    const uint16_t want =
+                        r < (size_t)rows ? direct_fp16_round(x[r * ld_src + c]) : 0;
+                    if (got[c * ld_dst + r] != want)
+                        fail_msg("%dx%d, threads %d: [%d][%zu] = 0x%04x, want 0x%04x", rows,
+                                 cols, threads, c, r, got[c * ld_dst + r], want);
+                }
+        }
+    free(x), free(got);
+}
+
 /* ---------------------------------------------------------------------- */
 /* The emulated FMA                                                         */
 
@@ -381,6 +411,7 @@ int main(void)
         cmocka_unit_test(f16c_runs_match_plain),
         cmocka_unit_test(avx512_runs_match_plain),
         cmocka_unit_test(fused_passes_match_separate),
+        cmocka_unit_test(round_transposed_matches_plain),
         cmocka_unit_test(emulated_fma_rounds_once),
         cmocka_unit_test(longer_chains_break_the_bound),
         cmocka_unit_test(refused_with_the_missing_feature),

@@ -234,9 +234,7 @@ void direct_fp16_dense_backward(float *d_weight, float *d_bias, float *d_in,
     /* d_weight = d_out x in^T: a step an image, in's rows transposed to
      * xt[b][i] */
     pack_all(p.gi, 1, d_out, (size_t)n_out * B, threads);
-    pack_all(p.untransposed, 0, in, (size_t)n_in * B, threads);
-    half_transpose(p.xt, p.ld_in, p.untransposed, (size_t)B, n_in, B, sizeof(uint16_t), 32,
-                   threads);
+    direct_fp16_round_transposed(p.xt, p.ld_in, in, (size_t)B, n_in, B, threads);
     half_product(ROWS, d_weight, n_in, NULL, p.gi, B, 1, p.xt, p.ld_in, p.offsets, B, n_out,
                  n_in, threads);
     /* d_in = weight^T x d_out: a step an output, d_in's row i reading the

@@ -81,6 +81,12 @@ void direct_fp16_value_run(float *dst, const uint16_t *src, size_t n, float scal
 void direct_fp16_round_sums(uint16_t *dst, const float *src, size_t plane, int K, float *sums,
                             size_t sums_stride, int threads);
 
+/* dst[c][r] = round(src[r][c]) for rows r < rows and columns c < cols
+ * (src's rows ld_src floats apart, dst's ld_dst halves), and 0 in each
+ * dst row past `rows`: a rounding and a transposition in one pass. */
+void direct_fp16_round_transposed(uint16_t *dst, size_t ld_dst, const float *src, size_t ld_src,
+                                  int rows, int cols, int threads);
+
 /* Convolutions: B images in[C][H][W][B], kernel k x k, stride 1, no
  * padding; OH = H - k + 1, OW = W - k + 1. One scratch size serves the
  * three passes. */
