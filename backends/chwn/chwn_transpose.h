@@ -69,6 +69,20 @@ static inline __attribute__((always_inline)) void chwn_transpose_step(chwn_v16 r
 }
 #endif
 
+/* The 16 x 16 block at src (rows ld_src floats apart) loaded and
+ * transposed: r[j] is its column j. */
+static inline __attribute__((always_inline)) void chwn_transpose_block(chwn_v16 r[16],
+                                                                       const float *src,
+                                                                       size_t ld_src)
+{
+    for (int i = 0; i < 16; i++)
+        memcpy(&r[i], src + (size_t)i * ld_src, sizeof r[i]);
+    chwn_transpose_step(r, 8);
+    chwn_transpose_step(r, 4);
+    chwn_transpose_step(r, 2);
+    chwn_transpose_step(r, 1);
+}
+
 /* dst[c * ld_dst + r] = src[r * ld_src + c] for r < rows, c < cols; the
  * two do not overlap. */
 static inline void chwn_transpose(float *dst, size_t ld_dst, const float *src, size_t ld_src,
@@ -78,12 +92,7 @@ static inline void chwn_transpose(float *dst, size_t ld_dst, const float *src, s
     for (int r0 = 0; r0 < whole_rows; r0 += 16)
         for (int c0 = 0; c0 < whole_cols; c0 += 16) {
             chwn_v16 r[16];
-            for (int i = 0; i < 16; i++)
-                memcpy(&r[i], src + (size_t)(r0 + i) * ld_src + c0, sizeof r[i]);
-            chwn_transpose_step(r, 8);
-            chwn_transpose_step(r, 4);
-            chwn_transpose_step(r, 2);
-            chwn_transpose_step(r, 1);
+            chwn_transpose_block(r, src + (size_t)r0 * ld_src + c0, ld_src);
             for (int j = 0; j < 16; j++)
                 memcpy(dst + (size_t)(c0 + j) * ld_dst + r0, &r[j], sizeof r[j]);
         }

@@ -6,6 +6,7 @@
  * same bits (tests/test_direct_fp16.c checks every fp16 and many floats). */
 #include <string.h>
 
+#include "backends/chwn/chwn_transpose.h"
 #include "backends/direct/fp16/fp16.h"
 #include "backends/direct/fp16/fp16_tiles.h"
 #include "backends/direct/half/half_common.h"
@@ -178,46 +179,21 @@ static void round_transposed_plain(uint16_t *dst, size_t ld_dst, const float *sr
 }
 
 #ifdef FP16_X86
-/* The same over whole 16 x 16 blocks: 16 rows of 16 floats loaded,
- * transposed in registers (pairs of rows interleaved, then pairs of
- * pairs, then the 128-bit quarters across four registers), each column
- * rounded as one vcvtps2ph and stored as 16 halves. The rest of the
- * rows and columns go one at a time. */
+/* The same over whole 16 x 16 blocks, transposed in registers as the CHWN
+ * engine's transposes are (chwn_transpose.h), each column rounded by one
+ * vcvtps2ph and stored as 16 halves; the rest of the rows and columns one
+ * at a time. */
 __attribute__((target("avx512f"))) static void round_transposed_avx512(
     uint16_t *dst, size_t ld_dst, const float *src, size_t ld_src, int r0, int r1, int c0, int c1)
 {
     const int r16 = r0 + (r1 - r0) / 16 * 16, c16 = c0 + (c1 - c0) / 16 * 16;
     for (int r = r0; r < r16; r += 16)
         for (int c = c0; c < c16; c += 16) {
-            __m512 x[16], t[16];
-            for (int i = 0; i < 16; i++)
-                x[i] = _mm512_loadu_ps(src + (size_t)(r + i) * ld_src + c);
-            for (int i = 0; i < 8; i++) {
-                t[2 * i] = _mm512_unpacklo_ps(x[2 * i], x[2 * i + 1]);
-                t[2 * i + 1] = _mm512_unpackhi_ps(x[2 * i], x[2 * i + 1]);
-            }
-            /* x[4i + m], quarter j: column 4j + m of rows 4i .. 4i + 3 */
-            for (int i = 0; i < 4; i++)
-                for (int h = 0; h < 2; h++) {
-                    const __m512d lo = _mm512_castps_pd(t[4 * i + h]);
-                    const __m512d hi = _mm512_castps_pd(t[4 * i + 2 + h]);
-                    x[4 * i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo, hi));
-                    x[4 * i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo, hi));
-                }
-            for (int m = 0; m < 4; m++) {
-                const __m512 p = _mm512_shuffle_f32x4(x[m], x[4 + m], _MM_SHUFFLE(2, 0, 2, 0));
-                const __m512 q = _mm512_shuffle_f32x4(x[m], x[4 + m], _MM_SHUFFLE(3, 1, 3, 1));
-                const __m512 u = _mm512_shuffle_f32x4(x[8 + m], x[12 + m], _MM_SHUFFLE(2, 0, 2, 0));
-                const __m512 v = _mm512_shuffle_f32x4(x[8 + m], x[12 + m], _MM_SHUFFLE(3, 1, 3, 1));
-                const __m512 column[4] = {
-                    _mm512_shuffle_f32x4(p, u, _MM_SHUFFLE(2, 0, 2, 0)),
-                    _mm512_shuffle_f32x4(q, v, _MM_SHUFFLE(2, 0, 2, 0)),
-                    _mm512_shuffle_f32x4(p, u, _MM_SHUFFLE(3, 1, 3, 1)),
-                    _mm512_shuffle_f32x4(q, v, _MM_SHUFFLE(3, 1, 3, 1))};
-                for (int j = 0; j < 4; j++)
-                    _mm256_storeu_si256((__m256i *)(dst + (size_t)(c + 4 * j + m) * ld_dst + r),
-                                        _mm512_cvtps_ph(column[j], NEAREST));
-            }
+            chwn_v16 column[16];
+            chwn_transpose_block(column, src + (size_t)r * ld_src + c, ld_src);
+            for (int j = 0; j < 16; j++)
+                _mm256_storeu_si256((__m256i *)(dst + (size_t)(c + j) * ld_dst + r),
+                                    _mm512_cvtps_ph((__m512)column[j], NEAREST));
         }
     round_transposed_plain(dst, ld_dst, src, ld_src, r16, r1, c0, c1);
     round_transposed_plain(dst, ld_dst, src, ld_src, r0, r16, c16, c1);
