@@ -370,8 +370,7 @@ void direct_bf16_dense_backward(float *d_weight, float *d_bias, float *d_in,
     pack_col_pairs_strided(p.gi, d_out, B, n_out, B, threads);
     /* in's rows image-paired, then transposed: xt[q][i] */
     pack_col_pairs_strided(p.untransposed, in, B, n_in, B, threads);
-    half_transpose(p.xt, p.ld_in, p.untransposed, (size_t)pb, n_in, pb, sizeof(uint32_t), 16,
-                   threads);
+    half_transpose(p.xt, p.ld_in, p.untransposed, (size_t)pb, n_in, pb, 16, threads);
     half_product(PAIRS, d_weight, n_in, NULL, p.gi, pb, 1, p.xt, p.ld_in, p.offsets, pb, n_out,
                  n_in, threads);
     /* d_in = weight^T x d_out, pairs of outputs */

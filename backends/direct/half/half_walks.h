@@ -355,8 +355,9 @@ static inline void half_bias_sums(float *d_weight_bias, const float *d_out, int 
  * along the inputs (x, ld_b apart) times the weights (half_dense_weights'
  * w). Input gradient: d_out in rows along the outputs (g, ld_b apart)
  * times the weights' wt. Weight gradient: d_out in words along the images
- * (gi, [n_out][steps_b]) times in along the images (untransposed,
- * [n_in][steps_b]) transposed (xt, [steps_b][ld_in]). One set of offsets
+ * (gi, [n_out][steps_b]) times in along the images transposed (xt,
+ * [steps_b][ld_in]; bf16 pairs them first in untransposed,
+ * [n_in][steps_b]). One set of offsets
  * (s * ld) serves each product. */
 typedef struct half_dense_parts {
     void *x, *g, *xt, *untransposed;
@@ -380,7 +381,9 @@ static inline half_dense_parts half_dense_layout(void *scratch, int B, int n_in,
     p.g = carve(&c, element * p.steps_out * p.ld_b);
     p.gi = carve(&c, sizeof(uint32_t) * n_out * p.steps_b);
     p.xt = carve(&c, element * p.steps_b * p.ld_in);
-    p.untransposed = carve(&c, element * n_in * p.steps_b);
+    /* bf16 pairs the images before transposing; fp16 rounds as it
+     * transposes (direct_fp16_round_transposed) */
+    p.untransposed = terms > 1 ? carve(&c, element * n_in * p.steps_b) : NULL;
     int most = p.steps_in > p.steps_out ? p.steps_in : p.steps_out;
     most = most > p.steps_b ? most : p.steps_b;
     p.offsets = carve(&c, sizeof(ptrdiff_t) * most);
@@ -410,30 +413,23 @@ static inline half_dense_weights half_dense_weight_layout(const void *packed, in
     return p;
 }
 
-/* dst[c][r] = src[r][c] for elements of `element` bytes (2 or 4), in blocks of
- * `block` that stay in cache, and each row of dst zero from `rows` to
- * ld_dst */
-static inline void half_transpose(void *dst, size_t ld_dst, const void *src, size_t ld_src,
-                                  int rows, int cols, size_t element, int block, int threads)
+/* dst[c][r] = src[r][c] for words (bf16 pairs), in blocks of `block` that
+ * stay in cache, and each row of dst zero from `rows` to ld_dst (fp16
+ * rounds and transposes in one pass: direct_fp16_round_transposed) */
+static inline void half_transpose(uint32_t *dst, size_t ld_dst, const uint32_t *src,
+                                  size_t ld_src, int rows, int cols, int block, int threads)
 {
-    char *to = dst;
-    const char *from = src;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int c0 = 0; c0 < cols; c0 += block)
         for (int r0 = 0; r0 < rows; r0 += block) {
             const int c1 = c0 + block < cols ? c0 + block : cols;
             const int r1 = r0 + block < rows ? r0 + block : rows;
-            if (element == 4) /* the size tested once a block, not once an element */
-                for (int c = c0; c < c1; c++)
-                    for (int r = r0; r < r1; r++)
-                        ((uint32_t *)to)[c * ld_dst + r] = ((const uint32_t *)from)[r * ld_src + c];
-            else
-                for (int c = c0; c < c1; c++)
-                    for (int r = r0; r < r1; r++)
-                        ((uint16_t *)to)[c * ld_dst + r] = ((const uint16_t *)from)[r * ld_src + c];
+            for (int c = c0; c < c1; c++)
+                for (int r = r0; r < r1; r++)
+                    dst[c * ld_dst + r] = src[r * ld_src + c];
         }
     for (int c = 0; c < cols; c++)
-        memset(to + (c * ld_dst + rows) * element, 0, element * (ld_dst - (size_t)rows));
+        memset(dst + c * ld_dst + rows, 0, sizeof(uint32_t) * (ld_dst - (size_t)rows));
 }
 
 #endif
