@@ -158,9 +158,9 @@ static void dense_pack_weights(float *packed, const float *weight, int n_in, int
 }
 
 /* A dense layer's scratch: the rounded input and output gradient, and the
- * tiles' own scratch */
+ * tiles' bias sums (which the set's own sums replace) */
 typedef struct dense_parts {
-    float *sums, *input, *grad, *tiles;
+    float *sums, *input, *grad;
 } dense_parts;
 
 static dense_parts dense_parts_of(float *scratch, size_t *floats, int B, int n_in, int n_out)
@@ -169,9 +169,8 @@ static dense_parts dense_parts_of(float *scratch, size_t *floats, int B, int n_i
     p.sums = scratch;
     p.input = p.sums + lines((size_t)n_out);
     p.grad = p.input + lines((size_t)n_in * B);
-    p.tiles = p.grad + lines((size_t)n_out * B);
     if (floats)
-        *floats = (size_t)(p.tiles - scratch) + lines(direct_dense_scratch_floats(B, n_in));
+        *floats = (size_t)(p.grad - scratch) + lines((size_t)n_out * B);
     return p;
 }
 
@@ -205,8 +204,8 @@ static void dense_backward(const chwn_products *set, float *d_weight, float *d_b
      * tiles' sums of the rounded d_out go to scratch */
     direct_bf16_fma_round_sums(p.grad, (size_t)B, d_out, (size_t)B, n_out, d_bias, 1,
                                team->threads);
-    direct_active()->dense_backward(d_weight, p.sums, d_in, p.grad, p.input, weight, p.tiles, B,
-                                    n_in, n_out, team->threads);
+    direct_active()->dense_backward(d_weight, p.sums, d_in, p.grad, p.input, weight, B, n_in,
+                                    n_out, team->threads);
 }
 
 const chwn_products direct_bf16_fma_products = {

@@ -59,13 +59,13 @@ typedef struct direct_kernels {
 
     /* Dense layers, [features][B] activations, weight[n_out][n_in] (the
      * workload's layout): out = weight x in + bias; and the backward pass,
-     * d_weight, d_bias and (unless NULL) d_in, with scratch holding
-     * direct_dense_scratch_floats() floats. */
+     * d_weight, d_bias and (unless NULL) d_in; no scratch (the input is
+     * transposed a strip at a time, on the stack). */
     void (*dense_forward)(float *out, const float *in, const float *weight, const float *bias,
                           int B, int n_in, int n_out, int threads);
     void (*dense_backward)(float *d_weight, float *d_bias, float *d_in, const float *d_out,
-                           const float *in, const float *weight, float *scratch, int B,
-                           int n_in, int n_out, int threads);
+                           const float *in, const float *weight, int B, int n_in, int n_out,
+                           int threads);
 } direct_kernels;
 
 /* Every build of kernels.c, best first. */
@@ -101,6 +101,5 @@ int direct_conv_suits(int kernel, int stride);
 /* Scratch floats of the input gradient and the dense backward pass (the
  * same for every build of the kernels). */
 size_t direct_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel);
-size_t direct_dense_scratch_floats(int B, int n_in);
 
 #endif

@@ -101,4 +101,3 @@ size_t direct_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel)
            (size_t)C * kernel * DIRECT_PAIR_SUM_FLOATS;
 }
 
-size_t direct_dense_scratch_floats(int B, int n_in) { return (size_t)B * n_in; }

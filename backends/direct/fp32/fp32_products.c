@@ -55,10 +55,11 @@ static void conv_backward_data(const chwn_products *set, float *d_in, const floa
                                         threads);
 }
 
+/* none: the kernels transpose the input a strip at a time on the stack */
 static size_t dense_scratch_floats(int B, int n_in, int n_out)
 {
-    (void)n_out;
-    return direct_dense_scratch_floats(B, n_in);
+    (void)B, (void)n_in, (void)n_out;
+    return 0;
 }
 
 /* The kernels share out a dense layer themselves, whatever the split. */
@@ -75,9 +76,9 @@ static void dense_backward(const chwn_products *set, float *d_weight, float *d_b
                            const float *weight, float *scratch, int B, int n_in, int n_out,
                            const chwn_team *team)
 {
-    (void)set;
-    direct_active()->dense_backward(d_weight, d_bias, d_in, d_out, in, weight, scratch, B, n_in,
-                                    n_out, team->threads);
+    (void)set, (void)scratch;
+    direct_active()->dense_backward(d_weight, d_bias, d_in, d_out, in, weight, B, n_in, n_out,
+                                    team->threads);
 }
 
 const chwn_products direct_fp32_products = {

@@ -54,7 +54,7 @@ static void run(int bf16, enum pass pass, const shapes *s, buffers *b, int threa
                                        threads);
         } else {
             direct_active()->dense_backward(b->d_wb, b->d_bias, b->d_in, b->d_out, b->in, b->wb,
-                                       b->fp32_scratch, s->B, s->C, s->K, threads);
+                                       s->B, s->C, s->K, threads);
         }
         return;
     }
@@ -190,8 +190,7 @@ int main(int argc, char **argv)
                          speed_filled(n_out, 4), speed_filled(n_in, 5), speed_filled(n_wb, 6),
                          speed_filled(s->K, 7), speed_filled(s->K, 8), NULL, NULL, NULL};
             const size_t fp32_floats =
-                s->dense ? direct_dense_scratch_floats(s->B, s->C)
-                         : direct_conv_scratch_floats(s->B, s->C, s->H, s->W, s->K, s->kernel);
+                s->dense ? 0 : direct_conv_scratch_floats(s->B, s->C, s->H, s->W, s->K, s->kernel);
             const size_t bf16_bytes =
                 s->dense ? direct_bf16_dense_scratch_bytes(s->B, s->C, s->K)
                          : direct_bf16_conv_scratch_bytes(s->B, s->C, s->H, s->W, s->K, s->kernel);

@@ -103,7 +103,7 @@ static void run(const direct_kernels *k, const product *p, buffers *b)
     case DENSE_BACKWARD:
     case DENSE_WEIGHTS:
         k->dense_backward(b->d_wb, b->d_bias, p->pass == DENSE_BACKWARD ? b->d_in : NULL, b->d_out,
-                          b->in, b->wb, b->scratch, s->B, s->C, s->K, 1);
+                          b->in, b->wb, s->B, s->C, s->K, 1);
     }
 }
 
@@ -114,8 +114,7 @@ static buffers allocate(const shapes *s)
     const size_t n_in = (size_t)s->C * s->H * s->W * s->B;
     const size_t n_out = (size_t)s->K * OH * OW * s->B, n_wb = (size_t)s->K * (R + 1);
     const size_t scratch =
-        s->dense ? direct_dense_scratch_floats(s->B, s->C)
-                 : direct_conv_scratch_floats(s->B, s->C, s->H, s->W, s->K, s->kernel);
+        s->dense ? 0 : direct_conv_scratch_floats(s->B, s->C, s->H, s->W, s->K, s->kernel);
     return (buffers){speed_filled(n_in, 1),  speed_filled(n_out, 2), speed_filled(n_wb, 3),
                      speed_filled(n_out, 4), speed_filled(n_in, 5),  speed_filled(n_wb, 6),
                      speed_filled(s->K, 7),  speed_filled(s->K, 8),  speed_filled(scratch, 9)};

@@ -12,7 +12,8 @@
 /* n floats in [-0.5, 0.5) from seed, 64-byte aligned; exits on no memory */
 static inline float *speed_filled(size_t n, unsigned seed)
 {
-    float *x = aligned_alloc(64, (sizeof(float) * n + 63) / 64 * 64);
+    const size_t bytes = (sizeof(float) * n + 63) / 64 * 64;
+    float *x = aligned_alloc(64, bytes ? bytes : 64); /* (none asked: a line, not NULL) */
     if (!x) {
         fprintf(stderr, "out of memory\n");
         exit(1);
