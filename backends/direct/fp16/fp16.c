@@ -218,7 +218,7 @@ void direct_fp16_dense_forward(float *out, const float *in, const void *packed_w
                                const float *bias, void *scratch, int B, int n_in, int n_out,
                                int threads)
 {
-    threads = dense_threads(threads, B, n_in, n_out);
+    threads = dense_threads(threads, (double)B * n_in * n_out);
     const half_dense_parts p = dense_parts(scratch, B, n_in, n_out);
     round_rows(p.x, p.ld_b, in, B, n_in, B, threads);
     half_product(ROWS, out, B, bias, half_dense_weight_layout(packed_weights, n_in, n_out, 1).w,
@@ -229,7 +229,8 @@ void direct_fp16_dense_backward(float *d_weight, float *d_bias, float *d_in,
                                 const float *d_out, const float *in, const void *packed_weights,
                                 void *scratch, int B, int n_in, int n_out, int threads)
 {
-    threads = dense_threads(threads, B, n_in, n_out);
+    /* the weight gradient, and the input gradient unless d_in is NULL */
+    threads = dense_threads(threads, (d_in ? 2.0 : 1.0) * B * n_in * n_out);
     const half_dense_parts p = dense_parts(scratch, B, n_in, n_out);
     /* d_weight = d_out x in^T: a step an image, in's rows transposed to
      * xt[b][i] */

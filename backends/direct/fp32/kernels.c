@@ -431,17 +431,18 @@ static void chunked_rows(float *out, size_t ld, int k0, int m, const float *init
     }
 }
 
-/* A dense product too small to be worth waking a second thread for (fc2,
- * 500 x 10 at batch 128, took longer on two than on one). */
-static int dense_threads(int threads, int B, int n_in, int n_out)
+/* A dense pass of too few multiply-adds to be worth waking a second
+ * thread for: fc2's forward pass (500 x 10 at batch 128) took longer on two
+ * than on one, its backward pass (two such products) less. */
+static int dense_threads(int threads, double multiply_adds)
 {
-    return (double)B * n_in * n_out < (double)(1 << 20) ? 1 : threads;
+    return multiply_adds < (double)(1 << 20) ? 1 : threads;
 }
 
 static void dense_forward(float *out, const float *in, const float *weight,
                                const float *bias, int B, int n_in, int n_out, int threads)
 {
-    threads = dense_threads(threads, B, n_in, n_out);
+    threads = dense_threads(threads, (double)B * n_in * n_out);
     const int blocks = (n_out + MR - 1) / MR;
     /* handed out as they are asked for: on a shared machine a thread held
      * off its core leaves its share to the other */
@@ -484,7 +485,8 @@ static void dense_backward(float *d_weight, float *d_bias, float *d_in,
                                 const float *d_out, const float *in, const float *weight,
                                 int B, int n_in, int n_out, int threads)
 {
-    threads = dense_threads(threads, B, n_in, n_out);
+    /* the weight gradient, and the input gradient unless d_in is NULL */
+    threads = dense_threads(threads, (d_in ? 2.0 : 1.0) * B * n_in * n_out);
     const int out_blocks = (n_out + MR - 1) / MR, strips = (n_in + NR - 1) / NR;
     const int in_blocks = (n_in + MR - 1) / MR;
     const int bands = d_in ? (in_blocks + BAND - 1) / BAND : 0;

@@ -100,10 +100,11 @@ sum_lanes_avx512(__m512 part, const float *rest, size_t n)
 }
 #endif
 
-/* A product too small to share between threads (fc2's) */
-static inline int dense_threads(int threads, int B, int n_in, int n_out)
+/* A dense pass of too few multiply-adds to share between threads: fc2's
+ * forward pass (its backward pass, two such products, runs on two) */
+static inline int dense_threads(int threads, double multiply_adds)
 {
-    return (double)B * n_in * n_out < (double)(1 << 20) ? 1 : threads;
+    return multiply_adds < (double)(1 << 20) ? 1 : threads;
 }
 
 /* A dot tile's body for every shape mk x nt (1..4 x 1..5), the shape a
