@@ -110,6 +110,7 @@ void chwn_join_weight_bias(real *weight_bias, const real *weight, const real *bi
  * -1 (all bits) or 0 per lane. */
 #if defined(LB_REAL_PLAIN) && defined(__AVX512F__)
 #define POOL_VECTORS 1
+#include <immintrin.h>
 #else
 #define POOL_VECTORS 0
 #endif
@@ -164,11 +165,13 @@ static inline int window_backward16(real *d0, real *d1, const real *dy,
     int b = 0;
 #if POOL_VECTORS
     for (; b + 16 <= B; b += 16) {
-        chwn_u8x16 bytes;
-        memcpy(&bytes, won + b, sizeof bytes);
+        /* the winners' bytes widened by one vpmovzxbd: GCC 12 made 16
+         * extracts and inserts of __builtin_convertvector's, most of the
+         * pool's backward pass */
+        const chwn_i16 k = (chwn_i16)_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(won + b)));
         chwn_v16 dy16;
         load16(&dy16, dy + b);
-        const chwn_i16 k = __builtin_convertvector(bytes, chwn_i16), g = (chwn_i16)dy16;
+        const chwn_i16 g = (chwn_i16)dy16;
         const chwn_i16 to0 = g & (k == 0), to1 = g & (k == 1), to2 = g & (k == 2),
                        to3 = g & (k == 3);
         memcpy(d0 + b, &to0, sizeof to0);
