@@ -98,8 +98,8 @@ static inline size_t direct_line_floats(size_t n) { return (n + 15) / 16 * 16; }
 /* 1 when a convolution of this kernel and stride is computed here: every
  * stride-1 convolution. */
 int direct_conv_suits(int kernel, int stride);
-/* Scratch floats of the input gradient and the dense backward pass (the
- * same for every build of the kernels). */
+/* Scratch floats of the input gradient (the same for every build of the
+ * kernels). */
 size_t direct_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel);
 
 #endif

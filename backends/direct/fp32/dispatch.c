@@ -100,4 +100,3 @@ size_t direct_conv_scratch_floats(int B, int C, int H, int W, int K, int kernel)
            (size_t)OH * K * ((size_t)OW * B + DIRECT_ROW_PAD) +
            (size_t)C * kernel * DIRECT_PAIR_SUM_FLOATS;
 }
-
